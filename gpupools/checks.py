@@ -1,0 +1,66 @@
+"""The second validation pass: what only the catalog and the chosen cloud can judge."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from . import clouds
+from .catalog import load_catalog
+from .config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
+from .errors import Problem
+from .sharing import installer_problems, resolve_installer, sharing_problems
+
+
+def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
+                      software: GpuSoftware, teams: list[Team]) -> list[Problem]:
+    module = clouds.get(cloud)
+    catalog = load_catalog()
+    installer = resolve_installer(cloud, software.installer)
+    problems = installer_problems(cloud, software.installer)
+    if cluster is not None:
+        problems += module.cluster_problems(cluster)
+    counts = Counter(pool.name for _, pool in pools)
+    for index, pool in pools:
+        path = f"pools[{index}]"
+        if counts[pool.name] > 1:
+            problems.append(Problem(f"{path}.name", f"{pool.name!r} is used by more than one pool; pool names must be unique in a stack"))
+        if pool.min_nodes > pool.max_nodes:
+            problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes} is greater than maxNodes ({pool.max_nodes}); minNodes must be between 0 and maxNodes"))
+        problems += _label_problems(pool, path)
+        problems += module.pool_problems(pool, path)
+        hardware, found = module.resolve(pool, catalog, path)
+        problems += found
+        sharing = pool.sharing if pool.sharing is not None else default_sharing
+        sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
+        problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
+        problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
+    problems += _team_problems(teams, {pool.name for _, pool in pools})
+    return problems
+
+
+def _label_problems(pool: Pool, path: str) -> list[Problem]:
+    problems = []
+    for key, value in pool.labels.items():
+        where = f"{path}.labels.{key}"
+        if not LABEL_KEY.match(key):
+            problems.append(Problem(where, f"{key!r} is not a valid Kubernetes label key ([prefix/]name, name at most 63 characters)"))
+        elif key.startswith(RESERVED_LABEL_PREFIXES):
+            problems.append(Problem(where, f"{key!r} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved"))
+        if not LABEL_VALUE.match(value):
+            problems.append(Problem(where, f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"))
+    return problems
+
+
+def _team_problems(teams: list[Team], pool_names: set[str]) -> list[Problem]:
+    problems = []
+    names = Counter(t.name for t in teams)
+    namespaces = Counter(t.namespace_name for t in teams)
+    for i, team in enumerate(teams):
+        if names[team.name] > 1:
+            problems.append(Problem(f"teams[{i}].name", f"{team.name!r} is used by more than one team"))
+        elif namespaces[team.namespace_name] > 1:
+            problems.append(Problem(f"teams[{i}].namespace", f"{team.namespace_name!r} is the namespace of more than one team"))
+        for j, pool in enumerate(team.pools or []):
+            if pool not in pool_names:
+                problems.append(Problem(f"teams[{i}].pools[{j}]", f"{pool!r} is not a pool of this stack; pools: {', '.join(sorted(pool_names))}"))
+    return problems

@@ -1,0 +1,37 @@
+"""Lookups every cloud module needs in the same way."""
+
+from __future__ import annotations
+
+from ..catalog import Catalog, Hardware, InstanceType
+from ..config import Pool
+from ..errors import Problem
+
+KIND = {"aws": "instance type", "azure": "VM size", "gcp": "machine type"}
+
+
+def lookup_instance(cloud: str, pool: Pool, catalog: Catalog, path: str) -> tuple[InstanceType | None, list[Problem]]:
+    found = catalog.instance(cloud, pool.instance_type)
+    if found is not None:
+        return found, []
+    where = f"{path}.instanceType"
+    other = catalog.cloud_of(pool.instance_type)
+    if other is not None:
+        return None, [Problem(where, f"{pool.instance_type!r} is an {other} {KIND[other]}, but this stack's cloud is {cloud}; pick an {cloud} {KIND[cloud]} (gpupools catalog --cloud {cloud})")]
+    closest = catalog.closest(cloud, pool.instance_type)
+    hint = f"closest known: {', '.join(closest)}" if closest else f"see `gpupools catalog --cloud {cloud}`"
+    return None, [Problem(where, f"unknown {cloud} GPU {KIND[cloud]} {pool.instance_type!r}; {hint}")]
+
+
+def hardware_of(instance: InstanceType) -> Hardware:
+    assert instance.gpu is not None
+    return Hardware(instance.name, instance.gpu, instance.gpus, instance.price, instance.price_read, instance.accelerator)
+
+
+def reject_fields(pool: Pool, path: str, cloud: str, fields: dict[str, str]) -> list[Problem]:
+    """Fields that only another cloud understands are mistakes, not silently ignored settings."""
+    problems = []
+    for attr, (alias, owner) in fields.items():
+        value = getattr(pool, attr)
+        if value is not None:
+            problems.append(Problem(f"{path}.{alias}", f"{value!r} is not used on {cloud}; {alias} applies to {owner} only"))
+    return problems

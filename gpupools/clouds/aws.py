@@ -1,0 +1,209 @@
+"""AWS EKS decisions: AMI per node OS, node-group and launch-template inputs, Bottlerocket device-plugin settings.
+
+Functions return keyword arguments for the pulumi_aws resources (snake_case, exactly as the SDK names them);
+values the cloud creates at deploy time (ARNs, IDs) are passed in and placed untouched.
+"""
+
+from __future__ import annotations
+
+import base64
+
+from ..catalog import Catalog, Hardware
+from ..config import Cluster, Pool, Sharing
+from ..errors import Problem
+from ..pools import PoolPlan, spell_taint
+from ._common import hardware_of, lookup_instance, reject_fields
+
+NAME = "aws"
+SERVICE = "EKS"
+TAINT_STYLE = "enum"
+PROVIDER_PACKAGE = "pulumi_aws"
+
+DEFAULT_KUBERNETES_VERSION = "1.33"
+AMI_TYPES = {"al2023": "AL2023_x86_64_NVIDIA", "bottlerocket": "BOTTLEROCKET_x86_64_NVIDIA"}
+SYSTEM_POOL = {"instance_type": "t3.large", "min": 1, "max": 3, "desired": 2, "ami_type": "AL2023_x86_64_STANDARD"}
+VPC_CIDR = "10.0.0.0/16"
+AVAILABILITY_ZONES = 2
+
+# Managed policies a worker node needs to join the cluster, run the VPC CNI and pull images.
+NODE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+)
+CLUSTER_POLICIES = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
+
+# Bottlerocket names GPUs in its MIG settings as <model>.<memory>gb (settings.kubelet-device-plugins.nvidia.mig.profile).
+BOTTLEROCKET_MIG_GPU_KEY = {"A100-40GB": "a100.40gb", "A100-80GB": "a100.80gb", "H100-80GB": "h100.80gb", "H200-141GB": "h200.141gb"}
+
+
+def cluster_problems(cluster: Cluster) -> list[Problem]:
+    problems = []
+    if cluster.resource_group is not None:
+        problems.append(Problem("cluster.resourceGroup", f"{cluster.resource_group!r} is not used on aws; resourceGroup applies to azure only"))
+    if cluster.location is not None:
+        problems.append(Problem("cluster.location", f"{cluster.location!r} is not used on aws; the region comes from aws:region"))
+    if cluster.subnet_ids is not None and len(cluster.subnet_ids) < 2:
+        problems.append(Problem("cluster.subnetIds", f"{len(cluster.subnet_ids)} subnet given; EKS needs subnets in at least two availability zones"))
+    return problems
+
+
+def pool_problems(pool: Pool, path: str) -> list[Problem]:
+    return reject_fields(pool, path, NAME, {"gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types")})
+
+
+def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
+    instance, problems = lookup_instance(NAME, pool, catalog, path)
+    return (hardware_of(instance) if instance else None), problems
+
+
+def hardware(pool: Pool, catalog: Catalog) -> Hardware:
+    hw, problems = resolve(pool, catalog, "pool")
+    assert hw is not None, problems
+    return hw
+
+
+def ami_type(pool: Pool) -> str:
+    return AMI_TYPES[pool.os or "al2023"]
+
+
+def bottlerocket_settings(plan: PoolPlan) -> str | None:
+    """TOML for Bottlerocket's built-in NVIDIA device plugin, which replaces the NVIDIA chart on these nodes.
+
+    Names follow Bottlerocket's `settings.kubelet-device-plugins.nvidia` (time-slicing since 1.25, MIG since
+    1.34, MPS in current releases). rename-by-default is turned off so shared GPUs stay `nvidia.com/gpu`, as on
+    every other pool.
+    """
+    if plan.pool.os != "bottlerocket":
+        return None
+    m = plan.mechanism
+    lines = ["[settings.kubelet-device-plugins.nvidia]"]
+    if m.mode == "time-slicing":
+        lines += ['device-sharing-strategy = "time-slicing"', "",
+                  "[settings.kubelet-device-plugins.nvidia.time-slicing]",
+                  f"replicas = {m.replicas}", "rename-by-default = false", "fail-requests-greater-than-one = true"]
+    elif m.mode == "mps":
+        lines += ['device-sharing-strategy = "mps"', "",
+                  "[settings.kubelet-device-plugins.nvidia.mps]", f"replicas = {m.replicas}", "rename-by-default = false"]
+    elif m.mode == "mig":
+        key = BOTTLEROCKET_MIG_GPU_KEY[plan.hardware.gpu.name]
+        lines += ['device-partitioning-strategy = "mig"', "",
+                  "[settings.kubelet-device-plugins.nvidia.mig.profile]", f'"{key}" = "{m.mig_profile}"']
+    else:
+        lines += ['device-sharing-strategy = "none"']
+    return "\n".join(lines) + "\n"
+
+
+def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, path: str) -> list[Problem]:
+    """Bottlerocket's device plugin does the sharing on its pools, so its limits are EKS's limits there."""
+    mig_profile = sharing.mig_profile
+    if pool.os != "bottlerocket" or sharing.mode != "mig" or hw is None or not hw.gpu.supports_mig:
+        return []
+    if hw.gpu.name not in BOTTLEROCKET_MIG_GPU_KEY:
+        return [Problem(f"{path}.mode", f"Bottlerocket's MIG settings do not cover {hw.gpu.name}; use os: al2023 (GPU Operator MIG manager)")]
+    if mig_profile and ("+" in mig_profile or "-" in mig_profile.split("gb", 1)[1]):
+        return [Problem(f"{path}.migProfile", f"{mig_profile!r}: Bottlerocket's MIG settings take plain profiles such as 1g.10gb, not media-extension variants; use os: al2023 for this profile")]
+    return []
+
+
+def launch_template_args(plan: PoolPlan) -> dict:
+    """IMDSv2 only, an encrypted gp3 root volume, and Bottlerocket settings as user data.
+
+    A launch template is how a managed node group gets IMDSv2 and a disk size at the same time (EKS rejects
+    `disk_size` beside a launch template). Hop limit 2 lets containers on the node reach IMDSv2.
+    """
+    bottlerocket = plan.pool.os == "bottlerocket"
+    args: dict = {
+        "metadata_options": {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2},
+        "block_device_mappings": [{
+            # Bottlerocket keeps images and containers on its second (data) volume.
+            "device_name": "/dev/xvdb" if bottlerocket else "/dev/xvda",
+            "ebs": {"volume_size": plan.pool.disk_size_gb or 100, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"},
+        }],
+        "tag_specifications": [{"resource_type": "instance", "tags": {"gpupools.io/pool": plan.name}}],
+    }
+    settings = bottlerocket_settings(plan)
+    if settings:
+        args["user_data"] = base64.b64encode(settings.encode()).decode()
+    return args
+
+
+def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, launch_template_id, launch_template_version, kubernetes_version: str | None) -> dict:
+    pool = plan.pool
+    args = {
+        "cluster_name": cluster_name,
+        "node_group_name": pool.name,
+        "node_role_arn": node_role_arn,
+        "subnet_ids": subnet_ids,
+        "ami_type": ami_type(pool),
+        "capacity_type": "SPOT" if pool.spot else "ON_DEMAND",
+        "instance_types": [pool.instance_type],
+        "labels": dict(plan.labels),
+        "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
+        "scaling_config": {"min_size": pool.min_nodes, "max_size": pool.max_nodes, "desired_size": pool.min_nodes},
+        "update_config": {"max_unavailable": 1},
+        "launch_template": {"id": launch_template_id, "version": launch_template_version},
+        "tags": {"gpupools.io/pool": pool.name, "gpupools.io/gpu": plan.hardware.gpu.name},
+    }
+    if kubernetes_version:
+        args["version"] = kubernetes_version
+    return args
+
+
+def system_node_group_args(cluster_name, node_role_arn, subnet_ids) -> dict:
+    """A small on-demand CPU group so CoreDNS, the GPU Operator and Prometheus run without waking a GPU node."""
+    return {
+        "cluster_name": cluster_name,
+        "node_group_name": "system",
+        "node_role_arn": node_role_arn,
+        "subnet_ids": subnet_ids,
+        "ami_type": SYSTEM_POOL["ami_type"],
+        "capacity_type": "ON_DEMAND",
+        "instance_types": [SYSTEM_POOL["instance_type"]],
+        "labels": {"gpupools.io/pool": "system"},
+        "scaling_config": {"min_size": SYSTEM_POOL["min"], "max_size": SYSTEM_POOL["max"], "desired_size": SYSTEM_POOL["desired"]},
+    }
+
+
+def subnet_layout(zones: list[str]) -> list[dict]:
+    """Public and private /20s per zone: nodes live in private subnets, load balancers and the NAT in public ones."""
+    layout = []
+    for i, zone in enumerate(zones[:AVAILABILITY_ZONES]):
+        layout.append({"name": f"public-{i}", "zone": zone, "cidr": f"10.0.{i * 16}.0/20", "public": True})
+        layout.append({"name": f"private-{i}", "zone": zone, "cidr": f"10.0.{128 + i * 16}.0/20", "public": False})
+    return layout
+
+
+def cluster_args(name: str, role_arn, subnet_ids, kubernetes_version: str | None) -> dict:
+    return {
+        "name": name,
+        "role_arn": role_arn,
+        "version": kubernetes_version or DEFAULT_KUBERNETES_VERSION,
+        "vpc_config": {"subnet_ids": subnet_ids, "endpoint_public_access": True, "endpoint_private_access": True},
+        "access_config": {"authentication_mode": "API_AND_CONFIG_MAP", "bootstrap_cluster_creator_admin_permissions": True},
+    }
+
+
+def assume_role_policy(service: str) -> str:
+    import json
+
+    return json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]})
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str | None) -> str:
+    """A kubeconfig that authenticates with `aws eks get-token`, so no long-lived credential is stored."""
+    import json
+
+    args = ["eks", "get-token", "--cluster-name", cluster_name, "--output", "json"]
+    if region:
+        args += ["--region", region]
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": cluster_name,
+        "clusters": [{"name": cluster_name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "users": [{"name": cluster_name, "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws", "args": args}}}],
+    }, indent=2)
+
+
+def extra_tolerations(plan: PoolPlan) -> list[dict]:
+    return []

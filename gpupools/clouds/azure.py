@@ -1,0 +1,128 @@
+"""Azure AKS decisions: user agent pools with autoscaling, spot settings, and who installs the GPU driver.
+
+Design choice for MIG on AKS: the GPU Operator owns driver, toolkit and MIG (pools are created with
+`gpuProfile.driver: None`), instead of AKS's `gpuInstanceProfile`. One mechanism on AKS and EKS means the
+same labels, resource names and in-place changes everywhere; `gpuInstanceProfile` is fixed at pool creation,
+so every MIG change would replace the pool.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..catalog import Catalog, Hardware
+from ..config import Cluster, Pool, Sharing
+from ..errors import Problem
+from ..pools import PoolPlan, spell_taint
+from ._common import hardware_of, lookup_instance, reject_fields
+
+NAME = "azure"
+SERVICE = "AKS"
+TAINT_STYLE = "string"
+PROVIDER_PACKAGE = "pulumi_azure_native"
+
+DEFAULT_KUBERNETES_VERSION = "1.33"
+SYSTEM_POOL = {"vm_size": "Standard_D4ds_v5", "min": 1, "max": 3, "count": 2}
+# AKS: Linux agent pool names are 1-12 lower-case letters and digits, starting with a letter.
+AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+# AKS adds this taint to every spot pool by itself; pods that should run there need its toleration.
+SPOT_TOLERATION = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
+
+
+def cluster_problems(cluster: Cluster) -> list[Problem]:
+    problems = []
+    if cluster.resource_group is None:
+        problems.append(Problem("cluster.resourceGroup", "required on azure: the resource group that holds (or will hold) the AKS cluster"))
+    if cluster.location is not None:
+        problems.append(Problem("cluster.location", f"{cluster.location!r} is not used on azure; the location comes from azure-native:location"))
+    if cluster.subnet_ids is not None:
+        problems.append(Problem("cluster.subnetIds", "not used on azure; subnetIds applies to aws only"))
+    return problems
+
+
+def pool_problems(pool: Pool, path: str) -> list[Problem]:
+    problems = reject_fields(pool, path, NAME, {
+        "gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"), "os": ("os", "aws")})
+    if not AGENT_POOL_NAME.match(pool.name):
+        problems.append(Problem(f"{path}.name", f"{pool.name!r} cannot name an AKS agent pool: use 1-12 lower-case letters and digits, starting with a letter"))
+    return problems
+
+
+def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, path: str) -> list[Problem]:
+    return []
+
+
+def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
+    instance, problems = lookup_instance(NAME, pool, catalog, path)
+    return (hardware_of(instance) if instance else None), problems
+
+
+def hardware(pool: Pool, catalog: Catalog) -> Hardware:
+    hw, problems = resolve(pool, catalog, "pool")
+    assert hw is not None, problems
+    return hw
+
+
+def gpu_driver(installer: str) -> str:
+    """The GPU Operator brings its own driver; any other installer relies on the one AKS installs."""
+    return "None" if installer == "gpu-operator" else "Install"
+
+
+def agent_pool_args(plan: PoolPlan, installer: str, resource_group, cluster_name, kubernetes_version: str | None) -> dict:
+    pool = plan.pool
+    args = {
+        "agent_pool_name": pool.name,
+        "resource_group_name": resource_group,
+        "resource_name_": cluster_name,
+        "vm_size": pool.instance_type,
+        "mode": "User",
+        "os_type": "Linux",
+        "os_sku": "Ubuntu",
+        "type": "VirtualMachineScaleSets",
+        "enable_auto_scaling": True,
+        "min_count": pool.min_nodes,
+        "max_count": pool.max_nodes,
+        "count": pool.min_nodes,
+        "node_labels": dict(plan.labels),
+        "node_taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
+        "gpu_profile": {"driver": gpu_driver(installer)},
+        "enable_node_public_ip": False,
+        "scale_set_priority": "Spot" if pool.spot else "Regular",
+    }
+    if pool.spot:
+        args.update(scale_set_eviction_policy="Delete", spot_max_price=-1)
+    if pool.disk_size_gb:
+        args["os_disk_size_gb"] = pool.disk_size_gb
+    if kubernetes_version:
+        args["orchestrator_version"] = kubernetes_version
+    return args
+
+
+def managed_cluster_args(cluster: Cluster) -> dict:
+    return {
+        "resource_name_": cluster.name,
+        "resource_group_name": cluster.resource_group,
+        "dns_prefix": cluster.name,
+        "kubernetes_version": cluster.kubernetes_version or DEFAULT_KUBERNETES_VERSION,
+        "identity": {"type": "SystemAssigned"},
+        "enable_rbac": True,
+        "oidc_issuer_profile": {"enabled": True},
+        "security_profile": {"workload_identity": {"enabled": True}},
+        "agent_pool_profiles": [{
+            "name": "system",
+            "mode": "System",
+            "vm_size": SYSTEM_POOL["vm_size"],
+            "count": SYSTEM_POOL["count"],
+            "min_count": SYSTEM_POOL["min"],
+            "max_count": SYSTEM_POOL["max"],
+            "enable_auto_scaling": True,
+            "os_type": "Linux",
+            "type": "VirtualMachineScaleSets",
+            "node_labels": {"gpupools.io/pool": "system"},
+        }],
+        "auto_upgrade_profile": {"upgrade_channel": "patch"},
+    }
+
+
+def extra_tolerations(plan: PoolPlan) -> list[dict]:
+    return [SPOT_TOLERATION] if plan.pool.spot else []

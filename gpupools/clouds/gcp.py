@@ -1,0 +1,191 @@
+"""Google GKE decisions: accelerators from the machine type (or `gpu`/`gpuCount` on N1), who installs the
+driver, and GKE's own GPU sharing (time-sharing, MPS, MIG partitions).
+
+Every field under `guest_accelerators` forces GKE to recreate the pool, while node labels update in place.
+That is why, with the GPU Operator installer, sharing is chosen by labels; with GKE's own installer a sharing
+change replaces the pool (README says so).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..catalog import Catalog, Hardware
+from ..config import Cluster, Pool, Sharing
+from ..errors import Problem
+from ..pools import PoolPlan, spell_taint
+from ._common import KIND, hardware_of, lookup_instance, reject_fields
+
+NAME = "gcp"
+SERVICE = "GKE"
+TAINT_STYLE = "enum"
+PROVIDER_PACKAGE = "pulumi_gcp"
+
+DEFAULT_KUBERNETES_VERSION = "1.33"
+SYSTEM_POOL = {"machine_type": "e2-standard-4", "min": 1, "max": 3}
+# GKE's documented label that stops its own NVIDIA device plugin, for pools the GPU Operator serves.
+NO_DEFAULT_DEVICE_PLUGIN_LABEL = "gke-no-default-nvidia-gpu-device-plugin"
+SHARING_STRATEGY = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
+
+
+def cluster_problems(cluster: Cluster) -> list[Problem]:
+    problems = []
+    if cluster.location is None:
+        problems.append(Problem("cluster.location", "required on gcp: the region (e.g. us-central1) or zone (e.g. us-central1-a) of the GKE cluster"))
+    if cluster.resource_group is not None:
+        problems.append(Problem("cluster.resourceGroup", f"{cluster.resource_group!r} is not used on gcp; resourceGroup applies to azure only"))
+    if cluster.subnet_ids is not None:
+        problems.append(Problem("cluster.subnetIds", "not used on gcp; subnetIds applies to aws only"))
+    return problems
+
+
+def pool_problems(pool: Pool, path: str) -> list[Problem]:
+    problems = reject_fields(pool, path, NAME, {"os": ("os", "aws")})
+    if len(pool.name) > 40 or not pool.name[0].isalpha():
+        problems.append(Problem(f"{path}.name", f"{pool.name!r} cannot name a GKE node pool: start with a letter, at most 40 characters"))
+    return problems
+
+
+def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, path: str) -> list[Problem]:
+    return []
+
+
+def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
+    """A2/A3/G2 machine types imply their GPUs; N1 machine types take them from `gpu` and `gpuCount`."""
+    instance, problems = lookup_instance(NAME, pool, catalog, path)
+    if instance is None:
+        return None, problems
+    if instance.gpu is not None:
+        problems = []
+        if pool.gpu is not None and pool.gpu != instance.accelerator:
+            problems.append(Problem(f"{path}.gpu", f"{pool.gpu!r} does not fit {instance.name}, which always carries {instance.gpus} x {instance.accelerator}; remove gpu"))
+        if pool.gpu_count is not None and pool.gpu_count != instance.gpus:
+            problems.append(Problem(f"{path}.gpuCount", f"{pool.gpu_count} does not fit {instance.name}, which always carries {instance.gpus} GPUs; remove gpuCount"))
+        return (hardware_of(instance) if not problems else None), problems
+    accelerators = catalog.gcp_accelerators
+    if pool.gpu is None:
+        return None, [Problem(f"{path}.gpu", f"required for N1 {KIND[NAME]} {instance.name}: one of {', '.join(accelerators)}")]
+    accelerator = accelerators.get(pool.gpu)
+    if accelerator is None:
+        return None, [Problem(f"{path}.gpu", f"unknown GPU {pool.gpu!r} for N1 machine types; allowed: {', '.join(accelerators)}")]
+    count = pool.gpu_count or 1
+    if count not in accelerator.counts:
+        return None, [Problem(f"{path}.gpuCount", f"{count} x {pool.gpu} is not offered on N1; allowed counts: {', '.join(map(str, accelerator.counts))}")]
+    price = instance.price + accelerator.price_per_gpu * count
+    return Hardware(instance.name, accelerator.gpu, count, round(price, 4), min(instance.price_read, accelerator.price_read), accelerator.name), []
+
+
+def hardware(pool: Pool, catalog: Catalog) -> Hardware:
+    hw, problems = resolve(pool, catalog, "pool")
+    assert hw is not None, problems
+    return hw
+
+
+def guest_accelerator(plan: PoolPlan, installer: str) -> dict:
+    m = plan.mechanism
+    accelerator: dict = {"type": plan.hardware.accelerator, "count": plan.hardware.gpus_per_node}
+    if installer == "cloud":
+        accelerator["gpu_driver_installation_config"] = {"gpu_driver_version": "LATEST"}
+        if m.mode in SHARING_STRATEGY:
+            accelerator["gpu_sharing_config"] = {"gpu_sharing_strategy": SHARING_STRATEGY[m.mode], "max_shared_clients_per_gpu": m.replicas}
+        elif m.mode == "mig":
+            accelerator["gpu_partition_size"] = m.mig_profile
+    else:
+        # The GPU Operator (or the standalone plugin's host) installs the driver itself.
+        accelerator["gpu_driver_installation_config"] = {"gpu_driver_version": "INSTALLATION_DISABLED"}
+    return accelerator
+
+
+def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, project: str | None, kubernetes_version: str | None) -> dict:
+    pool = plan.pool
+    labels = dict(plan.labels)
+    operator_owned = installer != "cloud"
+    if operator_owned:
+        labels[NO_DEFAULT_DEVICE_PLUGIN_LABEL] = "true"
+    node_config = {
+        "machine_type": pool.instance_type,
+        "spot": pool.spot,
+        # GKE installs signed drivers only on COS; NVIDIA's driver container needs Ubuntu.
+        "image_type": "UBUNTU_CONTAINERD" if operator_owned else "COS_CONTAINERD",
+        "labels": labels,
+        "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
+        "guest_accelerators": [guest_accelerator(plan, installer)],
+        "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        # Secure boot admits only signed kernel modules: GKE's drivers are signed, NVIDIA's driver container is not.
+        "shielded_instance_config": {"enable_secure_boot": not operator_owned, "enable_integrity_monitoring": True},
+        "metadata": {"disable-legacy-endpoints": "true"},
+    }
+    if pool.disk_size_gb:
+        node_config["disk_size_gb"] = pool.disk_size_gb
+    args = {
+        "name": pool.name,
+        "cluster": cluster_name,
+        "location": location,
+        "initial_node_count": pool.min_nodes,
+        # total_* bound the whole pool, whatever number of zones a regional cluster spans.
+        "autoscaling": {"total_min_node_count": pool.min_nodes, "total_max_node_count": pool.max_nodes, "location_policy": "ANY" if pool.spot else "BALANCED"},
+        "management": {"auto_repair": True, "auto_upgrade": True},
+        "node_config": node_config,
+    }
+    if project:
+        args["project"] = project
+    if kubernetes_version:
+        args["version"] = kubernetes_version
+    return args
+
+
+def cluster_args(cluster: Cluster, project: str | None) -> dict:
+    args = {
+        "name": cluster.name,
+        "location": cluster.location,
+        "remove_default_node_pool": True,
+        "initial_node_count": 1,
+        "deletion_protection": False,
+        "release_channel": {"channel": "REGULAR"},
+        "networking_mode": "VPC_NATIVE",
+        "ip_allocation_policy": {},
+    }
+    if cluster.kubernetes_version:
+        args["min_master_version"] = cluster.kubernetes_version
+    if project:
+        args["project"] = project
+        args["workload_identity_config"] = {"workload_pool": f"{project}.svc.id.goog"}
+    return args
+
+
+def system_node_pool_args(cluster_name, location: str, project: str | None) -> dict:
+    args = {
+        "name": "system",
+        "cluster": cluster_name,
+        "location": location,
+        "initial_node_count": SYSTEM_POOL["min"],
+        "autoscaling": {"total_min_node_count": SYSTEM_POOL["min"], "total_max_node_count": SYSTEM_POOL["max"]},
+        "management": {"auto_repair": True, "auto_upgrade": True},
+        "node_config": {
+            "machine_type": SYSTEM_POOL["machine_type"],
+            "labels": {"gpupools.io/pool": "system"},
+            "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+            "workload_metadata_config": {"mode": "GKE_METADATA"},
+            "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
+        },
+    }
+    if project:
+        args["project"] = project
+    return args
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_data: str) -> str:
+    """Authenticates through gke-gcloud-auth-plugin, so the kubeconfig holds no token."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": cluster_name,
+        "clusters": [{"name": cluster_name, "cluster": {"server": f"https://{endpoint}", "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "users": [{"name": cluster_name, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "gke-gcloud-auth-plugin",
+            "installHint": "Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin", "provideClusterInfo": True}}}],
+    }, indent=2)
+
+
+def extra_tolerations(plan: PoolPlan) -> list[dict]:
+    return []

@@ -1,0 +1,326 @@
+"""The stack config contract: typed models for everything under `config:` in a stack file.
+
+Validation happens once, here, at the boundary. Shape and range checks are pydantic's job; checks that
+need the hardware catalog or the chosen cloud run in a second pass on whatever parts are well-formed, so a
+user sees every problem of a stack file in one run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic.alias_generators import to_camel
+
+from .errors import ConfigError, Problem, field_path
+
+NAMESPACE = "gpupools"
+PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "kubernetes")
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+PATTERN_NAMES = {
+    DNS_LABEL: "a DNS label (lower-case letters, digits and '-', at most 63, starting and ending alphanumeric)",
+    r"^1\.\d{2}$": "a Kubernetes minor version such as \"1.33\"",
+    r"^\d+g\.\d+gb([+-][a-z.]+)?$": "a MIG profile name such as 1g.10gb",
+    r"^v?\d+\.\d+\.\d+$": "a chart version such as v26.7.0",
+}
+DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+RESERVED_LABEL_PREFIXES = ("gpupools.io/", "nvidia.com/")
+
+SharingMode = Literal["none", "time-slicing", "mps", "mig"]
+Installer = Literal["auto", "gpu-operator", "device-plugin", "cloud"]
+
+# CUDA MPS serves at most 48 clients per GPU (Volta and later) and GKE caps maxSharedClientsPerGpu at 48;
+# one bound for both sharing modes keeps a stack portable between clouds.
+MAX_REPLICAS = 48
+
+DEFAULT_GPU_OPERATOR_VERSION = "v26.7.0"
+DEFAULT_DEVICE_PLUGIN_VERSION = "0.20.0"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class Sharing(Model):
+    """How one pool's GPUs are shared: whole GPUs, time-slicing, MPS, or MIG partitions."""
+
+    mode: SharingMode = "none"
+    replicas: Annotated[int, Field(ge=2, le=MAX_REPLICAS, strict=True)] | None = None
+    mig_profile: Annotated[str, StringConstraints(pattern=r"^\d+g\.\d+gb([+-][a-z.]+)?$")] | None = None
+
+
+class Pool(Model):
+    name: DnsLabel
+    instance_type: Annotated[str, StringConstraints(min_length=1)]
+    gpu: str | None = None
+    gpu_count: Annotated[int, Field(ge=1, strict=True)] | None = None
+    min_nodes: Annotated[int, Field(ge=0, strict=True)] = 0
+    max_nodes: Annotated[int, Field(ge=1, strict=True)]
+    spot: Annotated[bool, Field(strict=True)] = False
+    disk_size_gb: Annotated[int, Field(ge=20, le=16384, strict=True)] | None = None
+    os: Literal["al2023", "bottlerocket"] | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    sharing: Sharing | None = None
+
+
+class Cluster(Model):
+    name: Annotated[str, StringConstraints(pattern=DNS_LABEL, max_length=40)]
+    create: Annotated[bool, Field(strict=True)] = True
+    kubernetes_version: Annotated[str, StringConstraints(pattern=r"^1\.\d{2}$")] | None = None
+    resource_group: Annotated[str, StringConstraints(min_length=1, max_length=90)] | None = None
+    location: Annotated[str, StringConstraints(min_length=1)] | None = None
+    subnet_ids: list[Annotated[str, StringConstraints(min_length=1)]] | None = None
+
+
+class GpuSoftware(Model):
+    installer: Installer = "auto"
+    mig_strategy: Literal["mixed", "single"] = "mixed"
+    version: Annotated[str, StringConstraints(pattern=r"^v?\d+\.\d+\.\d+$")] | None = None
+
+
+class Idle(Model):
+    utilization_below_percent: Annotated[float, Field(gt=0, lt=100)] = 5
+    for_hours: Annotated[float, Field(gt=0, le=24 * 30)] = 4
+
+
+class Monitoring(Model):
+    enabled: Annotated[bool, Field(strict=True)] = True
+    prometheus: Literal["install", "existing"] = "install"
+    release_label: Annotated[str, StringConstraints(min_length=1, max_length=63)] = "kube-prometheus-stack"
+    grafana: Annotated[bool, Field(strict=True)] = True
+    idle: Idle = Field(default_factory=Idle)
+
+
+class Team(Model):
+    name: DnsLabel
+    namespace: DnsLabel | None = None
+    gpus: Annotated[int, Field(ge=0, strict=True)]
+    pools: list[DnsLabel] | None = None
+
+    @property
+    def namespace_name(self) -> str:
+        return self.namespace or self.name
+
+
+class StackConfig(Model):
+    """Everything a stack file says under the `gpupools:` namespace, plus the provider settings beside it."""
+
+    cloud: Literal["aws", "azure", "gcp"]
+    cluster: Cluster
+    sharing: Sharing = Field(default_factory=Sharing)
+    pools: Annotated[list[Pool], Field(min_length=1)]
+    gpu_software: GpuSoftware = Field(default_factory=GpuSoftware)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+    teams: list[Team] = Field(default_factory=list)
+    providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
+
+    def pool(self, name: str) -> Pool:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(name)
+
+    def sharing_of(self, pool: Pool) -> Sharing:
+        """A pool's own sharing wins; otherwise the stack-wide default applies."""
+        return pool.sharing if pool.sharing is not None else self.sharing
+
+    @property
+    def gpu_software_version(self) -> str:
+        return self.gpu_software.version or DEFAULT_GPU_OPERATOR_VERSION
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Reading stack files and Pulumi config
+
+
+def read_stack_file(path: str | Path) -> dict[str, Any]:
+    """Parse a Pulumi stack file into the raw `config:` mapping (namespaced keys), or raise ConfigError."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError([Problem(str(path), "stack file not found")]) from None
+    except OSError as exc:
+        raise ConfigError([Problem(str(path), f"cannot read stack file: {exc.strerror}")]) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError([Problem(str(path), f"not valid YAML{where}: {what}")]) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise ConfigError([Problem(str(path), "a stack file needs a top-level `config:` mapping")])
+    return doc["config"]
+
+
+def _decode_secure(value: Any) -> Any:
+    """Encrypted values (`{secure: ...}`) cannot be read offline; keep a placeholder that says so."""
+    if isinstance(value, dict) and set(value) == {"secure"}:
+        return SecretPlaceholder()
+    return value
+
+
+class SecretPlaceholder(str):
+    """Stands in for an encrypted stack value when planning offline."""
+
+    def __new__(cls) -> "SecretPlaceholder":
+        return super().__new__(cls, "[secret]")
+
+
+def split_namespaces(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[Problem]]:
+    """Separate `gpupools:` keys from provider settings; anything else is a mistake worth naming."""
+    ours: dict[str, Any] = {}
+    providers: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for key, value in config.items():
+        namespace, _, name = str(key).partition(":")
+        if namespace == NAMESPACE and name:
+            ours[name] = _decode_secure(value)
+        elif namespace in PROVIDER_NAMESPACES and name:
+            providers[key] = _decode_secure(value)
+        else:
+            allowed = ", ".join(f"{n}:" for n in (NAMESPACE, *PROVIDER_NAMESPACES))
+            problems.append(Problem(str(key), f"unknown config key {key!r}; keys start with one of {allowed}"))
+    return ours, providers, problems
+
+
+def from_pulumi_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Pulumi hands structured config values to programs as JSON strings; turn them back into data."""
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, str) and value[:1] in "[{":
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        out[key] = value
+    return out
+
+
+def to_pulumi_values(config: dict[str, Any]) -> dict[str, str]:
+    """The inverse of `from_pulumi_values`: how the Pulumi CLI passes stack config to a program."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Validation
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
+    """Walk the model tree along `loc` to the model that rejected an extra key, and list its keys."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = next((f for n, f in current.model_fields.items() if (f.alias or n) == part or n == part), None)
+        if field is None:
+            return None
+        current = _model_in(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or n for n, f in current.model_fields.items() if n != "providers"]
+    return None
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = prefix + tuple(err["loc"])
+        kind = err["type"]
+        given = err.get("input")
+        if kind == "missing":
+            message = "required, but missing"
+        elif kind == "extra_forbidden":
+            allowed = _allowed_keys(model, tuple(err["loc"])[:-1])
+            message = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
+        elif kind == "string_pattern_mismatch":
+            form = PATTERN_NAMES.get(err["ctx"]["pattern"], f"the form {err['ctx']['pattern']}")
+            message = f"{_describe(given)} is not {form}"
+        elif kind == "too_short" and loc[-1] == "pools":
+            message = "at least one pool is required"
+        elif kind == "list_type":
+            message = f"expected a list, got {_describe(given)}"
+        elif kind in ("model_type", "dict_type", "model_attributes_type"):
+            message = f"expected a mapping, got {_describe(given)}"
+        else:
+            text = err["msg"]
+            message = f"{text[0].lower()}{text[1:]} (got {_describe(given)})"
+        problems.append(Problem(field_path(loc), message))
+    return problems
+
+
+def _try(model: type[BaseModel], raw: Any, loc: tuple, problems: list[Problem] | None = None):
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        if problems is not None:
+            problems.extend(pydantic_problems(exc, model, loc))
+        return None
+
+
+def validate_stack(config: dict[str, Any]) -> StackConfig:
+    """Validate a raw `config:` mapping (namespaced keys) and return the typed stack, or raise ConfigError."""
+    from .checks import semantic_problems  # the catalog-aware pass
+
+    ours, providers, problems = split_namespaces(config)
+    raw = {**ours, "providers": providers}
+    stack = None
+    try:
+        stack = StackConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(pydantic_problems(exc, StackConfig))
+    if stack is not None:
+        problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software, stack.teams))
+    else:
+        # Check what is well-formed anyway, so the user sees every problem in one go.
+        cloud = ours.get("cloud") if ours.get("cloud") in ("aws", "azure", "gcp") else None
+        cluster = _try(Cluster, ours.get("cluster"), ("cluster",))
+        sharing = _try(Sharing, ours.get("sharing", {}), ("sharing",)) or Sharing()
+        software = _try(GpuSoftware, ours.get("gpuSoftware", {}), ("gpuSoftware",)) or GpuSoftware()
+        raw_pools = ours.get("pools") if isinstance(ours.get("pools"), list) else []
+        pools = [(i, p) for i, p in ((i, _try(Pool, r, ("pools", i))) for i, r in enumerate(raw_pools)) if p is not None]
+        raw_teams = ours.get("teams") if isinstance(ours.get("teams"), list) else []
+        teams = [t for t in (_try(Team, r, ("teams", i)) for i, r in enumerate(raw_teams)) if t is not None]
+        if cloud:
+            problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams))
+    if problems:
+        raise ConfigError(_dedupe(problems))
+    assert stack is not None
+    return stack
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for p in problems:
+        if (p.path, p.message) not in seen:
+            seen.add((p.path, p.message))
+            out.append(p)
+    return out
+
+
+def load_stack(path: str | Path) -> StackConfig:
+    return validate_stack(read_stack_file(path))

@@ -1,0 +1,88 @@
+"""Cloud-neutral facts about a GPU pool: its taint, its labels, its hardware and its schedulable capacity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import clouds
+from .catalog import Hardware, load_catalog
+from .config import Pool, Sharing, StackConfig
+from .sharing import Mechanism, mechanism, resolve_installer
+
+POOL_LABEL = "gpupools.io/pool"
+GPU_LABEL = "gpupools.io/gpu"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # Kubernetes spelling: NoSchedule | PreferNoSchedule | NoExecute
+
+
+# Every GPU pool carries this taint, so only pods that tolerate it (GPU workloads, GPU DaemonSets) land there.
+GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+
+_EFFECT_ENUM = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+
+
+def spell_taint(taint: Taint, style: str) -> dict | str:
+    """EKS and GKE want an object with an upper-case effect enum; AKS wants `key=value:Effect`."""
+    if style == "enum":
+        return {"key": taint.key, "value": taint.value, "effect": _EFFECT_ENUM[taint.effect]}
+    if style == "string":
+        return f"{taint.key}={taint.value}:{taint.effect}"
+    raise ValueError(f"unknown taint style {style!r}")
+
+
+def toleration(taint: Taint) -> dict:
+    return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One pool with every decision made: what `pulumi up` creates for it and what it offers to pods."""
+
+    pool: Pool
+    sharing: Sharing
+    hardware: Hardware
+    mechanism: Mechanism
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+
+    @property
+    def name(self) -> str:
+        return self.pool.name
+
+    @property
+    def units_per_node(self) -> int:
+        return self.hardware.gpus_per_node * self.mechanism.units_per_gpu
+
+    @property
+    def max_units(self) -> int:
+        return self.units_per_node * self.pool.max_nodes
+
+    @property
+    def max_gpus(self) -> int:
+        return self.hardware.gpus_per_node * self.pool.max_nodes
+
+    @property
+    def price_per_unit(self) -> float:
+        return self.hardware.price_per_node / self.units_per_node
+
+    def hourly_cost(self, nodes: int) -> float:
+        return self.hardware.price_per_node * nodes
+
+
+def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
+    cloud = clouds.get(stack.cloud)
+    hardware = cloud.hardware(pool, load_catalog())
+    sharing = stack.sharing_of(pool)
+    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    mech = mechanism(stack.cloud, installer, pool.os, sharing, hardware, stack.gpu_software.mig_strategy)
+    labels = {POOL_LABEL: pool.name, GPU_LABEL: hardware.gpu.name, **pool.labels, **mech.node_labels}
+    return PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,))
+
+
+def plan_pools(stack: StackConfig) -> list[PoolPlan]:
+    return [plan_pool(stack, pool) for pool in stack.pools]

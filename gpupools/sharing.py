@@ -1,0 +1,173 @@
+"""How a pool's GPUs are shared on each cloud: which software does it, which resource pods request, how many.
+
+Pure decisions only. The mechanism for a pool follows from three things: the cloud, the stack's installer
+(resolved from `auto`), and the pool's node OS. Everything that must change when a user edits `replicas` or
+`mode` is expressed as node labels and device-plugin config entries, so those edits never replace a pool on
+clouds where labels are updated in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .catalog import Hardware, mig_config_name, mig_resource_name
+from .config import Sharing
+from .errors import Problem
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Installers after `auto` is resolved. `bottlerocket` is not chosen by users: Bottlerocket's NVIDIA variants
+# ship their own device plugin, so pools on them are always served by it.
+AUTO_INSTALLER = {"aws": "gpu-operator", "azure": "gpu-operator", "gcp": "cloud"}
+BOTTLEROCKET = "bottlerocket"
+
+# Node labels the NVIDIA software reads.
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+# GPU Operator per-node switches: a pool whose OS already provides a component turns the operator's copy off.
+DEPLOY_DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+DEPLOY_MIG_MANAGER_LABEL = "nvidia.com/gpu.deploy.mig-manager"
+
+NO_SHARING_ENTRY = "no-sharing"
+
+# The `all-<profile>` layouts that the GPU Operator's default MIG config (v26.7.0,
+# assets/state-mig-manager/0400_configmap.yaml) already holds; any other layout needs a custom config.
+OPERATOR_DEFAULT_MIG_CONFIGS = frozenset(
+    """all-disabled all-enabled all-balanced
+    all-1g.5gb all-1g.5gb.me all-2g.10gb all-3g.20gb all-4g.20gb all-7g.40gb
+    all-1g.10gb all-1g.10gb.me all-1g.20gb all-2g.20gb all-3g.40gb all-4g.40gb all-7g.80gb
+    all-1g.6gb all-1g.6gb.me all-2g.12gb all-2g.12gb.me all-4g.24gb
+    all-1g.12gb all-1g.12gb.me all-1g.24gb all-2g.24gb all-3g.47gb all-4g.47gb all-7g.94gb
+    all-3g.48gb all-4g.48gb all-7g.96gb
+    all-1g.18gb all-1g.18gb.me all-1g.35gb all-2g.35gb all-3g.71gb all-4g.71gb all-7g.141gb
+    all-1g.36gb all-2g.36gb all-3g.72gb all-4g.72gb all-7g.144gb
+    all-1g.23gb all-1g.23gb.me all-1g.45gb all-1g.47gb all-2g.45gb all-2g.47gb all-3g.90gb all-3g.93gb
+    all-4g.90gb all-4g.93gb all-7g.180gb all-7g.186gb
+    all-1g.34gb all-1g.34gb.me all-1g.67gb all-2g.67gb all-3g.135gb all-4g.135gb all-7g.269gb
+    all-1g.35gb.me all-1g.70gb all-2g.70gb all-3g.139gb all-4g.139gb all-7g.278gb""".split()
+)
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """What serves one pool's GPUs, and what a pod on it requests."""
+
+    installer: str  # gpu-operator | device-plugin | cloud | bottlerocket
+    mode: str  # none | time-slicing | mps | mig
+    resource: str  # the extended resource pods request
+    units_per_gpu: int  # schedulable units one physical GPU becomes
+    description: str
+    node_labels: dict[str, str] = field(default_factory=dict)
+    device_plugin_entry: str | None = None  # named entry in the NVIDIA device-plugin config
+    mig_config: str | None = None  # mig-parted config the MIG manager applies
+    replicas: int | None = None
+    mig_profile: str | None = None
+
+
+def resolve_installer(cloud: str, installer: str) -> str:
+    return AUTO_INSTALLER[cloud] if installer == "auto" else installer
+
+
+def device_plugin_entry_name(sharing: Sharing) -> str:
+    """One entry per distinct setting: pools with equal settings share it, a change just picks another."""
+    if sharing.mode in ("time-slicing", "mps"):
+        return f"{sharing.mode}-{sharing.replicas}"
+    return NO_SHARING_ENTRY
+
+
+def device_plugin_config_entry(sharing: Sharing) -> dict:
+    """A config document in the NVIDIA device plugin's v1 schema (api/config/v1: Config, Sharing, ReplicatedResources)."""
+    doc: dict = {"version": "v1"}
+    if sharing.mode in ("time-slicing", "mps"):
+        key = "timeSlicing" if sharing.mode == "time-slicing" else "mps"
+        doc["sharing"] = {key: {"resources": [{"name": GPU_RESOURCE, "replicas": sharing.replicas}]}}
+    return doc
+
+
+def mig_parted_config(profiles: dict[str, int]) -> dict:
+    """A mig-parted v1 document (api/spec/v1: version, mig-configs) with one all-<profile> layout per profile."""
+    configs: dict = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
+    for profile, count in sorted(profiles.items()):
+        configs[mig_config_name(profile)] = [{"devices": "all", "mig-enabled": True, "mig-devices": {profile: count}}]
+    return {"version": "v1", "mig-configs": configs}
+
+
+def mechanism(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware, mig_strategy: str) -> Mechanism:
+    """Decide the mechanism for a pool whose config already passed `sharing_problems`."""
+    mode = sharing.mode
+    if cloud == "aws" and os == "bottlerocket":
+        installer = BOTTLEROCKET
+    if installer == "cloud":
+        return _gke_mechanism(sharing, hardware)
+    if installer == BOTTLEROCKET:
+        labels = {DEPLOY_DEVICE_PLUGIN_LABEL: "false", DEPLOY_MIG_MANAGER_LABEL: "false"}
+        if mode in ("time-slicing", "mps"):
+            what = "time-slicing" if mode == "time-slicing" else "MPS"
+            return Mechanism(installer, mode, GPU_RESOURCE, sharing.replicas, f"Bottlerocket device plugin, {what} x{sharing.replicas}",
+                             node_labels=labels, replicas=sharing.replicas)
+        if mode == "mig":
+            count = hardware.gpu.mig_profiles[sharing.mig_profile]
+            return Mechanism(installer, mode, GPU_RESOURCE, count, f"Bottlerocket device plugin, MIG {sharing.mig_profile} x{count}",
+                             node_labels=labels, mig_profile=sharing.mig_profile)
+        return Mechanism(installer, mode, GPU_RESOURCE, 1, "Bottlerocket device plugin, whole GPUs", node_labels=labels)
+    software = "GPU Operator" if installer == "gpu-operator" else "NVIDIA device plugin"
+    if mode == "mig":
+        count = hardware.gpu.mig_profiles[sharing.mig_profile]
+        resource = mig_resource_name(sharing.mig_profile) if mig_strategy == "mixed" else GPU_RESOURCE
+        config = mig_config_name(sharing.mig_profile)
+        return Mechanism(installer, mode, resource, count, f"GPU Operator MIG manager, {config} ({mig_strategy} strategy)",
+                         node_labels={MIG_CONFIG_LABEL: config, DEVICE_PLUGIN_CONFIG_LABEL: NO_SHARING_ENTRY},
+                         device_plugin_entry=NO_SHARING_ENTRY, mig_config=config, mig_profile=sharing.mig_profile)
+    entry = device_plugin_entry_name(sharing)
+    labels = {DEVICE_PLUGIN_CONFIG_LABEL: entry}
+    if installer == "gpu-operator" and hardware.gpu.supports_mig:
+        # Keep MIG off on pools that do not ask for it, so a MIG-capable GPU is never left half-configured.
+        labels[MIG_CONFIG_LABEL] = "all-disabled"
+    if mode == "none":
+        return Mechanism(installer, mode, GPU_RESOURCE, 1, f"{software}, whole GPUs", node_labels=labels, device_plugin_entry=entry)
+    what = "time-slicing" if mode == "time-slicing" else "MPS"
+    return Mechanism(installer, mode, GPU_RESOURCE, sharing.replicas, f"{software}, {what} x{sharing.replicas} ({DEVICE_PLUGIN_CONFIG_LABEL}={entry})",
+                     node_labels=labels, device_plugin_entry=entry, replicas=sharing.replicas)
+
+
+def _gke_mechanism(sharing: Sharing, hardware: Hardware) -> Mechanism:
+    """GKE's own device plugin: sharing is a node-pool setting, and MIG partitions are still `nvidia.com/gpu`."""
+    if sharing.mode == "mig":
+        count = hardware.gpu.mig_profiles[sharing.mig_profile]
+        return Mechanism("cloud", "mig", GPU_RESOURCE, count, f"GKE GPU partitions {sharing.mig_profile} x{count}", mig_profile=sharing.mig_profile)
+    if sharing.mode in ("time-slicing", "mps"):
+        what = "time-sharing" if sharing.mode == "time-slicing" else "MPS"
+        return Mechanism("cloud", sharing.mode, GPU_RESOURCE, sharing.replicas, f"GKE {what} x{sharing.replicas}", replicas=sharing.replicas)
+    return Mechanism("cloud", "none", GPU_RESOURCE, 1, "GKE device plugin, whole GPUs")
+
+
+def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
+    """Combinations the hardware, the cloud or the chosen software cannot do, each with the reason."""
+    problems = []
+    mode = sharing.mode
+    if mode in ("time-slicing", "mps") and sharing.replicas is None:
+        problems.append(Problem(f"{path}.replicas", f"required with mode {mode!r}: how many workloads share one GPU (2 to 48)"))
+    if mode in ("none", "mig") and sharing.replicas is not None:
+        problems.append(Problem(f"{path}.replicas", f"{sharing.replicas} is not allowed with mode {mode!r}; replicas apply to time-slicing and mps only"))
+    if mode == "mig" and sharing.mig_profile is None:
+        problems.append(Problem(f"{path}.migProfile", "required with mode 'mig': the MIG profile every GPU is split into"))
+    if mode != "mig" and sharing.mig_profile is not None:
+        problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not allowed with mode {mode!r}; migProfile applies to mode 'mig' only"))
+    bottlerocket = cloud == "aws" and os == "bottlerocket"
+    if mode == "mig":
+        if installer == "device-plugin" and not bottlerocket:
+            problems.append(Problem(f"{path}.mode", "'mig' needs the GPU Operator's MIG manager or the cloud's own MIG support; the standalone device plugin cannot partition GPUs (set gpuSoftware.installer to gpu-operator)"))
+        if hardware is not None and sharing.mig_profile is not None:
+            gpu = hardware.gpu
+            if not gpu.supports_mig:
+                problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: its {gpu.name} GPU has no MIG support (MIG needs A100, H100, H200 or newer)"))
+            elif sharing.mig_profile not in gpu.mig_profiles:
+                problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not a MIG profile of {gpu.name}; it has {', '.join(gpu.mig_profiles)}"))
+    return problems
+
+
+def installer_problems(cloud: str, installer: str) -> list[Problem]:
+    if installer == "cloud" and cloud != "gcp":
+        service = {"aws": "EKS", "azure": "AKS"}[cloud]
+        return [Problem("gpuSoftware.installer", f"'cloud' is only available on gcp, where GKE installs drivers and shares GPUs itself; {service} has no such mechanism, use 'gpu-operator' or 'device-plugin'")]
+    return []
