@@ -16,7 +16,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
     module = clouds.get(cloud)
     catalog = load_catalog()
     installer = resolve_installer(cloud, software.installer)
-    problems = installer_problems(cloud, software.installer)
+    problems = installer_problems(cloud, software.installer, software.version)
     if cluster is not None:
         problems += module.cluster_problems(cluster)
     counts = Counter(pool.name for _, pool in pools)

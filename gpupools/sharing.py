@@ -166,8 +166,19 @@ def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharin
     return problems
 
 
-def installer_problems(cloud: str, installer: str) -> list[Problem]:
+def installer_problems(cloud: str, installer: str, version: str | None = None) -> list[Problem]:
+    problems = []
     if installer == "cloud" and cloud != "gcp":
         service = {"aws": "EKS", "azure": "AKS"}[cloud]
-        return [Problem("gpuSoftware.installer", f"'cloud' is only available on gcp, where GKE installs drivers and shares GPUs itself; {service} has no such mechanism, use 'gpu-operator' or 'device-plugin'")]
-    return []
+        problems.append(Problem("gpuSoftware.installer", f"'cloud' is only available on gcp, where GKE installs drivers and shares GPUs itself; {service} has no such mechanism, use 'gpu-operator' or 'device-plugin'"))
+    if installer == "device-plugin" and cloud == "gcp":
+        problems.append(Problem("gpuSoftware.installer", "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without the operator; use 'cloud' (or 'gpu-operator')"))
+    resolved = resolve_installer(cloud, installer)
+    if version is not None:
+        if resolved == "gpu-operator" and not version.startswith("v"):
+            problems.append(Problem("gpuSoftware.version", f"{version!r} is not a GPU Operator chart version; they are spelled with a leading v, e.g. v26.7.0"))
+        elif resolved == "device-plugin" and version.startswith("v"):
+            problems.append(Problem("gpuSoftware.version", f"{version!r} is not an nvidia-device-plugin chart version; they have no leading v, e.g. 0.20.0"))
+        elif resolved == "cloud":
+            problems.append(Problem("gpuSoftware.version", f"{version!r} pins no chart with installer 'cloud': GKE manages its own GPU software"))
+    return problems

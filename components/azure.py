@@ -1,0 +1,68 @@
+"""AKS: the managed cluster (new, or an existing one found by name) and user agent pools for GPUs."""
+
+from __future__ import annotations
+
+import base64
+
+import pulumi
+import pulumi_azure_native as azure_native
+import pulumi_kubernetes as k8s
+
+from gpupools.clouds import azure as decide
+from gpupools.config import StackConfig
+from gpupools.pools import PoolPlan
+
+from .base import ClusterHandle, Component
+
+containerservice = azure_native.containerservice
+
+
+class AksCluster(Component):
+    """An AKS cluster with a small autoscaled system pool, or an existing cluster in the resource group."""
+
+    TYPE = "AksCluster"
+
+    def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster = stack.cluster
+        self.resource_group = cluster.resource_group
+        if cluster.create:
+            managed = containerservice.ManagedCluster(name, **decide.managed_cluster_args(cluster), opts=self.child(
+                ignore_changes=["agentPoolProfiles[0].count"]))
+            self.cluster_name = managed.name
+        else:
+            found = containerservice.get_managed_cluster_output(resource_group_name=cluster.resource_group, resource_name=cluster.name,
+                                                                opts=pulumi.InvokeOutputOptions(parent=self))
+            self.cluster_name = found.name
+        credentials = containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=cluster.resource_group, resource_name=self.cluster_name, opts=pulumi.InvokeOutputOptions(parent=self))
+        self.kubeconfig = pulumi.Output.secret(credentials.kubeconfigs[0].value.apply(lambda v: base64.b64decode(v).decode()))
+        self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def handle(self) -> ClusterHandle:
+        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"resource_group": self.resource_group})
+
+
+class AksGpuNodePool(Component):
+    """A User-mode agent pool of GPU VMs: tainted, labelled, autoscaled, optionally Spot."""
+
+    TYPE = "AksGpuNodePool"
+
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, kubernetes_version: str | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(plan.name, opts)
+        self.agent_pool = containerservice.AgentPool(
+            plan.name,
+            **decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version),
+            # The cluster autoscaler owns the node count; only the bounds come from the stack.
+            opts=self.child(ignore_changes=["count"], delete_before_replace=True))
+        self.register_outputs({"agentPoolName": self.agent_pool.name})
+
+
+def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None) -> ClusterHandle:
+    return AksCluster(stack.cluster.name, stack, opts).handle()
+
+
+def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, opts: pulumi.ResourceOptions | None = None) -> Component:
+    return AksGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)

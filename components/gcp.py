@@ -1,0 +1,68 @@
+"""GKE: the cluster (new, without its default pool, or an existing one) and GPU node pools."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from gpupools.clouds import gcp as decide
+from gpupools.config import StackConfig
+from gpupools.pools import PoolPlan
+
+from .base import ClusterHandle, Component
+
+
+class GkeCluster(Component):
+    """A GKE cluster whose default pool is replaced by a small system pool, or an existing cluster."""
+
+    TYPE = "GkeCluster"
+
+    def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster = stack.cluster
+        project = stack.providers.get("gcp:project")
+        self.location = cluster.location
+        self.project = project
+        if cluster.create:
+            gke = gcp.container.Cluster(name, **decide.cluster_args(cluster, project), opts=self.child())
+            self.cluster_name = gke.name
+            endpoint, ca_data = gke.endpoint, gke.master_auth.cluster_ca_certificate
+            gcp.container.NodePool("system", **decide.system_node_pool_args(gke.name, cluster.location, project), opts=self.child(
+                ignore_changes=["initialNodeCount"]))
+        else:
+            found = gcp.container.get_cluster_output(name=cluster.name, location=cluster.location, project=project,
+                                                     opts=pulumi.InvokeOutputOptions(parent=self))
+            self.cluster_name = found.name
+            endpoint, ca_data = found.endpoint, found.master_auths[0].cluster_ca_certificate
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
+            lambda a: decide.kubeconfig(a[0], a[1], a[2])))
+        self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def handle(self) -> ClusterHandle:
+        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"location": self.location, "project": self.project})
+
+
+class GkeGpuNodePool(Component):
+    """A node pool with guest accelerators: tainted, labelled, autoscaled, optionally Spot."""
+
+    TYPE = "GkeGpuNodePool"
+
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, kubernetes_version: str | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(plan.name, opts)
+        self.node_pool = gcp.container.NodePool(
+            plan.name,
+            **decide.node_pool_args(plan, installer, cluster.name, cluster.details["location"], cluster.details["project"], kubernetes_version),
+            # The cluster autoscaler owns the node count; only the bounds come from the stack.
+            opts=self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True))
+        self.register_outputs({"nodePoolName": self.node_pool.name})
+
+
+def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None) -> ClusterHandle:
+    return GkeCluster(stack.cluster.name, stack, opts).handle()
+
+
+def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, opts: pulumi.ResourceOptions | None = None) -> Component:
+    return GkeGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)

@@ -1,0 +1,43 @@
+"""The GPU Operator or the NVIDIA device plugin, with the configs that select each pool's sharing."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpupools.software import Release, SoftwarePlan
+
+from . import kube
+from .base import Component
+
+
+def helm_release(release: Release, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+    """A Helm release pinned to one chart version from its official repository."""
+    return k8s.helm.v3.Release(
+        release.name,
+        name=release.name,
+        chart=release.chart.chart,
+        version=release.version,
+        repository_opts={"repo": release.chart.repo},
+        namespace=release.chart.namespace,
+        create_namespace=False,
+        values=release.values,
+        atomic=True,
+        cleanup_on_fail=True,
+        opts=opts,
+    )
+
+
+class GpuSoftware(Component):
+    """Installs what a `SoftwarePlan` lists. It depends on the cluster only, never on the GPU pools."""
+
+    TYPE = "GpuSoftware"
+
+    def __init__(self, name: str, plan: SoftwarePlan, kubernetes: k8s.Provider, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        provider_opts = self.child(provider=kubernetes)
+        namespaces = [kube.apply(obj, provider_opts) for obj in plan.objects if obj["kind"] == "Namespace"]
+        created = namespaces + [kube.apply(obj, self.child(provider=kubernetes, depends_on=namespaces))
+                                for obj in plan.objects if obj["kind"] != "Namespace"]
+        self.releases = [helm_release(r, self.child(provider=kubernetes, depends_on=created)) for r in plan.releases]
+        self.register_outputs({"releases": [r.name for r in plan.releases]})

@@ -1,0 +1,158 @@
+"""The `gpupools` command line: plan, render, workload, catalog, check, idle.
+
+Every user mistake ends as `error: <field>: <what is wrong>` lines on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+import yaml
+
+from .errors import ConfigError, Problem
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Shared, monitored, policy-checked GPU node pools on EKS, AKS and GKE.")
+
+EXIT_USAGE = 2
+
+
+def fail(problems: list[Problem] | Problem | str, code: int = EXIT_USAGE) -> NoReturn:
+    if isinstance(problems, (Problem, str)):
+        problems = [problems]
+    for p in problems:
+        typer.echo(str(p) if isinstance(p, Problem) else f"error: {p}", err=True)
+    raise typer.Exit(code)
+
+
+def project_dir() -> Path:
+    """The nearest directory with a Pulumi.yaml, so `--stack` works from anywhere inside a project."""
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / "Pulumi.yaml").exists():
+            return d
+    return Path(__file__).resolve().parent.parent
+
+
+def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
+    if stack and config:
+        fail("give either --stack or --config, not both")
+    if config is not None:
+        name = config.name
+        name = name[len("Pulumi."):-len(".yaml")] if name.startswith("Pulumi.") and name.endswith((".yaml", ".yml")) else config.stem
+        return config, name
+    if not stack:
+        fail("give --stack NAME (stacks/Pulumi.NAME.yaml) or --config FILE")
+    root = project_dir()
+    stacks_dir = root / "stacks"
+    try:
+        meta = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
+        stacks_dir = root / meta.get("stackConfigDir", ".")
+    except (OSError, yaml.YAMLError):
+        pass
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        fail(Problem("--stack", f"no stack {stack!r} ({path} does not exist); known stacks: {', '.join(known) or 'none'}"))
+    return path, stack
+
+
+def load(stack: str | None, config: Path | None):
+    """Read and validate a stack file once; everything after this works on typed objects."""
+    from .config import read_stack_file, validate_stack
+
+    path, name = stack_path(stack, config)
+    try:
+        raw = read_stack_file(path)
+        return raw, validate_stack(raw), name
+    except ConfigError as exc:
+        fail(exc.problems)
+
+
+StackOpt = typer.Option(None, "--stack", "-s", help="Stack name: reads stacks/Pulumi.NAME.yaml")
+ConfigOpt = typer.Option(None, "--config", "-c", help="Path of any stack file", dir_okay=False)
+JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON on stdout")
+
+
+def run_plan(raw: dict, name: str):
+    from .plan import run_program
+
+    return run_program(raw, name)
+
+
+@app.command()
+def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt) -> None:
+    """Show what `pulumi up` would create, offline, by running the program under Pulumi's mock engine."""
+    raw, typed, name = load(stack, config)
+    result = run_plan(raw, name)
+    if as_json:
+        typer.echo(result.to_json())
+        return
+    from .report import print_plan
+
+    print_plan(typed, result)
+
+
+@app.command()
+def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azure | gcp"), as_json: bool = JsonOpt) -> None:
+    """List the GPU instance types gpupools knows, with GPUs, MIG profiles and list prices."""
+    from .catalog import CLOUDS
+    from .report import catalog_rows, print_catalog
+
+    if cloud is not None and cloud not in CLOUDS:
+        fail(Problem("--cloud", f"{cloud!r} is not a cloud gpupools supports; allowed: {', '.join(CLOUDS)}"))
+    rows = catalog_rows(cloud)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    print_catalog(rows)
+
+
+@app.command()
+def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
+           out: Path = typer.Option(..., "--out", "-o", help="Directory to write into", file_okay=False)) -> None:
+    """Write each Helm release's values and every other Kubernetes object as YAML, for review or kubectl."""
+    from .render import write_rendered
+
+    raw, typed, name = load(stack, config)
+    result = run_plan(raw, name)
+    try:
+        written = write_rendered(typed, result, out)
+    except OSError as exc:
+        fail(Problem("--out", f"cannot write to {str(out)!r}: {exc.strerror}"))
+    for path in written:
+        typer.echo(str(path))
+
+
+@app.command()
+def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
+             pool: str = typer.Option(..., "--pool", "-p", help="Pool the Job should run on"),
+             image: str = typer.Option("nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04", "--image", help="Container image"),
+             units: int = typer.Option(1, "--units", min=1, help="Schedulable GPU units to request")) -> None:
+    """Print a ready-to-apply Kubernetes Job that lands on POOL with the right GPU request and toleration."""
+    from .pools import plan_pool
+    from .workload import job_manifest
+
+    _, typed, _ = load(stack, config)
+    names = [p.name for p in typed.pools]
+    if pool not in names:
+        fail(Problem("--pool", f"{pool!r} is not a pool of this stack; pools: {', '.join(names)}"))
+    plan_ = plan_pool(typed, typed.pool(pool))
+    if units > plan_.units_per_node:
+        fail(Problem("--units", f"{units} exceeds what one node of pool {pool!r} offers ({plan_.units_per_node} x {plan_.mechanism.resource})"))
+    typer.echo(yaml.safe_dump(job_manifest(typed, plan_, image=image, units=units), sort_keys=False), nl=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

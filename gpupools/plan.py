@@ -1,0 +1,213 @@
+"""`gpupools plan`: run the real Pulumi program in-process under Pulumi's mock engine and record what it creates.
+
+No cloud account, no Pulumi CLI, no network. Each registration is recorded as the engine would see it
+(type token, logical name, parent, camelCase inputs); the mocks answer with plausible outputs (IDs, ARNs,
+endpoints) so that dependent resources get concrete inputs. Invokes such as "find the existing cluster"
+get plausible answers too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from google.protobuf import json_format
+
+from .config import to_pulumi_values
+
+PROJECT = "gpupools"
+SECRET = "[secret]"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
+PROGRAM = Path(__file__).resolve().parent.parent / "__main__.py"
+
+
+@dataclass
+class PlannedResource:
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]
+    custom: bool
+    parent_type: str | None = None
+
+    def as_json(self) -> dict:
+        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs}
+
+
+@dataclass
+class Plan:
+    stack: str
+    cloud: str | None
+    resources: list[PlannedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, type_token: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def get(self, type_token: str, name: str) -> PlannedResource:
+        for r in self.resources:
+            if r.type == type_token and r.name == name:
+                return r
+        raise KeyError(f"{type_token} {name}")
+
+    def children(self, parent_type: str, parent_name: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.parent == parent_name and r.parent_type == parent_type]
+
+    def as_json(self) -> dict:
+        return {
+            "project": PROJECT,
+            "stack": self.stack,
+            "cloud": self.cloud,
+            "resources": [r.as_json() for r in sorted(self.resources, key=lambda r: (r.type, r.name))],
+            "outputs": self.outputs,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_json(), indent=2, sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    """Struct values as JSON: secrets masked, resource references as URNs, whole floats as ints."""
+    if isinstance(value, dict):
+        sig = value.get(_SIG_KEY)
+        if sig == _SECRET_SIG:
+            return SECRET
+        if sig == _RESOURCE_SIG:
+            return value.get("urn")
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _urn_name(urn: str) -> str | None:
+    return urn.rsplit("::", 1)[-1] if urn else None
+
+
+def _fake_id(*parts: str) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:12]
+
+
+_MOCK_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nmock\n-----END CERTIFICATE-----\n").decode()
+
+
+def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
+    """Outputs the real providers would compute, shaped like theirs, so downstream inputs are concrete."""
+    rid = _fake_id(typ, name)
+    out = dict(inputs)
+    if typ == "aws:eks/cluster:Cluster":
+        out.update(endpoint=f"https://{rid.upper()}.gr7.{region}.eks.amazonaws.com", certificateAuthority={"data": _MOCK_CA},
+                   arn=f"arn:aws:eks:{region}:123456789012:cluster/{inputs.get('name', name)}")
+    elif typ == "aws:iam/role:Role":
+        out.update(arn=f"arn:aws:iam::123456789012:role/{name}-{rid[:7]}", name=f"{name}-{rid[:7]}")
+    elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+        out.update(latestVersion=1, arn=f"arn:aws:ec2:{region}:123456789012:launch-template/lt-{rid}")
+    elif typ == "azure-native:containerservice:ManagedCluster":
+        out.update(name=inputs.get("resourceName", name), fqdn=f"{name}-{rid[:8]}.hcp.westeurope.azmk8s.io")
+    elif typ == "gcp:container/cluster:Cluster":
+        out.update(endpoint="203.0.113.10", masterAuth={"clusterCaCertificate": _MOCK_CA})
+    elif typ.startswith("random:index/randomPassword"):
+        out.update(result="mock-password-" + rid)
+    return out
+
+
+def _invoke_result(token: str, args: dict, region: str) -> dict:
+    if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+        return {"names": [f"{region}{z}" for z in "abc"], "zoneIds": [f"euc1-az{i}" for i in (1, 2, 3)], "id": region}
+    if token == "aws:eks/getCluster:getCluster":
+        name = args.get("name", "cluster")
+        return {"name": name, "endpoint": f"https://{_fake_id(name).upper()}.gr7.{region}.eks.amazonaws.com",
+                "certificateAuthorities": [{"data": _MOCK_CA}], "arn": f"arn:aws:eks:{region}:123456789012:cluster/{name}",
+                "vpcConfig": {"subnetIds": ["subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"], "vpcId": "vpc-0a1b2c3d4e5f60000"},
+                "version": "1.33", "status": "ACTIVE"}
+    if token == "azure-native:containerservice:getManagedCluster":
+        return {"name": args.get("resourceName"), "location": "westeurope", "kubernetesVersion": "1.33"}
+    if token == "azure-native:containerservice:listManagedClusterUserCredentials":
+        cluster = args.get("resourceName", "cluster")
+        kubeconfig = json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster, "cluster": {
+            "server": f"https://{cluster}.hcp.westeurope.azmk8s.io:443", "certificate-authority-data": _MOCK_CA}}]})
+        return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(kubeconfig.encode()).decode()}]}
+    if token == "gcp:container/getCluster:getCluster":
+        return {"name": args.get("name"), "location": args.get("location"), "endpoint": "203.0.113.20",
+                "masterAuths": [{"clusterCaCertificate": _MOCK_CA}]}
+    return {}
+
+
+def _make_monitor(plan: Plan, region: str):
+    from pulumi.runtime import mocks
+
+    class Recorder(mocks.Mocks):
+        def new_resource(self, args: mocks.MockResourceArgs):
+            return f"{args.name}-{_fake_id(args.typ, args.name)}", _resource_outputs(args.typ, args.name, args.inputs, region)
+
+        def call(self, args: mocks.MockCallArgs):
+            return _invoke_result(args.token, args.args, region)
+
+    class RecordingMonitor(mocks.MockMonitor):
+        def RegisterResource(self, request):
+            if request.type != "pulumi:pulumi:Stack":
+                inputs = _plain(json_format.MessageToDict(request.object))
+                parent_type = request.parent.split("::")[2].split("$")[-1] if request.parent else None
+                plan.resources.append(PlannedResource(request.type, request.name, _urn_name(request.parent), inputs,
+                                                      bool(request.custom), parent_type))
+            return super().RegisterResource(request)
+
+        def RegisterResourceOutputs(self, request):
+            if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
+                plan.outputs = _plain(json_format.MessageToDict(request.outputs))
+            return super().RegisterResourceOutputs(request)
+
+    return RecordingMonitor(Recorder())
+
+
+def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] | None = None) -> Plan:
+    """Run `program` (default: the project's `__main__.py`) with the given stack config under mocks."""
+    from pulumi.runtime import mocks, settings
+    from pulumi.runtime.config import set_all_config
+    from pulumi.runtime.stack import run_in_stack
+
+    cloud = config.get("gpupools:cloud")
+    plan = Plan(stack=stack, cloud=cloud if isinstance(cloud, str) else None)
+    region = str(config.get("aws:region") or config.get("gcp:region") or "eu-central-1")
+    secret_keys = [k for k, v in config.items() if v == SECRET]
+    set_all_config(to_pulumi_values(config), secret_keys)
+    monitor = _make_monitor(plan, region)
+    settings.ROOT.set(None)
+    settings.configure(mocks.MockSettings(
+        monitor=monitor,
+        monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
+        engine=mocks.MockEngine(None),
+        project=PROJECT,
+        stack=stack,
+        dry_run=False,
+        organization="organization",
+        callbacks=None,
+    ))
+
+    def default_program() -> None:
+        if PROGRAM.exists():
+            runpy.run_path(str(PROGRAM), run_name="__main__")
+        else:  # installed without the project checkout: the same program, from the package
+            from .program import main
+
+            main()
+
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(run_in_stack(program or default_program))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+        settings.ROOT.set(None)
+    return plan

@@ -1,0 +1,29 @@
+"""The Pulumi program behind `pulumi up` and `gpupools plan`: stack config in, GpuPlatform out."""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi.runtime.config import CONFIG, get_config_env
+
+from .config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values, validate_stack
+from .errors import ConfigError
+
+
+def stack_config_from_pulumi() -> StackConfig:
+    """Read every `gpupools:` and provider key the engine passed, and validate them as one stack file."""
+    values = {**get_config_env(), **CONFIG.get()}
+    wanted = {k: v for k, v in values.items() if k.partition(":")[0] in (NAMESPACE, *PROVIDER_NAMESPACES)}
+    try:
+        return validate_stack(from_pulumi_values(wanted))
+    except ConfigError as exc:
+        raise pulumi.RunError("invalid stack config:\n" + str(exc)) from None
+
+
+def main() -> None:
+    from gpupools.components.platform import GpuPlatform
+
+    stack = stack_config_from_pulumi()
+    platform = GpuPlatform("gpupools", stack)
+    pulumi.export("clusterName", platform.cluster.name)
+    pulumi.export("kubeconfig", platform.cluster.kubeconfig)
+    pulumi.export("pools", platform.pool_outputs())

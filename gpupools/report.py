@@ -1,0 +1,105 @@
+"""Human output: the plan per pool, and the catalog."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from . import clouds
+from .catalog import load_catalog
+from .config import StackConfig
+from .plan import Plan
+from .pools import PoolPlan, plan_pools
+from .sharing import resolve_installer
+
+POOL_TYPES = {"aws": "gpupools:index:EksGpuNodePool", "azure": "gpupools:index:AksGpuNodePool", "gcp": "gpupools:index:GkeGpuNodePool"}
+
+
+def money(value: float) -> str:
+    return f"${value:,.3f}/h" if value < 10 else f"${value:,.2f}/h"
+
+
+def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan) -> Table:
+    pool, hw, m = plan.pool, plan.hardware, plan.mechanism
+    table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    created = result.children(POOL_TYPES[stack.cloud], pool.name)
+    table.add_row("creates", ", ".join(f"{r.type} {r.name}" for r in created) or "-")
+    table.add_row("instance", f"{pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB)"
+                  + (", spot" if pool.spot else ", on-demand"))
+    table.add_row("nodes", f"min {pool.min_nodes}, max {pool.max_nodes}")
+    table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
+    table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
+    table.add_row("sharing", m.description)
+    table.add_row("capacity", f"{m.resource} x {plan.units_per_node} per node x {pool.max_nodes} nodes = {plan.max_units}")
+    table.add_row("price", f"{money(plan.price_per_unit)} per {m.resource} unit, {money(hw.price_per_gpu)} per whole GPU "
+                  f"(list price {hw.price_read})")
+    return table
+
+
+def print_plan(stack: StackConfig, result: Plan, console: Console | None = None) -> None:
+    console = console or Console(highlight=False, width=140)
+    module = clouds.get(stack.cloud)
+    plans = plan_pools(stack)
+    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    how = "new" if stack.cluster.create else "existing, looked up by name"
+    console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}, {module.SERVICE} cluster {stack.cluster.name} ({how}), "
+                  f"GPU software: {installer}")
+    for plan in plans:
+        console.print(pool_table(stack, plan, result))
+    counts: dict[str, int] = {}
+    for r in result.resources:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    summary = Table(title="all resources", title_justify="left", box=box.SIMPLE, pad_edge=False)
+    summary.add_column("type")
+    summary.add_column("count", justify="right")
+    for typ, n in sorted(counts.items()):
+        summary.add_row(typ, str(n))
+    console.print(summary)
+    releases = result.of_type("kubernetes:helm.sh/v3:Release")
+    for r in releases:
+        console.print(f"helm release {r.inputs.get('name')}: chart {r.inputs.get('chart')} {r.inputs.get('version')} "
+                      f"from {r.inputs.get('repositoryOpts', {}).get('repo')} in namespace {r.inputs.get('namespace')}")
+    low = sum(p.hourly_cost(p.pool.min_nodes) for p in plans)
+    high = sum(p.hourly_cost(p.pool.max_nodes) for p in plans)
+    gpus = sum(p.max_gpus for p in plans)
+    console.print(f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
+                  f"on-demand list prices; spot pools usually cost less.")
+    console.print(f"{len(result.resources)} resources.")
+
+
+def catalog_rows(cloud: str | None) -> list[dict]:
+    catalog = load_catalog()
+    rows = []
+    for name_cloud, types in catalog.instances.items():
+        if cloud and name_cloud != cloud:
+            continue
+        for it in types.values():
+            if it.gpu is None:
+                continue
+            rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
+                         "mig": sorted(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
+                         "priceRead": it.price_read, "accelerator": it.accelerator})
+        if name_cloud == "gcp":
+            n1 = [it.name for it in types.values() if it.gpu is None]
+            for acc in catalog.gcp_accelerators.values():
+                rows.append({"cloud": "gcp", "instanceType": f"n1 ({', '.join(n1)}) + {acc.name}", "gpu": acc.gpu.name,
+                             "gpus": "/".join(map(str, acc.counts)), "gpuMemoryGb": acc.gpu.memory_gb, "mig": [],
+                             "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name})
+    return rows
+
+
+def print_catalog(rows: list[dict], console: Console | None = None) -> None:
+    console = console or Console(highlight=False, width=200)
+    table = Table(box=box.SIMPLE_HEAD)
+    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "USD/h", "USD/GPU-h", "read"):
+        table.add_column(col, justify="right" if col in ("GPUs", "GB/GPU", "USD/h", "USD/GPU-h") else "left")
+    for r in rows:
+        mig = ", ".join(r["mig"]) if r["mig"] else "-"
+        price = f"{r['pricePerHour']:.3f}" if r["pricePerHour"] is not None else "machine + GPUs"
+        table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, price,
+                      f"{r['pricePerGpuHour']:.3f}", r["priceRead"])
+    console.print(table)
+    console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in load_catalog().price_region.items()) + ".")
