@@ -1,0 +1,54 @@
+"""`gpupools render`: the stack's Kubernetes side as files, for review or for `helm`/`kubectl` without Pulumi.
+
+Everything comes from the recorded plan, i.e. from the very inputs `pulumi up` would send.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .config import StackConfig
+from .plan import Plan, PlannedResource
+
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def manifest_of(resource: PlannedResource) -> dict | None:
+    """A planned pulumi_kubernetes resource back as the object it creates (inputs carry apiVersion and kind)."""
+    inputs = resource.inputs
+    if not resource.type.startswith("kubernetes:") or resource.type == HELM_RELEASE or "kind" not in inputs:
+        return None
+    return {k: inputs[k] for k in ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "type", "rules") if k in inputs}
+
+
+def manifest_filename(obj: dict) -> str:
+    meta = obj.get("metadata", {})
+    parts = [obj["kind"].lower(), meta.get("namespace"), meta.get("name")]
+    return "-".join(p for p in parts if p) + ".yaml"
+
+
+def rendered_files(stack: StackConfig, plan: Plan) -> dict[str, str]:
+    """Relative path -> YAML text."""
+    files: dict[str, str] = {}
+    for release in sorted(plan.of_type(HELM_RELEASE), key=lambda r: r.name):
+        header = (f"# Helm values for release {release.inputs['name']}: chart {release.inputs['chart']} {release.inputs['version']}\n"
+                  f"# helm upgrade --install {release.inputs['name']} {release.inputs['chart']} --repo {release.inputs['repositoryOpts']['repo']} "
+                  f"--version {release.inputs['version']} --namespace {release.inputs['namespace']} -f {release.inputs['name']}.values.yaml\n")
+        files[f"{release.inputs['name']}.values.yaml"] = header + yaml.safe_dump(release.inputs.get("values", {}), sort_keys=False)
+    for resource in plan.resources:
+        obj = manifest_of(resource)
+        if obj is not None:
+            files[f"manifests/{manifest_filename(obj)}"] = yaml.safe_dump(obj, sort_keys=False)
+    return files
+
+
+def write_rendered(stack: StackConfig, plan: Plan, out: Path) -> list[Path]:
+    written = []
+    for rel, text in sorted(rendered_files(stack, plan).items()):
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return written
