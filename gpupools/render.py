@@ -36,11 +36,11 @@ def rendered_files(stack: StackConfig, plan: Plan) -> dict[str, str]:
         header = (f"# Helm values for release {release.inputs['name']}: chart {release.inputs['chart']} {release.inputs['version']}\n"
                   f"# helm upgrade --install {release.inputs['name']} {release.inputs['chart']} --repo {release.inputs['repositoryOpts']['repo']} "
                   f"--version {release.inputs['version']} --namespace {release.inputs['namespace']} -f {release.inputs['name']}.values.yaml\n")
-        files[f"{release.inputs['name']}.values.yaml"] = header + yaml.safe_dump(release.inputs.get("values", {}), sort_keys=False)
+        files[f"{release.inputs['name']}.values.yaml"] = header + yaml.safe_dump(release.inputs.get("values", {}), sort_keys=True)
     for resource in plan.resources:
         obj = manifest_of(resource)
         if obj is not None:
-            files[f"manifests/{manifest_filename(obj)}"] = yaml.safe_dump(obj, sort_keys=False)
+            files[f"manifests/{manifest_filename(obj)}"] = yaml.safe_dump(obj, sort_keys=True)
     return files
 
 
