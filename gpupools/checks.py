@@ -11,6 +11,10 @@ from .errors import Problem
 from .sharing import installer_problems, resolve_installer, sharing_problems
 
 
+# The non-GPU pool gpupools creates for cluster add-ons is called "system" on every cloud.
+RESERVED_POOL_NAMES = frozenset({"system"})
+
+
 def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
                       software: GpuSoftware, teams: list[Team]) -> list[Problem]:
     module = clouds.get(cloud)
@@ -22,6 +26,8 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
     counts = Counter(pool.name for _, pool in pools)
     for index, pool in pools:
         path = f"pools[{index}]"
+        if pool.name in RESERVED_POOL_NAMES:
+            problems.append(Problem(f"{path}.name", f"{pool.name!r} is reserved for the cluster's own CPU pool; pick another pool name"))
         if counts[pool.name] > 1:
             problems.append(Problem(f"{path}.name", f"{pool.name!r} is used by more than one pool; pool names must be unique in a stack"))
         if pool.min_nodes > pool.max_nodes:

@@ -80,7 +80,7 @@ def catalog_rows(cloud: str | None) -> list[dict]:
             if it.gpu is None:
                 continue
             rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
-                         "mig": sorted(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
+                         "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
                          "priceRead": it.price_read, "accelerator": it.accelerator})
         if name_cloud == "gcp":
             n1 = [it.name for it in types.values() if it.gpu is None]

@@ -9,6 +9,10 @@ from ..errors import Problem
 KIND = {"aws": "instance type", "azure": "VM size", "gcp": "machine type"}
 
 
+def _a(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
 def lookup_instance(cloud: str, pool: Pool, catalog: Catalog, path: str) -> tuple[InstanceType | None, list[Problem]]:
     found = catalog.instance(cloud, pool.instance_type)
     if found is not None:
@@ -16,7 +20,7 @@ def lookup_instance(cloud: str, pool: Pool, catalog: Catalog, path: str) -> tupl
     where = f"{path}.instanceType"
     other = catalog.cloud_of(pool.instance_type)
     if other is not None:
-        return None, [Problem(where, f"{pool.instance_type!r} is an {other} {KIND[other]}, but this stack's cloud is {cloud}; pick an {cloud} {KIND[cloud]} (gpupools catalog --cloud {cloud})")]
+        return None, [Problem(where, f"{pool.instance_type!r} is {_a(other)} {other} {KIND[other]}, but this stack's cloud is {cloud}; pick {_a(cloud)} {cloud} {KIND[cloud]} (gpupools catalog --cloud {cloud})")]
     closest = catalog.closest(cloud, pool.instance_type)
     hint = f"closest known: {', '.join(closest)}" if closest else f"see `gpupools catalog --cloud {cloud}`"
     return None, [Problem(where, f"unknown {cloud} GPU {KIND[cloud]} {pool.instance_type!r}; {hint}")]

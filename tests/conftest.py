@@ -1,0 +1,73 @@
+"""Shared factories: a valid stack per cloud, changed one field at a time by each test."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def reference_dir() -> Path | None:
+    """Upstream files (chart values, MIG configs) to check against, when this machine has them."""
+    for candidate in (os.environ.get("GPUPOOLS_REFERENCE"), ROOT.parent / "shared" / "reference", Path("/work/shared/reference")):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return None
+
+
+def needs_reference() -> Path:
+    ref = reference_dir()
+    if ref is None:
+        pytest.skip("upstream reference files (../shared/reference or $GPUPOOLS_REFERENCE) are not on this machine")
+    return ref
+
+
+BASE = {
+    "aws": {
+        "aws:region": "eu-central-1",
+        "gpupools:cloud": "aws",
+        "gpupools:cluster": {"name": "ml-test"},
+        "gpupools:pools": [{"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 3}],
+    },
+    "azure": {
+        "azure-native:location": "westeurope",
+        "gpupools:cloud": "azure",
+        "gpupools:cluster": {"name": "ml-test", "resourceGroup": "rg-ml"},
+        "gpupools:pools": [{"name": "infer", "instanceType": "Standard_NC4as_T4_v3", "maxNodes": 3}],
+    },
+    "gcp": {
+        "gcp:project": "proj-test",
+        "gcp:region": "us-central1",
+        "gpupools:cloud": "gcp",
+        "gpupools:cluster": {"name": "ml-test", "location": "us-central1"},
+        "gpupools:pools": [{"name": "infer", "instanceType": "g2-standard-8", "maxNodes": 3}],
+    },
+}
+
+
+def stack_config(cloud: str = "aws", /, pools: list[dict] | None = None, **gpupools_keys) -> dict:
+    """A valid raw `config:` mapping; keyword arguments replace `gpupools:<key>` entries."""
+    config = copy.deepcopy(BASE[cloud])
+    if pools is not None:
+        config["gpupools:pools"] = pools
+    for key, value in gpupools_keys.items():
+        config[f"gpupools:{key}"] = value
+    return config
+
+
+def write_stack(tmp_path: Path, config: dict, name: str = "test") -> Path:
+    path = tmp_path / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def stack_file(tmp_path):
+    def make(config: dict, name: str = "test") -> Path:
+        return write_stack(tmp_path, config, name)
+    return make
