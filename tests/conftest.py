@@ -71,3 +71,15 @@ def stack_file(tmp_path):
     def make(config: dict, name: str = "test") -> Path:
         return write_stack(tmp_path, config, name)
     return make
+
+
+def plan_of(config: dict, stack: str = "test"):
+    """Run the real program under the mock engine, as `gpupools plan` does."""
+    from gpupools.config import validate_stack
+    from gpupools.plan import run_program
+
+    validate_stack(config)  # the CLI validates first; a test stack must be valid too
+    return run_program(config, stack)
+
+
+POOL_RESOURCE = {"aws": "aws:eks/nodeGroup:NodeGroup", "azure": "azure-native:containerservice:AgentPool", "gcp": "gcp:container/nodePool:NodePool"}
