@@ -158,8 +158,10 @@ def _make_monitor(plan: Plan, region: str):
             if request.type != "pulumi:pulumi:Stack":
                 inputs = _plain(json_format.MessageToDict(request.object))
                 parent_type = request.parent.split("::")[2].split("$")[-1] if request.parent else None
-                plan.resources.append(PlannedResource(request.type, request.name, _urn_name(request.parent), inputs,
-                                                      bool(request.custom), parent_type))
+                # The implicit stack resource is not part of the plan: top-level resources have no parent.
+                parent = None if parent_type in (None, "pulumi:pulumi:Stack") else _urn_name(request.parent)
+                plan.resources.append(PlannedResource(request.type, request.name, parent, inputs, bool(request.custom),
+                                                      parent_type if parent else None))
             return super().RegisterResource(request)
 
         def RegisterResourceOutputs(self, request):
