@@ -172,6 +172,35 @@ def _make_monitor(plan: Plan, region: str):
     return RecordingMonitor(Recorder())
 
 
+async def _wait_for_quiescence(await_all_outstanding_tasks: bool = True) -> None:
+    """Pulumi's `wait_for_rpcs`, waiting on each batch of outstanding outputs at once.
+
+    The SDK's loop waits with FIRST_COMPLETED and re-arms a callback on every pending output each time, which
+    is quadratic in the number of outputs; a plan of hundreds of pools spent most of its time there. Waiting
+    for the whole batch gives the same end state (every RPC and output settled, the first error re-raised).
+    """
+    from pulumi.runtime.settings import SETTINGS, _get_rpc_manager
+
+    rpc_manager = _get_rpc_manager()
+    while True:
+        while rpc_manager.rpcs:
+            await asyncio.sleep(0)
+            await rpc_manager.rpcs.pop()
+        if rpc_manager.unhandled_exception is not None:
+            raise rpc_manager.unhandled_exception.with_traceback(rpc_manager.exception_traceback)
+        while await_all_outstanding_tasks:
+            with SETTINGS.lock:
+                pending = list(SETTINGS.outputs)
+                SETTINGS.outputs.clear()
+            if not pending:
+                break
+            await asyncio.wait(pending)
+            for task in pending:
+                await task
+        if not rpc_manager.rpcs:
+            break
+
+
 def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] | None = None) -> Plan:
     """Run `program` (default: the project's `__main__.py`) with the given stack config under mocks."""
     from pulumi.runtime import mocks, settings
@@ -204,11 +233,16 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
 
             main()
 
+    from pulumi.runtime import stack as engine_stack
+
+    sdk_wait = engine_stack.wait_for_rpcs
+    engine_stack.wait_for_rpcs = _wait_for_quiescence
     loop = asyncio.new_event_loop()
     try:
         asyncio.set_event_loop(loop)
         loop.run_until_complete(run_in_stack(program or default_program))
     finally:
+        engine_stack.wait_for_rpcs = sdk_wait
         asyncio.set_event_loop(None)
         loop.close()
         settings.ROOT.set(None)

@@ -1,0 +1,103 @@
+"""How `gpupools plan` scales with the number of pools, against a floor measured in the same run.
+
+The floor is Pulumi's mock engine registering the same number of bare resources (no inputs, no components),
+so the ratio shows what gpupools itself adds per resource. Run:
+
+    python benchmarks/plan_scale.py            # 10, 100 and 300 pools, 3 repeats each
+    python benchmarks/plan_scale.py --json     # machine-readable
+
+Targets on a 2-core machine: the example stack plans in under 1.5 s wall (a fresh process, imports included);
+a 300-pool plan costs at most 1.5x the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SHARING = [None, {"mode": "time-slicing", "replicas": 4}, {"mode": "mps", "replicas": 2}, {"mode": "mig", "migProfile": "1g.10gb"}]
+
+
+def stack(pools: int) -> dict:
+    entries = []
+    for i in range(pools):
+        sharing = SHARING[i % len(SHARING)]
+        entry = {"name": f"pool-{i}", "instanceType": "p4de.24xlarge" if sharing and sharing["mode"] == "mig" else "g5.2xlarge", "maxNodes": 4}
+        if sharing:
+            entry["sharing"] = sharing
+        entries.append(entry)
+    return {"aws:region": "eu-central-1", "gpupools:cloud": "aws", "gpupools:cluster": {"name": "bench"}, "gpupools:pools": entries}
+
+
+def time_plan(pools: int) -> tuple[float, int]:
+    from gpupools.config import validate_stack
+    from gpupools.plan import run_program
+
+    config = stack(pools)
+    start = time.perf_counter()
+    validate_stack(config)
+    plan = run_program(config, "bench")
+    return time.perf_counter() - start, len(plan.resources)
+
+
+def time_floor(resources: int) -> float:
+    import pulumi
+
+    from gpupools.plan import run_program
+
+    def bare() -> None:
+        for i in range(resources):
+            pulumi.CustomResource("bench:index:Bare", f"r{i}", {})
+
+    start = time.perf_counter()
+    run_program({}, "floor", program=bare)
+    return time.perf_counter() - start
+
+
+def example_wall(stack_name: str = "dev-aws") -> float:
+    exe = Path(sys.executable).with_name("gpupools")
+    start = time.perf_counter()
+    subprocess.run([str(exe), "plan", "--stack", stack_name], cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 300])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    time_plan(2), time_floor(10)  # warm up: imports and first-use caches are not what we measure here
+    rows = []
+    for size in args.sizes:
+        plan_times, floor_times, resources = [], [], 0
+        for _ in range(args.repeats):
+            t, resources = time_plan(size)
+            plan_times.append(t)
+            floor_times.append(time_floor(resources))
+        plan_t, floor_t = statistics.median(plan_times), statistics.median(floor_times)
+        rows.append({"pools": size, "resources": resources, "plan_s": round(plan_t, 3), "floor_s": round(floor_t, 3),
+                     "ms_per_pool": round(plan_t * 1000 / size, 2), "ratio": round(plan_t / floor_t, 2)})
+    walls = [example_wall() for _ in range(args.repeats)]
+    result = {"example_stack_wall_s": round(statistics.median(walls), 3), "scale": rows}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"example stack (dev-aws) `gpupools plan` wall time: {result['example_stack_wall_s']:.2f} s (median of {args.repeats}; target < 1.5 s)")
+    print(f"{'pools':>6} {'resources':>9} {'plan s':>8} {'floor s':>8} {'ms/pool':>8} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['pools']:>6} {r['resources']:>9} {r['plan_s']:>8.3f} {r['floor_s']:>8.3f} {r['ms_per_pool']:>8.2f} {r['ratio']:>6.2f}")
+    print("ratio = plan time / floor (same number of bare resources under the same mock engine); target at 300 pools <= 1.5")
+
+
+if __name__ == "__main__":
+    main()
