@@ -147,6 +147,73 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     typer.echo(yaml.safe_dump(job_manifest(typed, plan_, image=image, units=units), sort_keys=False), nl=False)
 
 
+# --- idle (issue 4, monitoring) -------------------------------------------------------------------------------------
+@app.command()
+def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://localhost:9090"),
+         window: str = typer.Option("24h", "--window", help="How far back to look: 24h, 7d, 90m ..."),
+         below: str = typer.Option("5", "--below", help="Idle means utilization below this percentage for the whole window"),
+         as_json: bool = JsonOpt,
+         plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw utilization per namespace into this PNG", dir_okay=False)) -> None:
+    """Find GPUs that stayed idle over a window: who holds them, for how long, and the waste at list price."""
+    from .idle import ReportError, format_table, idle_report, parse_below, parse_url, parse_window
+    from .idle import plot as draw
+
+    try:
+        url, seconds, threshold = parse_url(prometheus), parse_window(window), parse_below(below)
+        if plot is not None and plot.suffix.lower() != ".png":
+            fail(Problem("--plot", f"{str(plot)!r} must be a .png file"))
+        report = idle_report(url, seconds, threshold)
+    except ReportError as exc:
+        fail(exc.problem, exc.code)
+    if as_json:
+        typer.echo(json.dumps([g.as_json() for g in report.idle], indent=2))
+    elif report.gpus_seen == 0:
+        typer.echo(f"no DCGM GPU metrics at {url} in the last {window}: is dcgm-exporter scraped by this Prometheus?")
+    elif not report.idle:
+        typer.echo(f"no idle GPUs: none of the {report.gpus_seen} GPUs stayed below {threshold:g}% over the last {window}")
+    else:
+        typer.echo(format_table(report))
+    if plot is not None:
+        if report.gpus_seen == 0:
+            typer.echo(f"--plot: nothing to draw, {str(plot)!r} not written", err=True)
+            return
+        try:
+            draw(report, str(plot))
+        except OSError as exc:
+            fail(Problem("--plot", f"cannot write {str(plot)!r}: {exc.strerror}"))
+        typer.echo(f"plot written to {plot}", err=as_json)
+# --- end idle ---------------------------------------------------------------------------------------------------------
+
+
+# --- gpupools check (governance, issue 5) ----------------------------------------------------------------------------
+
+
+@app.command()
+def check(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
+          policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="JSON as for pulumi preview --policy-pack-config",
+                                                       dir_okay=False),
+          as_json: bool = JsonOpt) -> None:
+    """Run the policy pack offline on the planned resources; exit 1 when a mandatory policy is violated."""
+    from .policy_check import policy_settings, print_result, read_policy_config, run_policies
+    from .policies.pack import POLICIES
+
+    try:
+        settings = policy_settings(read_policy_config(policy_config) if policy_config else {}, POLICIES)
+    except ConfigError as exc:
+        fail(exc.problems)
+    raw, _typed, name = load(stack, config)
+    result = run_policies(run_plan(raw, name), settings)
+    if as_json:
+        typer.echo(json.dumps(result.as_json(), indent=2))
+    else:
+        print_result(result, name)
+    if result.mandatory:
+        raise typer.Exit(1)
+
+
+# --- end gpupools check ----------------------------------------------------------------------------------------------
+
+
 def main() -> None:
     try:
         app()

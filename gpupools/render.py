@@ -41,6 +41,10 @@ def rendered_files(stack: StackConfig, plan: Plan) -> dict[str, str]:
         obj = manifest_of(resource)
         if obj is not None:
             files[f"manifests/{manifest_filename(obj)}"] = yaml.safe_dump(obj, sort_keys=True)
+    # Monitoring (issue 4): the GPU rules as a plain rules file and the dashboards as JSON, for your own Prometheus/Grafana.
+    from .monitoring import rendered_files as monitoring_files
+
+    files.update(monitoring_files(stack))
     return files
 
 

@@ -67,6 +67,13 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None)
     gpus = sum(p.max_gpus for p in plans)
     console.print(f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
                   f"on-demand list prices; spot pools usually cost less.")
+    # --- team quotas (issue 5): quota sum vs. schedulable units, per GPU resource.
+    from .teams import quota_summary
+
+    quotas = quota_summary(stack, plans)
+    if quotas:
+        console.print(quotas)
+    # --- end team quotas
     console.print(f"{len(result.resources)} resources.")
 
 

@@ -119,7 +119,9 @@ def operator_served(plans: list[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.mechanism.installer == "gpu-operator"]
 
 
-def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monitor_labels: dict | None) -> dict:
+def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None) -> dict:
+    """`service_monitor`: the exporter ServiceMonitor's settings (labels Prometheus selects by, relabelings); None
+    when nothing scrapes it."""
     served = operator_served(plans)
     mig_pools = [p for p in served if p.mechanism.mode == "mig"]
     # EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship driver and toolkit; on AKS (gpuProfile.driver None)
@@ -138,10 +140,8 @@ def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monit
         },
         "daemonsets": {"tolerations": tolerations},
         "node-feature-discovery": {"worker": {"tolerations": tolerations}},
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor_labels is not None}},
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor is not None, **(service_monitor or {})}},
     }
-    if service_monitor_labels:
-        values["dcgmExporter"]["serviceMonitor"]["additionalLabels"] = dict(service_monitor_labels)
     if custom_mig_profiles(plans):
         values["migManager"]["config"] = {"name": MIG_CONFIGMAP, "default": "all-disabled"}
     return values
@@ -160,7 +160,7 @@ def device_plugin_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     }
 
 
-def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor_labels: dict | None = None) -> SoftwarePlan:
+def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None = None) -> SoftwarePlan:
     installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
     out = SoftwarePlan()
     if installer == "gpu-operator":
@@ -176,7 +176,7 @@ def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor_lab
                                 "spec": {"hard": {"pods": "100"}, "scopeSelector": {"matchExpressions": [
                                     {"operator": "In", "scopeName": "PriorityClass", "values": ["system-node-critical", "system-cluster-critical"]}]}}})
         out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version,
-                                    gpu_operator_values(stack, plans, service_monitor_labels)))
+                                    gpu_operator_values(stack, plans, service_monitor)))
     elif installer == "device-plugin":
         chart = DEVICE_PLUGIN
         served = [p for p in plans if p.mechanism.installer != BOTTLEROCKET]

@@ -1,0 +1,1 @@
+"""The gpupools CrossGuard policy pack (`gpupools.policies`); `pack.POLICIES` lists every policy."""

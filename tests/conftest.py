@@ -83,3 +83,11 @@ def plan_of(config: dict, stack: str = "test"):
 
 
 POOL_RESOURCE = {"aws": "aws:eks/nodeGroup:NodeGroup", "azure": "azure-native:containerservice:AgentPool", "gcp": "gcp:container/nodePool:NodePool"}
+
+
+def pytest_sessionstart(session):
+    """CI sets GPUPOOLS_REQUIRE_PROMETHEUS so that the promtool and Prometheus tests can never be skipped there."""
+    import shutil
+
+    if os.environ.get("GPUPOOLS_REQUIRE_PROMETHEUS") and not (shutil.which("promtool") and shutil.which("prometheus")):
+        raise pytest.UsageError("GPUPOOLS_REQUIRE_PROMETHEUS is set, but promtool and prometheus are not installed")

@@ -1,0 +1,262 @@
+"""`gpupools idle`: which GPUs stayed idle over a window, who held them, and what that cost at list price.
+
+It asks Prometheus (HTTP API, stdlib urllib) for the same per-GPU utilization the recording rules compute, so it
+works against any Prometheus that scrapes dcgm-exporter, with or without gpupools' rules installed. One range
+query gives every GPU holder's utilization per step; a holder is idle when every step stayed below the threshold.
+
+Waste is priced with `monitoring.gpu_list_prices()` (the lowest per-GPU list price in the catalog), shared among
+the pods holding the same GPU at each step, and divided by the MIG profile's instances per GPU for MIG slices.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from urllib.parse import urlencode, urlsplit
+
+from .catalog import load_catalog
+from .errors import Problem
+from .monitoring import UTILIZATION, gpu_list_prices, with_pool
+
+MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
+_DURATION = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_UNITS = (7 * 86400, 86400, 3600, 60, 1)
+
+
+class ReportError(Exception):
+    """A problem the user should read as one line; `code` is the exit status (2 bad input, 1 server trouble)."""
+
+    def __init__(self, problem: Problem, code: int):
+        super().__init__(str(problem))
+        self.problem = problem
+        self.code = code
+
+
+def parse_window(text: str) -> int:
+    """Seconds in a Prometheus-style duration such as 24h, 7d or 1h30m."""
+    match = _DURATION.match(text.strip()) if text else None
+    if not match or not any(match.groups()):
+        raise ReportError(Problem("--window", f"{text!r} is not a duration such as 24h, 7d or 90m"), 2)
+    seconds = sum(int(g) * unit for g, unit in zip(match.groups(), _UNITS) if g)
+    if seconds < 600:
+        raise ReportError(Problem("--window", f"{text!r} is shorter than the 10 minutes an idle judgement needs"), 2)
+    return seconds
+
+
+def parse_below(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ReportError(Problem("--below", f"{text!r} is not a number"), 2) from None
+    if not 0 < value <= 100 or math.isnan(value):
+        raise ReportError(Problem("--below", f"{text!r} must be a utilization percentage above 0 and at most 100"), 2)
+    return value
+
+
+def parse_url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ReportError(Problem("--prometheus", f"{text!r} is not an http(s) URL such as http://prometheus:9090"), 2)
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise ReportError(Problem("--prometheus", f"{text!r} has an invalid port"), 2) from None
+    return text.rstrip("/")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Prometheus client
+
+
+def query_range(base: str, query: str, start: float, end: float, step: int, timeout: float = 30.0) -> list[dict]:
+    """The `result` of /api/v1/query_range (a matrix), or ReportError with Prometheus' own message."""
+    from urllib.error import HTTPError, URLError
+    from urllib.request import Request, urlopen
+
+    body = urlencode({"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}).encode()
+    request = Request(f"{base}/api/v1/query_range", data=body, headers={"Content-Type": "application/x-www-form-urlencoded",
+                                                                         "Accept": "application/json"})
+    try:
+        with urlopen(request, timeout=timeout) as response:
+            raw = response.read()
+    except HTTPError as exc:
+        raw = exc.read()
+        message = _api_error(raw) or f"HTTP {exc.code} {exc.reason}"
+        raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1) from None
+    except (URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ReportError(Problem("--prometheus", f"cannot reach {base}: {getattr(reason, 'strerror', None) or reason}"), 1) from None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        raise ReportError(Problem("--prometheus", f"{base} did not answer like a Prometheus API (no JSON at /api/v1/query_range)"), 1) from None
+    if not isinstance(doc, dict) or doc.get("status") != "success":
+        message = _api_error(raw) or "unexpected answer"
+        raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1)
+    data = doc.get("data") or {}
+    if data.get("resultType") != "matrix":
+        raise ReportError(Problem("prometheus", f"{base} answered with {data.get('resultType')!r}, expected a matrix"), 1)
+    return data.get("result") or []
+
+
+def _api_error(raw: bytes) -> str | None:
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and doc.get("error"):
+        return f"{doc.get('errorType', 'error')}: {doc['error']}"
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The report
+
+
+@dataclass
+class IdleGpu:
+    namespace: str | None
+    pod: str | None
+    node: str
+    pool: str | None
+    gpu: str  # the GPU index on the node, with the MIG profile for a MIG instance
+    model: str  # NVML model name as dcgm-exporter reports it
+    catalog_gpu: str | None
+    hours_idle: float
+    max_utilization: float
+    usd_per_hour: float | None  # list price of what this holder holds
+    wasted_usd: float | None
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Report:
+    window_seconds: int
+    below: float
+    gpus_seen: int
+    idle: list[IdleGpu] = field(default_factory=list)
+    # namespace -> [(timestamp, average utilization)], for the plot
+    by_namespace: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+    @property
+    def total_wasted(self) -> float:
+        return round(sum(g.wasted_usd or 0 for g in self.idle), 2)
+
+    @property
+    def total_hours(self) -> float:
+        return round(sum(g.hours_idle for g in self.idle), 2)
+
+
+def step_for(window: int) -> int:
+    return max(60, math.ceil(window / MAX_POINTS))
+
+
+def report_query(step: int) -> str:
+    """Per holder and step, the highest utilization within that step, so short bursts are not stepped over."""
+    return f"max_over_time(({with_pool(UTILIZATION)})[{step}s:])"
+
+
+def build_report(result: list[dict], window: int, step: int, below: float) -> Report:
+    catalog = load_catalog()
+    prices = gpu_list_prices(None, catalog)
+    devices_at: dict[tuple, dict[float, int]] = {}  # (node, UUID, GPU instance) -> timestamp -> holders
+    for series in result:
+        m = series["metric"]
+        key = (m.get("Hostname", ""), m.get("UUID", ""), m.get("GPU_I_ID", ""))
+        counts = devices_at.setdefault(key, {})
+        for ts, _ in series["values"]:
+            counts[ts] = counts.get(ts, 0) + 1
+    report = Report(window_seconds=window, below=below, gpus_seen=len(devices_at))
+    per_ns: dict[str, dict[float, list[float]]] = {}
+    for series in result:
+        m = series["metric"]
+        values = [(float(ts), float(v)) for ts, v in series["values"]]
+        ns = m.get("namespace") or "(unallocated)"
+        for ts, v in values:
+            per_ns.setdefault(ns, {}).setdefault(ts, []).append(v)
+        if not values or max(v for _, v in values) >= below:
+            continue
+        model = catalog.gpu_by_device_name(m.get("modelName", ""))
+        profile = m.get("GPU_I_PROFILE")
+        usd = None
+        if model is not None and model.name in prices:
+            usd = prices[model.name].usd_per_hour
+            if profile:
+                count = model.mig_profiles.get(profile)
+                usd = usd / count if count else None
+        holders = devices_at[(m.get("Hostname", ""), m.get("UUID", ""), m.get("GPU_I_ID", ""))]
+        hours = len(values) * step / 3600
+        wasted = None if usd is None else sum(usd * step / 3600 / holders[ts] for ts, _ in series["values"])
+        report.idle.append(IdleGpu(
+            namespace=m.get("namespace") or None, pod=m.get("pod") or None, node=m.get("Hostname", "?"), pool=m.get("pool") or None,
+            gpu=m.get("gpu", "?") + (f" {profile}" if profile else ""), model=m.get("modelName", "?"),
+            catalog_gpu=model.name if model else None, hours_idle=round(hours, 2), max_utilization=round(max(v for _, v in values), 2),
+            usd_per_hour=None if usd is None else round(usd, 4), wasted_usd=None if wasted is None else round(wasted, 2)))
+    report.idle.sort(key=lambda g: (g.wasted_usd is None, -(g.wasted_usd or 0), -g.hours_idle, g.namespace or "", g.pod or ""))
+    report.by_namespace = {ns: sorted((ts, sum(vs) / len(vs)) for ts, vs in points.items()) for ns, points in sorted(per_ns.items())}
+    return report
+
+
+def idle_report(url: str, window: int, below: float, now: float | None = None) -> Report:
+    end = time.time() if now is None else now
+    step = step_for(window)
+    result = query_range(url, report_query(step), end - window, end, step)
+    return build_report(result, window, step, below)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Output
+
+
+def human_window(seconds: int) -> str:
+    for unit, name in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds % unit == 0 and (unit != 86400 or seconds >= 3 * 86400):
+            return f"{seconds // unit}{name}"
+    return f"{seconds}s"
+
+
+def format_table(report: Report) -> str:
+    header = ("NAMESPACE", "POD", "NODE", "POOL", "GPU", "MODEL", "HOURS IDLE", "MAX UTIL", "WASTE (USD)")
+    rows = [(g.namespace or "-", g.pod or "(unallocated)", g.node, g.pool or "-", g.gpu, g.model, f"{g.hours_idle:.1f}",
+             f"{g.max_utilization:.1f}%", "?" if g.wasted_usd is None else f"{g.wasted_usd:,.2f}") for g in report.idle]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    right = {6, 7, 8}
+    lines = ["  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+             for row in [header, *rows]]
+    unknown = sum(1 for g in report.idle if g.wasted_usd is None)
+    lines.append(f"total: {len(report.idle)} of {report.gpus_seen} GPUs idle (below {report.below:g}% whenever seen in the last "
+                 f"{human_window(report.window_seconds)}), {report.total_hours:.1f} GPU-hours, ${report.total_wasted:,.2f} wasted at list price"
+                 + (f" ({unknown} with a GPU model not in the catalog, not priced)" if unknown else ""))
+    return "\n".join(lines)
+
+
+def plot(report: Report, path: str) -> None:
+    """Utilization per namespace over the window, with the idle threshold, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from datetime import datetime, timezone
+
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+    for ns, points in report.by_namespace.items():
+        ax.plot([datetime.fromtimestamp(ts, timezone.utc) for ts, _ in points], [v for _, v in points], label=ns, linewidth=1.4)
+    ax.axhline(report.below, color="crimson", linestyle="--", linewidth=1, label=f"idle threshold ({report.below:g}%)")
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("GPU utilization (%)")
+    ax.set_xlabel("time (UTC)")
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    ax.set_title(f"GPU utilization per namespace, last {human_window(report.window_seconds)}: "
+                 f"{len(report.idle)} idle GPUs, ${report.total_wasted:,.2f} wasted at list price")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,100 @@
+"""Kubernetes workloads declared in the stack that use GPUs: whole-number requests, and the GPU taint tolerated.
+
+The device plugin hands out whole units (a GPU, a time-slice, a MIG slice); a fractional request is rejected
+by the API server only at deploy time. A GPU pod without the toleration stays Pending forever, because every
+GPU pool carries the nvidia.com/gpu NoSchedule taint. Both are cheap to catch before `pulumi up`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+
+from ._fleet import GPU_TAINT_KEY
+from ._props import UNKNOWN, get, is_unknown, plain
+
+# Where each workload kind keeps its pod spec.
+POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "kubernetes:core/v1:Pod": ("spec",),
+    "kubernetes:apps/v1:Deployment": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:StatefulSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:DaemonSet": ("spec", "template", "spec"),
+    "kubernetes:apps/v1:ReplicaSet": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:Job": ("spec", "template", "spec"),
+    "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+GPU_RESOURCE_PREFIX = "nvidia.com/"
+
+
+def _whole(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    if isinstance(value, float):
+        return value.is_integer() and value >= 0
+    return isinstance(value, str) and value.strip().isdigit()
+
+
+def gpu_requests(pod_spec: dict) -> list[tuple[str, str, Any]]:
+    """(container, resource, amount) for every GPU request or limit of every container."""
+    found = []
+    for group in ("initContainers", "containers"):
+        for container in pod_spec.get(group) or []:
+            if not isinstance(container, dict):
+                continue
+            resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+            for kind in ("limits", "requests"):
+                for resource, amount in (resources.get(kind) or {}).items():
+                    if resource.startswith(GPU_RESOURCE_PREFIX):
+                        found.append((str(container.get("name")), f"{kind}.{resource}", amount))
+    return found
+
+
+def tolerates_gpu_taint(tolerations: list) -> bool:
+    """Kubernetes toleration matching: an empty key with Exists tolerates everything."""
+    for t in tolerations or []:
+        if not isinstance(t, dict):
+            continue
+        effect_ok = t.get("effect") in (None, "", "NoSchedule")
+        operator = t.get("operator") or "Equal"
+        if operator == "Exists" and not t.get("key") and effect_ok:
+            return True
+        if t.get("key") == GPU_TAINT_KEY and effect_ok and (operator == "Exists" or operator == "Equal"):
+            return True
+    return False
+
+
+def validate_workload(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    path = POD_SPEC_PATHS.get(args.resource_type)
+    if path is None:
+        return
+    spec = plain(get(args.props, *path))
+    if not isinstance(spec, dict):
+        return
+    requests = gpu_requests(spec)
+    if not requests:
+        return
+    for container, resource, amount in requests:
+        if amount is UNKNOWN or is_unknown(amount):
+            continue
+        if not _whole(amount):
+            report(f"{args.name!r} container {container!r} asks for {resource}: {amount!r}; GPU resources are counted in whole "
+                   f"units (a GPU, a time-slice or a MIG slice), so use an integer", None)
+    tolerations = spec.get("tolerations")
+    if tolerations is UNKNOWN:
+        return
+    if not tolerates_gpu_taint(tolerations or []):
+        report(f"{args.name!r} requests GPUs but does not tolerate the nvidia.com/gpu NoSchedule taint of GPU pools, so its pods "
+               f"would stay Pending; add tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]", None)
+
+
+gpu_workloads = ResourceValidationPolicy(
+    name="gpu-workloads",
+    description="Workloads that request GPUs request whole units and tolerate the nvidia.com/gpu taint of GPU pools.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_workload,
+)
+
+POLICIES = [gpu_workloads]

@@ -1,0 +1,208 @@
+"""The GPU rules, run by promtool: every file passes `promtool check rules`, and `promtool test rules` shows each
+alert firing and not firing, and the recording rules' values, on series shaped like dcgm-exporter's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from gpupools import monitoring
+from gpupools.config import Idle
+
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian/Ubuntu: apt-get install prometheus)")
+
+A10G, A100 = "NVIDIA A10G", "NVIDIA A100-SXM4-80GB"
+PRICES = {"A10G": monitoring.Price("A10G", 1.0, "test"), "A100-80GB": monitoring.Price("A100-80GB", 4.0, "test")}
+
+
+def series(metric: str, node: str, gpu: int, model: str, holder: tuple[str, str] | None = None, **extra) -> str:
+    labels = {"gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}", "device": f"nvidia{gpu}", "modelName": model, "Hostname": node,
+              "DCGM_FI_DRIVER_VERSION": "570.133.20", "instance": "10.0.0.5:9400", "job": "nvidia-dcgm-exporter", **extra}
+    if holder:
+        labels.update(namespace=holder[0], pod=holder[1], container="main")
+    return metric + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def alert_labels(node: str, gpu: int, model: str, holder=None, pool=None, **extra) -> dict:
+    labels = {"Hostname": node, "gpu": str(gpu), "UUID": f"GPU-{node}-{gpu}", "modelName": model, **extra}
+    if holder:
+        labels.update(namespace=holder[0], pod=holder[1], container="main")
+    if pool:
+        labels["pool"] = pool
+    return labels
+
+
+def node_labels(node: str, pool: str, gpu: str) -> str:
+    return f'kube_node_labels{{node="{node}",label_gpupools_io_pool="{pool}",label_gpupools_io_gpu="{gpu}",job="kube-state-metrics"}}'
+
+
+def write_rules(tmp_path, idle: Idle, strip_annotations: bool = False):
+    groups = monitoring.rule_groups(idle, PRICES)
+    if strip_annotations:
+        # promtool compares annotations verbatim; the unit tests check expressions, labels and timing, and
+        # `promtool check rules` on the unmodified file checks the annotation templates.
+        for group in groups:
+            for rule in group["rules"]:
+                rule.pop("annotations", None)
+    path = tmp_path / "gpupools-gpu.rules.yaml"
+    path.write_text(monitoring.rules_file_text(groups))
+    return path
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120)
+
+
+@needs_promtool
+@pytest.mark.parametrize("idle", [Idle(), Idle(utilization_below_percent=12.5, for_hours=1.5)])
+def test_rules_file_passes_promtool_check(tmp_path, idle):
+    result = promtool("check", "rules", str(write_rules(tmp_path, idle)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+@needs_promtool
+def test_rendered_rules_for_each_example_stack_pass_promtool(tmp_path):
+    from gpupools.config import read_stack_file, validate_stack
+
+    from conftest import ROOT
+
+    for name in ("dev-aws", "dev-azure", "dev-gcp"):
+        stack = validate_stack(read_stack_file(ROOT / "stacks" / f"Pulumi.{name}.yaml"))
+        files = monitoring.rendered_files(stack)
+        path = tmp_path / f"{name}.rules.yaml"
+        path.write_text(files[monitoring.RULES_FILE])
+        result = promtool("check", "rules", str(path))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+IDLE = ("team-a", "notebook-1")
+BUSY = ("team-b", "trainer")
+NODE_A, NODE_B, NODE_X = "node-a", "node-b", "node-x"
+
+
+def unit_tests() -> dict:
+    """Three nodes: node-a (pool infer, A10G), node-b (pool train, A100), node-x (a GPU node with no exporter)."""
+    inputs = [
+        {"series": node_labels(NODE_A, "infer", "A10G"), "values": "1x400"},
+        {"series": node_labels(NODE_B, "train", "A100-80GB"), "values": "1x400"},
+        {"series": node_labels(NODE_X, "train", "A100-80GB"), "values": "1x400"},
+        {"series": 'kube_node_labels{node="cpu-node",job="kube-state-metrics"}', "values": "1x400"},  # not a GPU node
+        # node-a GPU 0: held and idle (2 %); GPU 1: held and busy; GPU 2: idle but nobody holds it.
+        {"series": series("DCGM_FI_DEV_GPU_UTIL", NODE_A, 0, A10G, IDLE), "values": "2x400"},
+        {"series": series("DCGM_FI_DEV_GPU_UTIL", NODE_A, 1, A10G, BUSY), "values": "80x400"},
+        {"series": series("DCGM_FI_DEV_GPU_UTIL", NODE_A, 2, A10G), "values": "2x400"},
+        # node-b GPU 0: held, idle for 3 h, then one busy minute at 3h, then idle again.
+        {"series": series("DCGM_FI_DEV_GPU_UTIL", NODE_B, 0, A100, ("team-c", "bursty")), "values": "1x179 60 1x220"},
+        # node-b GPU 1: time-sliced between two pods of team-e, both idle.
+        {"series": series("DCGM_FI_DEV_GPU_UTIL", NODE_B, 1, A100, ("team-e", "a")), "values": "0x400"},
+        {"series": series("DCGM_FI_DEV_GPU_UTIL", NODE_B, 1, A100, ("team-e", "b")), "values": "0x400"},
+        # node-b GPU 2 is in MIG mode: one 3g.40gb instance reports the graphics engine ratio, not GPU_UTIL.
+        {"series": series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", NODE_B, 2, A100, ("team-d", "mig"), GPU_I_PROFILE="3g.40gb", GPU_I_ID="1"),
+         "values": "0.5x400"},
+        # Health: GPU 0 on node-a is hot and has an XID; GPU 1 is fine.
+        {"series": series("DCGM_FI_DEV_GPU_TEMP", NODE_A, 0, A10G, IDLE), "values": "91x400"},
+        {"series": series("DCGM_FI_DEV_GPU_TEMP", NODE_A, 1, A10G, BUSY), "values": "70x400"},
+        {"series": series("DCGM_FI_DEV_GPU_TEMP", NODE_B, 0, A100), "values": "60x400"},
+        {"series": series("DCGM_FI_DEV_XID_ERRORS", NODE_A, 0, A10G, IDLE), "values": "0x30 79x370"},
+        {"series": series("DCGM_FI_DEV_XID_ERRORS", NODE_A, 1, A10G, BUSY), "values": "0x400"},
+        # Memory: the busy pod has 23,900 of 24,000 MiB in use; the idle one 1,000.
+        {"series": series("DCGM_FI_DEV_FB_USED", NODE_A, 1, A10G, BUSY), "values": "23900x400"},
+        {"series": series("DCGM_FI_DEV_FB_FREE", NODE_A, 1, A10G, BUSY), "values": "100x400"},
+        {"series": series("DCGM_FI_DEV_FB_USED", NODE_A, 0, A10G, IDLE), "values": "1000x400"},
+        {"series": series("DCGM_FI_DEV_FB_FREE", NODE_A, 0, A10G, IDLE), "values": "23000x400"},
+    ]
+    idle_exp = [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, IDLE, "infer"), "severity": "warning"}}] + [
+        {"exp_labels": {**alert_labels(NODE_B, 1, A100, ("team-e", p), "train"), "severity": "warning"}} for p in ("a", "b")]
+    return {
+        "interval": "1m",
+        "input_series": inputs,
+        "alert_rule_test": [
+            # 3 h 59 m of idleness is not yet 4 h: nothing fires.
+            {"eval_time": "3h59m", "alertname": "GpuAllocatedButIdle", "exp_alerts": []},
+            # At 4 h the held idle GPUs fire; the unallocated GPU (no pod), the busy one and the one
+            # with a burst at 3 h do not. The MIG slice (50 %) does not either.
+            {"eval_time": "4h1m", "alertname": "GpuAllocatedButIdle", "exp_alerts": idle_exp},
+            {"eval_time": "6h", "alertname": "GpuAllocatedButIdle", "exp_alerts": idle_exp},
+            {"eval_time": "20m", "alertname": "GpuXidError", "exp_alerts": []},
+            {"eval_time": "40m", "alertname": "GpuXidError",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, IDLE, "infer"), "severity": "critical"}}]},
+            {"eval_time": "5m", "alertname": "GpuTemperatureHigh", "exp_alerts": []},  # hot, but not for 10 minutes yet
+            {"eval_time": "15m", "alertname": "GpuTemperatureHigh",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, IDLE, "infer"), "severity": "warning"}}]},
+            {"eval_time": "10m", "alertname": "GpuMemoryNearlyFull", "exp_alerts": []},
+            {"eval_time": "20m", "alertname": "GpuMemoryNearlyFull",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 1, A10G, BUSY, "infer"), "severity": "warning"}}]},
+            {"eval_time": "10m", "alertname": "GpuNodeWithoutDcgmMetrics", "exp_alerts": []},
+            {"eval_time": "20m", "alertname": "GpuNodeWithoutDcgmMetrics",
+             "exp_alerts": [{"exp_labels": {"Hostname": NODE_X, "label_gpupools_io_pool": "train", "label_gpupools_io_gpu": "A100-80GB",
+                                            "severity": "warning"}}]},
+        ],
+        "promql_expr_test": [
+            # Pool attribution via kube_node_labels; the unlabelled case is covered by the idle report test.
+            {"eval_time": "1h", "expr": "gpupools:pool_gpu_utilization:avg",
+             "exp_samples": [{"labels": 'gpupools:pool_gpu_utilization:avg{pool="infer"}', "value": (2 + 80 + 2) / 3},
+                             {"labels": 'gpupools:pool_gpu_utilization:avg{pool="train"}', "value": (1 + 0 + 0 + 50) / 4}]},
+            {"eval_time": "1h", "expr": 'gpupools:namespace_gpu_utilization:avg{namespace="team-d"}',
+             "exp_samples": [{"labels": 'gpupools:namespace_gpu_utilization:avg{namespace="team-d",pool="train"}', "value": 50}]},
+            {"eval_time": "1h", "expr": "gpupools:pool_gpus:count",
+             "exp_samples": [{"labels": f'gpupools:pool_gpus:count{{modelName="{A10G}",pool="infer"}}', "value": 3},
+                             {"labels": f'gpupools:pool_gpus:count{{modelName="{A100}",pool="train"}}', "value": 3}]},
+            {"eval_time": "1h", "expr": f'gpupools:gpu_pods:count{{UUID="GPU-{NODE_B}-1"}}',
+             "exp_samples": [{"labels": f'gpupools:gpu_pods:count{{Hostname="{NODE_B}",UUID="GPU-{NODE_B}-1",pool="train"}}', "value": 2}]},
+            {"eval_time": "1h", "expr": 'gpupools:gpu_memory_used:ratio{pod="trainer"} > 0.99',
+             "exp_samples": [{"labels": f'gpupools:gpu_memory_used:ratio{{{_labels(alert_labels(NODE_A, 1, A10G, BUSY, "infer"))}}}',
+                              "value": 23900 / 24000}]},
+            # Cost at list price: a whole A10G (1 $/h) per team-a/b, an A100 (4 $/h) split by two pods of team-e,
+            # a 3g.40gb slice (half an A100 80GB) for team-d.
+            {"eval_time": "1h", "expr": "gpupools:namespace_gpu_cost_usd_per_hour:sum",
+             "exp_samples": [{"labels": f'gpupools:namespace_gpu_cost_usd_per_hour:sum{{namespace="{ns}"}}', "value": v}
+                             for ns, v in (("team-a", 1), ("team-b", 1), ("team-c", 4), ("team-e", 4), ("team-d", 2))]},
+            {"eval_time": "1h", "expr": 'gpupools:pod_gpu_cost_usd_per_hour{namespace="team-e"}',
+             "exp_samples": [{"labels": f'gpupools:pod_gpu_cost_usd_per_hour{{gpupools_gpu="A100-80GB",namespace="team-e",pod="{p}",pool="train"}}',
+                              "value": 2} for p in ("a", "b")]},
+        ],
+    }
+
+
+def _labels(labels: dict) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+
+
+@needs_promtool
+def test_alerts_fire_and_stay_quiet(tmp_path):
+    rules = write_rules(tmp_path, Idle(), strip_annotations=True)
+    tests = tmp_path / "gpu-rules.test.yaml"
+    tests.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [unit_tests()]}, sort_keys=False))
+    result = promtool("test", "rules", str(tests))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+@needs_promtool
+def test_idle_alert_follows_stack_config(tmp_path):
+    """With `idle: {utilizationBelowPercent: 1, forHours: 0.5}` the 2 % GPU is not idle, the 0 % ones are, after 30 minutes."""
+    rules = write_rules(tmp_path, Idle(utilization_below_percent=1, for_hours=0.5), strip_annotations=True)
+    test = unit_tests()
+    team_e = [{"exp_labels": {**alert_labels(NODE_B, 1, A100, ("team-e", p), "train"), "severity": "warning"}} for p in ("a", "b")]
+    test["alert_rule_test"] = [
+        {"eval_time": "29m", "alertname": "GpuAllocatedButIdle", "exp_alerts": []},
+        {"eval_time": "31m", "alertname": "GpuAllocatedButIdle", "exp_alerts": team_e},
+    ]
+    test["promql_expr_test"] = []
+    tests = tmp_path / "t.yaml"
+    tests.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = promtool("test", "rules", str(tests))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_idle_alert_names_the_pod_and_namespace():
+    alert = next(r for r in monitoring.alert_rules(Idle()) if r["alert"] == "GpuAllocatedButIdle")
+    assert alert["for"] == "4h" and alert["expr"].endswith("< 5")
+    assert "$labels.namespace" in alert["annotations"]["description"] and "$labels.pod" in alert["annotations"]["description"]
+    assert monitoring.duration(1.5) == "90m" and monitoring.duration(0.01) == "36s"
