@@ -32,8 +32,10 @@ class EksCluster(Component):
             eks = aws.eks.Cluster(name, **decide.cluster_args(cluster.name, cluster_role.arn, subnet_ids, cluster.kubernetes_version), opts=self.child())
             self.cluster_name = eks.name
             endpoint, ca_data = eks.endpoint, eks.certificate_authority.data
-            aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids), opts=self.child(
-                ignore_changes=["scalingConfig.desiredSize"]))
+            template = aws.ec2.LaunchTemplate("system-nodes", **decide.system_launch_template_args(), opts=self.child())
+            aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
+                                                                       template.latest_version.apply(str)),
+                              opts=self.child(ignore_changes=["scalingConfig.desiredSize"]))
         else:
             found = aws.eks.get_cluster_output(name=cluster.name, opts=pulumi.InvokeOutputOptions(parent=self))
             self.cluster_name = found.name

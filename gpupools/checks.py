@@ -57,13 +57,26 @@ def _label_problems(pool: Pool, path: str) -> list[Problem]:
     return problems
 
 
+def reserved_namespaces() -> frozenset[str]:
+    """Namespaces a team must not claim: Kubernetes' own and those gpupools installs software into."""
+    from .monitoring import NAMESPACE as MONITORING
+    from .software import DEVICE_PLUGIN, GPU_OPERATOR
+
+    return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace, MONITORING})
+
+
 def _team_problems(teams: list[Team], pool_names: set[str]) -> list[Problem]:
     problems = []
+    reserved = reserved_namespaces() if teams else frozenset()
     names = Counter(t.name for t in teams)
     namespaces = Counter(t.namespace_name for t in teams)
     for i, team in enumerate(teams):
         if names[team.name] > 1:
             problems.append(Problem(f"teams[{i}].name", f"{team.name!r} is used by more than one team"))
+        elif team.namespace_name in reserved:
+            where = f"teams[{i}].namespace" if team.namespace else f"teams[{i}].name"
+            problems.append(Problem(where, f"{team.namespace_name!r} is a namespace Kubernetes or gpupools already uses; give the team "
+                                           f"another namespace (reserved: {', '.join(sorted(reserved))})"))
         elif namespaces[team.namespace_name] > 1:
             problems.append(Problem(f"teams[{i}].namespace", f"{team.namespace_name!r} is the namespace of more than one team"))
         for j, pool in enumerate(team.pools or []):

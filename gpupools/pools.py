@@ -76,7 +76,9 @@ class PoolPlan:
 
 def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
     cloud = clouds.get(stack.cloud)
-    hardware = cloud.hardware(pool, load_catalog())
+    hardware, problems = cloud.resolve(pool, load_catalog(), pool.name)
+    if hardware is None:  # validate_stack reports these; a plan is only made for a valid stack
+        raise ValueError("; ".join(str(p) for p in problems))
     sharing = stack.sharing_of(pool)
     installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
     mech = mechanism(stack.cloud, installer, pool.os, sharing, hardware, stack.gpu_software.mig_strategy)

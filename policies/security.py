@@ -97,7 +97,7 @@ def validate_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> No
             report(f"launch template {args.name!r} allows IMDSv1 (metadataOptions.httpTokens is {tokens or 'unset'}); a pod that "
                    f"can make one HTTP GET could read the node role's credentials; set httpTokens: required", None)
     elif typ == EKS_NODE_GROUP:
-        if not args.get_config().get("allNodeGroups", False) and not eks_is_gpu(props):
+        if not args.get_config().get("allNodeGroups", True) and not eks_is_gpu(props):
             return
         template = get(props, "launchTemplate")
         if template is None:
@@ -110,8 +110,9 @@ eks_imdsv2 = ResourceValidationPolicy(
     description="EKS nodes require IMDSv2: node groups use a launch template, and launch templates set httpTokens to required.",
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=PolicyConfigSchema(properties={
-        "allNodeGroups": {"type": "boolean", "default": False,
-                          "description": "Also require a launch template on node groups without GPUs (e.g. the system node group)."},
+        "allNodeGroups": {"type": "boolean", "default": True,
+                          "description": "Also require a launch template on node groups without GPUs (e.g. the system node group); "
+                                         "false limits the node-group check to GPU node groups."},
     }),
     validate=validate_imdsv2,
 )

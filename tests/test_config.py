@@ -174,3 +174,14 @@ def test_secure_values_are_placeholders(tmp_path):
 
     _, providers, _ = split_namespaces(raw)
     assert providers["aws:secretKey"] == "[secret]"
+
+
+def test_team_namespace_cannot_be_a_system_or_gpupools_namespace():
+    found = problems(stack_config("aws", teams=[{"name": "ml", "namespace": "gpu-operator", "gpus": 2}, {"name": "kube-system", "gpus": 1}]))
+    assert found[0].startswith("error: teams[0].namespace: 'gpu-operator' is a namespace Kubernetes or gpupools already uses")
+    assert found[1].startswith("error: teams[1].name: 'kube-system' is a namespace")
+
+
+def test_team_pools_must_exist():
+    found = problems(stack_config("aws", teams=[{"name": "ml", "gpus": 2, "pools": ["nope"]}]))
+    assert found == ["error: teams[0].pools[0]: 'nope' is not a pool of this stack; pools: infer"]

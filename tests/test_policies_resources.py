@@ -224,8 +224,8 @@ def test_gpu_node_group_without_launch_template_fails():
     props = {k: v for k, v in eks_node_group().items() if k != "launchTemplate"}
     assert resource_violations("eks-imdsv2", EKS, props)
     cpu = {**props, "amiType": "AL2023_x86_64_STANDARD", "instanceTypes": ["t3.large"]}
-    assert resource_violations("eks-imdsv2", EKS, cpu) == []
-    assert resource_violations("eks-imdsv2", EKS, cpu, config={"allNodeGroups": True})
+    assert resource_violations("eks-imdsv2", EKS, cpu)  # every node group by default, the system group too
+    assert resource_violations("eks-imdsv2", EKS, cpu, config={"allNodeGroups": False}) == []
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -31,6 +31,12 @@ def hardware_of(instance: InstanceType) -> Hardware:
     return Hardware(instance.name, instance.gpu, instance.gpus, instance.price, instance.price_read, instance.accelerator)
 
 
+def resolve_listed(cloud: str, pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
+    """Clouds whose instance types carry their GPUs: the catalog line is the whole answer."""
+    instance, problems = lookup_instance(cloud, pool, catalog, path)
+    return (hardware_of(instance) if instance else None), problems
+
+
 def reject_fields(pool: Pool, path: str, cloud: str, fields: dict[str, str]) -> list[Problem]:
     """Fields that only another cloud understands are mistakes, not silently ignored settings."""
     problems = []

@@ -12,7 +12,7 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
-from ._common import hardware_of, lookup_instance, reject_fields
+from ._common import reject_fields, resolve_listed
 
 NAME = "aws"
 SERVICE = "EKS"
@@ -53,14 +53,7 @@ def pool_problems(pool: Pool, path: str) -> list[Problem]:
 
 
 def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
-    instance, problems = lookup_instance(NAME, pool, catalog, path)
-    return (hardware_of(instance) if instance else None), problems
-
-
-def hardware(pool: Pool, catalog: Catalog) -> Hardware:
-    hw, problems = resolve(pool, catalog, "pool")
-    assert hw is not None, problems
-    return hw
+    return resolve_listed(NAME, pool, catalog, path)
 
 
 def ami_type(pool: Pool) -> str:
@@ -106,15 +99,24 @@ def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, pat
     return []
 
 
+# Node metadata: IMDSv2 only; hop limit 2 so containers on the node still reach it.
+IMDS_V2_ONLY = {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2}
+
+
+def system_launch_template_args() -> dict:
+    return {"metadata_options": dict(IMDS_V2_ONLY),
+            "tag_specifications": [{"resource_type": "instance", "tags": {"gpupools.io/pool": "system"}}]}
+
+
 def launch_template_args(plan: PoolPlan) -> dict:
     """IMDSv2 only, an encrypted gp3 root volume, and Bottlerocket settings as user data.
 
     A launch template is how a managed node group gets IMDSv2 and a disk size at the same time (EKS rejects
-    `disk_size` beside a launch template). Hop limit 2 lets containers on the node reach IMDSv2.
+    `disk_size` beside a launch template).
     """
     bottlerocket = plan.pool.os == "bottlerocket"
     args: dict = {
-        "metadata_options": {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2},
+        "metadata_options": dict(IMDS_V2_ONLY),
         "block_device_mappings": [{
             # Bottlerocket keeps images and containers on its second (data) volume.
             "device_name": "/dev/xvdb" if bottlerocket else "/dev/xvda",
@@ -150,7 +152,7 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
     return args
 
 
-def system_node_group_args(cluster_name, node_role_arn, subnet_ids) -> dict:
+def system_node_group_args(cluster_name, node_role_arn, subnet_ids, launch_template_id, launch_template_version) -> dict:
     """A small on-demand CPU group so CoreDNS, the GPU Operator and Prometheus run without waking a GPU node."""
     return {
         "cluster_name": cluster_name,
@@ -162,6 +164,7 @@ def system_node_group_args(cluster_name, node_role_arn, subnet_ids) -> dict:
         "instance_types": [SYSTEM_POOL["instance_type"]],
         "labels": {"gpupools.io/pool": "system"},
         "scaling_config": {"min_size": SYSTEM_POOL["min"], "max_size": SYSTEM_POOL["max"], "desired_size": SYSTEM_POOL["desired"]},
+        "launch_template": {"id": launch_template_id, "version": launch_template_version},
     }
 
 

@@ -14,7 +14,7 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
-from ._common import hardware_of, lookup_instance, reject_fields
+from ._common import reject_fields, resolve_listed
 
 NAME = "azure"
 SERVICE = "AKS"
@@ -53,14 +53,7 @@ def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, pat
 
 
 def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
-    instance, problems = lookup_instance(NAME, pool, catalog, path)
-    return (hardware_of(instance) if instance else None), problems
-
-
-def hardware(pool: Pool, catalog: Catalog) -> Hardware:
-    hw, problems = resolve(pool, catalog, "pool")
-    assert hw is not None, problems
-    return hw
+    return resolve_listed(NAME, pool, catalog, path)
 
 
 def gpu_driver(installer: str) -> str:

@@ -75,12 +75,6 @@ def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, l
     return Hardware(instance.name, accelerator.gpu, count, round(price, 4), min(instance.price_read, accelerator.price_read), accelerator.name), []
 
 
-def hardware(pool: Pool, catalog: Catalog) -> Hardware:
-    hw, problems = resolve(pool, catalog, "pool")
-    assert hw is not None, problems
-    return hw
-
-
 def guest_accelerator(plan: PoolPlan, installer: str) -> dict:
     m = plan.mechanism
     accelerator: dict = {"type": plan.hardware.accelerator, "count": plan.hardware.gpus_per_node}
