@@ -11,21 +11,19 @@ from . import kube
 from .base import Component
 
 
-def helm_release(release: Release, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
+def helm_release(release: Release, opts: pulumi.ResourceOptions) -> kube.HelmRelease:
     """A Helm release pinned to one chart version from its official repository."""
-    return k8s.helm.v3.Release(
-        release.name,
-        name=release.name,
-        chart=release.chart.chart,
-        version=release.version,
-        repository_opts={"repo": release.chart.repo},
-        namespace=release.chart.namespace,
-        create_namespace=False,
-        values=release.values,
-        atomic=True,
-        cleanup_on_fail=True,
-        opts=opts,
-    )
+    return kube.HelmRelease(release.name, {
+        "name": release.name,
+        "chart": release.chart.chart,
+        "version": release.version,
+        "repositoryOpts": {"repo": release.chart.repo},
+        "namespace": release.chart.namespace,
+        "createNamespace": False,
+        "values": release.values,
+        "atomic": True,
+        "cleanupOnFail": True,
+    }, opts)
 
 
 class GpuSoftware(Component):

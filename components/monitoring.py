@@ -39,7 +39,7 @@ class GpuMonitoring(Component):
                                        self.child(provider=kubernetes, depends_on=namespaces,
                                                   additional_secret_outputs=["data", "stringData"])))
         prepared += [kube.apply(obj, after_namespaces) for obj in plan.objects if obj["kind"] == "ResourceQuota"]
-        self.releases: list[k8s.helm.v3.Release] = []
+        self.releases: list[kube.HelmRelease] = []
         for release in plan.releases:
             self.releases.append(helm_release(release, self.child(provider=kubernetes, depends_on=prepared + self.releases)))
         # Rules need the PrometheusRule CRD (from kube-prometheus-stack, or already installed); dashboards only the namespace.
