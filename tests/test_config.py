@@ -185,3 +185,11 @@ def test_team_namespace_cannot_be_a_system_or_gpupools_namespace():
 def test_team_pools_must_exist():
     found = problems(stack_config("aws", teams=[{"name": "ml", "gpus": 2, "pools": ["nope"]}]))
     assert found == ["error: teams[0].pools[0]: 'nope' is not a pool of this stack; pools: infer"]
+
+
+def test_cluster_fields_of_another_cloud_are_named():
+    found = problems(stack_config("aws", cluster={"name": "ml", "resourceGroup": "rg", "location": "us-central1"}))
+    assert found == ["error: cluster.resourceGroup: 'rg' is not used on aws; resourceGroup applies to azure only",
+                     "error: cluster.location: 'us-central1' is not used on aws; location applies to gcp only"]
+    found = problems(stack_config("gcp", cluster={"name": "ml", "location": "us-central1", "subnetIds": ["a", "b"]}))
+    assert found == ["error: cluster.subnetIds: ['a', 'b'] is not used on gcp; subnetIds applies to aws only"]

@@ -37,11 +37,19 @@ def resolve_listed(cloud: str, pool: Pool, catalog: Catalog, path: str) -> tuple
     return (hardware_of(instance) if instance else None), problems
 
 
-def reject_fields(pool: Pool, path: str, cloud: str, fields: dict[str, str]) -> list[Problem]:
+def reject_fields(obj, path: str, cloud: str, fields: dict[str, tuple[str, str]]) -> list[Problem]:
     """Fields that only another cloud understands are mistakes, not silently ignored settings."""
     problems = []
     for attr, (alias, owner) in fields.items():
-        value = getattr(pool, attr)
+        value = getattr(obj, attr)
         if value is not None:
             problems.append(Problem(f"{path}.{alias}", f"{value!r} is not used on {cloud}; {alias} applies to {owner} only"))
     return problems
+
+
+# Cluster fields that belong to one cloud each.
+CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("location", "gcp"), "subnet_ids": ("subnetIds", "aws")}
+
+
+def foreign_cluster_fields(cluster, cloud: str) -> list[Problem]:
+    return reject_fields(cluster, "cluster", cloud, {k: v for k, v in CLUSTER_FIELDS.items() if v[1] != cloud})

@@ -12,7 +12,7 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
-from ._common import reject_fields, resolve_listed
+from ._common import foreign_cluster_fields, reject_fields, resolve_listed
 
 NAME = "aws"
 SERVICE = "EKS"
@@ -38,11 +38,7 @@ BOTTLEROCKET_MIG_GPU_KEY = {"A100-40GB": "a100.40gb", "A100-80GB": "a100.80gb", 
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
-    problems = []
-    if cluster.resource_group is not None:
-        problems.append(Problem("cluster.resourceGroup", f"{cluster.resource_group!r} is not used on aws; resourceGroup applies to azure only"))
-    if cluster.location is not None:
-        problems.append(Problem("cluster.location", f"{cluster.location!r} is not used on aws; the region comes from aws:region"))
+    problems = foreign_cluster_fields(cluster, NAME)
     if cluster.subnet_ids is not None and len(cluster.subnet_ids) < 2:
         problems.append(Problem("cluster.subnetIds", f"{len(cluster.subnet_ids)} subnet given; EKS needs subnets in at least two availability zones"))
     return problems

@@ -14,7 +14,7 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
-from ._common import reject_fields, resolve_listed
+from ._common import foreign_cluster_fields, reject_fields, resolve_listed
 
 NAME = "azure"
 SERVICE = "AKS"
@@ -30,13 +30,9 @@ SPOT_TOLERATION = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
-    problems = []
+    problems = foreign_cluster_fields(cluster, NAME)
     if cluster.resource_group is None:
         problems.append(Problem("cluster.resourceGroup", "required on azure: the resource group that holds (or will hold) the AKS cluster"))
-    if cluster.location is not None:
-        problems.append(Problem("cluster.location", f"{cluster.location!r} is not used on azure; the location comes from azure-native:location"))
-    if cluster.subnet_ids is not None:
-        problems.append(Problem("cluster.subnetIds", "not used on azure; subnetIds applies to aws only"))
     return problems
 
 

@@ -14,7 +14,7 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
-from ._common import KIND, hardware_of, lookup_instance, reject_fields
+from ._common import KIND, foreign_cluster_fields, hardware_of, lookup_instance, reject_fields
 
 NAME = "gcp"
 SERVICE = "GKE"
@@ -29,13 +29,9 @@ SHARING_STRATEGY = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
-    problems = []
+    problems = foreign_cluster_fields(cluster, NAME)
     if cluster.location is None:
         problems.append(Problem("cluster.location", "required on gcp: the region (e.g. us-central1) or zone (e.g. us-central1-a) of the GKE cluster"))
-    if cluster.resource_group is not None:
-        problems.append(Problem("cluster.resourceGroup", f"{cluster.resource_group!r} is not used on gcp; resourceGroup applies to azure only"))
-    if cluster.subnet_ids is not None:
-        problems.append(Problem("cluster.subnetIds", "not used on gcp; subnetIds applies to aws only"))
     return problems
 
 
