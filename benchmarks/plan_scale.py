@@ -38,7 +38,7 @@ def stack(pools: int) -> dict:
 
 
 def time_plan(pools: int) -> tuple[float, int]:
-    from gpupools.config import validate_stack
+    from gpupools.validate import validate_stack
     from gpupools.plan import run_program
 
     config = stack(pools)

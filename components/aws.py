@@ -1,22 +1,35 @@
-"""EKS: the cluster (new, or an existing one found by name) and managed GPU node groups."""
+"""EKS: the cluster (new, or an existing one found by name), GPU pools, and the autoscaler that scales them."""
 
 from __future__ import annotations
+
+import json
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from gpupools import cluster_autoscaler as ca
+from gpupools import karpenter
+from gpupools.autoscaling import CLUSTER_AUTOSCALER, KARPENTER, resolve_autoscaler
 from gpupools.clouds import aws as decide
 from gpupools.config import StackConfig
 from gpupools.pools import PoolPlan
+from gpupools.software import Release
 
+from . import kube
 from .base import ClusterHandle, Component
+from .gpu_software import helm_release
+
+
+def _invoke_opts(parent: pulumi.Resource) -> pulumi.InvokeOutputOptions:
+    return pulumi.InvokeOutputOptions(parent=parent)
 
 
 class EksCluster(Component):
     """An EKS cluster with its network, IAM roles and a small system node group, or an existing cluster.
 
-    Either way it exposes a node role for GPU node groups, the subnets they join, and a Kubernetes provider.
+    Either way it exposes a node role for GPU node groups, the subnets they join (by zone where known), the
+    cluster security group, and a Kubernetes provider.
     """
 
     TYPE = "EksCluster"
@@ -25,52 +38,68 @@ class EksCluster(Component):
         super().__init__(name, opts)
         cluster = stack.cluster
         region = stack.providers.get("aws:region")
+        autoscaler = resolve_autoscaler(stack.cloud, cluster.create, stack.autoscaler)
         self.node_role = self._role("node-role", "ec2.amazonaws.com", decide.NODE_POLICIES)
+        self.subnets_by_zone: dict[str, pulumi.Output] | None = None
         if cluster.create:
-            subnet_ids = pulumi.Output.from_input(cluster.subnet_ids) if cluster.subnet_ids else self._network()
+            if cluster.subnet_ids:
+                subnet_ids = pulumi.Output.from_input(cluster.subnet_ids)
+            else:
+                subnet_ids = self._network(decide.pool_zones(stack.pools))
             cluster_role = self._role("cluster-role", "eks.amazonaws.com", decide.CLUSTER_POLICIES)
             eks = aws.eks.Cluster(name, **decide.cluster_args(cluster.name, cluster_role.arn, subnet_ids, cluster.kubernetes_version), opts=self.child())
             self.cluster_name = eks.name
             endpoint, ca_data = eks.endpoint, eks.certificate_authority.data
+            self.security_group_id = eks.vpc_config.cluster_security_group_id
+            self.version = eks.version
             template = aws.ec2.LaunchTemplate("system-nodes", **decide.system_launch_template_args(), opts=self.child())
-            aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
-                                                                       template.latest_version.apply(str)),
-                              opts=self.child(ignore_changes=["scalingConfig.desiredSize"]))
+            system = aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
+                                                                                template.latest_version.apply(str)),
+                                       opts=self.child(ignore_changes=["scalingConfig.desiredSize"]))
+            if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
+                # Karpenter and cluster-autoscaler get their AWS permissions through EKS Pod Identity.
+                aws.eks.Addon(decide.POD_IDENTITY_AGENT, cluster_name=eks.name, addon_name=decide.POD_IDENTITY_AGENT,
+                              opts=self.child(depends_on=[system]))
         else:
-            found = aws.eks.get_cluster_output(name=cluster.name, opts=pulumi.InvokeOutputOptions(parent=self))
+            found = aws.eks.get_cluster_output(name=cluster.name, opts=_invoke_opts(self))
             self.cluster_name = found.name
             subnet_ids = pulumi.Output.from_input(cluster.subnet_ids) if cluster.subnet_ids else found.vpc_config.subnet_ids
             endpoint, ca_data = found.endpoint, found.certificate_authorities[0].data
+            self.security_group_id = found.vpc_config.cluster_security_group_id
+            self.version = found.version
+            if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
+                # An existing cluster must already run the Pod Identity agent; reading it fails the preview if not.
+                aws.eks.get_addon_output(cluster_name=cluster.name, addon_name=decide.POD_IDENTITY_AGENT, opts=_invoke_opts(self))
         self.subnet_ids = subnet_ids
+        self.endpoint = endpoint
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
             lambda a: decide.kubeconfig(a[0], a[1], a[2], region)))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
     def handle(self) -> ClusterHandle:
-        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes,
-                             {"node_role_arn": self.node_role.arn, "subnet_ids": self.subnet_ids})
+        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {
+            "node_role_arn": self.node_role.arn, "subnet_ids": self.subnet_ids, "subnets_by_zone": self.subnets_by_zone,
+            "security_group_id": self.security_group_id, "endpoint": self.endpoint, "version": self.version})
 
     def _role(self, name: str, service: str, policies: tuple[str, ...]) -> aws.iam.Role:
-        role = aws.iam.Role(name, assume_role_policy=decide.assume_role_policy(service), opts=self.child())
-        for arn in policies:
-            aws.iam.RolePolicyAttachment(f"{name}-{arn.rsplit('/', 1)[1]}", role=role.name, policy_arn=arn, opts=self.child(parent=role))
-        return role
+        return iam_role(self, name, decide.assume_role_policy(service), policies)
 
-    def _network(self) -> pulumi.Output:
-        """A VPC with public subnets for load balancers and the NAT gateway, private ones for nodes."""
-        zones = aws.get_availability_zones_output(state="available", opts=pulumi.InvokeOutputOptions(parent=self))
+    def _network(self, wanted_zones: list[str]) -> pulumi.Output:
+        """A VPC with public subnets for load balancers and the NAT gateway, private ones for nodes, in every zone a
+        pool asks for and at least two."""
+        available = aws.get_availability_zones_output(state="available", opts=_invoke_opts(self))
+        count = max(decide.AVAILABILITY_ZONES, len(wanted_zones))
+        zone_names = available.names.apply(lambda names: decide.vpc_zones(names, wanted_zones, count))
         vpc = aws.ec2.Vpc("vpc", cidr_block=decide.VPC_CIDR, enable_dns_hostnames=True, enable_dns_support=True, opts=self.child())
         gateway = aws.ec2.InternetGateway("igw", vpc_id=vpc.id, opts=self.child(parent=vpc))
         public_routes = aws.ec2.RouteTable("public", vpc_id=vpc.id, routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}], opts=self.child(parent=vpc))
-        # Zone names are only known at deploy time, so subnets are laid out over zone indexes.
-        layout = decide.subnet_layout([f"zone-{i}" for i in range(decide.AVAILABILITY_ZONES)])
+        layout = decide.subnet_layout(count)
         subnets: dict[str, aws.ec2.Subnet] = {}
         for spec in layout:
-            index = int(spec["zone"].rsplit("-", 1)[1])
             role_tag = {"kubernetes.io/role/elb": "1"} if spec["public"] else {"kubernetes.io/role/internal-elb": "1"}
             subnets[spec["name"]] = aws.ec2.Subnet(
-                spec["name"], vpc_id=vpc.id, cidr_block=spec["cidr"], availability_zone=zones.names[index],
+                spec["name"], vpc_id=vpc.id, cidr_block=spec["cidr"], availability_zone=zone_names[spec["zone_index"]],
                 map_public_ip_on_launch=spec["public"], tags={"Name": spec["name"], **role_tag}, opts=self.child(parent=vpc))
         nat_ip = aws.ec2.Eip("nat", domain="vpc", opts=self.child(parent=vpc))
         nat = aws.ec2.NatGateway("nat", subnet_id=subnets["public-0"].id, allocation_id=nat_ip.id, opts=self.child(parent=vpc))
@@ -78,30 +107,148 @@ class EksCluster(Component):
         for spec in layout:
             table = public_routes if spec["public"] else private_routes
             aws.ec2.RouteTableAssociation(spec["name"], subnet_id=subnets[spec["name"]].id, route_table_id=table.id, opts=self.child(parent=vpc))
-        return pulumi.Output.all(*[subnets[s["name"]].id for s in layout if not s["public"]])
+        private = [s for s in layout if not s["public"]]
+        # Zones a pool asks for come first in `vpc_zones`, so their subnets are known before AWS names the rest.
+        self.subnets_by_zone = {zone: subnets[private[i]["name"]].id for i, zone in enumerate(wanted_zones)}
+        return pulumi.Output.all(*[subnets[s["name"]].id for s in private])
+
+
+def iam_role(parent: Component, name: str, trust_policy: str, policies: tuple[str, ...]) -> aws.iam.Role:
+    role = aws.iam.Role(name, assume_role_policy=trust_policy, opts=parent.child())
+    for arn in policies:
+        aws.iam.RolePolicyAttachment(f"{name}-{arn.rsplit('/', 1)[1]}", role=role.name, policy_arn=arn, opts=parent.child(parent=role))
+    return role
+
+
+def pool_subnets(plan: PoolPlan, cluster: ClusterHandle, parent: pulumi.Resource) -> pulumi.Input:
+    """All of the cluster's node subnets, or only those in the pool's zones."""
+    zones = plan.pool.zones
+    if not zones:
+        return cluster.details["subnet_ids"]
+    by_zone = cluster.details.get("subnets_by_zone")
+    if by_zone:
+        return pulumi.Output.all(*[by_zone[z] for z in zones])
+    return aws.ec2.get_subnets_output(filters=[{"name": "subnet-id", "values": cluster.details["subnet_ids"]},
+                                               {"name": "availability-zone", "values": list(zones)}], opts=_invoke_opts(parent)).ids
+
+
+class Karpenter(Component):
+    """Karpenter from its official chart, with everything its getting-started template creates: a node role with an
+    access entry, the controller's IAM role through EKS Pod Identity, the interruption queue and its EventBridge
+    rules, and the EC2NodeClasses the GPU pools' NodePools refer to."""
+
+    TYPE = "Karpenter"
+
+    def __init__(self, name: str, stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
+                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster_name = stack.cluster.name
+        self.node_role = iam_role(self, "karpenter-node", decide.assume_role_policy("ec2.amazonaws.com"), karpenter.NODE_POLICIES)
+        access = aws.eks.AccessEntry("karpenter-node", cluster_name=cluster.name, principal_arn=self.node_role.arn, type="EC2_LINUX", opts=self.child())
+        queue = aws.sqs.Queue("karpenter-interruption", name=karpenter.queue_name(cluster_name), message_retention_seconds=karpenter.QUEUE_RETENTION_SECONDS,
+                              sqs_managed_sse_enabled=True, opts=self.child())
+        aws.sqs.QueuePolicy("karpenter-interruption", queue_url=queue.url, policy=queue.arn.apply(karpenter.queue_policy), opts=self.child(parent=queue))
+        for event, pattern in karpenter.INTERRUPTION_EVENTS.items():
+            rule = aws.cloudwatch.EventRule(f"karpenter-{event}", event_pattern=json.dumps(pattern), opts=self.child(parent=queue))
+            aws.cloudwatch.EventTarget(f"karpenter-{event}", rule=rule.name, arn=queue.arn, opts=self.child(parent=rule))
+        identity = aws.get_caller_identity_output(opts=_invoke_opts(self))
+        partition = aws.get_partition_output(opts=_invoke_opts(self))
+        region = aws.get_region_output(opts=_invoke_opts(self))
+        controller = aws.iam.Role("karpenter-controller", assume_role_policy=decide.pod_identity_trust_policy(), opts=self.child())
+        policy = aws.iam.RolePolicy("karpenter-controller", role=controller.id, opts=self.child(parent=controller), policy=pulumi.Output.all(
+            partition.partition, region.region, identity.account_id, queue.arn, self.node_role.arn).apply(
+            lambda a: karpenter.controller_policy(a[0], a[1], a[2], cluster_name, a[3], a[4])))
+        association = aws.eks.PodIdentityAssociation("karpenter", cluster_name=cluster.name, namespace=karpenter.CHART.namespace,
+                                                     service_account=karpenter.SERVICE_ACCOUNT, role_arn=controller.arn, opts=self.child())
+        overlays = any(karpenter.node_overlay(p) for p in plans)
+        values = karpenter.helm_values(cluster_name, cluster.details["endpoint"], karpenter.queue_name(cluster_name), overlays, service_monitor)
+        self.release = helm_release(Release(karpenter.CHART, karpenter.CHART.default_version, values),
+                                    self.child(provider=cluster.kubernetes, depends_on=[access, policy, association, *after]))
+        self.node_classes: dict[str, pulumi.Resource] = {}
+        for class_name, spec in karpenter.node_classes(plans).items():
+            self.node_classes[class_name] = kube.apply(
+                {**karpenter.ec2_node_class(class_name, spec, "-", [], []), "spec": pulumi.Output.all(
+                    self.node_role.name, cluster.details["subnet_ids"], cluster.details["security_group_id"]).apply(
+                    lambda a, n=class_name, s=spec: karpenter.ec2_node_class(n, s, a[0], a[1], [a[2]])["spec"])},
+                self.child(provider=cluster.kubernetes, depends_on=[self.release]))
+        self.register_outputs({"release": karpenter.CHART.release, "nodeRoleArn": self.node_role.arn, "interruptionQueue": queue.name})
+
+
+class ClusterAutoscaler(Component):
+    """cluster-autoscaler from its official chart, with an IAM role (EKS Pod Identity) limited to this cluster's groups."""
+
+    TYPE = "ClusterAutoscaler"
+
+    def __init__(self, name: str, stack: StackConfig, cluster: ClusterHandle, service_monitor: dict | None,
+                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster_name = stack.cluster.name
+        role = aws.iam.Role("cluster-autoscaler", assume_role_policy=decide.pod_identity_trust_policy(), opts=self.child())
+        policy = aws.iam.RolePolicy("cluster-autoscaler", role=role.id, policy=ca.iam_policy(cluster_name), opts=self.child(parent=role))
+        association = aws.eks.PodIdentityAssociation("cluster-autoscaler", cluster_name=cluster.name, namespace=ca.CHART.namespace,
+                                                     service_account=ca.SERVICE_ACCOUNT, role_arn=role.arn, opts=self.child())
+        minor = stack.cluster.kubernetes_version
+        image_tag = ca.image_tag(minor) if minor else pulumi.Output.from_input(cluster.details["version"]).apply(ca.image_tag)
+        values = ca.helm_values(cluster_name, stack.providers.get("aws:region"), image_tag, service_monitor, on_system_pool=stack.cluster.create)
+        self.release = helm_release(Release(ca.CHART, ca.CHART.default_version, values),
+                                    self.child(provider=cluster.kubernetes, depends_on=[policy, association, *after]))
+        self.register_outputs({"release": ca.CHART.release, "roleArn": role.arn})
 
 
 class EksGpuNodePool(Component):
-    """A managed node group of GPU instances: tainted, labelled, autoscaled, IMDSv2-only."""
+    """One GPU pool: tainted, labelled, IMDSv2-only nodes, scaled by the stack's autoscaler.
+
+    Under cluster-autoscaler (or none) the pool is a managed node group whose Auto Scaling group carries the
+    node-template tags. Under Karpenter it is a NodePool (plus a NodeOverlay where sharing changes the unit), and
+    a fixed managed node group holds the pool's `minNodes`, since a NodePool has no minimum.
+    """
 
     TYPE = "EksGpuNodePool"
 
-    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, kubernetes_version: str | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, kubernetes_version: str | None = None, autoscaler: str = CLUSTER_AUTOSCALER,
+                 karpenter_controller: Karpenter | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__(plan.name, opts)
-        template = aws.ec2.LaunchTemplate(f"{plan.name}-nodes", **decide.launch_template_args(plan), opts=self.child())
-        self.node_group = aws.eks.NodeGroup(
-            plan.name,
-            **decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], cluster.details["subnet_ids"],
-                                     template.id, template.latest_version.apply(str), kubernetes_version),
-            # The cluster autoscaler owns the node count; only the bounds come from the stack.
-            opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True))
-        self.register_outputs({"nodeGroupName": self.node_group.node_group_name})
+        self.node_group = None
+        if autoscaler != KARPENTER or plan.pool.min_nodes > 0:
+            template = aws.ec2.LaunchTemplate(f"{plan.name}-nodes", **decide.launch_template_args(plan), opts=self.child())
+            self.node_group = aws.eks.NodeGroup(
+                plan.name,
+                **decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], pool_subnets(plan, cluster, self),
+                                         template.id, template.latest_version.apply(str), kubernetes_version, autoscaler),
+                # The autoscaler owns the node count; only the bounds come from the stack.
+                opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True))
+            if autoscaler != KARPENTER:
+                asg = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+                for key, value in ca.asg_tags(plan).items():
+                    aws.autoscaling.Tag(f"{plan.name}-{ca.tag_suffix(key)}", autoscaling_group_name=asg,
+                                        tag={"key": key, "value": value, "propagate_at_launch": False}, opts=self.child(parent=self.node_group))
+        if autoscaler == KARPENTER and karpenter.karpenter_nodes(plan) > 0:
+            assert karpenter_controller is not None
+            node_class = karpenter.node_class_name(karpenter.node_class_spec(plan), plan)
+            after = self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release, karpenter_controller.node_classes[node_class]])
+            kube.apply(karpenter.node_pool(plan, node_class), after)
+            overlay = karpenter.node_overlay(plan)
+            if overlay is not None:
+                kube.apply(overlay, self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release]))
+        self.register_outputs({"nodeGroupName": self.node_group.node_group_name if self.node_group else None,
+                               "nodePool": karpenter.node_pool_name(plan) if autoscaler == KARPENTER else None})
 
 
 def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None) -> ClusterHandle:
     return EksCluster(stack.cluster.name, stack, opts).handle()
 
 
-def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, opts: pulumi.ResourceOptions | None = None) -> Component:
-    return EksGpuNodePool(plan, cluster, stack.cluster.kubernetes_version, opts)
+def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
+                     after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> Component | None:
+    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    if autoscaler == KARPENTER:
+        return Karpenter("karpenter", stack, cluster, plans, service_monitor, after, opts)
+    if autoscaler == CLUSTER_AUTOSCALER:
+        return ClusterAutoscaler("cluster-autoscaler", stack, cluster, service_monitor, after, opts)
+    return None
+
+
+def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: Component | None,
+               opts: pulumi.ResourceOptions | None = None) -> Component:
+    kind = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    return EksGpuNodePool(plan, cluster, stack.cluster.kubernetes_version, kind, autoscaler if isinstance(autoscaler, Karpenter) else None, opts)

@@ -64,5 +64,12 @@ def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None
     return GkeCluster(stack.cluster.name, stack, opts).handle()
 
 
-def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, opts: pulumi.ResourceOptions | None = None) -> Component:
+def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
+                     after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+    """The managed cluster autoscaler is part of the service; every pool turns it on."""
+    return None
+
+
+def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
+               opts: pulumi.ResourceOptions | None = None) -> Component:
     return GkeGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)

@@ -12,18 +12,21 @@ from .base import Component
 
 
 def helm_release(release: Release, opts: pulumi.ResourceOptions) -> kube.HelmRelease:
-    """A Helm release pinned to one chart version from its official repository."""
-    return kube.HelmRelease(release.name, {
+    """A Helm release pinned to one chart version from its official repository (or OCI registry, where the chart
+    reference is the whole `oci://` address)."""
+    inputs = {
         "name": release.name,
         "chart": release.chart.chart,
         "version": release.version,
-        "repositoryOpts": {"repo": release.chart.repo},
         "namespace": release.chart.namespace,
         "createNamespace": False,
         "values": release.values,
         "atomic": True,
         "cleanupOnFail": True,
-    }, opts)
+    }
+    if release.chart.repo:
+        inputs["repositoryOpts"] = {"repo": release.chart.repo}
+    return kube.HelmRelease(release.name, inputs, opts)
 
 
 class GpuSoftware(Component):

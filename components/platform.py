@@ -10,12 +10,13 @@ from gpupools.config import StackConfig
 from gpupools.pools import PoolPlan, plan_pools
 from gpupools.sharing import resolve_installer
 from gpupools.software import software_plan
-from gpupools.teams import team_objects  # team quotas (issue 5)
+from gpupools.scaleup import scale_ups
+from gpupools.teams import team_objects
 
-from . import monitoring as gpu_monitoring  # gpupools monitoring (issue 4)
+from . import monitoring as gpu_monitoring
 from .base import Component
 from .gpu_software import GpuSoftware
-from .teams import TeamQuotas  # team quotas (issue 5)
+from .teams import TeamQuotas
 
 
 def cloud_components(cloud: str):
@@ -30,26 +31,29 @@ class GpuPlatform(Component):
         super().__init__(name, opts)
         module = cloud_components(stack.cloud)
         installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+        self.stack = stack
         self.plans: list[PoolPlan] = plan_pools(stack)
         self.cluster = module.build_cluster(stack, self.child())
-        self.pools = [module.build_pool(plan, self.cluster, stack, installer, self.child()) for plan in self.plans]
-        # --- monitoring (issue 4): scrape labels for the operator's exporter, then Prometheus, rules and dashboards.
-        software = software_plan(stack, self.plans, monitoring.operator_service_monitor(stack))
+        # Prometheus, rules and dashboards first: the autoscaler's ServiceMonitor needs the CRDs they bring.
         self.monitoring = None
         monitoring_plan = monitoring.monitoring_plan(stack, self.plans)
         if monitoring_plan is not None:
             self.monitoring = gpu_monitoring.GpuMonitoring("gpu-monitoring", monitoring_plan, self.cluster.kubernetes, self.child())
-        # --- end monitoring
+        scrape = monitoring.service_monitor_labels(stack)
+        self.autoscaler = module.build_autoscaler(stack, self.cluster, self.plans, scrape,
+                                                  self.monitoring.releases if self.monitoring and scrape else [], self.child())
+        self.pools = [module.build_pool(plan, self.cluster, stack, installer, self.autoscaler, self.child()) for plan in self.plans]
+        software = software_plan(stack, self.plans, monitoring.operator_service_monitor(stack))
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
-        # --- team quotas (issue 5): namespaces, GPU ResourceQuotas and pool admission policies per team.
         self.teams = None
         if stack.teams:
             self.teams = TeamQuotas("team-quotas", team_objects(stack, self.plans), self.cluster.kubernetes, self.child())
-        # --- end team quotas
         self.register_outputs({"clusterName": self.cluster.name, "pools": [p.name for p in self.plans]})
 
     def pool_outputs(self) -> list[dict]:
-        return [pool_capacity(plan) for plan in self.plans]
+        verdicts = scale_ups(self.stack, self.plans)
+        return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler}
+                for plan, verdict in zip(self.plans, verdicts)]
 
 
 def pool_capacity(plan: PoolPlan) -> dict:

@@ -71,6 +71,13 @@ class Catalog:
     instances: dict[str, dict[str, InstanceType]]
     gcp_accelerators: dict[str, GcpAccelerator]
     price_region: dict[str, str]
+    gcp_zones: dict[str, tuple[str, ...]] = field(default_factory=dict)  # accelerator type -> zones offering it
+
+    def gcp_zones_in(self, accelerator: str, region: str) -> list[str] | None:
+        """Zones of `region` that offer the accelerator; None when the catalog knows nothing of that region."""
+        if not any(zone_region(z) == region for zones in self.gcp_zones.values() for z in zones):
+            return None
+        return [z for z in self.gcp_zones.get(accelerator, ()) if zone_region(z) == region]
 
     def instance(self, cloud: str, name: str) -> InstanceType | None:
         return self.instances.get(cloud, {}).get(name)
@@ -129,7 +136,13 @@ def _load(text: str) -> Catalog:
         )
         for name, a in raw.get("gcpAccelerators", {}).items()
     }
-    return Catalog(gpus=gpus, instances=instances, gcp_accelerators=accelerators, price_region=raw["priceRegion"])
+    zones = {name: tuple(z) for name, z in raw.get("gcpZones", {}).items()}
+    return Catalog(gpus=gpus, instances=instances, gcp_accelerators=accelerators, price_region=raw["priceRegion"], gcp_zones=zones)
+
+
+def zone_region(location: str) -> str:
+    """GCP: `us-central1-a` is a zone of `us-central1`; a region has one dash."""
+    return location.rsplit("-", 1)[0] if location.count("-") >= 2 else location
 
 
 @lru_cache(maxsize=1)

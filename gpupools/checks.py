@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import date
 
 from . import clouds
+from .autoscaling import autoscaler_problems
 from .catalog import load_catalog
+from .clouds._common import version_problems
 from .config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
 from .errors import Problem
 from .sharing import installer_problems, resolve_installer, sharing_problems
@@ -15,14 +18,24 @@ from .sharing import installer_problems, resolve_installer, sharing_problems
 RESERVED_POOL_NAMES = frozenset({"system"})
 
 
+# A new VPC gives each zone a public and a private /20 of 10.0.0.0/16 (see clouds.aws.subnet_layout).
+MAX_VPC_ZONES = 6
+
+
 def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
-                      software: GpuSoftware, teams: list[Team]) -> list[Problem]:
+                      software: GpuSoftware, teams: list[Team], autoscaler: str = "auto", providers: dict | None = None,
+                      today: date | None = None) -> list[Problem]:
     module = clouds.get(cloud)
     catalog = load_catalog()
     installer = resolve_installer(cloud, software.installer)
     problems = installer_problems(cloud, software.installer, software.version)
+    problems += autoscaler_problems(cloud, autoscaler, module.SERVICE)
     if cluster is not None:
         problems += module.cluster_problems(cluster)
+        problems += version_problems(cluster, module.KUBERNETES_RELEASES, module.SERVICE, today or date.today())
+        zones = sorted({z for _, pool in pools for z in (pool.zones or [])})
+        if cloud == "aws" and cluster.create and not cluster.subnet_ids and len(zones) > MAX_VPC_ZONES:
+            problems.append(Problem("pools", f"the pools ask for {len(zones)} zones ({', '.join(zones)}); a new VPC spans at most {MAX_VPC_ZONES}"))
     counts = Counter(pool.name for _, pool in pools)
     for index, pool in pools:
         path = f"pools[{index}]"
@@ -36,6 +49,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         problems += module.pool_problems(pool, path)
         hardware, found = module.resolve(pool, catalog, path)
         problems += found
+        problems += module.zone_problems(pool, path, cluster, providers or {}, hardware)
         sharing = pool.sharing if pool.sharing is not None else default_sharing
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)

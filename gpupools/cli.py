@@ -63,7 +63,8 @@ def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
 
 def load(stack: str | None, config: Path | None):
     """Read and validate a stack file once; everything after this works on typed objects."""
-    from .config import read_stack_file, validate_stack
+    from .config import read_stack_file
+    from .validate import validate_stack
 
     path, name = stack_path(stack, config)
     try:
@@ -147,7 +148,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     typer.echo(yaml.safe_dump(job_manifest(typed, plan_, image=image, units=units), sort_keys=False), nl=False)
 
 
-# --- idle (issue 4, monitoring) -------------------------------------------------------------------------------------
+# --- idle ---
 @app.command()
 def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://localhost:9090"),
          window: str = typer.Option("24h", "--window", help="How far back to look: 24h, 7d, 90m ..."),
@@ -182,10 +183,10 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
         except OSError as exc:
             fail(Problem("--plot", f"cannot write {str(plot)!r}: {exc.strerror}"))
         typer.echo(f"plot written to {plot}", err=as_json)
-# --- end idle ---------------------------------------------------------------------------------------------------------
+# --- end idle ---
 
 
-# --- gpupools check (governance, issue 5) ----------------------------------------------------------------------------
+# --- gpupools check ---
 
 
 @app.command()
@@ -211,7 +212,7 @@ def check(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
         raise typer.Exit(1)
 
 
-# --- end gpupools check ----------------------------------------------------------------------------------------------
+# --- end gpupools check ---
 
 
 def main() -> None:

@@ -1,8 +1,7 @@
-"""The stack config contract: typed models for everything under `config:` in a stack file.
+"""The stack config contract: typed models for everything under `config:` in a stack file, and how to read one.
 
-Validation happens once, here, at the boundary. Shape and range checks are pydantic's job; checks that
-need the hardware catalog or the chosen cloud run in a second pass on whatever parts are well-formed, so a
-user sees every problem of a stack file in one run.
+Shape and range checks are pydantic's job and happen here; `gpupools.validate` is the one entry point that
+runs them together with the catalog- and cloud-aware checks.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .errors import ConfigError, Problem, field_path
@@ -21,10 +20,12 @@ from .errors import ConfigError, Problem, field_path
 NAMESPACE = "gpupools"
 PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "kubernetes")
 
+ZONE = r"^[a-z0-9][-a-z0-9]{0,62}$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 PATTERN_NAMES = {
+    ZONE: "a zone name such as eu-central-1a, us-central1-a or \"1\"",
     DNS_LABEL: "a DNS label (lower-case letters, digits and '-', at most 63, starting and ending alphanumeric)",
-    r"^1\.\d{2}$": "a Kubernetes minor version such as \"1.33\"",
+    r"^1\.[0-9]{2}$": "a Kubernetes minor version such as \"1.35\"",
     r"^\d+g\.\d+gb([+-][a-z.]+)?$": "a MIG profile name such as 1g.10gb",
     r"^v?\d+\.\d+\.\d+$": "a chart version such as v26.7.0",
 }
@@ -34,6 +35,10 @@ LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 RESERVED_LABEL_PREFIXES = ("gpupools.io/", "nvidia.com/")
 
 SharingMode = Literal["none", "time-slicing", "mps", "mig"]
+# Who adds nodes to GPU pools. `auto`: Karpenter on a new EKS cluster, cluster-autoscaler on an existing one,
+# the managed autoscaler on AKS and GKE (the only choice there).
+Autoscaler = Literal["auto", "karpenter", "cluster-autoscaler", "none"]
+
 Installer = Literal["auto", "gpu-operator", "device-plugin", "cloud"]
 
 # CUDA MPS serves at most 48 clients per GPU (Volta and later) and GKE caps maxSharedClientsPerGpu at 48;
@@ -42,6 +47,11 @@ MAX_REPLICAS = 48
 
 DEFAULT_GPU_OPERATOR_VERSION = "v26.7.0"
 DEFAULT_DEVICE_PLUGIN_VERSION = "0.20.0"
+
+
+def _zone_number(value: Any) -> Any:
+    """AKS zones are numbers; `zones: [1, 2]` in YAML means the zones "1" and "2"."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 class Model(BaseModel):
@@ -68,12 +78,15 @@ class Pool(Model):
     os: Literal["al2023", "bottlerocket"] | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     sharing: Sharing | None = None
+    # Availability zones the pool's nodes may start in: EKS zone names (eu-central-1a), AKS zone numbers ("1"),
+    # GKE zones (us-central1-a). Unset: every zone of the cluster that can run the pool (see each cloud).
+    zones: Annotated[list[Annotated[str, BeforeValidator(_zone_number), StringConstraints(pattern=ZONE)]], Field(min_length=1, max_length=16)] | None = None
 
 
 class Cluster(Model):
     name: Annotated[str, StringConstraints(pattern=DNS_LABEL, max_length=40)]
     create: Annotated[bool, Field(strict=True)] = True
-    kubernetes_version: Annotated[str, StringConstraints(pattern=r"^1\.\d{2}$")] | None = None
+    kubernetes_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]{2}$")] | None = None
     resource_group: Annotated[str, StringConstraints(min_length=1, max_length=90)] | None = None
     location: Annotated[str, StringConstraints(min_length=1)] | None = None
     subnet_ids: list[Annotated[str, StringConstraints(min_length=1)]] | None = None
@@ -119,6 +132,7 @@ class StackConfig(Model):
     gpu_software: GpuSoftware = Field(default_factory=GpuSoftware)
     monitoring: Monitoring = Field(default_factory=Monitoring)
     teams: list[Team] = Field(default_factory=list)
+    autoscaler: Autoscaler = "auto"
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
 
     def pool(self, name: str) -> Pool:
@@ -273,54 +287,3 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
     return problems
 
 
-def _try(model: type[BaseModel], raw: Any, loc: tuple, problems: list[Problem] | None = None):
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        if problems is not None:
-            problems.extend(pydantic_problems(exc, model, loc))
-        return None
-
-
-def validate_stack(config: dict[str, Any]) -> StackConfig:
-    """Validate a raw `config:` mapping (namespaced keys) and return the typed stack, or raise ConfigError."""
-    from .checks import semantic_problems  # the catalog-aware pass
-
-    ours, providers, problems = split_namespaces(config)
-    raw = {**ours, "providers": providers}
-    stack = None
-    try:
-        stack = StackConfig.model_validate(raw)
-    except ValidationError as exc:
-        problems.extend(pydantic_problems(exc, StackConfig))
-    if stack is not None:
-        problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software, stack.teams))
-    else:
-        # Check what is well-formed anyway, so the user sees every problem in one go.
-        cloud = ours.get("cloud") if ours.get("cloud") in ("aws", "azure", "gcp") else None
-        cluster = _try(Cluster, ours.get("cluster"), ("cluster",))
-        sharing = _try(Sharing, ours.get("sharing", {}), ("sharing",)) or Sharing()
-        software = _try(GpuSoftware, ours.get("gpuSoftware", {}), ("gpuSoftware",)) or GpuSoftware()
-        raw_pools = ours.get("pools") if isinstance(ours.get("pools"), list) else []
-        pools = [(i, p) for i, p in ((i, _try(Pool, r, ("pools", i))) for i, r in enumerate(raw_pools)) if p is not None]
-        raw_teams = ours.get("teams") if isinstance(ours.get("teams"), list) else []
-        teams = [t for t in (_try(Team, r, ("teams", i)) for i, r in enumerate(raw_teams)) if t is not None]
-        if cloud:
-            problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams))
-    if problems:
-        raise ConfigError(_dedupe(problems))
-    assert stack is not None
-    return stack
-
-
-def _dedupe(problems: list[Problem]) -> list[Problem]:
-    seen, out = set(), []
-    for p in problems:
-        if (p.path, p.message) not in seen:
-            seen.add((p.path, p.message))
-            out.append(p)
-    return out
-
-
-def load_stack(path: str | Path) -> StackConfig:
-    return validate_stack(read_stack_file(path))

@@ -107,7 +107,18 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
     out = dict(inputs)
     if typ == "aws:eks/cluster:Cluster":
         out.update(endpoint=f"https://{rid.upper()}.gr7.{region}.eks.amazonaws.com", certificateAuthority={"data": _MOCK_CA},
-                   arn=f"arn:aws:eks:{region}:123456789012:cluster/{inputs.get('name', name)}")
+                   arn=f"arn:aws:eks:{region}:123456789012:cluster/{inputs.get('name', name)}",
+                   vpcConfig={**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{rid[:17]}"})
+    elif typ == "aws:eks/nodeGroup:NodeGroup":
+        out.update(resources=[{"autoscalingGroups": [{"name": f"eks-{inputs.get('nodeGroupName', name)}-{rid}"}]}],
+                   arn=f"arn:aws:eks:{region}:123456789012:nodegroup/{inputs.get('clusterName')}/{inputs.get('nodeGroupName', name)}/{rid}")
+    elif typ == "aws:sqs/queue:Queue":
+        queue = inputs.get("name", name)
+        out.update(arn=f"arn:aws:sqs:{region}:123456789012:{queue}", url=f"https://sqs.{region}.amazonaws.com/123456789012/{queue}")
+    elif typ == "aws:cloudwatch/eventRule:EventRule":
+        out.update(name=f"{name}-{rid[:7]}", arn=f"arn:aws:events:{region}:123456789012:rule/{name}-{rid[:7]}")
+    elif typ == "aws:ec2/subnet:Subnet":
+        out.update(id=f"subnet-{rid[:17]}")
     elif typ == "aws:iam/role:Role":
         out.update(arn=f"arn:aws:iam::123456789012:role/{name}-{rid[:7]}", name=f"{name}-{rid[:7]}")
     elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
@@ -128,8 +139,22 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
         name = args.get("name", "cluster")
         return {"name": name, "endpoint": f"https://{_fake_id(name).upper()}.gr7.{region}.eks.amazonaws.com",
                 "certificateAuthorities": [{"data": _MOCK_CA}], "arn": f"arn:aws:eks:{region}:123456789012:cluster/{name}",
-                "vpcConfig": {"subnetIds": ["subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"], "vpcId": "vpc-0a1b2c3d4e5f60000"},
-                "version": "1.33", "status": "ACTIVE"}
+                "vpcConfig": {"subnetIds": ["subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"], "vpcId": "vpc-0a1b2c3d4e5f60000",
+                              "clusterSecurityGroupId": "sg-0a1b2c3d4e5f60000"},
+                "version": "1.35", "status": "ACTIVE"}
+    if token == "aws:eks/getAddon:getAddon":
+        return {"addonName": args.get("addonName"), "clusterName": args.get("clusterName"), "addonVersion": "v1.3.8-eksbuild.2", "id": "addon"}
+    if token == "aws:ec2/getSubnets:getSubnets":
+        # Existing subnets: the mock puts the first one in each zone asked for, in order.
+        filters = {f["name"]: f["values"] for f in args.get("filters", [])}
+        ids, zones = filters.get("subnet-id", []), filters.get("availability-zone", [])
+        return {"ids": ids[:len(zones)] or ids[:1], "id": region}
+    if token == "aws:index/getCallerIdentity:getCallerIdentity":
+        return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/planner", "userId": "AIDAPLANNER", "id": "123456789012"}
+    if token == "aws:index/getPartition:getPartition":
+        return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+    if token == "aws:index/getRegion:getRegion":
+        return {"name": region, "region": region, "endpoint": f"ec2.{region}.amazonaws.com", "id": region}
     if token == "azure-native:containerservice:getManagedCluster":
         return {"name": args.get("resourceName"), "location": "westeurope", "kubernetesVersion": "1.33"}
     if token == "azure-native:containerservice:listManagedClusterUserCredentials":

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from . import clouds
 from .catalog import Hardware, load_catalog
 from .config import Pool, Sharing, StackConfig
-from .sharing import Mechanism, mechanism, resolve_installer
+from .sharing import GPU_RESOURCE, Mechanism, mechanism, resolve_installer
 
 POOL_LABEL = "gpupools.io/pool"
 GPU_LABEL = "gpupools.io/gpu"
@@ -57,6 +57,18 @@ class PoolPlan:
     @property
     def units_per_node(self) -> int:
         return self.hardware.gpus_per_node * self.mechanism.units_per_gpu
+
+    @property
+    def advertised_resources(self) -> dict[str, int]:
+        """Extended resources a running node of the pool advertises, as its GPU software will report them.
+
+        With MIG in the mixed strategy every GPU is partitioned, so the node offers no whole `nvidia.com/gpu`.
+        """
+        m = self.mechanism
+        resources = {m.resource: self.units_per_node}
+        if m.resource != GPU_RESOURCE:
+            resources[GPU_RESOURCE] = 0
+        return resources
 
     @property
     def max_units(self) -> int:

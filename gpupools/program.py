@@ -5,7 +5,8 @@ from __future__ import annotations
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env
 
-from .config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values, validate_stack
+from .config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values
+from .validate import validate_stack
 from .errors import ConfigError
 
 

@@ -33,15 +33,17 @@ def rendered_files(stack: StackConfig, plan: Plan) -> dict[str, str]:
     """Relative path -> YAML text."""
     files: dict[str, str] = {}
     for release in sorted(plan.of_type(HELM_RELEASE), key=lambda r: r.name):
-        header = (f"# Helm values for release {release.inputs['name']}: chart {release.inputs['chart']} {release.inputs['version']}\n"
-                  f"# helm upgrade --install {release.inputs['name']} {release.inputs['chart']} --repo {release.inputs['repositoryOpts']['repo']} "
-                  f"--version {release.inputs['version']} --namespace {release.inputs['namespace']} -f {release.inputs['name']}.values.yaml\n")
+        i = release.inputs
+        repo = f" --repo {i['repositoryOpts']['repo']}" if i.get("repositoryOpts") else ""
+        header = (f"# Helm values for release {i['name']}: chart {i['chart']} {i['version']}\n"
+                  f"# helm upgrade --install {i['name']} {i['chart']}{repo} "
+                  f"--version {i['version']} --namespace {i['namespace']} -f {i['name']}.values.yaml\n")
         files[f"{release.inputs['name']}.values.yaml"] = header + yaml.safe_dump(release.inputs.get("values", {}), sort_keys=True)
     for resource in plan.resources:
         obj = manifest_of(resource)
         if obj is not None:
             files[f"manifests/{manifest_filename(obj)}"] = yaml.safe_dump(obj, sort_keys=True)
-    # Monitoring (issue 4): the GPU rules as a plain rules file and the dashboards as JSON, for your own Prometheus/Grafana.
+    # Monitoring: the GPU rules as a plain rules file and the dashboards as JSON, for your own Prometheus/Grafana.
     from .monitoring import rendered_files as monitoring_files
 
     files.update(monitoring_files(stack))

@@ -6,12 +6,30 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from datetime import date
+
 from . import clouds
+from .autoscaling import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, NONE, ScaleUp, resolve_autoscaler
 from .catalog import load_catalog
+from .clouds._common import past_standard_support
 from .config import StackConfig
 from .plan import Plan
 from .pools import PoolPlan, plan_pools
+from .scaleup import scale_ups
 from .sharing import resolve_installer
+
+AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
+                    NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
+
+
+def version_warnings(stack: StackConfig, today: date) -> list[str]:
+    module = clouds.get(stack.cloud)
+    minor = stack.cluster.kubernetes_version
+    release = past_standard_support(module.KUBERNETES_RELEASES, minor, today) if minor else None
+    if release is None:
+        return []
+    return [f"Kubernetes {minor} left {module.SERVICE} standard support on {release.end_of_standard}"
+            + (f"; extended support (billed extra) ends {release.end_of_extended}" if release.end_of_extended else "")]
 
 POOL_TYPES = {"aws": "gpupools:index:EksGpuNodePool", "azure": "gpupools:index:AksGpuNodePool", "gcp": "gpupools:index:GkeGpuNodePool"}
 
@@ -20,7 +38,7 @@ def money(value: float) -> str:
     return f"${value:,.3f}/h" if value < 10 else f"${value:,.2f}/h"
 
 
-def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan) -> Table:
+def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp) -> Table:
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
     table.add_column(style="bold")
@@ -29,7 +47,10 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan) -> Table:
     table.add_row("creates", ", ".join(f"{r.type} {r.name}" for r in created) or "-")
     table.add_row("instance", f"{pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB)"
                   + (", spot" if pool.spot else ", on-demand"))
-    table.add_row("nodes", f"min {pool.min_nodes}, max {pool.max_nodes}")
+    table.add_row("nodes", f"min {pool.min_nodes}, max {pool.max_nodes}" + (f", zones {', '.join(pool.zones)}" if pool.zones else ""))
+    table.add_row("scale-up", scale_up.summary)
+    for note in scale_up.notes:
+        table.add_row("", note)
     table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
@@ -45,10 +66,14 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None)
     plans = plan_pools(stack)
     installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
     how = "new" if stack.cluster.create else "existing, looked up by name"
-    console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}, {module.SERVICE} cluster {stack.cluster.name} ({how}), "
-                  f"GPU software: {installer}")
-    for plan in plans:
-        console.print(pool_table(stack, plan, result))
+    default = f"{module.DEFAULT_KUBERNETES_VERSION} (default)" if module.DEFAULT_KUBERNETES_VERSION else "the release channel's default"
+    version = stack.cluster.kubernetes_version or (default if stack.cluster.create else "as running")
+    console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
+                  f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)]}")
+    for warning in version_warnings(stack, date.today()):
+        console.print(f"[yellow]warning[/yellow]: {warning}")
+    for plan, verdict in zip(plans, scale_ups(stack, plans)):
+        console.print(pool_table(stack, plan, result, verdict))
     counts: dict[str, int] = {}
     for r in result.resources:
         counts[r.type] = counts.get(r.type, 0) + 1
@@ -60,20 +85,20 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None)
     console.print(summary)
     releases = result.of_type("kubernetes:helm.sh/v3:Release")
     for r in releases:
-        console.print(f"helm release {r.inputs.get('name')}: chart {r.inputs.get('chart')} {r.inputs.get('version')} "
-                      f"from {r.inputs.get('repositoryOpts', {}).get('repo')} in namespace {r.inputs.get('namespace')}")
+        source = f" from {r.inputs['repositoryOpts']['repo']}" if r.inputs.get("repositoryOpts") else ""
+        console.print(f"helm release {r.inputs.get('name')}: chart {r.inputs.get('chart')} {r.inputs.get('version')}{source} "
+                      f"in namespace {r.inputs.get('namespace')}")
     low = sum(p.hourly_cost(p.pool.min_nodes) for p in plans)
     high = sum(p.hourly_cost(p.pool.max_nodes) for p in plans)
     gpus = sum(p.max_gpus for p in plans)
     console.print(f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
                   f"on-demand list prices; spot pools usually cost less.")
-    # --- team quotas (issue 5): quota sum vs. schedulable units, per GPU resource.
+    # Team quotas: quota sum vs. schedulable units, per GPU resource.
     from .teams import quota_summary
 
     quotas = quota_summary(stack, plans)
     if quotas:
         console.print(quotas)
-    # --- end team quotas
     console.print(f"{len(result.resources)} resources.")
 
 

@@ -25,7 +25,10 @@ from ._props import as_int, entries, get, is_unknown, items, plain
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 AKS_AGENT_POOL = "azure-native:containerservice:AgentPool"
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
-NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL)
+# Karpenter's NodePool is an EKS GPU pool too: Karpenter starts its nodes from its requirements and limits.
+KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
+NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL)
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -63,6 +66,7 @@ class GpuPool:
     # Filled by `resolve_sharing` from the rest of the stack.
     resource: str = GPU_RESOURCE
     units_per_gpu: int = 1
+    node_class: str | None = None  # Karpenter: the EC2NodeClass its nodes are made from
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -102,7 +106,17 @@ def node_labels(resource_type: str, props: Any) -> dict[str, str]:
         return _str_map(get(props, "nodeLabels"))
     if resource_type == GKE_NODE_POOL:
         return _str_map(get(props, "nodeConfig", "labels"))
+    if resource_type == KARPENTER_NODE_POOL:
+        return _str_map(get(props, "spec", "template", "metadata", "labels"))
     return {}
+
+
+def karpenter_instance_types(props: Any) -> list[str]:
+    """Instance types a NodePool may launch: its `node.kubernetes.io/instance-type In [...]` requirement."""
+    for req in items(get(props, "spec", "template", "spec", "requirements")):
+        if get(req, "key") == "node.kubernetes.io/instance-type" and get(req, "operator") == "In":
+            return [t for t in items(get(req, "values")) if isinstance(t, str)]
+    return []
 
 
 def eks_is_gpu(props: Any) -> bool:
@@ -123,6 +137,8 @@ def is_gpu_pool(resource_type: str, props: Any) -> bool:
     catalog = _catalog()
     if resource_type == EKS_NODE_GROUP:
         return eks_is_gpu(props)
+    if resource_type == KARPENTER_NODE_POOL:
+        return any(catalog.instance("aws", t) is not None and catalog.instance("aws", t).gpu is not None for t in karpenter_instance_types(props))
     if resource_type == AKS_AGENT_POOL:
         size = get(props, "vmSize")
         return isinstance(size, str) and catalog.instance("azure", size) is not None
@@ -162,17 +178,23 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
         return None
     catalog = _catalog()
     labels = node_labels(resource_type, props)
-    gpu = gpus = max_nodes = price = instance_type = None
-    if resource_type == EKS_NODE_GROUP:
+    gpu = gpus = max_nodes = price = instance_type = node_class = None
+    if resource_type in (EKS_NODE_GROUP, KARPENTER_NODE_POOL):
         cloud = "aws"
-        known = [catalog.instance("aws", t) for t in items(get(props, "instanceTypes")) if isinstance(t, str)]
-        known = [i for i in known if i is not None and i.gpu is not None]
+        karpenter = resource_type == KARPENTER_NODE_POOL
+        types = karpenter_instance_types(props) if karpenter else [t for t in items(get(props, "instanceTypes")) if isinstance(t, str)]
+        known = [i for i in (catalog.instance("aws", t) for t in types) if i is not None and i.gpu is not None]
         if known:
             # Several instance types: budget for the dearest, count the most GPUs.
             priciest = max(known, key=lambda i: i.price)
             gpu, gpus, price, instance_type = priciest.gpu, max(i.gpus for i in known), priciest.price, priciest.name
-        max_nodes = as_int(get(props, "scalingConfig", "maxSize"))
-        pool = get(props, "nodeGroupName")
+        if karpenter:
+            max_nodes = as_int(get(props, "spec", "limits", "nodes"))
+            pool = get(props, "metadata", "name")
+            node_class = get(props, "spec", "template", "spec", "nodeClassRef", "name")
+        else:
+            max_nodes = as_int(get(props, "scalingConfig", "maxSize"))
+            pool = get(props, "nodeGroupName")
     elif resource_type == AKS_AGENT_POOL:
         cloud = "azure"
         instance_type = get(props, "vmSize")
@@ -212,7 +234,7 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
         gpu = model  # the label names the GPU even where the instance type is not in the catalog
     pool_name = labels.get(POOL_LABEL) or (pool if isinstance(pool, str) else name)
     return GpuPool(resource_type, name, urn, cloud, pool_name, labels, gpu, gpus, max_nodes, price,
-                   instance_type if isinstance(instance_type, str) else None)
+                   instance_type if isinstance(instance_type, str) else None, node_class=node_class if isinstance(node_class, str) else None)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -286,13 +308,17 @@ def mig_profile_of_config(gpu: GpuModel, config: str) -> str | None:
 
 
 def bottlerocket_settings(user_data: Any) -> dict | None:
-    """Bottlerocket user data is base64 TOML; anything else (AL2023 MIME, unknown) is not ours to read."""
+    """Bottlerocket user data is TOML, base64-encoded in launch templates and plain in EC2NodeClasses; anything
+    else (AL2023 MIME, unknown) is not ours to read."""
     if not isinstance(user_data, str) or not user_data:
         return None
     try:
         text = base64.b64decode(user_data, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        text = user_data
+    try:
         doc = tomllib.loads(text)
-    except (binascii.Error, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError):
+    except (tomllib.TOMLDecodeError, ValueError):
         return None
     nvidia = doc.get("settings", {}).get("kubelet-device-plugins", {}).get("nvidia")
     return nvidia if isinstance(nvidia, dict) else None
@@ -349,6 +375,11 @@ def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]])
             nvidia = bottlerocket_settings(get(props, "userData"))
             if pool and nvidia is not None:
                 bottlerocket[pool] = nvidia
+    node_classes = {get(props, "metadata", "name"): bottlerocket_settings(get(props, "spec", "userData"))
+                    for typ, _name, props in resources if typ == EC2_NODE_CLASS}
+    for pool in pools:
+        if pool.node_class and node_classes.get(pool.node_class) is not None:
+            bottlerocket[pool.pool] = node_classes[pool.node_class]
     by_name = {typ_name: props for typ, typ_name, props in resources if typ == GKE_NODE_POOL}
     for pool in pools:
         gpu = pool.gpu

@@ -10,8 +10,10 @@ from ._fleet import (
     BOTTLEROCKET_GPU_BY_KEY,
     CONFIG_MAP,
     DEVICE_PLUGIN_CONFIGMAP,
+    EC2_NODE_CLASS,
     EKS_NODE_GROUP,
     GENERIC_MIG_CONFIGS,
+    KARPENTER_NODE_POOL,
     GKE_NODE_POOL,
     GPU_TAINT_KEY,
     HELM_RELEASE,
@@ -45,6 +47,11 @@ def _has_gpu_taint(resource_type: str, props) -> bool | None:
                 if key.split("=", 1)[0] == GPU_TAINT_KEY and effect == "NoSchedule":
                     return True
         return False
+    if resource_type == KARPENTER_NODE_POOL:
+        taints = get(props, "spec", "template", "spec", "taints")
+        if is_unknown(taints):
+            return None
+        return any(get(t, "key") == GPU_TAINT_KEY and get(t, "effect") == "NoSchedule" for t in items(taints))
     taints = get(props, "taints") if resource_type == EKS_NODE_GROUP else get(props, "nodeConfig", "taints")
     if is_unknown(taints):
         return None
@@ -52,10 +59,11 @@ def _has_gpu_taint(resource_type: str, props) -> bool | None:
 
 
 def validate_gpu_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL) or not is_gpu_pool(args.resource_type, args.props):
+    if args.resource_type not in (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL) or not is_gpu_pool(args.resource_type, args.props):
         return
     if _has_gpu_taint(args.resource_type, args.props) is False:
         spelled = {EKS_NODE_GROUP: "taints: [{key: nvidia.com/gpu, value: present, effect: NO_SCHEDULE}]",
+                   KARPENTER_NODE_POOL: "spec.template.spec.taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]",
                    AKS_AGENT_POOL: "nodeTaints: [nvidia.com/gpu=present:NoSchedule]",
                    GKE_NODE_POOL: "nodeConfig.taints: [{key: nvidia.com/gpu, value: present, effect: NO_SCHEDULE}]"}[args.resource_type]
         report(f"GPU node pool {args.name!r} has no nvidia.com/gpu NoSchedule taint, so any pod may land on (and pay for) "
@@ -135,11 +143,12 @@ def _check_gke(args: ResourceValidationArgs, limit: int, report: ReportViolation
 
 
 def _check_bottlerocket(args: ResourceValidationArgs, limit: int, report: ReportViolation) -> None:
-    nvidia = bottlerocket_settings(get(args.props, "userData"))
+    node_class = args.resource_type == EC2_NODE_CLASS
+    nvidia = bottlerocket_settings(get(args.props, "spec", "userData") if node_class else get(args.props, "userData"))
     if nvidia is None:
         return
     mode, replicas, profiles = bottlerocket_sharing(nvidia)
-    where = f"launch template {args.name!r} Bottlerocket settings"
+    where = f"{'EC2NodeClass' if node_class else 'launch template'} {args.name!r} Bottlerocket settings"
     if mode in ("time-slicing", "mps"):
         _check_replicas(f"{where} ({mode})", replicas, limit, report)
     for key, profile in profiles.items():
@@ -157,11 +166,11 @@ def validate_sharing(args: ResourceValidationArgs, report: ReportViolation) -> N
         _check_device_plugin_data(f"ConfigMap {DEVICE_PLUGIN_CONFIGMAP}", get(props, "data"), limit, report)
     elif typ == HELM_RELEASE and _chart_name(get(props, "chart")) == "nvidia-device-plugin":
         _check_device_plugin_data(f"release {args.name!r} values.config.map", get(props, "values", "config", "map"), limit, report)
-    elif typ in (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL):
+    elif typ in (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL):
         _check_mig_labels(args, report)
         if typ == GKE_NODE_POOL:
             _check_gke(args, limit, report)
-    elif typ == LAUNCH_TEMPLATE:
+    elif typ in (LAUNCH_TEMPLATE, EC2_NODE_CLASS):
         _check_bottlerocket(args, limit, report)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Secret
 
-from ._fleet import AKS_AGENT_POOL, EKS_NODE_GROUP, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
+from ._fleet import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
 from ._props import SECRET_MARKER, as_int, entries, get, is_unknown, items, plain
 
 WORLD = ("0.0.0.0/0", "::/0")
@@ -96,6 +96,12 @@ def validate_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> No
         if tokens != "required":
             report(f"launch template {args.name!r} allows IMDSv1 (metadataOptions.httpTokens is {tokens or 'unset'}); a pod that "
                    f"can make one HTTP GET could read the node role's credentials; set httpTokens: required", None)
+    elif typ == EC2_NODE_CLASS:
+        # Karpenter requires IMDSv2 unless told otherwise (EC2NodeClass metadataOptions default httpTokens: required).
+        tokens = get(props, "spec", "metadataOptions", "httpTokens")
+        if isinstance(tokens, str) and tokens != "required" and get(props, "spec", "metadataOptions", "httpEndpoint") != "disabled":
+            report(f"EC2NodeClass {args.name!r} allows IMDSv1 (spec.metadataOptions.httpTokens is {tokens}); a pod that can make one "
+                   f"HTTP GET could read the node role's credentials; set httpTokens: required", None)
     elif typ == EKS_NODE_GROUP:
         if not args.get_config().get("allNodeGroups", True) and not eks_is_gpu(props):
             return
@@ -107,7 +113,7 @@ def validate_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> No
 
 eks_imdsv2 = ResourceValidationPolicy(
     name="eks-imdsv2",
-    description="EKS nodes require IMDSv2: node groups use a launch template, and launch templates set httpTokens to required.",
+    description="EKS nodes require IMDSv2: node groups use a launch template, and launch templates and Karpenter EC2NodeClasses set httpTokens to required.",
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=PolicyConfigSchema(properties={
         "allNodeGroups": {"type": "boolean", "default": True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from gpupools.clouds import aws, azure, gcp
-from gpupools.config import validate_stack
+from gpupools.validate import validate_stack
 from gpupools.pools import GPU_TAINT, Taint, plan_pools, spell_taint
 
 from conftest import stack_config

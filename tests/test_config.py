@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpupools.config import StackConfig, read_stack_file, validate_stack
+from gpupools.config import StackConfig, read_stack_file
+from gpupools.validate import validate_stack
 from gpupools.errors import ConfigError
 
 from conftest import ROOT, stack_config

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from gpupools import monitoring
-from gpupools.config import Idle, validate_stack
+from gpupools.config import Idle
+from gpupools.validate import validate_stack
 from gpupools.plan import run_program
 from gpupools.pools import plan_pools
 from gpupools.render import rendered_files

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpupools.config import validate_stack
+from gpupools.validate import validate_stack
 from gpupools.pools import plan_pools
 from gpupools.teams import quota_ratios as planned_ratios
 

@@ -68,7 +68,8 @@ def test_rules_file_passes_promtool_check(tmp_path, idle):
 
 @needs_promtool
 def test_rendered_rules_for_each_example_stack_pass_promtool(tmp_path):
-    from gpupools.config import read_stack_file, validate_stack
+    from gpupools.config import read_stack_file
+    from gpupools.validate import validate_stack
 
     from conftest import ROOT
 

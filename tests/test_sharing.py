@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from gpupools.catalog import load_catalog, mig_config_name, mig_resource_name
-from gpupools.config import Sharing, validate_stack
+from gpupools.config import Sharing
+from gpupools.validate import validate_stack
 from gpupools.pools import plan_pools
 from gpupools.sharing import (
     DEVICE_PLUGIN_CONFIG_LABEL,

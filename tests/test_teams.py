@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from gpupools.config import validate_stack
+from gpupools.validate import validate_stack
 from gpupools.plan import run_program
 from gpupools.pools import plan_pools
 from gpupools.report import print_plan

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import date
+
 from ..catalog import Catalog, Hardware, InstanceType
 from ..config import Pool
 from ..errors import Problem
@@ -53,3 +56,64 @@ CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("lo
 
 def foreign_cluster_fields(cluster, cloud: str) -> list[Problem]:
     return reject_fields(cluster, "cluster", cloud, {k: v for k, v in CLUSTER_FIELDS.items() if v[1] != cloud})
+
+
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """One Kubernetes minor on one managed service: when it came, when standard support ends, and when any paid
+    extended (or long-term) support ends; None where the service offers none for everyone."""
+
+    minor: str
+    released: date
+    end_of_standard: date
+    end_of_extended: date | None = None
+
+
+def _minor_key(minor: str) -> tuple[int, int]:
+    major, _, rest = minor.partition(".")
+    return int(major), int(rest)
+
+
+def newest(releases: dict[str, KubernetesRelease]) -> str:
+    """New clusters get the newest minor of the table: the longest standard support ahead of them."""
+    return max(releases, key=_minor_key)
+
+
+def supported_minors(releases: dict[str, KubernetesRelease], today: date) -> list[str]:
+    return sorted((m for m, r in releases.items() if r.end_of_standard >= today), key=_minor_key)
+
+
+def past_standard_support(releases: dict[str, KubernetesRelease], minor: str, today: date) -> KubernetesRelease | None:
+    release = releases.get(minor)
+    return release if release is not None and release.end_of_standard < today else None
+
+
+def version_problems(cluster, releases: dict[str, KubernetesRelease], service: str, today: date) -> list[Problem]:
+    """A version the service does not offer is an error; one past standard support is an error for a new
+    cluster unless the service still sells extended support for it (the policy pack then flags it)."""
+    minor = cluster.kubernetes_version
+    if minor is None:
+        return []
+    where = "cluster.kubernetesVersion"
+    supported = ", ".join(supported_minors(releases, today))
+    release = releases.get(minor)
+    if release is None:
+        return [Problem(where, f"{minor!r} is not a Kubernetes version {service} offers; supported: {supported}")]
+    if release.end_of_standard >= today or not cluster.create:
+        return []
+    if release.end_of_extended is None or release.end_of_extended < today:
+        return [Problem(where, f"{minor!r} left {service} support on {release.end_of_extended or release.end_of_standard}; "
+                               f"{service} creates no new clusters on it; supported: {supported}")]
+    return []
+
+
+def zone_letter_problems(pool: Pool, path: str, region: str | None, example: str) -> list[Problem]:
+    """Zones named <region><letter> (AWS) or <region>-<letter> (GCP) must belong to the cluster's region."""
+    if not pool.zones or region is None:
+        return []
+    problems = []
+    for i, zone in enumerate(pool.zones):
+        suffix = zone[len(region):] if zone.startswith(region) else ""
+        if not suffix or not suffix.lstrip("-").isalpha() or len(suffix.lstrip("-")) != 1:
+            problems.append(Problem(f"{path}.zones[{i}]", f"{zone!r} is not a zone of region {region}; zones there are named like {example}"))
+    return problems

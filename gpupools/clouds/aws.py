@@ -8,18 +8,32 @@ from __future__ import annotations
 
 import base64
 
+from datetime import date
+
+from ..autoscaling import CLUSTER_AUTOSCALER, KARPENTER, NodeTemplate
 from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
-from ._common import foreign_cluster_fields, reject_fields, resolve_listed
+from ._common import KubernetesRelease, foreign_cluster_fields, newest, reject_fields, resolve_listed, zone_letter_problems
 
 NAME = "aws"
 SERVICE = "EKS"
 TAINT_STYLE = "enum"
 PROVIDER_PACKAGE = "pulumi_aws"
 
-DEFAULT_KUBERNETES_VERSION = "1.33"
+# Amazon EKS Kubernetes release calendar (docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, read
+# 2026-09): 14 months of standard support from the EKS release, then 12 months of paid extended support, during
+# which EKS still creates clusters.
+KUBERNETES_RELEASES = {r.minor: r for r in (
+    KubernetesRelease("1.31", date(2024, 9, 26), date(2025, 11, 26), date(2026, 11, 26)),
+    KubernetesRelease("1.32", date(2025, 1, 23), date(2026, 3, 23), date(2027, 3, 23)),
+    KubernetesRelease("1.33", date(2025, 5, 29), date(2026, 7, 29), date(2027, 7, 29)),
+    KubernetesRelease("1.34", date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
+    KubernetesRelease("1.35", date(2026, 1, 27), date(2027, 3, 27), date(2028, 3, 27)),
+    KubernetesRelease("1.36", date(2026, 6, 2), date(2027, 8, 2), date(2028, 8, 2)),
+)}
+DEFAULT_KUBERNETES_VERSION = newest(KUBERNETES_RELEASES)
 AMI_TYPES = {"al2023": "AL2023_x86_64_NVIDIA", "bottlerocket": "BOTTLEROCKET_x86_64_NVIDIA"}
 SYSTEM_POOL = {"instance_type": "t3.large", "min": 1, "max": 3, "desired": 2, "ami_type": "AL2023_x86_64_STANDARD"}
 VPC_CIDR = "10.0.0.0/16"
@@ -126,19 +140,26 @@ def launch_template_args(plan: PoolPlan) -> dict:
     return args
 
 
-def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, launch_template_id, launch_template_version, kubernetes_version: str | None) -> dict:
+def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, launch_template_id, launch_template_version, kubernetes_version: str | None,
+                    autoscaler: str = CLUSTER_AUTOSCALER) -> dict:
+    """`autoscaler` karpenter: the group is the pool's fixed floor of `minNodes`, Karpenter adds the rest."""
+    from ..cluster_autoscaler import node_labels
+
     pool = plan.pool
+    floor = autoscaler == KARPENTER
+    scaling = ({"min_size": pool.min_nodes, "max_size": pool.min_nodes, "desired_size": pool.min_nodes} if floor
+               else {"min_size": pool.min_nodes, "max_size": pool.max_nodes, "desired_size": pool.min_nodes})
     args = {
         "cluster_name": cluster_name,
-        "node_group_name": pool.name,
+        "node_group_name": f"{pool.name}-floor" if floor else pool.name,
         "node_role_arn": node_role_arn,
         "subnet_ids": subnet_ids,
         "ami_type": ami_type(pool),
         "capacity_type": "SPOT" if pool.spot else "ON_DEMAND",
         "instance_types": [pool.instance_type],
-        "labels": dict(plan.labels),
+        "labels": dict(plan.labels) if floor else node_labels(plan),
         "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
-        "scaling_config": {"min_size": pool.min_nodes, "max_size": pool.max_nodes, "desired_size": pool.min_nodes},
+        "scaling_config": scaling,
         "update_config": {"max_unavailable": 1},
         "launch_template": {"id": launch_template_id, "version": launch_template_version},
         "tags": {"gpupools.io/pool": pool.name, "gpupools.io/gpu": plan.hardware.gpu.name},
@@ -164,12 +185,15 @@ def system_node_group_args(cluster_name, node_role_arn, subnet_ids, launch_templ
     }
 
 
-def subnet_layout(zones: list[str]) -> list[dict]:
-    """Public and private /20s per zone: nodes live in private subnets, load balancers and the NAT in public ones."""
+def subnet_layout(zone_count: int = AVAILABILITY_ZONES) -> list[dict]:
+    """Public and private /20s per zone: nodes live in private subnets, load balancers and the NAT in public ones.
+
+    Zones are indexes into the VPC's zone list (`vpc_zones`), whose names AWS gives only at deploy time.
+    """
     layout = []
-    for i, zone in enumerate(zones[:AVAILABILITY_ZONES]):
-        layout.append({"name": f"public-{i}", "zone": zone, "cidr": f"10.0.{i * 16}.0/20", "public": True})
-        layout.append({"name": f"private-{i}", "zone": zone, "cidr": f"10.0.{128 + i * 16}.0/20", "public": False})
+    for i in range(zone_count):
+        layout.append({"name": f"public-{i}", "zone_index": i, "cidr": f"10.0.{i * 16}.0/20", "public": True})
+        layout.append({"name": f"private-{i}", "zone_index": i, "cidr": f"10.0.{128 + i * 16}.0/20", "public": False})
     return layout
 
 
@@ -206,3 +230,47 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str | Non
 
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
     return []
+
+
+def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
+    region = providers.get("aws:region") if isinstance(providers.get("aws:region"), str) else None
+    return zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
+
+
+def node_template(plan: PoolPlan, autoscaler: str) -> NodeTemplate | None:
+    """What Karpenter or cluster-autoscaler believes a new node of the pool offers; None: nobody scales it."""
+    if autoscaler == KARPENTER:
+        from ..karpenter import node_template as karpenter_template
+
+        return karpenter_template(plan)
+    if autoscaler == CLUSTER_AUTOSCALER:
+        from ..cluster_autoscaler import node_template as asg_template
+
+        return asg_template(plan)
+    return None
+
+
+def pod_identity_trust_policy() -> str:
+    """EKS Pod Identity: the agent on each node assumes the role for one service account, with session tags."""
+    import json
+
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
+
+
+POD_IDENTITY_AGENT = "eks-pod-identity-agent"
+
+
+def vpc_zones(available: list[str], wanted: list[str], count: int = AVAILABILITY_ZONES) -> list[str]:
+    """The zones a new VPC spans: every zone a pool asks for, then the region's first zones up to `count`."""
+    zones = list(dict.fromkeys(wanted))
+    for zone in available:
+        if len(zones) >= count:
+            break
+        if zone not in zones:
+            zones.append(zone)
+    return zones
+
+
+def pool_zones(pools: list[Pool]) -> list[str]:
+    return sorted({zone for pool in pools for zone in (pool.zones or [])})

@@ -9,19 +9,31 @@ so every MIG change would replace the pool.
 from __future__ import annotations
 
 import re
+from datetime import date
 
+from ..autoscaling import NodeTemplate
 from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
-from ..pools import PoolPlan, spell_taint
-from ._common import foreign_cluster_fields, reject_fields, resolve_listed
+from ..pools import PoolPlan, Taint, spell_taint
+from ._common import KubernetesRelease, foreign_cluster_fields, newest, reject_fields, resolve_listed
 
 NAME = "azure"
 SERVICE = "AKS"
 TAINT_STYLE = "string"
 PROVIDER_PACKAGE = "pulumi_azure_native"
 
-DEFAULT_KUBERNETES_VERSION = "1.33"
+# AKS Kubernetes release calendar (learn.microsoft.com/azure/aks/supported-kubernetes-versions, dated 2026-08-05):
+# about 12 months of community support; AKS creates no cluster past it (long-term support needs the Premium tier,
+# which gpupools does not buy), so there is no extended end here.
+KUBERNETES_RELEASES = {r.minor: r for r in (
+    KubernetesRelease("1.33", date(2025, 6, 1), date(2026, 7, 31)),
+    KubernetesRelease("1.34", date(2025, 11, 1), date(2026, 11, 30)),
+    KubernetesRelease("1.35", date(2026, 3, 1), date(2027, 3, 31)),
+    KubernetesRelease("1.36", date(2026, 6, 1), date(2027, 6, 30)),
+)}
+DEFAULT_KUBERNETES_VERSION = newest(KUBERNETES_RELEASES)
+ZONES = ("1", "2", "3")
 SYSTEM_POOL = {"vm_size": "Standard_D4ds_v5", "min": 1, "max": 3, "count": 2}
 # AKS: Linux agent pool names are 1-12 lower-case letters and digits, starting with a letter.
 AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -82,6 +94,8 @@ def agent_pool_args(plan: PoolPlan, installer: str, resource_group, cluster_name
         args.update(scale_set_eviction_policy="Delete", spot_max_price=-1)
     if pool.disk_size_gb:
         args["os_disk_size_gb"] = pool.disk_size_gb
+    if pool.zones:
+        args["availability_zones"] = list(pool.zones)
     if kubernetes_version:
         args["orchestrator_version"] = kubernetes_version
     return args
@@ -115,3 +129,20 @@ def managed_cluster_args(cluster: Cluster) -> dict:
 
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
     return [SPOT_TOLERATION] if plan.pool.spot else []
+
+
+def spot_taint(plan: PoolPlan) -> tuple[Taint, ...]:
+    return (Taint(SPOT_TOLERATION["key"], SPOT_TOLERATION["value"], SPOT_TOLERATION["effect"]),) if plan.pool.spot else ()
+
+
+def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
+    return [Problem(f"{path}.zones[{i}]", f"{zone!r} is not an Azure availability zone; use {', '.join(ZONES)}")
+            for i, zone in enumerate(pool.zones or []) if zone not in ZONES]
+
+
+def node_template(plan: PoolPlan, autoscaler: str) -> NodeTemplate:
+    """The AKS cluster autoscaler builds an empty pool's node from its VM size: `nvidia.com/gpu` is the size's GPU
+    count (whatever sharing later makes of it), the labels and taints are the agent pool's, plus AKS's spot taint."""
+    labels = {**plan.labels, "kubernetes.azure.com/agentpool": plan.name, "node.kubernetes.io/instance-type": plan.pool.instance_type}
+    return NodeTemplate("the AKS cluster autoscaler", f"VM size {plan.pool.instance_type} of agent pool {plan.name}", labels,
+                        plan.taints + spot_taint(plan), {"nvidia.com/gpu": plan.hardware.gpus_per_node})

@@ -9,19 +9,35 @@ change replaces the pool (README says so).
 from __future__ import annotations
 
 import json
+from datetime import date
 
-from ..catalog import Catalog, Hardware
+from ..autoscaling import NodeTemplate
+from ..catalog import Catalog, Hardware, load_catalog, zone_region
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
-from ._common import KIND, foreign_cluster_fields, hardware_of, lookup_instance, reject_fields
+from ..sharing import GPU_RESOURCE
+from ._common import KIND, KubernetesRelease, foreign_cluster_fields, hardware_of, lookup_instance, reject_fields, zone_letter_problems
 
 NAME = "gcp"
 SERVICE = "GKE"
 TAINT_STYLE = "enum"
 PROVIDER_PACKAGE = "pulumi_gcp"
 
-DEFAULT_KUBERNETES_VERSION = "1.33"
+# GKE release schedule (cloud.google.com/kubernetes-engine/docs/release-schedule, updated 2026-04-10): about 14
+# months of standard support from availability in the Regular channel. gpupools clusters use the Regular channel,
+# which offers no version past standard support (those live on in the Extended channel only). 1.36's dates follow
+# that rule from its arrival in Regular (mid 2026); the schedule read did not list it yet.
+KUBERNETES_RELEASES = {r.minor: r for r in (
+    KubernetesRelease("1.32", date(2025, 2, 11), date(2026, 4, 27)),
+    KubernetesRelease("1.33", date(2025, 6, 4), date(2026, 8, 3)),
+    KubernetesRelease("1.34", date(2025, 11, 26), date(2027, 1, 25)),
+    KubernetesRelease("1.35", date(2026, 2, 11), date(2027, 4, 11)),
+    KubernetesRelease("1.36", date(2026, 7, 1), date(2027, 9, 1)),
+)}
+# New clusters follow the Regular channel's default version (always one in standard support) unless the stack
+# pins one.
+DEFAULT_KUBERNETES_VERSION = None
 SYSTEM_POOL = {"machine_type": "e2-standard-4", "min": 1, "max": 3}
 # GKE's documented label that stops its own NVIDIA device plugin, for pools the GPU Operator serves.
 NO_DEFAULT_DEVICE_PLUGIN_LABEL = "gke-no-default-nvidia-gpu-device-plugin"
@@ -108,6 +124,7 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
     }
     if pool.disk_size_gb:
         node_config["disk_size_gb"] = pool.disk_size_gb
+    locations = node_locations(pool, plan.hardware.accelerator, location)
     args = {
         "name": pool.name,
         "cluster": cluster_name,
@@ -118,6 +135,8 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
         "management": {"auto_repair": True, "auto_upgrade": True},
         "node_config": node_config,
     }
+    if locations:
+        args["node_locations"] = locations
     if project:
         args["project"] = project
     if kubernetes_version:
@@ -179,3 +198,47 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str) -> str:
 
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
     return []
+
+
+def node_locations(pool: Pool, accelerator: str | None, cluster_location: str | None) -> list[str] | None:
+    """Where the pool's nodes go: the pool's zones, or on a regional cluster every zone of the region that offers the
+    pool's GPU (GKE would otherwise try all of the cluster's zones and fail where the GPU does not exist). None:
+    GKE's default (the cluster's zones), for zonal clusters and for regions the catalog does not know."""
+    if pool.zones:
+        return list(pool.zones)
+    if cluster_location is None or accelerator is None or zone_region(cluster_location) != cluster_location:
+        return None
+    return load_catalog().gcp_zones_in(accelerator, cluster_location) or None
+
+
+def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
+    if cluster is None or cluster.location is None:
+        return []
+    region = zone_region(cluster.location)
+    problems = zone_letter_problems(pool, path, region, f"{region}-a")
+    if problems or hardware is None or hardware.accelerator is None:
+        return problems
+    offered = load_catalog().gcp_zones_in(hardware.accelerator, region)
+    if offered is None:
+        return []
+    wanted = pool.zones or ([cluster.location] if cluster.location != region else None)
+    if wanted is None:
+        if not offered:
+            return [Problem(f"{path}.instanceType", f"{hardware.accelerator} ({pool.instance_type}) is offered in no zone of {region}; "
+                                                    f"choose another machine type or region (gpupools catalog --cloud gcp)")]
+        return []
+    where = f"{path}.zones" if pool.zones else "cluster.location"
+    return [Problem(f"{where}[{i}]" if pool.zones else where, f"{zone!r} does not offer {hardware.accelerator}; zones of {region} that do: "
+                    f"{', '.join(offered) or 'none'}") for i, zone in enumerate(wanted) if zone not in offered]
+
+
+def node_template(plan: PoolPlan, autoscaler: str) -> NodeTemplate:
+    """GKE's autoscaler builds an empty pool's node from the pool's config: its labels and taints, and
+    `nvidia.com/gpu` from the accelerator count. GKE's own sharing and partitions are part of that config
+    (GKE documents scale-from-zero for time-sharing, MPS and GPU partitions); what the GPU Operator advertises
+    (MIG `nvidia.com/mig-*`, shares) is not."""
+    labels = {**plan.labels, "cloud.google.com/gke-nodepool": plan.name, "node.kubernetes.io/instance-type": plan.pool.instance_type}
+    gke_shares = plan.mechanism.installer == "cloud"
+    gpus = plan.units_per_node if gke_shares else plan.hardware.gpus_per_node
+    source = f"node pool {plan.name}'s accelerator config" + (f" ({plan.mechanism.description})" if gke_shares and plan.mechanism.mode != "none" else "")
+    return NodeTemplate("the GKE cluster autoscaler", source, labels, plan.taints, {GPU_RESOURCE: gpus})

@@ -1,0 +1,57 @@
+"""The scale-up check for a whole stack: for every pool, does the Job `gpupools workload` prints wake it from zero?
+
+It asks each cloud module for the node template its autoscaler would use (`node_template`) and lets
+`autoscaling.decide` compare it with that very Job's pod. Validation refuses `minNodes: 0` on a pool that
+cannot scale up from zero under the autoscaler the stack installs; `gpupools plan` shows every verdict.
+"""
+
+from __future__ import annotations
+
+from . import clouds
+from .autoscaling import KARPENTER, NONE, ScaleUp, decide, resolve_autoscaler
+from .config import StackConfig
+from .errors import Problem
+from .pools import PoolPlan, plan_pools
+from .sharing import GPU_RESOURCE
+from .workload import job_manifest
+
+NO_AUTOSCALER = ("gpupools installs no autoscaler (gpupools:autoscaler: none); the node group carries cluster-autoscaler's "
+                 "node-template tags for one you run")
+
+
+def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
+    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    pool = plan.pool
+    if pool.min_nodes == pool.max_nodes:
+        return ScaleUp(plan.name, None, False, f"fixed at {pool.min_nodes} nodes (minNodes = maxNodes), nothing to scale")
+    template = clouds.get(stack.cloud).node_template(plan, autoscaler)
+    pod = job_manifest(stack, plan, image="scale-up-check", units=1)["spec"]["template"]["spec"]
+    verdict = decide(plan.name, template, pod, plan.mechanism.resource, plan.units_per_node, NO_AUTOSCALER)
+    if autoscaler == KARPENTER and pool.min_nodes > 0:
+        floor = (f"managed node group {pool.name}-floor keeps {pool.min_nodes} node(s) running; Karpenter adds up to "
+                 f"{pool.max_nodes - pool.min_nodes} more",)
+        verdict = ScaleUp(verdict.pool, verdict.autoscaler, verdict.from_zero, verdict.detail, floor + verdict.notes)
+    return verdict
+
+
+def scale_ups(stack: StackConfig, plans: list[PoolPlan] | None = None) -> list[ScaleUp]:
+    return [pool_scale_up(stack, plan) for plan in (plans if plans is not None else plan_pools(stack))]
+
+
+def _hint(plan: PoolPlan) -> str:
+    if plan.mechanism.mode == "mig" and plan.mechanism.resource != GPU_RESOURCE:
+        return ("set gpuSoftware.migStrategy: single (MIG slices are then advertised as nvidia.com/gpu, which the autoscaler counts), "
+                "or minNodes: 1 or more")
+    return "set minNodes: 1 or more"
+
+
+def scale_up_problems(stack: StackConfig) -> list[Problem]:
+    """A pool allowed to sit at zero nodes must be wakeable by its own workload, unless the user runs the autoscaler."""
+    if resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == NONE:
+        return []
+    problems = []
+    plans = plan_pools(stack)
+    for index, (plan, verdict) in enumerate(zip(plans, scale_ups(stack, plans))):
+        if plan.pool.min_nodes == 0 and not verdict.from_zero:
+            problems.append(Problem(f"pools[{index}].minNodes", f"0 would leave pool {plan.name!r} stuck at zero nodes: {verdict.detail}; {_hint(plan)}"))
+    return problems
