@@ -125,7 +125,15 @@ def _first(plan, typ: str, name: str | None = None):
 
 
 def _untaint(plan):
+    _first(plan, "kubernetes:karpenter.sh/v1:NodePool", "nodepool-gpupools-infer").inputs["spec"]["template"]["spec"]["taints"] = []
+
+
+def _untaint_node_group(plan):
     _first(plan, "aws:eks/nodeGroup:NodeGroup", "infer").inputs["taints"] = []
+
+
+def _imdsv1_node_class(plan):
+    _first(plan, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]["metadataOptions"]["httpTokens"] = "optional"
 
 
 def _imdsv1(plan):
@@ -133,7 +141,7 @@ def _imdsv1(plan):
 
 
 def _ssh(plan):
-    _first(plan, "aws:eks/nodeGroup:NodeGroup", "train").inputs["remoteAccess"] = {"ec2SshKey": "ops"}
+    _first(plan, "aws:eks/nodeGroup:NodeGroup", "system").inputs["remoteAccess"] = {"ec2SshKey": "ops"}
 
 
 def _float_chart(plan):
@@ -165,7 +173,9 @@ def _mig_typo(plan):
 
 @pytest.mark.parametrize("stack, change, policy", [
     ("dev-aws", _untaint, "gpu-pool-taint"),
+    ("dev-aws-existing", _untaint_node_group, "gpu-pool-taint"),
     ("dev-aws", _imdsv1, "eks-imdsv2"),
+    ("dev-aws", _imdsv1_node_class, "eks-imdsv2"),
     ("dev-aws", _ssh, "no-public-ssh"),
     ("dev-aws", _float_chart, "helm-release-pinned"),
     ("dev-aws", _plain_password, "no-plaintext-secrets"),
@@ -187,7 +197,7 @@ def test_resource_urns_carry_the_parent_type_chain():
     _untaint(plan)
     (violation,) = run_policies(plan).mandatory
     assert violation.resource == ("urn:pulumi:dev-aws::gpupools::gpupools:index:GpuPlatform$gpupools:index:EksGpuNodePool"
-                                  "$aws:eks/nodeGroup:NodeGroup::infer")
+                                  "$kubernetes:karpenter.sh/v1:NodePool::nodepool-gpupools-infer")
 
 
 def test_disabled_policy_does_not_run():

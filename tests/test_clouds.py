@@ -47,9 +47,16 @@ def test_eks_kubeconfig_uses_get_token():
 
 
 def test_eks_subnet_layout_has_private_and_public_per_zone():
-    layout = aws.subnet_layout(["a", "b", "c"])
-    assert [(s["zone"], s["public"]) for s in layout] == [("a", True), ("a", False), ("b", True), ("b", False)]
-    assert len({s["cidr"] for s in layout}) == 4
+    layout = aws.subnet_layout(3)
+    assert [(s["zone_index"], s["public"]) for s in layout] == [(0, True), (0, False), (1, True), (1, False), (2, True), (2, False)]
+    assert len({s["cidr"] for s in layout}) == 6
+
+
+def test_new_vpc_spans_the_zones_pools_ask_for_first():
+    available = ["eu-central-1a", "eu-central-1b", "eu-central-1c"]
+    assert aws.vpc_zones(available, []) == ["eu-central-1a", "eu-central-1b"]
+    assert aws.vpc_zones(available, ["eu-central-1c"]) == ["eu-central-1c", "eu-central-1a"]
+    assert aws.vpc_zones(available, ["eu-central-1c", "eu-central-1b", "eu-central-1a"], 3) == ["eu-central-1c", "eu-central-1b", "eu-central-1a"]
 
 
 def test_aks_driver_ownership_and_spot():

@@ -13,7 +13,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 def test_eks_gpu_node_group_inputs():
     plan = plan_of(stack_config("aws", pools=[{"name": "infer", "instanceType": "g5.12xlarge", "minNodes": 1, "maxNodes": 5,
-                                                "spot": True, "labels": {"team": "search"}}]))
+                                                "spot": True, "labels": {"team": "search"}}], autoscaler="cluster-autoscaler"))
     ng = plan.get(POOL_RESOURCE["aws"], "infer")
     assert ng.parent == "infer" and ng.parent_type == "gpupools:index:EksGpuNodePool"
     i = ng.inputs
@@ -35,7 +35,7 @@ def test_eks_gpu_node_group_inputs():
 
 
 def test_eks_new_cluster_creates_network_roles_and_system_group():
-    plan = plan_of(stack_config("aws"))
+    plan = plan_of(stack_config("aws", autoscaler="cluster-autoscaler"))
     types = {r.type for r in plan.resources}
     for needed in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "aws:ec2/natGateway:NatGateway", "aws:iam/role:Role", "aws:eks/cluster:Cluster"):
         assert needed in types
@@ -43,11 +43,11 @@ def test_eks_new_cluster_creates_network_roles_and_system_group():
     assert system.inputs["amiType"] == "AL2023_x86_64_STANDARD"
     assert "taints" not in system.inputs
     cluster = plan.get("aws:eks/cluster:Cluster", "ml-test")
-    assert cluster.inputs["version"] == "1.33"
+    assert cluster.inputs["version"] == "1.36"  # the newest EKS minor in standard support
 
 
 def test_eks_given_subnets_skip_the_vpc():
-    plan = plan_of(stack_config("aws", cluster={"name": "ml-test", "subnetIds": ["subnet-a", "subnet-b"]}))
+    plan = plan_of(stack_config("aws", cluster={"name": "ml-test", "subnetIds": ["subnet-a", "subnet-b"]}, autoscaler="cluster-autoscaler"))
     assert not plan.of_type("aws:ec2/vpc:Vpc")
     assert plan.get(POOL_RESOURCE["aws"], "infer").inputs["subnetIds"] == ["subnet-a", "subnet-b"]
 
@@ -65,7 +65,7 @@ def test_eks_existing_cluster_adds_only_pools():
 
 def test_eks_bottlerocket_pool_gets_its_own_device_plugin_settings():
     plan = plan_of(stack_config("aws", pools=[{"name": "br", "instanceType": "g6.xlarge", "os": "bottlerocket", "maxNodes": 2,
-                                                "sharing": {"mode": "time-slicing", "replicas": 3}}]))
+                                                "sharing": {"mode": "time-slicing", "replicas": 3}}], autoscaler="cluster-autoscaler"))
     ng = plan.get(POOL_RESOURCE["aws"], "br")
     assert ng.inputs["amiType"] == "BOTTLEROCKET_x86_64_NVIDIA"
     assert ng.inputs["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "false"
@@ -139,7 +139,7 @@ def test_gke_existing_cluster():
 
 @pytest.mark.parametrize("cloud", ["aws", "azure", "gcp"])
 def test_components_use_the_gpupools_type_tokens_and_parent_children(cloud):
-    plan = plan_of(stack_config(cloud))
+    plan = plan_of(stack_config(cloud, **({"autoscaler": "cluster-autoscaler"} if cloud == "aws" else {})))
     components = [r for r in plan.resources if not r.custom]
     assert components and all(r.type.startswith("gpupools:index:") for r in components)
     pool = plan.get(POOL_RESOURCE[cloud], "infer")

@@ -39,7 +39,7 @@ CHANGES = [
 ]
 
 
-@pytest.mark.parametrize("cloud, keys", [("aws", {}), ("azure", {}), ("gcp", {"gpuSoftware": {"installer": "gpu-operator"}})])
+@pytest.mark.parametrize("cloud, keys", [("aws", {"autoscaler": "cluster-autoscaler"}), ("azure", {}), ("gcp", {"gpuSoftware": {"installer": "gpu-operator"}})])
 @pytest.mark.parametrize("before, after", CHANGES)
 def test_sharing_change_touches_only_labels_and_the_config_map(cloud, keys, before, after):
     old, old_cm = pool_inputs(cloud, before, **keys)
@@ -54,3 +54,21 @@ def test_gke_own_sharing_is_a_pool_setting_and_changes_the_accelerator():
     old, _ = pool_inputs("gcp", {"mode": "time-slicing", "replicas": 4})
     new, _ = pool_inputs("gcp", {"mode": "time-slicing", "replicas": 8})
     assert old["nodeConfig"]["guestAccelerators"] != new["nodeConfig"]["guestAccelerators"]
+
+
+def test_karpenter_sharing_change_moves_only_nodepool_labels_and_overlay():
+    """Under Karpenter the same change edits the NodePool's template labels and the NodeOverlay; Karpenter then
+    replaces the pool's nodes gracefully (drift), which README states."""
+    def objects(sharing: dict) -> tuple[dict, dict]:
+        plan = plan_of(stack_config("aws", pools=[{"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 3, "sharing": sharing}]))
+        pool = plan.get("kubernetes:karpenter.sh/v1:NodePool", "nodepool-gpupools-infer").inputs
+        overlay = plan.get("kubernetes:karpenter.sh/v1alpha1:NodeOverlay", "nodeoverlay-gpupools-infer").inputs
+        return pool, overlay
+
+    old_pool, old_overlay = objects({"mode": "time-slicing", "replicas": 4})
+    new_pool, new_overlay = objects({"mode": "time-slicing", "replicas": 8})
+    assert old_overlay["spec"]["capacity"] == {"nvidia.com/gpu": "4"} and new_overlay["spec"]["capacity"] == {"nvidia.com/gpu": "8"}
+    old_labels, new_labels = old_pool["spec"]["template"].pop("metadata"), new_pool["spec"]["template"].pop("metadata")
+    assert old_pool == new_pool
+    assert old_labels["labels"]["nvidia.com/device-plugin.config"] == "time-slicing-4"
+    assert new_labels["labels"]["nvidia.com/device-plugin.config"] == "time-slicing-8"

@@ -124,8 +124,9 @@ def test_grafana_off_means_no_dashboards_and_no_secret():
 def test_monitoring_off_deploys_nothing_and_leaves_operator_monitor_off():
     p = plan(stack_config("aws", monitoring={"enabled": False}))
     assert not p.of_type(MONITORING) and not p.of_type(RULE)
-    assert set(releases(p)) == {"gpu-operator"}
+    assert set(releases(p)) == {"gpu-operator", "karpenter"}
     assert releases(p)["gpu-operator"]["values"]["dcgmExporter"]["serviceMonitor"]["enabled"] is False
+    assert "serviceMonitor" not in releases(p)["karpenter"]["values"]  # nothing scrapes it, and no CRD to hold it
 
 
 def test_idle_config_reaches_the_deployed_alert():

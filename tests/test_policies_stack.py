@@ -150,7 +150,9 @@ def test_policy_and_plan_agree_on_gke_with_the_gpu_operator():
     pools = [{"name": "infer", "instanceType": "g2-standard-8", "maxNodes": 5, "sharing": {"mode": "time-slicing", "replicas": 3}},
              {"name": "train", "instanceType": "a2-highgpu-1g", "maxNodes": 3, "sharing": {"mode": "mig", "migProfile": "2g.10gb"}}]
     for installer in ("cloud", "gpu-operator"):
-        config = stack_config("gcp", pools=pools, gpuSoftware={"installer": installer}, teams=[{"name": "research", "gpus": 4}])
+        # With the operator, MIG slices must be nvidia.com/gpu (single strategy) for GKE's autoscaler to wake the pool.
+        config = stack_config("gcp", pools=pools, gpuSoftware={"installer": installer, **({"migStrategy": "single"} if installer == "gpu-operator" else {})},
+                              teams=[{"name": "research", "gpus": 4}])
         stack = validate_stack(config)
         expected = planned_ratios(stack, plan_pools(stack))
         assert sum(c for _, c in expected.values()) == 5 * 3 + 3 * 3, installer

@@ -70,7 +70,13 @@ def test_team_on_all_pools_gets_every_resource_and_no_admission_policy():
 
 
 def test_no_admission_policy_before_kubernetes_1_30():
-    stack = teams_stack([{"name": "research", "gpus": 8, "pools": ["infer"]}], cluster={"name": "old", "kubernetesVersion": "1.29"})
+    # No cloud still offers 1.29, so validation refuses it; the models alone still describe such a cluster.
+    from gpupools.config import StackConfig, split_namespaces
+
+    raw = stack_config("aws", pools=POOLS, teams=[{"name": "research", "gpus": 8, "pools": ["infer"]}],
+                       cluster={"name": "old", "create": False, "kubernetesVersion": "1.29"})
+    ours, providers, _ = split_namespaces(raw)
+    stack = StackConfig.model_validate({**ours, "providers": providers})
     assert not admission_policy_supported(stack)
     assert not of_kind(team_objects(stack, plan_pools(stack)), "ValidatingAdmissionPolicy")
     assert of_kind(team_objects(stack, plan_pools(stack)), "ResourceQuota")
