@@ -101,6 +101,18 @@ def _fake_id(*parts: str) -> str:
 _MOCK_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nmock\n-----END CERTIFICATE-----\n").decode()
 
 
+# EC2 IDs carry a type prefix that other APIs check (Karpenter's CRDs require `subnet-...`, `sg-...`).
+_EC2_ID_PREFIX = {"aws:ec2/subnet:Subnet": "subnet", "aws:ec2/vpc:Vpc": "vpc", "aws:ec2/securityGroup:SecurityGroup": "sg",
+                  "aws:ec2/launchTemplate:LaunchTemplate": "lt", "aws:ec2/natGateway:NatGateway": "nat", "aws:ec2/eip:Eip": "eipalloc",
+                  "aws:ec2/internetGateway:InternetGateway": "igw", "aws:ec2/routeTable:RouteTable": "rtb"}
+
+
+def _resource_id(typ: str, name: str) -> str:
+    prefix = _EC2_ID_PREFIX.get(typ)
+    rid = _fake_id(typ, name)
+    return f"{prefix}-0{rid[:16]}" if prefix else f"{name}-{rid}"
+
+
 def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
     """Outputs the real providers would compute, shaped like theirs, so downstream inputs are concrete."""
     rid = _fake_id(typ, name)
@@ -117,8 +129,7 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
         out.update(arn=f"arn:aws:sqs:{region}:123456789012:{queue}", url=f"https://sqs.{region}.amazonaws.com/123456789012/{queue}")
     elif typ == "aws:cloudwatch/eventRule:EventRule":
         out.update(name=f"{name}-{rid[:7]}", arn=f"arn:aws:events:{region}:123456789012:rule/{name}-{rid[:7]}")
-    elif typ == "aws:ec2/subnet:Subnet":
-        out.update(id=f"subnet-{rid[:17]}")
+
     elif typ == "aws:iam/role:Role":
         out.update(arn=f"arn:aws:iam::123456789012:role/{name}-{rid[:7]}", name=f"{name}-{rid[:7]}")
     elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
@@ -173,7 +184,7 @@ def _make_monitor(plan: Plan, region: str):
 
     class Recorder(mocks.Mocks):
         def new_resource(self, args: mocks.MockResourceArgs):
-            return f"{args.name}-{_fake_id(args.typ, args.name)}", _resource_outputs(args.typ, args.name, args.inputs, region)
+            return _resource_id(args.typ, args.name), _resource_outputs(args.typ, args.name, args.inputs, region)
 
         def call(self, args: mocks.MockCallArgs):
             return _invoke_result(args.token, args.args, region)

@@ -57,7 +57,7 @@ def test_plan_human_output_per_pool():
     out = result.stdout
     for expected in ("pool infer", "pool train", "g5.2xlarge: 1 x A10G (24 GB), spot", "min 0, max 6",
                      "nvidia.com/gpu=present:NoSchedule", "gpupools.io/pool=infer", "time-slicing x4",
-                     "nvidia.com/mig-3g.40gb x 16 per node x 2 nodes = 32", "kubernetes:karpenter.sh/v1:NodePool nodepool-gpupools-infer",
+                     "nvidia.com/mig-3g.40gb x 16 per node x 2 nodes = 32", "nodepool-gpupools-infer",
                      "autoscaler: Karpenter (installed)",
                      "scales from zero: NodePool gpupools-train + NodeOverlay gpupools-train, 16 x nvidia.com/mig-3g.40gb per node",
                      "helm release gpu-operator: chart gpu-operator v26.7.0", "helm release karpenter: chart oci://public.ecr.aws/karpenter/karpenter 1.14.1",

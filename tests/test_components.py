@@ -31,7 +31,7 @@ def test_eks_gpu_node_group_inputs():
     assert "diskSize" not in i  # the launch template carries the disk
     lt = plan.get("aws:ec2/launchTemplate:LaunchTemplate", "infer-nodes")
     assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
-    assert i["launchTemplate"]["id"].startswith("infer-nodes-")
+    assert i["launchTemplate"]["id"].startswith("lt-0")
 
 
 def test_eks_new_cluster_creates_network_roles_and_system_group():
