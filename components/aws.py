@@ -19,6 +19,12 @@ from gpupools.software import Release
 from . import kube
 from .base import ClusterHandle, Component
 from .gpu_software import helm_release
+from .wire import CloudResource, invoke
+
+
+def resource(token: str, name: str, inputs: dict, opts: pulumi.ResourceOptions, outputs: tuple[str, ...] = ()) -> CloudResource:
+    """An AWS resource by type token (`ec2/vpc:Vpc`), inputs as the provider names them."""
+    return CloudResource(f"aws:{token}", name, inputs, outputs, opts)
 
 
 def _invoke_opts(parent: pulumi.Resource) -> pulumi.InvokeOutputOptions:
@@ -52,14 +58,15 @@ class EksCluster(Component):
             endpoint, ca_data = eks.endpoint, eks.certificate_authority.data
             self.security_group_id = eks.vpc_config.cluster_security_group_id
             self.version = eks.version
-            template = aws.ec2.LaunchTemplate("system-nodes", **decide.system_launch_template_args(), opts=self.child())
+            template = resource("ec2/launchTemplate:LaunchTemplate", "system-nodes", decide.system_launch_template_args(), self.child(),
+                                ("latestVersion", "arn"))
             system = aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
-                                                                                template.latest_version.apply(str)),
+                                                                                template.latestVersion.apply(str)),
                                        opts=self.child(ignore_changes=["scalingConfig.desiredSize"]))
             if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
                 # Karpenter and cluster-autoscaler get their AWS permissions through EKS Pod Identity.
-                aws.eks.Addon(decide.POD_IDENTITY_AGENT, cluster_name=eks.name, addon_name=decide.POD_IDENTITY_AGENT,
-                              opts=self.child(depends_on=[system]))
+                resource("eks/addon:Addon", decide.POD_IDENTITY_AGENT, {"clusterName": eks.name, "addonName": decide.POD_IDENTITY_AGENT},
+                         self.child(depends_on=[system]))
         else:
             found = aws.eks.get_cluster_output(name=cluster.name, opts=_invoke_opts(self))
             self.cluster_name = found.name
@@ -82,7 +89,7 @@ class EksCluster(Component):
             "node_role_arn": self.node_role.arn, "subnet_ids": self.subnet_ids, "subnets_by_zone": self.subnets_by_zone,
             "security_group_id": self.security_group_id, "endpoint": self.endpoint, "version": self.version})
 
-    def _role(self, name: str, service: str, policies: tuple[str, ...]) -> aws.iam.Role:
+    def _role(self, name: str, service: str, policies: tuple[str, ...]) -> CloudResource:
         return iam_role(self, name, decide.assume_role_policy(service), policies)
 
     def _network(self, wanted_zones: list[str]) -> pulumi.Output:
@@ -91,32 +98,34 @@ class EksCluster(Component):
         available = aws.get_availability_zones_output(state="available", opts=_invoke_opts(self))
         count = max(decide.AVAILABILITY_ZONES, len(wanted_zones))
         zone_names = available.names.apply(lambda names: decide.vpc_zones(names, wanted_zones, count))
-        vpc = aws.ec2.Vpc("vpc", cidr_block=decide.VPC_CIDR, enable_dns_hostnames=True, enable_dns_support=True, opts=self.child())
-        gateway = aws.ec2.InternetGateway("igw", vpc_id=vpc.id, opts=self.child(parent=vpc))
-        public_routes = aws.ec2.RouteTable("public", vpc_id=vpc.id, routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}], opts=self.child(parent=vpc))
+        vpc = resource("ec2/vpc:Vpc", "vpc", {"cidrBlock": decide.VPC_CIDR, "enableDnsHostnames": True, "enableDnsSupport": True}, self.child())
+        in_vpc = self.child(parent=vpc)
+        gateway = resource("ec2/internetGateway:InternetGateway", "igw", {"vpcId": vpc.id}, in_vpc)
+        public_routes = resource("ec2/routeTable:RouteTable", "public", {"vpcId": vpc.id, "routes": [{"cidrBlock": "0.0.0.0/0", "gatewayId": gateway.id}]}, in_vpc)
         layout = decide.subnet_layout(count)
-        subnets: dict[str, aws.ec2.Subnet] = {}
+        subnets: dict[str, CloudResource] = {}
         for spec in layout:
             role_tag = {"kubernetes.io/role/elb": "1"} if spec["public"] else {"kubernetes.io/role/internal-elb": "1"}
-            subnets[spec["name"]] = aws.ec2.Subnet(
-                spec["name"], vpc_id=vpc.id, cidr_block=spec["cidr"], availability_zone=zone_names[spec["zone_index"]],
-                map_public_ip_on_launch=spec["public"], tags={"Name": spec["name"], **role_tag}, opts=self.child(parent=vpc))
-        nat_ip = aws.ec2.Eip("nat", domain="vpc", opts=self.child(parent=vpc))
-        nat = aws.ec2.NatGateway("nat", subnet_id=subnets["public-0"].id, allocation_id=nat_ip.id, opts=self.child(parent=vpc))
-        private_routes = aws.ec2.RouteTable("private", vpc_id=vpc.id, routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}], opts=self.child(parent=vpc))
+            subnets[spec["name"]] = resource("ec2/subnet:Subnet", spec["name"], {
+                "vpcId": vpc.id, "cidrBlock": spec["cidr"], "availabilityZone": zone_names[spec["zone_index"]],
+                "mapPublicIpOnLaunch": spec["public"], "tags": {"Name": spec["name"], **role_tag}}, in_vpc)
+        nat_ip = resource("ec2/eip:Eip", "nat", {"domain": "vpc"}, in_vpc)
+        nat = resource("ec2/natGateway:NatGateway", "nat", {"subnetId": subnets["public-0"].id, "allocationId": nat_ip.id}, in_vpc)
+        private_routes = resource("ec2/routeTable:RouteTable", "private", {"vpcId": vpc.id, "routes": [{"cidrBlock": "0.0.0.0/0", "natGatewayId": nat.id}]}, in_vpc)
         for spec in layout:
             table = public_routes if spec["public"] else private_routes
-            aws.ec2.RouteTableAssociation(spec["name"], subnet_id=subnets[spec["name"]].id, route_table_id=table.id, opts=self.child(parent=vpc))
+            resource("ec2/routeTableAssociation:RouteTableAssociation", spec["name"], {"subnetId": subnets[spec["name"]].id, "routeTableId": table.id}, in_vpc)
         private = [s for s in layout if not s["public"]]
         # Zones a pool asks for come first in `vpc_zones`, so their subnets are known before AWS names the rest.
         self.subnets_by_zone = {zone: subnets[private[i]["name"]].id for i, zone in enumerate(wanted_zones)}
         return pulumi.Output.all(*[subnets[s["name"]].id for s in private])
 
 
-def iam_role(parent: Component, name: str, trust_policy: str, policies: tuple[str, ...]) -> aws.iam.Role:
-    role = aws.iam.Role(name, assume_role_policy=trust_policy, opts=parent.child())
+def iam_role(parent: Component, name: str, trust_policy: str, policies: tuple[str, ...] = ()) -> CloudResource:
+    role = resource("iam/role:Role", name, {"assumeRolePolicy": trust_policy}, parent.child(), ("arn", "name"))
     for arn in policies:
-        aws.iam.RolePolicyAttachment(f"{name}-{arn.rsplit('/', 1)[1]}", role=role.name, policy_arn=arn, opts=parent.child(parent=role))
+        resource("iam/rolePolicyAttachment:RolePolicyAttachment", f"{name}-{arn.rsplit('/', 1)[1]}", {"role": role.name, "policyArn": arn},
+                 parent.child(parent=role))
     return role
 
 
@@ -128,8 +137,9 @@ def pool_subnets(plan: PoolPlan, cluster: ClusterHandle, parent: pulumi.Resource
     by_zone = cluster.details.get("subnets_by_zone")
     if by_zone:
         return pulumi.Output.all(*[by_zone[z] for z in zones])
-    return aws.ec2.get_subnets_output(filters=[{"name": "subnet-id", "values": cluster.details["subnet_ids"]},
-                                               {"name": "availability-zone", "values": list(zones)}], opts=_invoke_opts(parent)).ids
+    found = invoke("aws:ec2/getSubnets:getSubnets", {"filters": [{"name": "subnet-id", "values": cluster.details["subnet_ids"]},
+                                                                  {"name": "availability-zone", "values": list(zones)}]}, parent)
+    return found.apply(lambda result: result["ids"])
 
 
 class Karpenter(Component):
@@ -144,22 +154,27 @@ class Karpenter(Component):
         super().__init__(name, opts)
         cluster_name = stack.cluster.name
         self.node_role = iam_role(self, "karpenter-node", decide.assume_role_policy("ec2.amazonaws.com"), karpenter.NODE_POLICIES)
-        access = aws.eks.AccessEntry("karpenter-node", cluster_name=cluster.name, principal_arn=self.node_role.arn, type="EC2_LINUX", opts=self.child())
-        queue = aws.sqs.Queue("karpenter-interruption", name=karpenter.queue_name(cluster_name), message_retention_seconds=karpenter.QUEUE_RETENTION_SECONDS,
-                              sqs_managed_sse_enabled=True, opts=self.child())
-        aws.sqs.QueuePolicy("karpenter-interruption", queue_url=queue.url, policy=queue.arn.apply(karpenter.queue_policy), opts=self.child(parent=queue))
+        access = resource("eks/accessEntry:AccessEntry", "karpenter-node", {"clusterName": cluster.name, "principalArn": self.node_role.arn,
+                                                                            "type": "EC2_LINUX"}, self.child())
+        queue = resource("sqs/queue:Queue", "karpenter-interruption", {
+            "name": karpenter.queue_name(cluster_name), "messageRetentionSeconds": karpenter.QUEUE_RETENTION_SECONDS, "sqsManagedSseEnabled": True},
+            self.child(), ("arn", "url", "name"))
+        resource("sqs/queuePolicy:QueuePolicy", "karpenter-interruption", {"queueUrl": queue.url, "policy": queue.arn.apply(karpenter.queue_policy)},
+                 self.child(parent=queue))
         for event, pattern in karpenter.INTERRUPTION_EVENTS.items():
-            rule = aws.cloudwatch.EventRule(f"karpenter-{event}", event_pattern=json.dumps(pattern), opts=self.child(parent=queue))
-            aws.cloudwatch.EventTarget(f"karpenter-{event}", rule=rule.name, arn=queue.arn, opts=self.child(parent=rule))
+            rule = resource("cloudwatch/eventRule:EventRule", f"karpenter-{event}", {"eventPattern": json.dumps(pattern)}, self.child(parent=queue),
+                            ("name", "arn"))
+            resource("cloudwatch/eventTarget:EventTarget", f"karpenter-{event}", {"rule": rule.name, "arn": queue.arn}, self.child(parent=rule))
         identity = aws.get_caller_identity_output(opts=_invoke_opts(self))
         partition = aws.get_partition_output(opts=_invoke_opts(self))
         region = aws.get_region_output(opts=_invoke_opts(self))
-        controller = aws.iam.Role("karpenter-controller", assume_role_policy=decide.pod_identity_trust_policy(), opts=self.child())
-        policy = aws.iam.RolePolicy("karpenter-controller", role=controller.id, opts=self.child(parent=controller), policy=pulumi.Output.all(
+        controller = iam_role(self, "karpenter-controller", decide.pod_identity_trust_policy())
+        policy = resource("iam/rolePolicy:RolePolicy", "karpenter-controller", {"role": controller.id, "policy": pulumi.Output.all(
             partition.partition, region.region, identity.account_id, queue.arn, self.node_role.arn).apply(
-            lambda a: karpenter.controller_policy(a[0], a[1], a[2], cluster_name, a[3], a[4])))
-        association = aws.eks.PodIdentityAssociation("karpenter", cluster_name=cluster.name, namespace=karpenter.CHART.namespace,
-                                                     service_account=karpenter.SERVICE_ACCOUNT, role_arn=controller.arn, opts=self.child())
+            lambda a: karpenter.controller_policy(a[0], a[1], a[2], cluster_name, a[3], a[4]))}, self.child(parent=controller))
+        association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "karpenter", {
+            "clusterName": cluster.name, "namespace": karpenter.CHART.namespace, "serviceAccount": karpenter.SERVICE_ACCOUNT,
+            "roleArn": controller.arn}, self.child())
         overlays = any(karpenter.node_overlay(p) for p in plans)
         values = karpenter.helm_values(cluster_name, cluster.details["endpoint"], karpenter.queue_name(cluster_name), overlays, service_monitor)
         self.release = helm_release(Release(karpenter.CHART, karpenter.CHART.default_version, values),
@@ -183,10 +198,11 @@ class ClusterAutoscaler(Component):
                  after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, opts)
         cluster_name = stack.cluster.name
-        role = aws.iam.Role("cluster-autoscaler", assume_role_policy=decide.pod_identity_trust_policy(), opts=self.child())
-        policy = aws.iam.RolePolicy("cluster-autoscaler", role=role.id, policy=ca.iam_policy(cluster_name), opts=self.child(parent=role))
-        association = aws.eks.PodIdentityAssociation("cluster-autoscaler", cluster_name=cluster.name, namespace=ca.CHART.namespace,
-                                                     service_account=ca.SERVICE_ACCOUNT, role_arn=role.arn, opts=self.child())
+        role = iam_role(self, "cluster-autoscaler", decide.pod_identity_trust_policy())
+        policy = resource("iam/rolePolicy:RolePolicy", "cluster-autoscaler", {"role": role.id, "policy": ca.iam_policy(cluster_name)},
+                          self.child(parent=role))
+        association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "cluster-autoscaler", {
+            "clusterName": cluster.name, "namespace": ca.CHART.namespace, "serviceAccount": ca.SERVICE_ACCOUNT, "roleArn": role.arn}, self.child())
         minor = stack.cluster.kubernetes_version
         image_tag = ca.image_tag(minor) if minor else pulumi.Output.from_input(cluster.details["version"]).apply(ca.image_tag)
         values = ca.helm_values(cluster_name, stack.providers.get("aws:region"), image_tag, service_monitor, on_system_pool=stack.cluster.create)
@@ -210,18 +226,19 @@ class EksGpuNodePool(Component):
         super().__init__(plan.name, opts)
         self.node_group = None
         if autoscaler != KARPENTER or plan.pool.min_nodes > 0:
-            template = aws.ec2.LaunchTemplate(f"{plan.name}-nodes", **decide.launch_template_args(plan), opts=self.child())
+            template = resource("ec2/launchTemplate:LaunchTemplate", f"{plan.name}-nodes", decide.launch_template_args(plan), self.child(),
+                                ("latestVersion", "arn"))
             self.node_group = aws.eks.NodeGroup(
                 plan.name,
                 **decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], pool_subnets(plan, cluster, self),
-                                         template.id, template.latest_version.apply(str), kubernetes_version, autoscaler),
+                                         template.id, template.latestVersion.apply(str), kubernetes_version, autoscaler),
                 # The autoscaler owns the node count; only the bounds come from the stack.
                 opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True))
             if autoscaler != KARPENTER:
                 asg = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
                 for key, value in ca.asg_tags(plan).items():
-                    aws.autoscaling.Tag(f"{plan.name}-{ca.tag_suffix(key)}", autoscaling_group_name=asg,
-                                        tag={"key": key, "value": value, "propagate_at_launch": False}, opts=self.child(parent=self.node_group))
+                    resource("autoscaling/tag:Tag", f"{plan.name}-{ca.tag_suffix(key)}", {
+                        "autoscalingGroupName": asg, "tag": {"key": key, "value": value, "propagateAtLaunch": False}}, self.child(parent=self.node_group))
         if autoscaler == KARPENTER and karpenter.karpenter_nodes(plan) > 0:
             assert karpenter_controller is not None
             node_class = karpenter.node_class_name(karpenter.node_class_spec(plan), plan)

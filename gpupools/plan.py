@@ -37,6 +37,7 @@ class PlannedResource:
     inputs: dict[str, Any]
     custom: bool
     parent_type: str | None = None
+    version: str = ""  # the provider plugin version the registration asked for
 
     def as_json(self) -> dict:
         return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs}
@@ -197,7 +198,7 @@ def _make_monitor(plan: Plan, region: str):
                 # The implicit stack resource is not part of the plan: top-level resources have no parent.
                 parent = None if parent_type in (None, "pulumi:pulumi:Stack") else _urn_name(request.parent)
                 plan.resources.append(PlannedResource(request.type, request.name, parent, inputs, bool(request.custom),
-                                                      parent_type if parent else None))
+                                                      parent_type if parent else None, request.version))
             return super().RegisterResource(request)
 
         def RegisterResourceOutputs(self, request):

@@ -36,8 +36,8 @@ def test_eks_ami_and_capacity():
     args = aws.node_group_args(plan, "c", "arn", ["s1", "s2"], "lt", "1", None)
     assert args["ami_type"] == "BOTTLEROCKET_x86_64_NVIDIA" and args["capacity_type"] == "SPOT"
     lt = aws.launch_template_args(plan)
-    assert lt["block_device_mappings"][0]["device_name"] == "/dev/xvdb"  # Bottlerocket's data volume
-    assert lt["block_device_mappings"][0]["ebs"]["volume_size"] == 300
+    assert lt["blockDeviceMappings"][0]["deviceName"] == "/dev/xvdb"  # Bottlerocket's data volume
+    assert lt["blockDeviceMappings"][0]["ebs"]["volumeSize"] == 300
 
 
 def test_eks_kubeconfig_uses_get_token():

@@ -110,12 +110,16 @@ def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, pat
 
 
 # Node metadata: IMDSv2 only; hop limit 2 so containers on the node still reach it.
-IMDS_V2_ONLY = {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2}
+IMDS_V2_ONLY = {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2}
+
+
+# Launch templates, like the other EC2, IAM, SQS, EventBridge and Auto Scaling inputs below, are spelled as the
+# provider receives them (camelCase): the components register them by type token (see components/wire.py).
 
 
 def system_launch_template_args() -> dict:
-    return {"metadata_options": dict(IMDS_V2_ONLY),
-            "tag_specifications": [{"resource_type": "instance", "tags": {"gpupools.io/pool": "system"}}]}
+    return {"metadataOptions": dict(IMDS_V2_ONLY),
+            "tagSpecifications": [{"resourceType": "instance", "tags": {"gpupools.io/pool": "system"}}]}
 
 
 def launch_template_args(plan: PoolPlan) -> dict:
@@ -126,17 +130,17 @@ def launch_template_args(plan: PoolPlan) -> dict:
     """
     bottlerocket = plan.pool.os == "bottlerocket"
     args: dict = {
-        "metadata_options": dict(IMDS_V2_ONLY),
-        "block_device_mappings": [{
+        "metadataOptions": dict(IMDS_V2_ONLY),
+        "blockDeviceMappings": [{
             # Bottlerocket keeps images and containers on its second (data) volume.
-            "device_name": "/dev/xvdb" if bottlerocket else "/dev/xvda",
-            "ebs": {"volume_size": plan.pool.disk_size_gb or 100, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"},
+            "deviceName": "/dev/xvdb" if bottlerocket else "/dev/xvda",
+            "ebs": {"volumeSize": plan.pool.disk_size_gb or 100, "volumeType": "gp3", "encrypted": "true", "deleteOnTermination": "true"},
         }],
-        "tag_specifications": [{"resource_type": "instance", "tags": {"gpupools.io/pool": plan.name}}],
+        "tagSpecifications": [{"resourceType": "instance", "tags": {"gpupools.io/pool": plan.name}}],
     }
     settings = bottlerocket_settings(plan)
     if settings:
-        args["user_data"] = base64.b64encode(settings.encode()).decode()
+        args["userData"] = base64.b64encode(settings.encode()).decode()
     return args
 
 
