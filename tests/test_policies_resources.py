@@ -328,3 +328,37 @@ def test_gpu_workload_without_toleration_fails():
 def test_cronjob_pod_spec_is_found():
     job = {"spec": {"jobTemplate": {"spec": {"template": {"spec": deployment(tolerations=[])["spec"]["template"]["spec"]}}}}}
     assert resource_violations("gpu-workloads", "kubernetes:batch/v1:CronJob", job)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# kubernetes-version-supported
+
+VERSIONED = [("aws:eks/cluster:Cluster", "version"), ("aws:eks/nodeGroup:NodeGroup", "version"),
+             ("azure-native:containerservice:ManagedCluster", "kubernetesVersion"), ("azure-native:containerservice:AgentPool", "orchestratorVersion"),
+             ("gcp:container/cluster:Cluster", "minMasterVersion"), ("gcp:container/nodePool:NodePool", "version")]
+AS_OF = {"asOf": "2026-11-23"}
+
+
+@pytest.mark.parametrize("typ, field", VERSIONED)
+def test_current_versions_pass(typ, field):
+    assert resource_violations("kubernetes-version-supported", typ, {field: "1.35"}, AS_OF) == []
+    assert resource_violations("kubernetes-version-supported", typ, {}, AS_OF) == []  # the service's default
+
+
+@pytest.mark.parametrize("typ, field", VERSIONED)
+def test_version_past_standard_support_is_flagged(typ, field):
+    (message,) = resource_violations("kubernetes-version-supported", typ, {field: "1.33"}, AS_OF, name="c")
+    assert "'c' runs Kubernetes 1.33, past" in message and "standard support since 2026-0" in message
+
+
+def test_patch_and_vendor_suffixes_count_by_minor_and_unknown_minors_are_named():
+    assert resource_violations("kubernetes-version-supported", "aws:eks/nodeGroup:NodeGroup", {"version": "1.36.1-eks-abc"}, AS_OF) == []
+    assert resource_violations("kubernetes-version-supported", "gcp:container/cluster:Cluster", {"minMasterVersion": "1.35.2-gke.1000"}, AS_OF) == []
+    (message,) = resource_violations("kubernetes-version-supported", "aws:eks/cluster:Cluster", {"version": "1.27"}, AS_OF)
+    assert "does not list as supported" in message
+
+
+def test_extended_support_end_is_reported_and_the_date_moves_the_verdict():
+    (message,) = resource_violations("kubernetes-version-supported", "aws:eks/cluster:Cluster", {"version": "1.34"}, {"asOf": "2026-12-03"})
+    assert "extended support, billed extra, ends 2027-12-02" in message
+    assert resource_violations("kubernetes-version-supported", "aws:eks/cluster:Cluster", {"version": "1.34"}, {"asOf": "2026-12-01"}) == []
