@@ -149,3 +149,12 @@ def test_render_writes_values_and_manifests(tmp_path):
     assert values["devicePlugin"]["config"]["name"] == "gpupools-device-plugin-config"
     cm = yaml.safe_load((out / "manifests" / "configmap-gpu-operator-gpupools-device-plugin-config.yaml").read_text())
     assert yaml.safe_load(cm["data"]["time-slicing-4"])["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4
+
+
+def test_plan_json_carries_each_pools_scale_up_path():
+    result = invoke("plan", "--stack", "dev-aws-existing", "--json")
+    assert result.exit_code == 0
+    pools = {p["name"]: p for p in json.loads(result.stdout)["outputs"]["pools"]}
+    assert pools["train"]["autoscaler"] == "cluster-autoscaler"
+    assert pools["train"]["scaleUp"] == ("scales from zero: Auto Scaling group tags of node group train, "
+                                         "56 x nvidia.com/mig-1g.10gb per node")
