@@ -40,7 +40,7 @@ def resolve_autoscaler(cloud: str, create: bool, choice: str) -> str:
 
 
 def autoscaler_problems(cloud: str, choice: str, service: str) -> list[Problem]:
-    if cloud != "aws" and choice not in ("auto",):
+    if cloud != "aws" and choice != "auto":
         return [Problem("autoscaler", f"{choice!r} is not available on {cloud}: {service} scales GPU pools with its own cluster autoscaler, "
                                       f"which gpupools turns on for every pool; remove gpupools:autoscaler (or set it to auto)")]
     return []

@@ -93,18 +93,16 @@ IMAGE_TAGS = {"1.31": "v1.31.5", "1.32": "v1.32.7", "1.33": "v1.33.6", "1.34": "
 
 def image_tag(kubernetes_version: str) -> str:
     """The autoscaler release for a cluster version ("1.34" or "1.34.2-eks-..."); past the table, its newest."""
+    from .clouds._common import minor_key
+
     minor = ".".join(kubernetes_version.lstrip("v").split(".")[:2])
     if minor in IMAGE_TAGS:
         return IMAGE_TAGS[minor]
-    older = [m for m in IMAGE_TAGS if _key(m) <= _key(minor)] if "." in minor else []
-    return IMAGE_TAGS[max(older or IMAGE_TAGS, key=_key)]
-
-
-def _key(minor: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in minor.split("."))
+        older = [m for m in IMAGE_TAGS if minor_key(m) <= minor_key(minor)]
     except ValueError:
-        return (0, 0)
+        older = []
+    return IMAGE_TAGS[max(older or IMAGE_TAGS, key=minor_key)]
 
 
 def helm_values(cluster_name: str, region: str | None, image_tag: str, service_monitor: dict | None, on_system_pool: bool = True) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import date
 
 from gpupools import clouds
+from gpupools.clouds._common import minor_key, newest
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 
 from ._props import get, is_unknown
@@ -53,13 +54,13 @@ def validate_version(args: ResourceValidationArgs, report: ReportViolation) -> N
     release = module.KUBERNETES_RELEASES.get(minor or "")
     today = _today(args)
     if release is None:
-        known = ", ".join(sorted(module.KUBERNETES_RELEASES, key=lambda m: tuple(map(int, m.split(".")))))
+        known = ", ".join(sorted(module.KUBERNETES_RELEASES, key=minor_key))
         report(f"{args.name!r} asks for Kubernetes {version}, which {module.SERVICE} does not list as supported (known: {known})", None)
     elif release.end_of_standard < today:
         extended = (f"; extended support, billed extra, ends {release.end_of_extended}" if release.end_of_extended and release.end_of_extended >= today
                     else "; no support is left")
         report(f"{args.name!r} runs Kubernetes {minor}, past {module.SERVICE} standard support since {release.end_of_standard}{extended}; "
-               f"upgrade to {module.KUBERNETES_RELEASES[max(module.KUBERNETES_RELEASES, key=lambda m: tuple(map(int, m.split('.'))))].minor}", None)
+               f"upgrade to {newest(module.KUBERNETES_RELEASES)}", None)
 
 
 kubernetes_version_supported = ResourceValidationPolicy(

@@ -91,3 +91,21 @@ def pytest_sessionstart(session):
 
     if os.environ.get("GPUPOOLS_REQUIRE_PROMETHEUS") and not (shutil.which("promtool") and shutil.which("prometheus")):
         raise pytest.UsageError("GPUPOOLS_REQUIRE_PROMETHEUS is set, but promtool and prometheus are not installed")
+
+
+def value_paths(values: dict, free_form: tuple[str, ...] = (), prefix: tuple = ()):
+    """Every key path we set in Helm values, not descending into maps whose keys are data (`free_form`)."""
+    for key, value in values.items():
+        path = prefix + (key,)
+        yield path
+        if isinstance(value, dict) and key not in free_form:
+            yield from value_paths(value, free_form, path)
+
+
+def has_path(upstream: dict, path: tuple) -> bool:
+    node = upstream
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True

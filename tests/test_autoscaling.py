@@ -9,7 +9,7 @@ from datetime import date
 import pytest
 import yaml
 
-from conftest import needs_reference, plan_of, stack_config
+from conftest import has_path, needs_reference, plan_of, stack_config, value_paths
 from gpupools.autoscaling import NodeTemplate, decide, tolerates, why_not
 from gpupools.errors import ConfigError
 from gpupools.pools import GPU_TAINT, Taint, plan_pools
@@ -328,30 +328,14 @@ def test_inline_policy_fits_iam_limits():
     assert len(text) < 10_240  # IAM's limit on a role's inline policies, whitespace excluded
 
 
-def _keys(values: dict, prefix=()):
-    for key, value in values.items():
-        path = prefix + (key,)
-        yield path
-        if isinstance(value, dict) and path[-1] not in ("featureGates", "additionalLabels", "selector", "nodeSelector", "extraArgs", "resources"):
-            yield from _keys(value, path)
-
-
-def _has(upstream: dict, path: tuple) -> bool:
-    node = upstream
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return False
-        node = node[key]
-    return True
-
-
 @pytest.mark.parametrize("autoscaler, chart_dir", [("karpenter", "karpenter"), ("cluster-autoscaler", "cluster-autoscaler")])
 def test_autoscaler_values_keys_exist_in_the_pinned_chart(autoscaler, chart_dir):
     ref = needs_reference()
     upstream = yaml.safe_load((ref / chart_dir / "values.yaml").read_text())
     plan = plan_of(one_pool("aws", "mig", autoscaler=autoscaler))
     values = plan.get(RELEASE, autoscaler).inputs["values"]
-    assert [".".join(p) for p in _keys(values) if not _has(upstream, p)] == []
+    free_form = ("featureGates", "additionalLabels", "selector", "nodeSelector", "extraArgs", "resources")
+    assert [".".join(p) for p in value_paths(values, free_form) if not has_path(upstream, p)] == []
     # Feature gates and extra args are free-form maps upstream; what we set there must still be known names.
     if autoscaler == "karpenter":
         assert set(values["settings"]["featureGates"]) <= set(upstream["settings"]["featureGates"])

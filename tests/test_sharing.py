@@ -20,7 +20,7 @@ from gpupools.sharing import (
 )
 from gpupools.software import device_plugin_config_data, gpu_operator_values, software_plan
 
-from conftest import needs_reference, stack_config
+from conftest import has_path, value_paths, needs_reference, stack_config
 
 
 def plans_for(cloud, pools, **keys):
@@ -189,23 +189,6 @@ def test_azure_spot_pools_add_the_spot_toleration_to_gpu_daemonsets():
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
 
 
-def _keys(values: dict, prefix=()):
-    for key, value in values.items():
-        path = prefix + (key,)
-        yield path
-        if isinstance(value, dict) and not (path[-1] in ("map", "data", "additionalLabels", "affinity") or len(path) > 1 and path[-2] == "map"):
-            yield from _keys(value, path)
-
-
-def _has(upstream: dict, path: tuple) -> bool:
-    node = upstream
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return False
-        node = node[key]
-    return True
-
-
 @pytest.mark.parametrize("cloud, installer", [("aws", "gpu-operator"), ("azure", "gpu-operator"), ("gcp", "gpu-operator"), ("aws", "device-plugin")])
 def test_every_helm_value_we_set_exists_in_the_pinned_chart(cloud, installer):
     ref = needs_reference()
@@ -215,7 +198,8 @@ def test_every_helm_value_we_set_exists_in_the_pinned_chart(cloud, installer):
               "maxNodes": 1, "sharing": {"mode": "time-slicing", "replicas": 2}}]
     stack, plans = plans_for(cloud, pools, gpuSoftware={"installer": installer})
     (release,) = software_plan(stack, plans, {"additionalLabels": {"release": "kube-prometheus-stack"}, "relabelings": []}).releases
-    missing = [".".join(p) for p in _keys(release.values) if not _has(upstream[release.name], p)]
+    missing = [".".join(p) for p in value_paths(release.values, ("map", "data", "additionalLabels", "affinity"))
+               if not has_path(upstream[release.name], p)]
     assert missing == []
 
 

@@ -69,18 +69,18 @@ class KubernetesRelease:
     end_of_extended: date | None = None
 
 
-def _minor_key(minor: str) -> tuple[int, int]:
+def minor_key(minor: str) -> tuple[int, int]:
     major, _, rest = minor.partition(".")
     return int(major), int(rest)
 
 
 def newest(releases: dict[str, KubernetesRelease]) -> str:
     """New clusters get the newest minor of the table: the longest standard support ahead of them."""
-    return max(releases, key=_minor_key)
+    return max(releases, key=minor_key)
 
 
 def supported_minors(releases: dict[str, KubernetesRelease], today: date) -> list[str]:
-    return sorted((m for m, r in releases.items() if r.end_of_standard >= today), key=_minor_key)
+    return sorted((m for m, r in releases.items() if r.end_of_standard >= today), key=minor_key)
 
 
 def past_standard_support(releases: dict[str, KubernetesRelease], minor: str, today: date) -> KubernetesRelease | None:
