@@ -11,7 +11,7 @@ from gpupools.pools import PoolPlan, plan_pools
 from gpupools.sharing import resolve_installer
 from gpupools.software import software_plan
 from gpupools.scaleup import scale_ups
-from gpupools.teams import team_objects
+from gpupools.quotas import quota_plan, team_rows
 
 from . import monitoring as gpu_monitoring
 from .base import Component
@@ -46,9 +46,14 @@ class GpuPlatform(Component):
         software = software_plan(stack, self.plans, monitoring.operator_service_monitor(stack))
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
         self.teams = None
-        if stack.teams:
-            self.teams = TeamQuotas("team-quotas", team_objects(stack, self.plans), self.cluster.kubernetes, self.child())
+        quotas = quota_plan(stack, self.plans, scrape)
+        if quotas is not None:
+            crds = self.monitoring.releases if self.monitoring and scrape else []
+            self.teams = TeamQuotas("team-quotas", quotas, self.cluster.kubernetes, crds, self.child())
         self.register_outputs({"clusterName": self.cluster.name, "pools": [p.name for p in self.plans]})
+
+    def team_outputs(self) -> list[dict]:
+        return team_rows(self.stack, self.plans)
 
     def pool_outputs(self) -> list[dict]:
         verdicts = scale_ups(self.stack, self.plans)

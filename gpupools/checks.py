@@ -24,7 +24,7 @@ MAX_VPC_ZONES = 6
 
 def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
                       software: GpuSoftware, teams: list[Team], autoscaler: str = "auto", providers: dict | None = None,
-                      today: date | None = None) -> list[Problem]:
+                      today: date | None = None, quotas: str = "kueue") -> list[Problem]:
     module = clouds.get(cloud)
     catalog = load_catalog()
     installer = resolve_installer(cloud, software.installer)
@@ -54,7 +54,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
-    problems += _team_problems(teams, {pool.name for _, pool in pools})
+    problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas)
     return problems
 
 
@@ -73,13 +73,19 @@ def _label_problems(pool: Pool, path: str) -> list[Problem]:
 
 def reserved_namespaces() -> frozenset[str]:
     """Namespaces a team must not claim: Kubernetes' own and those gpupools installs software into."""
+    from .kueue import CHART as KUEUE
     from .monitoring import NAMESPACE as MONITORING
     from .software import DEVICE_PLUGIN, GPU_OPERATOR
 
-    return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace, MONITORING})
+    return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace, MONITORING,
+                      KUEUE.namespace})
 
 
-def _team_problems(teams: list[Team], pool_names: set[str]) -> list[Problem]:
+# What only Kueue can do; with ResourceQuotas these settings would be silently meaningless.
+KUEUE_ONLY_TEAM_KEYS = ("borrow", "lend", "priority")
+
+
+def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue") -> list[Problem]:
     problems = []
     reserved = reserved_namespaces() if teams else frozenset()
     names = Counter(t.name for t in teams)
@@ -93,7 +99,20 @@ def _team_problems(teams: list[Team], pool_names: set[str]) -> list[Problem]:
                                            f"another namespace (reserved: {', '.join(sorted(reserved))})"))
         elif namespaces[team.namespace_name] > 1:
             problems.append(Problem(f"teams[{i}].namespace", f"{team.namespace_name!r} is the namespace of more than one team"))
+        known = ", ".join(sorted(pool_names))
         for j, pool in enumerate(team.pools or []):
             if pool not in pool_names:
-                problems.append(Problem(f"teams[{i}].pools[{j}]", f"{pool!r} is not a pool of this stack; pools: {', '.join(sorted(pool_names))}"))
+                problems.append(Problem(f"teams[{i}].pools[{j}]", f"{pool!r} is not a pool of this stack; pools: {known}"))
+        if isinstance(team.gpus, dict):
+            if team.pools is not None:
+                problems.append(Problem(f"teams[{i}].pools", "the pools of gpus: {pool: units} are the team's pools; drop pools, "
+                                                             "or give gpus as one total"))
+            for pool in team.gpus:
+                if pool not in pool_names:
+                    problems.append(Problem(f"teams[{i}].gpus.{pool}", f"{pool!r} is not a pool of this stack; pools: {known}"))
+        if quotas != "kueue":
+            for key in KUEUE_ONLY_TEAM_KEYS:
+                if key in team.model_fields_set:
+                    problems.append(Problem(f"teams[{i}].{key}", f"a Kueue setting; set gpupools:quotas: kueue, or drop {key} "
+                                                                 f"(with {quotas} a team's quota is a fixed limit)"))
     return problems

@@ -131,15 +131,28 @@ def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
 
 @app.command()
 def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
-             pool: str = typer.Option(..., "--pool", "-p", help="Pool the Job should run on"),
+             pool: Optional[str] = typer.Option(None, "--pool", "-p", help="Pool the Job should run on (with --team: optional on Kueue)"),
+             team: Optional[str] = typer.Option(None, "--team", "-t", help="Queue for this team's GPU quota, in its namespace"),
+             priority: Optional[str] = typer.Option(None, "--priority", help="With --team on Kueue: high, normal or low (default: the team's)"),
              image: str = typer.Option("nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04", "--image", help="Container image"),
              units: int = typer.Option(1, "--units", min=1, help="Schedulable GPU units to request")) -> None:
-    """Print a ready-to-apply Kubernetes Job that lands on POOL with the right GPU request and toleration."""
-    from .pools import plan_pool
-    from .workload import job_manifest
+    """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
+    from .pools import plan_pool, plan_pools
+    from .workload import job_manifest, team_job
 
     _, typed, _ = load(stack, config)
+    if team is not None:
+        try:
+            job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units)
+        except ConfigError as exc:
+            fail(exc.problems)
+        typer.echo(yaml.safe_dump(job, sort_keys=False), nl=False)
+        return
     names = [p.name for p in typed.pools]
+    if pool is None:
+        fail(Problem("--pool", f"give --pool (one of {', '.join(names)}) or --team"))
+    if priority is not None:
+        fail(Problem("--priority", "only with --team"))
     if pool not in names:
         fail(Problem("--pool", f"{pool!r} is not a pool of this stack; pools: {', '.join(names)}"))
     plan_ = plan_pool(typed, typed.pool(pool))

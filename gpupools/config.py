@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .errors import ConfigError, Problem, field_path
@@ -40,6 +40,29 @@ SharingMode = Literal["none", "time-slicing", "mps", "mig"]
 Autoscaler = Literal["auto", "karpenter", "cluster-autoscaler", "none"]
 
 Installer = Literal["auto", "gpu-operator", "device-plugin", "cloud"]
+
+# How team quotas are enforced. `kueue`: workloads queue for their team's quota, teams lend unused quota to
+# each other and take it back by preemption. `resourcequota`: a hard per-namespace limit, nothing queues.
+QuotaEngine = Literal["kueue", "resourcequota"]
+Priority = Literal["high", "normal", "low"]
+Units = Annotated[int, Field(ge=0, strict=True)]
+
+
+def _branch(*tags: str):
+    """Validate a union by the kind of value given, so an error speaks of that kind only, not of every branch.
+
+    Tags are spelled `<...>`, which no key in a stack file can be; `pydantic_problems` leaves them out of paths.
+    """
+    def pick(value: Any) -> str:
+        return tags[0] if isinstance(value, str) else tags[1] if isinstance(value, dict) and len(tags) > 1 else tags[-1]
+    return Discriminator(pick)
+
+
+# A number of units, or a word for "no limit" / "nothing".
+UnitsOrWord = Annotated[Union[Annotated[Literal["all", "none"], Tag("<word>")], Annotated[Units, Tag("<units>")]], _branch("<word>", "<units>")]
+# A total over the team's pools, or units per pool.
+TeamUnits = Annotated[Union[Annotated[Units, Tag("<total>")], Annotated[dict[DnsLabel, Units], Field(min_length=1), Tag("<per-pool>")]],
+                      _branch("<total>", "<per-pool>", "<total>")]
 
 # CUDA MPS serves at most 48 clients per GPU (Volta and later) and GKE caps maxSharedClientsPerGpu at 48;
 # one bound for both sharing modes keeps a stack portable between clouds.
@@ -112,14 +135,33 @@ class Monitoring(Model):
 
 
 class Team(Model):
+    """A team: a namespace, a share of the GPU pools, and (with Kueue) how it borrows, lends and ranks.
+
+    `gpus` is either a total number of units, split over the team's pools in proportion to what each offers at
+    maxNodes, or a mapping of pool name to units, which also says which pools the team uses.
+    """
+
     name: DnsLabel
     namespace: DnsLabel | None = None
-    gpus: Annotated[int, Field(ge=0, strict=True)]
-    pools: list[DnsLabel] | None = None
+    gpus: TeamUnits
+    pools: Annotated[list[DnsLabel], Field(min_length=1)] | None = None
+    # Units per pool beyond its own quota the team may take from others' unused quota: all, none or a number.
+    borrow: UnitsOrWord = "all"
+    # Units per pool of its own quota the team lets others use while it is idle: all, none or a number.
+    lend: UnitsOrWord = "all"
+    # The priority its workloads get by default, and the highest they may ask for.
+    priority: Priority = "normal"
 
     @property
     def namespace_name(self) -> str:
         return self.namespace or self.name
+
+    @property
+    def pool_names(self) -> list[str] | None:
+        """The pools the team may use; None means every pool of the stack."""
+        if isinstance(self.gpus, dict):
+            return list(self.gpus)
+        return self.pools
 
 
 class StackConfig(Model):
@@ -132,6 +174,7 @@ class StackConfig(Model):
     gpu_software: GpuSoftware = Field(default_factory=GpuSoftware)
     monitoring: Monitoring = Field(default_factory=Monitoring)
     teams: list[Team] = Field(default_factory=list)
+    quotas: QuotaEngine = "kueue"
     autoscaler: Autoscaler = "auto"
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
 
@@ -263,7 +306,7 @@ def _model_in(annotation: Any) -> Any:
 def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
     problems = []
     for err in exc.errors(include_url=False):
-        loc = prefix + tuple(err["loc"])
+        loc = prefix + tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("<")))
         kind = err["type"]
         given = err.get("input")
         if kind == "missing":

@@ -38,6 +38,10 @@ class PlannedResource:
     custom: bool
     parent_type: str | None = None
     version: str = ""  # the provider plugin version the registration asked for
+    depends_on: tuple[tuple[str, str], ...] = ()  # (type, name) of every explicit dependency
+
+    def depends(self, type_token: str, name: str | None = None) -> bool:
+        return any(t == type_token and (name is None or n == name) for t, n in self.depends_on)
 
     def as_json(self) -> dict:
         return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs}
@@ -197,8 +201,9 @@ def _make_monitor(plan: Plan, region: str):
                 parent_type = request.parent.split("::")[2].split("$")[-1] if request.parent else None
                 # The implicit stack resource is not part of the plan: top-level resources have no parent.
                 parent = None if parent_type in (None, "pulumi:pulumi:Stack") else _urn_name(request.parent)
+                depends_on = tuple((urn.split("::")[2].split("$")[-1], urn.split("::")[3]) for urn in request.dependencies)
                 plan.resources.append(PlannedResource(request.type, request.name, parent, inputs, bool(request.custom),
-                                                      parent_type if parent else None, request.version))
+                                                      parent_type if parent else None, request.version, depends_on))
             return super().RegisterResource(request)
 
         def RegisterResourceOutputs(self, request):

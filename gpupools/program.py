@@ -28,3 +28,5 @@ def main() -> None:
     pulumi.export("clusterName", platform.cluster.name)
     pulumi.export("kubeconfig", platform.cluster.kubeconfig)
     pulumi.export("pools", platform.pool_outputs())
+    if stack.teams:
+        pulumi.export("teams", platform.team_outputs())

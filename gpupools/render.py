@@ -20,7 +20,7 @@ def manifest_of(resource: PlannedResource) -> dict | None:
     inputs = resource.inputs
     if not resource.type.startswith("kubernetes:") or resource.type == HELM_RELEASE or "kind" not in inputs:
         return None
-    return {k: inputs[k] for k in ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "type", "rules") if k in inputs}
+    return {k: v for k, v in inputs.items() if k != "status"}
 
 
 def manifest_filename(obj: dict) -> str:

@@ -13,7 +13,9 @@ from .autoscaling import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, NONE, ScaleUp, re
 from .catalog import load_catalog
 from .clouds._common import past_standard_support
 from .config import StackConfig
+from .kueue import CHART as KUEUE_CHART, QUEUE_LABEL
 from .plan import Plan
+from .quotas import cohort_line, team_rows
 from .pools import PoolPlan, plan_pools
 from .scaleup import scale_ups
 from .sharing import resolve_installer
@@ -93,13 +95,30 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None)
     gpus = sum(p.max_gpus for p in plans)
     console.print(f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
                   f"on-demand list prices; spot pools usually cost less.")
-    # Team quotas: quota sum vs. schedulable units, per GPU resource.
-    from .teams import quota_summary
-
-    quotas = quota_summary(stack, plans)
-    if quotas:
-        console.print(quotas)
+    if stack.teams:
+        console.print(team_table(stack, plans))
+        console.print(cohort_line(stack, plans))
     console.print(f"{len(result.resources)} resources.")
+
+
+def team_table(stack: StackConfig, plans: list[PoolPlan]) -> Table:
+    rows = team_rows(stack, plans)
+    kueue_mode = stack.quotas == "kueue"
+    if kueue_mode:
+        title = (f"teams: Kueue {KUEUE_CHART.default_version}, one cohort; units per pool are each team's nominal quota, "
+                 f"workloads set label {QUEUE_LABEL}=<queue>")
+    else:
+        title = "teams: ResourceQuotas, units per pool summed per GPU resource into each namespace's hard limit"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
+    columns = ["team", "namespace"] + (["queue", "priority"] if kueue_mode else []) + [p.name for p in plans]
+    columns += ["borrow", "lend"] if kueue_mode else []
+    for col in columns:
+        table.add_column(col, justify="right" if col in {p.name for p in plans} else "left")
+    for row in rows:
+        units = [str(row["units"][p.name]) if p.name in row["units"] else "-" for p in plans]
+        cells = [row["team"], row["namespace"]] + ([row["queue"], row["priority"]] if kueue_mode else []) + units
+        table.add_row(*(cells + ([row["borrow"], row["lend"]] if kueue_mode else [])))
+    return table
 
 
 def catalog_rows(cloud: str | None) -> list[dict]:

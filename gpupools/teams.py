@@ -1,15 +1,10 @@
-"""Team quotas: a namespace per team, a ResourceQuota on every GPU resource its pools expose, and an
-admission policy that keeps the team's GPU pods on its own pools.
+"""Teams and their share of the GPU pools, whichever engine enforces it.
 
-A quota counts units of an extended resource, and one pool's unit is another pool's whole GPU: a time-slice,
-an MPS share and a MIG slice all count as one. `gpus: 8` therefore allows eight units of each resource the
-team's pools offer (`requests.nvidia.com/gpu`, `requests.nvidia.com/mig-3g.40gb`, ...). Kubernetes accepts only
-`requests.` quotas for extended resources, and requests equal limits for them, so that is the whole story.
-
-Quotas are per namespace and per resource, not per pool: a team limited to pool `infer` could otherwise run
-`nvidia.com/gpu` pods on any other pool that exposes `nvidia.com/gpu`. The ValidatingAdmissionPolicy (GA in
-Kubernetes 1.30) closes that: in the team's namespace, a pod that requests any nvidia.com/ resource must
-select one of the team's pools with `nodeSelector: {gpupools.io/pool: <pool>}`.
+A team's share is counted in units of each pool's resource: a time-slice, an MPS share, a MIG slice and a
+whole GPU each count as one. `gpus: 8` is eight units in total, split over the team's pools in proportion to
+what each offers at maxNodes (largest remainder, so the parts add up to exactly eight); `gpus: {train: 6}` names
+the units per pool. Both engines (`gpupools.kueue`, `gpupools.resourcequota`) start from the same split, so
+switching `gpupools:quotas` never changes how much a team is promised, only how the promise is kept.
 """
 
 from __future__ import annotations
@@ -17,145 +12,112 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import StackConfig, Team
-from .pools import POOL_LABEL, PoolPlan
+from .pools import PoolPlan
 
 TEAM_LABEL = "gpupools.io/team"
-QUOTA_NAME = "gpupools-gpu-quota"
 MANAGED = {"app.kubernetes.io/managed-by": "gpupools"}
-# ValidatingAdmissionPolicy admissionregistration.k8s.io/v1 is served from Kubernetes 1.30.
-ADMISSION_POLICY_MIN_VERSION = (1, 30)
 GPU_RESOURCE_PREFIX = "nvidia.com/"
+
+
+def split_units(total: int, weights: dict[str, int]) -> dict[str, int]:
+    """Largest-remainder apportionment in integers: the parts sum to `total`, ties go to the earlier key."""
+    if not weights:
+        return {}
+    if sum(weights.values()) == 0:
+        weights = {k: 1 for k in weights}
+    whole = sum(weights.values())
+    parts = {k: divmod(total * w, whole) for k, w in weights.items()}
+    order = sorted(weights, key=lambda k: (-parts[k][1], list(weights).index(k)))
+    left = total - sum(q for q, _ in parts.values())
+    return {k: parts[k][0] + (1 if k in order[:left] else 0) for k in weights}
 
 
 @dataclass(frozen=True)
 class TeamPlan:
     team: Team
     pools: tuple[PoolPlan, ...]
+    nominal: dict[str, int]  # pool name -> units the team is promised on it
 
     @property
     def resources(self) -> list[str]:
-        """Extended resources the team's pools expose, each to be quota'd."""
+        """Extended resources the team's pools expose."""
         return sorted({p.mechanism.resource for p in self.pools})
+
+    def units_of(self, resource: str) -> int:
+        return sum(self.nominal[p.name] for p in self.pools if p.mechanism.resource == resource)
 
     @property
     def restricted(self) -> bool:
-        return self.team.pools is not None
+        return self.team.pool_names is not None
+
+    def borrowing_limit(self) -> int | None:
+        """Units per pool the team may borrow; None is no limit."""
+        borrow = self.team.borrow
+        return None if borrow == "all" else 0 if borrow == "none" else borrow
+
+    def lending_limit(self, pool: str) -> int | None:
+        """Units of its quota on `pool` the team lends; None is all of it. Never more than it has."""
+        lend = self.team.lend
+        return None if lend == "all" else 0 if lend == "none" else min(lend, self.nominal[pool])
 
 
 def plan_teams(stack: StackConfig, plans: list[PoolPlan]) -> list[TeamPlan]:
     by_name = {p.name: p for p in plans}
     out = []
     for team in stack.teams:
-        names = team.pools if team.pools is not None else [p.name for p in plans]
-        out.append(TeamPlan(team, tuple(by_name[n] for n in names if n in by_name)))
+        names = team.pool_names if team.pool_names is not None else [p.name for p in plans]
+        pools = tuple(by_name[n] for n in names if n in by_name)
+        if isinstance(team.gpus, dict):
+            nominal = {p.name: team.gpus[p.name] for p in pools}
+        else:
+            nominal = split_units(team.gpus, {p.name: p.max_units for p in pools})
+        out.append(TeamPlan(team, pools, nominal))
     return out
 
 
-def admission_policy_supported(stack: StackConfig) -> bool:
-    """Unknown versions (existing clusters, provider defaults) are current ones, which all serve v1."""
-    version = stack.cluster.kubernetes_version
-    if version is None:
-        return True
-    major, minor = (int(x) for x in version.split("."))
-    return (major, minor) >= ADMISSION_POLICY_MIN_VERSION
+def team_labels(team: Team) -> dict[str, str]:
+    return {**MANAGED, TEAM_LABEL: team.name}
 
 
 def namespace(plan: TeamPlan) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": plan.team.namespace_name, "labels": {**MANAGED, TEAM_LABEL: plan.team.name}}}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": plan.team.namespace_name, "labels": team_labels(plan.team)}}
 
 
-def resource_quota(plan: TeamPlan) -> dict:
-    hard = {f"requests.{resource}": str(plan.team.gpus) for resource in plan.resources}
-    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
-        "name": QUOTA_NAME, "namespace": plan.team.namespace_name, "labels": {**MANAGED, TEAM_LABEL: plan.team.name}},
-        "spec": {"hard": hard}}
-
-
-def admission_policy_name(team: Team) -> str:
-    return f"gpupools-team-{team.name}-pools"
-
-
-def _cel_string(value: str) -> str:
+def cel_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def admission_policy(plan: TeamPlan) -> dict:
-    team = plan.team
-    allowed = [p.name for p in plan.pools]
-    allowed_cel = "[" + ", ".join(_cel_string(n) for n in allowed) + "]"
-    requests_gpu = (
-        "variables.containers.exists(c, has(c.resources) && ("
-        f"(has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('{GPU_RESOURCE_PREFIX}'))) || "
-        f"(has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('{GPU_RESOURCE_PREFIX}')))))"
-    )
-    on_team_pool = (f"has(object.spec.nodeSelector) && {_cel_string(POOL_LABEL)} in object.spec.nodeSelector && "
-                    f"object.spec.nodeSelector[{_cel_string(POOL_LABEL)}] in {allowed_cel}")
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": admission_policy_name(team), "labels": {**MANAGED, TEAM_LABEL: team.name}},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace_name}},
-                "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
-            },
-            "variables": [
-                {"name": "containers",
-                 "expression": "object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"},
-                {"name": "requestsGpu", "expression": requests_gpu},
-            ],
-            "validations": [{
-                "expression": f"!variables.requestsGpu || ({on_team_pool})",
-                "message": (f"pods of team {team.name} that request GPUs must set nodeSelector {POOL_LABEL} to one of the "
-                            f"team's pools: {', '.join(allowed) or '(none)'}"),
-                "reason": "Forbidden",
-            }],
-        },
-    }
+def requests_gpu_expression(containers: str) -> str:
+    """CEL: does any container of `containers` request or limit an nvidia.com/ resource?"""
+    return (f"{containers}.exists(c, has(c.resources) && ("
+            f"(has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('{GPU_RESOURCE_PREFIX}'))) || "
+            f"(has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('{GPU_RESOURCE_PREFIX}')))))")
 
 
-def admission_binding(plan: TeamPlan) -> dict:
-    name = admission_policy_name(plan.team)
+def admission_binding(policy: dict) -> dict:
+    name = policy["metadata"]["name"]
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": {**MANAGED, TEAM_LABEL: plan.team.name}},
+        "metadata": {"name": name, "labels": policy["metadata"]["labels"]},
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
 
 
-def team_objects(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
-    """Every manifest the teams need, namespaces first (the quotas live in them)."""
-    teams = plan_teams(stack, plans)
-    objects = [namespace(t) for t in teams] + [resource_quota(t) for t in teams if t.resources]
-    if admission_policy_supported(stack):
-        for t in teams:
-            if t.restricted:
-                objects += [admission_policy(t), admission_binding(t)]
-    return objects
+def pool_totals(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, tuple[int, int]]:
+    """pool -> (units all teams are promised on it, units it offers at maxNodes); over 1 is over-subscribed."""
+    promised = {p.name: 0 for p in plans}
+    for t in plan_teams(stack, plans):
+        for pool, units in t.nominal.items():
+            promised[pool] += units
+    return {p.name: (promised[p.name], p.max_units) for p in plans}
 
 
 def quota_ratios(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, tuple[int, int]]:
-    """resource -> (sum of team quotas, units all pools exposing it offer at maxNodes); over 1 is over-subscribed."""
-    capacity: dict[str, int] = {}
+    """resource -> (units promised to teams, units all pools exposing it offer at maxNodes)."""
+    out: dict[str, tuple[int, int]] = {}
+    totals = pool_totals(stack, plans)
     for p in plans:
-        capacity[p.mechanism.resource] = capacity.get(p.mechanism.resource, 0) + p.max_units
-    quotas: dict[str, int] = {}
-    for t in plan_teams(stack, plans):
-        for resource in t.resources:
-            quotas[resource] = quotas.get(resource, 0) + t.team.gpus
-    return {r: (q, capacity.get(r, 0)) for r, q in sorted(quotas.items())}
-
-
-def quota_summary(stack: StackConfig, plans: list[PoolPlan]) -> str | None:
-    """One line for `gpupools plan`; None without teams."""
-    ratios = quota_ratios(stack, plans)
-    if not stack.teams:
-        return None
-    parts = [f"{r} {q} of {c} ({q / c:.2f}x)" if c else f"{r} {q} of 0" for r, (q, c) in ratios.items()]
-    over = any(c == 0 or q > c for q, c in ratios.values())
-    teams = f"{len(stack.teams)} team{'s' if len(stack.teams) != 1 else ''}"
-    return (f"team quotas ({teams}) vs. units at maxNodes: {', '.join(parts) or 'none'}"
-            + ("; over-subscribed (allowed; gpupools check warns above its maxRatio)" if over else ""))
+        promised, offered = out.get(p.mechanism.resource, (0, 0))
+        out[p.mechanism.resource] = (promised + totals[p.name][0], offered + totals[p.name][1])
+    return {r: v for r, v in sorted(out.items()) if v[0]}

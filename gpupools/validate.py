@@ -14,7 +14,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 
 from .checks import semantic_problems
-from .config import Autoscaler, Cluster, GpuSoftware, Pool, Sharing, StackConfig, Team, pydantic_problems, read_stack_file, split_namespaces
+from .config import Autoscaler, Cluster, QuotaEngine, GpuSoftware, Pool, Sharing, StackConfig, Team, pydantic_problems, read_stack_file, split_namespaces
 from .errors import ConfigError, Problem
 from .scaleup import scale_up_problems
 
@@ -39,7 +39,7 @@ def validate_stack(config: dict[str, Any]) -> StackConfig:
         problems.extend(pydantic_problems(exc, StackConfig))
     if stack is not None:
         problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software,
-                                          stack.teams, stack.autoscaler, stack.providers))
+                                          stack.teams, stack.autoscaler, stack.providers, quotas=stack.quotas))
         if not problems:
             problems.extend(scale_up_problems(stack))
     else:
@@ -54,7 +54,8 @@ def validate_stack(config: dict[str, Any]) -> StackConfig:
         teams = [t for t in (_try(Team, r, ("teams", i)) for i, r in enumerate(raw_teams)) if t is not None]
         if cloud:
             autoscaler = ours.get("autoscaler") if ours.get("autoscaler") in get_args(Autoscaler) else "auto"
-            problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams, autoscaler, providers))
+            quotas = ours.get("quotas") if ours.get("quotas") in get_args(QuotaEngine) else "kueue"
+            problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams, autoscaler, providers, quotas=quotas))
     if problems:
         raise ConfigError(_dedupe(problems))
     assert stack is not None

@@ -98,3 +98,8 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return None
+
+
+def text(value: Any) -> str | None:
+    """A string property, or None when absent, unknown or not a string."""
+    return value if isinstance(value, str) and not is_unknown(value) else None

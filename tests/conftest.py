@@ -109,3 +109,52 @@ def has_path(upstream: dict, path: tuple) -> bool:
             return False
         node = node[key]
     return True
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# CEL, as the API server evaluates it: admission policies and the validation rules of CRDs
+
+
+def cel_value(expression: str, activation: dict):
+    """Evaluate one CEL expression (cel-python) with plain JSON-like data bound to the activation's names."""
+    celpy = pytest.importorskip("celpy")
+    env = celpy.Environment()
+    program = env.program(env.compile(expression))
+    return program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+
+
+def admission_denials(policy: dict, obj: dict, kind: str) -> list[str]:
+    """The messages a ValidatingAdmissionPolicy answers a CREATE of `obj` (of `kind`) with; empty means admitted."""
+    activation: dict = {"object": obj, "request": {"kind": {"kind": kind}, "operation": "CREATE"}, "variables": {}}
+    for variable in policy["spec"].get("variables", []):
+        value = cel_value(variable["expression"], activation)
+        activation["variables"][variable["name"]] = _plain_cel(value)
+    return [v["message"] for v in policy["spec"]["validations"] if not bool(cel_value(v["expression"], activation))]
+
+
+def _plain_cel(value):
+    """Back from celpy's types to plain data, so a variable can be bound into the next expression."""
+    import json
+
+    celpy = pytest.importorskip("celpy")
+    return json.loads(json.dumps(value, cls=celpy.CELJSONEncoder))
+
+
+def crd_rule_failures(obj, schema: dict, path: str = "") -> list[str]:
+    """Every `x-kubernetes-validations` rule of a CRD schema that `obj` breaks (transition rules, which need the
+    old object, are skipped)."""
+    failures = []
+    for rule in schema.get("x-kubernetes-validations", []):
+        if "oldSelf" in rule["rule"]:
+            continue
+        if not bool(cel_value(rule["rule"], {"self": obj})):
+            failures.append(f"{path or '/'}: {rule.get('message', rule['rule'])}")
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            sub = schema.get("properties", {}).get(key) or (schema.get("additionalProperties") if isinstance(schema.get("additionalProperties"), dict) else None)
+            if sub:
+                failures += crd_rule_failures(value, sub, f"{path}/{key}")
+    elif isinstance(obj, list) and "items" in schema:
+        for i, value in enumerate(obj):
+            failures += crd_rule_failures(value, schema["items"], f"{path}/{i}")
+    return failures

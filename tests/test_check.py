@@ -88,7 +88,7 @@ def test_oversubscribed_teams_warn_without_failing(stack_file):
     code, violations = check_json("--config", str(path))
     assert code == 0
     (warning,) = [v for v in violations if v["policy"] == "team-quota-oversubscription"]
-    assert warning["level"] == "advisory" and "20 x nvidia.com/gpu" in warning["message"]
+    assert warning["level"] == "advisory" and "promise 20 units of pool infer against 3" in warning["message"]
 
 
 def test_disabled_monitoring_is_advisory_unless_made_mandatory(stack_file, tmp_path):

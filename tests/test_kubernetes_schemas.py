@@ -23,8 +23,8 @@ def test_rendered_manifests_are_valid(tmp_path, stack):
     manifests = sorted((tmp_path / "manifests").glob("*.yaml")) if (tmp_path / "manifests").exists() else []
     for path in manifests:
         obj = yaml.safe_load(path.read_text())
-        if obj["apiVersion"].startswith(("monitoring.coreos.com", "karpenter.")):
-            continue  # custom resources: checked against their CRDs' schemas (test_karpenter) and by promtool
+        if obj["apiVersion"].startswith(("monitoring.coreos.com", "karpenter.", "kueue.x-k8s.io")):
+            continue  # custom resources: checked against their CRDs' schemas (test_autoscaling, test_teams) and by promtool
         validate(obj)
     if stack != "dev-gcp":
         assert manifests, "the GPU Operator stacks render a namespace and a device-plugin ConfigMap"
@@ -34,6 +34,15 @@ def test_rendered_manifests_are_valid(tmp_path, stack):
 def test_workload_jobs_are_valid(stack, pool):
     result = CliRunner().invoke(app, ["workload", "--stack", stack, "--pool", pool])
     validate(yaml.safe_load(result.stdout))
+
+
+@pytest.mark.parametrize("args", [["--team", "research", "--pool", "train"], ["--team", "search"], ["--team", "search", "--priority", "low"]])
+def test_team_jobs_are_valid(args):
+    result = CliRunner().invoke(app, ["workload", "--stack", "dev-aws", *args])
+    assert result.exit_code == 0, result.stderr
+    job = yaml.safe_load(result.stdout)
+    validate(job)
+    assert job["spec"]["suspend"] is True and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == args[1]
 
 
 def test_invalid_object_is_caught():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpupools.validate import validate_stack
 from gpupools.pools import plan_pools
-from gpupools.teams import quota_ratios as planned_ratios
+from gpupools.teams import pool_totals, quota_ratios as planned_ratios
 
 from conftest import stack_config
 from test_policies import AKS, CONFIGMAP, EKS, GKE, QUOTA, RELEASE, aks_agent_pool, device_plugin_configmap, eks_node_group, gke_node_pool, \
@@ -24,6 +24,33 @@ def fleet(**eks_changes) -> list[tuple[str, str, dict]]:
 def quota(name: str, hard: dict[str, int]) -> tuple[str, str, dict]:
     return (QUOTA, name, {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": name},
                           "spec": {"hard": {f"requests.{k}": str(v) for k, v in hard.items()}}})
+
+
+FLAVOR = "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"
+CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+
+
+def flavor(pool: str = "infer", **spec_changes) -> tuple[str, str, dict]:
+    spec = {"nodeLabels": {"gpupools.io/pool": pool},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]}
+    spec.update(spec_changes)
+    return (FLAVOR, pool, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": pool}, "spec": spec})
+
+
+def cluster_queue(name: str = "research", quotas: list[dict] | None = None, **spec_changes) -> tuple[str, str, dict]:
+    """A team queue as gpupools builds it; `quotas` are (flavor, resource) entries with their limits."""
+    quotas = quotas if quotas is not None else [{"flavor": "infer", "name": "nvidia.com/gpu", "nominalQuota": 12},
+                                                {"flavor": "finetune", "name": "nvidia.com/mig-1g.10gb", "nominalQuota": 14}]
+    groups = [{"coveredResources": [q["name"]], "flavors": [{"name": q["flavor"], "resources": [{k: v for k, v in q.items() if k != "flavor"}]}]}
+              for q in quotas]
+    spec = {"cohortName": "gpupools", "resourceGroups": groups,
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority", "borrowWithinCohort": {"policy": "Never"}}}
+    spec.update(spec_changes)
+    return (CLUSTER_QUEUE, name, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
+
+
+def queues(*extra) -> list[tuple[str, str, dict]]:
+    return fleet() + [flavor("infer"), flavor("finetune"), cluster_queue("research"), cluster_queue("search"), *extra]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -118,6 +145,76 @@ def test_quotas_over_ratio_warn():
     assert stack_violations("team-quota-oversubscription", resources, config={"maxRatio": 2}) == []
 
 
+def test_kueue_nominal_quotas_per_pool_within_ratio_pass_and_over_warn():
+    # infer: 12 + 12 of 24; finetune: 14 + 14 of 28
+    assert stack_violations("team-quota-oversubscription", queues()) == []
+    big = cluster_queue("big", [{"flavor": "infer", "name": "nvidia.com/gpu", "nominalQuota": 20}])
+    (message,) = stack_violations("team-quota-oversubscription", queues(big))
+    assert message.startswith("Kueue queues promise 44 units of pool infer against 24") and "1.83x" in message
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# kueue-flavors-match-pools
+
+
+def test_flavors_and_queues_happy_path():
+    assert stack_violations("kueue-flavors-match-pools", queues()) == []
+
+
+def test_flavor_without_a_pool_or_on_an_unknown_pool_fails():
+    resources = [r for r in queues() if r[1] != "finetune" or r[0] != FLAVOR] + [flavor("finetune", nodeLabels={"team": "x"})]
+    assert stack_violations("kueue-flavors-match-pools", resources) == [
+        "ResourceFlavor finetune selects no pool: spec.nodeLabels needs gpupools.io/pool"]
+    (message,) = stack_violations("kueue-flavors-match-pools", queues(flavor("gone")))
+    assert message == "ResourceFlavor gone selects pool gone, which is not a GPU pool of this stack (pools: finetune, infer)"
+
+
+def test_flavor_without_the_gpu_toleration_fails():
+    resources = [r for r in queues() if r[1] != "infer" or r[0] != FLAVOR] + [flavor("infer", tolerations=[])]
+    (message,) = stack_violations("kueue-flavors-match-pools", resources)
+    assert "does not tolerate the GPU taint" in message
+
+
+def test_quota_on_an_undefined_flavor_or_the_wrong_resource_fails():
+    typo = cluster_queue("typo", [{"flavor": "infr", "name": "nvidia.com/gpu", "nominalQuota": 1}])
+    assert stack_violations("kueue-flavors-match-pools", queues(typo)) == [
+        "ClusterQueue typo gives quota on flavor infr, which no ResourceFlavor in the stack defines"]
+    wrong = cluster_queue("wrong", [{"flavor": "finetune", "name": "nvidia.com/gpu", "nominalQuota": 1}])
+    (message,) = stack_violations("kueue-flavors-match-pools", queues(wrong))
+    assert "pool finetune offers nvidia.com/mig-1g.10gb; that quota can never be used" in message
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# kueue-borrowing-sane
+
+
+def test_borrowing_happy_path():
+    limited = cluster_queue("ops", [{"flavor": "infer", "name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 8, "lendingLimit": 2}])
+    assert stack_violations("kueue-borrowing-sane", queues(limited)) == []
+
+
+def test_lending_without_reclaim_fails():
+    greedy = cluster_queue("research", preemption={"reclaimWithinCohort": "Never"})
+    resources = [r for r in queues() if r[1] != "research"] + [greedy]
+    (message,) = stack_violations("kueue-borrowing-sane", resources)
+    assert "lends its quota in cohort gpupools but never reclaims it" in message
+
+
+def test_limits_without_a_cohort_fail():
+    alone = cluster_queue("alone", [{"flavor": "infer", "name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 2}])
+    del alone[2]["spec"]["cohortName"]
+    (message,) = stack_violations("kueue-borrowing-sane", queues(alone))
+    assert "belongs to no cohort" in message
+
+
+def test_lending_more_than_owned_or_unreachable_borrowing_fails():
+    over = cluster_queue("over", [{"flavor": "infer", "name": "nvidia.com/gpu", "nominalQuota": 4, "lendingLimit": 6}])
+    assert stack_violations("kueue-borrowing-sane", queues(over)) == ["ClusterQueue over lends 6 nvidia.com/gpu on flavor infer but has only 4"]
+    far = cluster_queue("far", [{"flavor": "infer", "name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 30}])
+    (message,) = stack_violations("kueue-borrowing-sane", queues(far))
+    assert "may reach 34 nvidia.com/gpu" in message and "(24)" in message
+
+
 def test_quota_for_a_resource_no_pool_offers_warns():
     resources = fleet() + [quota("research", {"nvidia.com/mig-3g.40gb": 2})]
     (message,) = stack_violations("team-quota-oversubscription", resources)
@@ -128,24 +225,31 @@ def test_policy_and_plan_agree_on_capacity():
     """The policy reads capacity back from resources; gpupools computes it from the config. Same numbers."""
     from gpupools.plan import run_program
     from gpupools.policy_check import policy_resources
-    from gpupools.policies.quotas import quota_ratios
+    from gpupools.policies.quotas import queue_ratios, quota_ratios
 
-    config = stack_config("aws", pools=[
+    pools = [
         {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 6, "sharing": {"mode": "time-slicing", "replicas": 4}},
         {"name": "train", "instanceType": "p4de.24xlarge", "maxNodes": 2, "sharing": {"mode": "mig", "migProfile": "3g.40gb"}},
         {"name": "batch", "instanceType": "g6.xlarge", "os": "bottlerocket", "maxNodes": 3, "sharing": {"mode": "mps", "replicas": 2}},
-    ], teams=[{"name": "research", "gpus": 8}, {"name": "search", "gpus": 30, "pools": ["infer"]}])
+    ]
+    teams = [{"name": "research", "gpus": 8}, {"name": "search", "gpus": 30, "pools": ["infer"]}]
+    config = stack_config("aws", pools=pools, teams=teams, quotas="resourcequota")
     stack = validate_stack(config)
     expected = planned_ratios(stack, plan_pools(stack))
-    assert expected == {"nvidia.com/gpu": (38, 30), "nvidia.com/mig-3g.40gb": (8, 32)}
+    # research's 8 split over 24, 32 and 6 units: 3, 4 and 1
+    assert expected == {"nvidia.com/gpu": (34, 30), "nvidia.com/mig-3g.40gb": (4, 32)}
     assert quota_ratios(policy_resources(run_program(config, "test"))) == expected
+    config = stack_config("aws", pools=pools, teams=teams)
+    stack = validate_stack(config)
+    assert queue_ratios(policy_resources(run_program(config, "test"))) == pool_totals(stack, plan_pools(stack)) == {
+        "infer": (33, 24), "train": (4, 32), "batch": (1, 6)}
 
 
 def test_policy_and_plan_agree_on_gke_with_the_gpu_operator():
     """On GKE the operator shares by node labels, GKE's own plugin by accelerator settings; both are read back."""
     from gpupools.plan import run_program
     from gpupools.policy_check import policy_resources
-    from gpupools.policies.quotas import quota_ratios
+    from gpupools.policies.quotas import queue_ratios
 
     pools = [{"name": "infer", "instanceType": "g2-standard-8", "maxNodes": 5, "sharing": {"mode": "time-slicing", "replicas": 3}},
              {"name": "train", "instanceType": "a2-highgpu-1g", "maxNodes": 3, "sharing": {"mode": "mig", "migProfile": "2g.10gb"}}]
@@ -154,6 +258,6 @@ def test_policy_and_plan_agree_on_gke_with_the_gpu_operator():
         config = stack_config("gcp", pools=pools, gpuSoftware={"installer": installer, **({"migStrategy": "single"} if installer == "gpu-operator" else {})},
                               teams=[{"name": "research", "gpus": 4}])
         stack = validate_stack(config)
-        expected = planned_ratios(stack, plan_pools(stack))
+        expected = pool_totals(stack, plan_pools(stack))
         assert sum(c for _, c in expected.values()) == 5 * 3 + 3 * 3, installer
-        assert quota_ratios(policy_resources(run_program(config, "test"))) == expected, installer
+        assert queue_ratios(policy_resources(run_program(config, "test"))) == expected, installer
