@@ -140,6 +140,34 @@ def test_workload_unknown_pool_exits_2():
     assert result.stderr == "error: --pool: 'nope' is not a pool of this stack; pools: infer, batch, train\n"
 
 
+def test_team_workload_queues_for_the_team():
+    result = invoke("workload", "--stack", "dev-aws", "--team", "search")
+    assert result.exit_code == 0, result.stderr
+    job = yaml.safe_load(result.stdout)
+    assert job["metadata"]["namespace"] == "search-prod"
+    assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "search", "kueue.x-k8s.io/priority-class": "high"}
+    assert job["spec"]["suspend"] is True
+    spec = job["spec"]["template"]["spec"]
+    assert "nodeSelector" not in spec and "tolerations" not in spec  # Kueue adds the flavor's on admission
+    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--team", "nobody"], "error: --team: 'nobody' is not a team of this stack; teams: research, search\n"),
+    # research's pools in the order its stack file names them: gpus: {train: 24, infer: 8}
+    (["--team", "research"], "error: --pool: team research's pools offer different GPU resources: train (nvidia.com/mig-3g.40gb), "
+                             "infer (nvidia.com/gpu); choose one with --pool\n"),
+    (["--team", "research", "--pool", "batch"], "error: --pool: 'batch' is not a pool of team research; its pools: train, infer\n"),
+    (["--team", "research", "--pool", "infer", "--priority", "high"], "error: --priority: team research may use normal, low; got 'high'\n"),
+    (["--team", "search", "--units", "5"], "error: --units: 5 exceeds what one node offers (4 x nvidia.com/gpu)\n"),
+    (["--pool", "infer", "--priority", "low"], "error: --priority: only with --team\n"),
+    ([], "error: --pool: give --pool (one of infer, batch, train) or --team\n"),
+])
+def test_team_workload_mistakes_exit_2(args, message):
+    result = invoke("workload", "--stack", "dev-aws", *args)
+    assert (result.exit_code, result.stderr) == (2, message)
+
+
 def test_render_writes_values_and_manifests(tmp_path):
     out = tmp_path / "out"
     result = invoke("render", "--stack", "dev-aws", "--out", str(out))

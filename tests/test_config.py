@@ -194,3 +194,31 @@ def test_cluster_fields_of_another_cloud_are_named():
                      "error: cluster.location: 'us-central1' is not used on aws; location applies to gcp only"]
     found = problems(stack_config("gcp", cluster={"name": "ml", "location": "us-central1", "subnetIds": ["a", "b"]}))
     assert found == ["error: cluster.subnetIds: ['a', 'b'] is not used on gcp; subnetIds applies to aws only"]
+
+
+def test_team_units_total_or_per_pool_and_kueue_settings():
+    stack = validate_stack(stack_config("aws", teams=[{"name": "a", "gpus": {"infer": 2}, "borrow": 3, "lend": "none", "priority": "low"},
+                                                      {"name": "b", "gpus": 1}]))
+    assert stack.quotas == "kueue"
+    a, b = stack.teams
+    assert (a.pool_names, a.borrow, a.lend, a.priority) == (["infer"], 3, "none", "low")
+    assert (b.pool_names, b.borrow, b.lend, b.priority) == (None, "all", "all", "normal")
+
+
+@pytest.mark.parametrize("team, keys, expected", [
+    ({"name": "a", "gpus": {"nope": 1}}, {}, "error: teams[0].gpus.nope: 'nope' is not a pool of this stack; pools: infer"),
+    ({"name": "a", "gpus": {"infer": 1}, "pools": ["infer"]}, {},
+     "error: teams[0].pools: the pools of gpus: {pool: units} are the team's pools; drop pools, or give gpus as one total"),
+    ({"name": "a", "gpus": {"infer": -1}}, {}, "error: teams[0].gpus.infer: input should be greater than or equal to 0 (got -1)"),
+    ({"name": "a", "gpus": {}}, {}, "error: teams[0].gpus: dictionary should have at least 1 item after validation, not 0 (got {})"),
+    ({"name": "a", "gpus": 2, "borrow": "some"}, {}, "error: teams[0].borrow: input should be 'all' or 'none' (got 'some')"),
+    ({"name": "a", "gpus": 2, "lend": 1.5}, {}, "error: teams[0].lend: input should be a valid integer (got 1.5)"),
+    ({"name": "a", "gpus": 2, "priority": "urgent"}, {}, "error: teams[0].priority: input should be 'high', 'normal' or 'low' (got 'urgent')"),
+    ({"name": "a", "gpus": 2, "borrow": 1}, {"quotas": "resourcequota"},
+     "error: teams[0].borrow: a Kueue setting; set gpupools:quotas: kueue, or drop borrow (with resourcequota a team's quota is a fixed limit)"),
+    ({"name": "a", "gpus": 2}, {"quotas": "slurm"}, "error: quotas: input should be 'kueue' or 'resourcequota' (got 'slurm')"),
+    ({"name": "kueue-system", "gpus": 2}, {}, "error: teams[0].name: 'kueue-system' is a namespace Kubernetes or gpupools already uses"),
+])
+def test_team_mistakes_name_the_field(team, keys, expected):
+    (found,) = problems(stack_config("aws", teams=[team], **keys))
+    assert found.startswith(expected)
