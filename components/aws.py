@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
@@ -53,7 +54,8 @@ class EksCluster(Component):
             else:
                 subnet_ids = self._network(decide.pool_zones(stack.pools))
             cluster_role = self._role("cluster-role", "eks.amazonaws.com", decide.CLUSTER_POLICIES)
-            eks = aws.eks.Cluster(name, **decide.cluster_args(cluster.name, cluster_role.arn, subnet_ids, cluster.kubernetes_version), opts=self.child())
+            eks = aws.eks.Cluster(name, **decide.cluster_args(cluster.name, cluster_role.arn, subnet_ids, cluster.kubernetes_version),
+                                  opts=self.child(depends_on=cluster_role.ready))
             self.cluster_name = eks.name
             endpoint, ca_data = eks.endpoint, eks.certificate_authority.data
             self.security_group_id = eks.vpc_config.cluster_security_group_id
@@ -62,7 +64,7 @@ class EksCluster(Component):
                                 ("latestVersion", "arn"))
             system = aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
                                                                                 template.latestVersion.apply(str)),
-                                       opts=self.child(ignore_changes=["scalingConfig.desiredSize"]))
+                                       opts=self.child(ignore_changes=["scalingConfig.desiredSize"], depends_on=self.node_role.ready))
             if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
                 # Karpenter and cluster-autoscaler get their AWS permissions through EKS Pod Identity.
                 resource("eks/addon:Addon", decide.POD_IDENTITY_AGENT, {"clusterName": eks.name, "addonName": decide.POD_IDENTITY_AGENT},
@@ -86,10 +88,10 @@ class EksCluster(Component):
 
     def handle(self) -> ClusterHandle:
         return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {
-            "node_role_arn": self.node_role.arn, "subnet_ids": self.subnet_ids, "subnets_by_zone": self.subnets_by_zone,
+            "node_role_arn": self.node_role.arn, "node_role_ready": self.node_role.ready, "subnet_ids": self.subnet_ids, "subnets_by_zone": self.subnets_by_zone,
             "security_group_id": self.security_group_id, "endpoint": self.endpoint, "version": self.version})
 
-    def _role(self, name: str, service: str, policies: tuple[str, ...]) -> CloudResource:
+    def _role(self, name: str, service: str, policies: tuple[str, ...]) -> IamRole:
         return iam_role(self, name, decide.assume_role_policy(service), policies)
 
     def _network(self, wanted_zones: list[str]) -> pulumi.Output:
@@ -121,12 +123,40 @@ class EksCluster(Component):
         return pulumi.Output.all(*[subnets[s["name"]].id for s in private])
 
 
-def iam_role(parent: Component, name: str, trust_policy: str, policies: tuple[str, ...] = ()) -> CloudResource:
+@dataclass
+class IamRole:
+    """A role and its managed-policy attachments.
+
+    Whatever acts with the role's permissions depends on `ready`, not only on the ARN: otherwise `pulumi destroy`
+    may detach the policies first, and an EKS cluster or node group deleted without them cannot clean up its
+    network interfaces and security groups, which leaves the VPC undeletable.
+    """
+
+    role: CloudResource
+    attachments: list[CloudResource]
+
+    @property
+    def arn(self) -> pulumi.Output:
+        return self.role.arn
+
+    @property
+    def name(self) -> pulumi.Output:
+        return self.role.name
+
+    @property
+    def id(self) -> pulumi.Output:
+        return self.role.id
+
+    @property
+    def ready(self) -> list[pulumi.Resource]:
+        return [self.role, *self.attachments]
+
+
+def iam_role(parent: Component, name: str, trust_policy: str, policies: tuple[str, ...] = ()) -> IamRole:
     role = resource("iam/role:Role", name, {"assumeRolePolicy": trust_policy}, parent.child(), ("arn", "name"))
-    for arn in policies:
-        resource("iam/rolePolicyAttachment:RolePolicyAttachment", f"{name}-{arn.rsplit('/', 1)[1]}", {"role": role.name, "policyArn": arn},
-                 parent.child(parent=role))
-    return role
+    attachments = [resource("iam/rolePolicyAttachment:RolePolicyAttachment", f"{name}-{arn.rsplit('/', 1)[1]}", {"role": role.name, "policyArn": arn},
+                            parent.child(parent=role)) for arn in policies]
+    return IamRole(role, attachments)
 
 
 def pool_subnets(plan: PoolPlan, cluster: ClusterHandle, parent: pulumi.Resource) -> pulumi.Input:
@@ -171,14 +201,14 @@ class Karpenter(Component):
         controller = iam_role(self, "karpenter-controller", decide.pod_identity_trust_policy())
         policy = resource("iam/rolePolicy:RolePolicy", "karpenter-controller", {"role": controller.id, "policy": pulumi.Output.all(
             partition.partition, region.region, identity.account_id, queue.arn, self.node_role.arn).apply(
-            lambda a: karpenter.controller_policy(a[0], a[1], a[2], cluster_name, a[3], a[4]))}, self.child(parent=controller))
+            lambda a: karpenter.controller_policy(a[0], a[1], a[2], cluster_name, a[3], a[4]))}, self.child(parent=controller.role))
         association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "karpenter", {
             "clusterName": cluster.name, "namespace": karpenter.CHART.namespace, "serviceAccount": karpenter.SERVICE_ACCOUNT,
             "roleArn": controller.arn}, self.child())
         overlays = any(karpenter.node_overlay(p) for p in plans)
         values = karpenter.helm_values(cluster_name, cluster.details["endpoint"], karpenter.queue_name(cluster_name), overlays, service_monitor)
         self.release = helm_release(Release(karpenter.CHART, karpenter.CHART.default_version, values),
-                                    self.child(provider=cluster.kubernetes, depends_on=[access, policy, association, *after]))
+                                    self.child(provider=cluster.kubernetes, depends_on=[*self.node_role.ready, access, policy, association, *after]))
         self.node_classes: dict[str, pulumi.Resource] = {}
         for class_name, spec in karpenter.node_classes(plans).items():
             self.node_classes[class_name] = kube.apply(
@@ -200,7 +230,7 @@ class ClusterAutoscaler(Component):
         cluster_name = stack.cluster.name
         role = iam_role(self, "cluster-autoscaler", decide.pod_identity_trust_policy())
         policy = resource("iam/rolePolicy:RolePolicy", "cluster-autoscaler", {"role": role.id, "policy": ca.iam_policy(cluster_name)},
-                          self.child(parent=role))
+                          self.child(parent=role.role))
         association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "cluster-autoscaler", {
             "clusterName": cluster.name, "namespace": ca.CHART.namespace, "serviceAccount": ca.SERVICE_ACCOUNT, "roleArn": role.arn}, self.child())
         minor = stack.cluster.kubernetes_version
@@ -233,7 +263,7 @@ class EksGpuNodePool(Component):
                 **decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], pool_subnets(plan, cluster, self),
                                          template.id, template.latestVersion.apply(str), kubernetes_version, autoscaler),
                 # The autoscaler owns the node count; only the bounds come from the stack.
-                opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True))
+                opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True, depends_on=cluster.details["node_role_ready"]))
             if autoscaler != KARPENTER:
                 asg = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
                 for key, value in ca.asg_tags(plan).items():

@@ -446,3 +446,32 @@ def test_aks_refuses_a_version_out_of_support_but_eks_allows_extended_support():
     existing = semantic_problems("azure", Cluster(name="c", create=False, resource_group="rg", kubernetes_version="1.33"), Sharing(), [],
                                  GpuSoftware(), [], today=TABLES_READ)
     assert existing == []  # pools join the cluster as it is
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Teardown: whatever acts with a role's permissions goes before its policy attachments
+
+
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+
+
+def _attachments_of(plan, role: str) -> set[str]:
+    return {r.name for r in plan.of_type(ATTACHMENT) if r.parent == role}
+
+
+@pytest.mark.parametrize("autoscaler", ["karpenter", "cluster-autoscaler"])
+def test_eks_resources_depend_on_their_roles_policy_attachments(autoscaler):
+    config = stack_config("aws", pools=[{"name": "p", "instanceType": "g5.xlarge", "minNodes": 1, "maxNodes": 3}], autoscaler=autoscaler)
+    plan = plan_of(config)
+    cluster_policies = _attachments_of(plan, "cluster-role")
+    node_policies = _attachments_of(plan, "node-role")
+    assert len(cluster_policies) >= 1 and len(node_policies) == 3
+    (cluster,) = plan.of_type("aws:eks/cluster:Cluster")
+    assert all(cluster.depends(ATTACHMENT, name) for name in cluster_policies)
+    for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):  # the system group and the GPU pool's
+        assert all(group.depends(ATTACHMENT, name) for name in node_policies), group.name
+    if autoscaler == "karpenter":
+        release = plan.get("kubernetes:helm.sh/v3:Release", "karpenter")
+        karpenter_node = _attachments_of(plan, "karpenter-node")
+        assert karpenter_node and all(release.depends(ATTACHMENT, name) for name in karpenter_node)
+        assert release.depends("aws:iam/rolePolicy:RolePolicy", "karpenter-controller")
