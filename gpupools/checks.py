@@ -95,9 +95,10 @@ def _label_problems(pool: Pool, path: str) -> list[Problem]:
 def reserved_namespaces() -> frozenset[str]:
     """Namespaces a team must not claim: Kubernetes' own and those gpupools installs software into."""
     from .monitoring import NAMESPACE as MONITORING
-    from .software import DEVICE_PLUGIN, GPU_OPERATOR
+    from .software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART
 
-    return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace, MONITORING})
+    return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace,
+                      HAMI_CHART.namespace, MONITORING})
 
 
 def _team_problems(teams: list[Team], pool_names: set[str]) -> list[Problem]:
