@@ -42,9 +42,10 @@ class GpuMonitoring(Component):
         self.releases: list[kube.HelmRelease] = []
         for release in plan.releases:
             self.releases.append(helm_release(release, self.child(provider=kubernetes, depends_on=prepared + self.releases)))
-        # Rules need the PrometheusRule CRD (from kube-prometheus-stack, or already installed); dashboards only the namespace.
+        # Rules and scrape targets need the prometheus-operator CRDs (from kube-prometheus-stack, or already installed);
+        # dashboards only the namespace.
         for obj in plan.objects:
-            if obj["kind"] == "PrometheusRule":
+            if obj["kind"] in ("PrometheusRule", "ServiceMonitor"):
                 kube.apply(obj, self.child(provider=kubernetes, depends_on=namespaces + self.releases))
             elif obj["kind"] not in ("Namespace", "ResourceQuota"):
                 kube.apply(obj, after_namespaces)

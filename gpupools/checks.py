@@ -11,7 +11,7 @@ from .catalog import load_catalog
 from .clouds._common import version_problems
 from .config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
 from .errors import Problem
-from .sharing import installer_problems, resolve_installer, sharing_problems
+from .sharing import HAMI_NODE_SELECTOR, installer_problems, resolve_installer, sharing_problems
 
 
 # The non-GPU pool gpupools creates for cluster add-ons is called "system" on every cloud.
@@ -37,6 +37,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         if cloud == "aws" and cluster.create and not cluster.subnet_ids and len(zones) > MAX_VPC_ZONES:
             problems.append(Problem("pools", f"the pools ask for {len(zones)} zones ({', '.join(zones)}); a new VPC spans at most {MAX_VPC_ZONES}"))
     counts = Counter(pool.name for _, pool in pools)
+    vgpu: list[tuple[str, Sharing]] = []
     for index, pool in pools:
         path = f"pools[{index}]"
         if pool.name in RESERVED_POOL_NAMES:
@@ -54,7 +55,25 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
+        if sharing.mode == "vgpu":
+            vgpu.append((sharing_path, sharing))
+    problems += _hami_setting_problems(vgpu)
     problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas)
+    return problems
+
+
+def _hami_setting_problems(vgpu: list[tuple[str, Sharing]]) -> list[Problem]:
+    """One HAMi release serves the cluster, and its device plugin reads the split count and memory scaling from
+    chart-wide values (per-node overrides go by node name, which autoscaled nodes do not have yet)."""
+    problems = []
+    for path, sharing in vgpu[1:]:
+        first_path, first = vgpu[0]
+        for alias, attr, value_key in (("replicas", "replicas", "deviceSplitCount"), ("memoryScaling", "memory_scaling", "deviceMemoryScaling")):
+            mine, theirs = getattr(sharing, attr), getattr(first, attr)
+            if mine != theirs:
+                problems.append(Problem(f"{path}.{alias}", f"{mine if mine is not None else 'unset'} differs from {first_path}.{alias} "
+                                                           f"({theirs if theirs is not None else 'unset'}): HAMi's {value_key} is one setting for the "
+                                                           f"whole cluster, so every vgpu pool needs the same {alias}"))
     return problems
 
 
@@ -64,6 +83,8 @@ def _label_problems(pool: Pool, path: str) -> list[Problem]:
         where = f"{path}.labels.{key}"
         if not LABEL_KEY.match(key):
             problems.append(Problem(where, f"{key!r} is not a valid Kubernetes label key ([prefix/]name, name at most 63 characters)"))
+        elif key in HAMI_NODE_SELECTOR:
+            problems.append(Problem(where, f"{key!r} is the label HAMi's device plugin selects nodes by; gpupools sets it on vgpu pools only"))
         elif key.startswith(RESERVED_LABEL_PREFIXES):
             problems.append(Problem(where, f"{key!r} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved"))
         if not LABEL_VALUE.match(value):
@@ -75,10 +96,10 @@ def reserved_namespaces() -> frozenset[str]:
     """Namespaces a team must not claim: Kubernetes' own and those gpupools installs software into."""
     from .kueue import CHART as KUEUE
     from .monitoring import NAMESPACE as MONITORING
-    from .software import DEVICE_PLUGIN, GPU_OPERATOR
+    from .software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART
 
-    return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace, MONITORING,
-                      KUEUE.namespace})
+    return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace,
+                      HAMI_CHART.namespace, MONITORING, KUEUE.namespace})
 
 
 # What only Kueue can do; with ResourceQuotas these settings would be silently meaningless.

@@ -135,15 +135,17 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
              team: Optional[str] = typer.Option(None, "--team", "-t", help="Queue for this team's GPU quota, in its namespace"),
              priority: Optional[str] = typer.Option(None, "--priority", help="With --team on Kueue: high, normal or low (default: the team's)"),
              image: str = typer.Option("nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04", "--image", help="Container image"),
-             units: int = typer.Option(1, "--units", min=1, help="Schedulable GPU units to request")) -> None:
+             units: int = typer.Option(1, "--units", min=1, help="Schedulable GPU units to request"),
+             gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="vgpu pools: memory per vGPU, e.g. 8Gi, 3000Mi or 25%"),
+             gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from .pools import plan_pool, plan_pools
-    from .workload import job_manifest, team_job
+    from .workload import job_manifest, team_job, workload_problems
 
     _, typed, _ = load(stack, config)
     if team is not None:
         try:
-            job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units)
+            job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores)
         except ConfigError as exc:
             fail(exc.problems)
         typer.echo(yaml.safe_dump(job, sort_keys=False), nl=False)
@@ -156,9 +158,11 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     if pool not in names:
         fail(Problem("--pool", f"{pool!r} is not a pool of this stack; pools: {', '.join(names)}"))
     plan_ = plan_pool(typed, typed.pool(pool))
-    if units > plan_.units_per_node:
-        fail(Problem("--units", f"{units} exceeds what one node of pool {pool!r} offers ({plan_.units_per_node} x {plan_.mechanism.resource})"))
-    typer.echo(yaml.safe_dump(job_manifest(typed, plan_, image=image, units=units), sort_keys=False), nl=False)
+    problems = workload_problems(plan_, units, gpu_memory, gpu_cores)
+    if problems:
+        fail(problems)
+    typer.echo(yaml.safe_dump(job_manifest(typed, plan_, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores),
+                              sort_keys=False), nl=False)
 
 
 # --- idle ---

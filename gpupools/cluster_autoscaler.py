@@ -47,7 +47,7 @@ def node_labels(plan: PoolPlan) -> dict[str, str]:
 def asg_tags(plan: PoolPlan) -> dict[str, str]:
     tags = {f"{TAG_PREFIX}label/{k}": v for k, v in node_labels(plan).items()}
     tags.update({f"{TAG_PREFIX}taint/{t.key}": f"{t.value}:{t.effect}" for t in plan.taints})
-    tags.update({f"{TAG_PREFIX}resources/{name}": str(count) for name, count in plan.advertised_resources.items()})
+    tags.update({f"{TAG_PREFIX}resources/{name}": str(count) for name, count in plan.autoscaler_resources.items()})
     return dict(sorted(tags.items()))
 
 

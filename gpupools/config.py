@@ -21,6 +21,9 @@ NAMESPACE = "gpupools"
 PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "kubernetes")
 
 ZONE = r"^[a-z0-9][-a-z0-9]{0,62}$"
+# A vGPU's memory: a share of the GPU ("25%") or an amount in MiB or GiB ("8Gi", "3000Mi"), as HAMi's
+# nvidia.com/gpumem-percentage and nvidia.com/gpumem count it.
+GPU_MEMORY = r"^([1-9][0-9]{0,2}%|[1-9][0-9]{0,6}(Mi|Gi))$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 PATTERN_NAMES = {
     ZONE: "a zone name such as eu-central-1a, us-central1-a or \"1\"",
@@ -28,13 +31,14 @@ PATTERN_NAMES = {
     r"^1\.[0-9]{2}$": "a Kubernetes minor version such as \"1.35\"",
     r"^\d+g\.\d+gb([+-][a-z.]+)?$": "a MIG profile name such as 1g.10gb",
     r"^v?\d+\.\d+\.\d+$": "a chart version such as v26.7.0",
+    GPU_MEMORY: "a GPU memory share such as 25% or an amount such as 8Gi or 3000Mi",
 }
 DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 RESERVED_LABEL_PREFIXES = ("gpupools.io/", "nvidia.com/")
 
-SharingMode = Literal["none", "time-slicing", "mps", "mig"]
+SharingMode = Literal["none", "time-slicing", "mps", "mig", "vgpu"]
 # Who adds nodes to GPU pools. `auto`: Karpenter on a new EKS cluster, cluster-autoscaler on an existing one,
 # the managed autoscaler on AKS and GKE (the only choice there).
 Autoscaler = Literal["auto", "karpenter", "cluster-autoscaler", "none"]
@@ -65,8 +69,11 @@ TeamUnits = Annotated[Union[Annotated[Units, Tag("<total>")], Annotated[dict[Dns
                       _branch("<total>", "<per-pool>", "<total>")]
 
 # CUDA MPS serves at most 48 clients per GPU (Volta and later) and GKE caps maxSharedClientsPerGpu at 48;
-# one bound for both sharing modes keeps a stack portable between clouds.
+# one bound for every sharing mode keeps a stack portable between clouds.
 MAX_REPLICAS = 48
+# HAMi's deviceMemoryScaling above 1 lets pods' memory limits add up to more than the GPU has (the excess lives in
+# host memory); beyond twice the GPU's memory most of every pod's memory would be host memory.
+MAX_MEMORY_SCALING = 2
 
 DEFAULT_GPU_OPERATOR_VERSION = "v26.7.0"
 DEFAULT_DEVICE_PLUGIN_VERSION = "0.20.0"
@@ -82,11 +89,14 @@ class Model(BaseModel):
 
 
 class Sharing(Model):
-    """How one pool's GPUs are shared: whole GPUs, time-slicing, MPS, or MIG partitions."""
+    """How one pool's GPUs are shared: whole GPUs, time-slicing, MPS, MIG partitions, or HAMi vGPUs."""
 
     mode: SharingMode = "none"
     replicas: Annotated[int, Field(ge=2, le=MAX_REPLICAS, strict=True)] | None = None
     mig_profile: Annotated[str, StringConstraints(pattern=r"^\d+g\.\d+gb([+-][a-z.]+)?$")] | None = None
+    # vgpu only: HAMi's deviceMemoryScaling, and the memory each vGPU pod gets unless it names its own.
+    memory_scaling: Annotated[float, Field(gt=0, le=MAX_MEMORY_SCALING)] | None = None
+    memory_per_pod: Annotated[str, StringConstraints(pattern=GPU_MEMORY)] | None = None
 
 
 class Pool(Model):

@@ -172,10 +172,11 @@ def overlay_capacity(plan: PoolPlan) -> dict[str, int]:
     """What the node will advertise where it differs from EC2's count (`gpus_per_node` x nvidia.com/gpu).
 
     A NodeOverlay's capacity replaces an instance type's value for the same resource (karpenter core
-    `InstanceType.ApplyCapacityOverlay`: `lo.Assign`), so time-sliced GPUs are counted as their shares too.
+    `InstanceType.ApplyCapacityOverlay`: `lo.Assign`), so time-sliced GPUs are counted as their shares too, and
+    adds the resources HAMi's scheduler accounts for on vgpu pools.
     """
     ec2 = {GPU_RESOURCE: plan.hardware.gpus_per_node}
-    return {name: count for name, count in plan.advertised_resources.items() if ec2.get(name) != count}
+    return {name: count for name, count in plan.autoscaler_resources.items() if ec2.get(name) != count}
 
 
 def node_overlay(plan: PoolPlan) -> dict | None:

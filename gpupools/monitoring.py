@@ -20,7 +20,7 @@ from .catalog import Catalog, load_catalog
 from .config import Idle, StackConfig
 from .pools import GPU_LABEL, POOL_LABEL, PoolPlan
 from .sharing import resolve_installer
-from .software import Chart, Release, gpu_tolerations, namespace
+from .software import HAMI_CHART, Chart, Release, gpu_tolerations, hami_served, namespace
 
 NAMESPACE = "gpupools-monitoring"
 KUBE_PROMETHEUS_STACK = Chart("kube-prometheus-stack", "kube-prometheus-stack", "https://prometheus-community.github.io/helm-charts",
@@ -91,6 +91,15 @@ MEM_RATIO = "gpupools:gpu_memory_used:ratio"
 PODS_PER_GPU = "gpupools:gpu_pods:count"
 PRICE = "gpupools:gpu_price_usd_per_hour"
 POD_COST = "gpupools:pod_gpu_cost_usd_per_hour"
+# vgpu pools: how many vGPUs HAMi cuts each GPU into. A vGPU pod pays that share of its GPU, whoever else holds it.
+VGPU_SHARES = "gpupools:pool_vgpus_per_gpu:count"
+
+# HAMi's own metrics (chart 2.10.0): per container and vGPU from the device plugin's monitor (cmd/vGPUmonitor),
+# allocations from the scheduler. Both carry namespace and pod of the workload.
+HAMI_MEMORY_USED = "hami_vgpu_memory_used_bytes"
+HAMI_MEMORY_LIMIT = "hami_vgpu_memory_limit_bytes"
+HAMI_UTILIZATION = "hami_container_device_utilization_ratio"
+HAMI_SCRAPE = (("hami-device-plugin", "monitorport"), ("hami-scheduler", "monitor"))  # chart component label, Service port name
 
 
 def duration(hours: float) -> str:
@@ -170,6 +179,22 @@ def price_rules(prices: dict[str, Price], catalog: Catalog | None = None) -> lis
 # Rules
 
 
+def share_rules(shares: dict[str, int]) -> list[dict]:
+    """One constant series per vgpu pool: its vGPUs per GPU, from the stack."""
+    return [{"record": VGPU_SHARES, "expr": f"vector({count})", "labels": {"pool": pool}} for pool, count in sorted(shares.items())]
+
+
+def hami_rules() -> list[dict]:
+    """vGPU use per namespace and pod as HAMi measures it inside each container (memory against its limit, SM use)."""
+    return [
+        {"record": "gpupools:namespace_vgpu_memory_used:bytes", "expr": f"sum by (namespace) ({HAMI_MEMORY_USED})"},
+        {"record": "gpupools:namespace_vgpu_memory_limit:bytes", "expr": f"sum by (namespace) ({HAMI_MEMORY_LIMIT})"},
+        {"record": "gpupools:namespace_vgpu_utilization:avg", "expr": f"avg by (namespace) ({HAMI_UTILIZATION})"},
+        {"record": "gpupools:pod_vgpu_memory_used:ratio",
+         "expr": f"sum by (namespace, pod) ({HAMI_MEMORY_USED}) / sum by (namespace, pod) ({HAMI_MEMORY_LIMIT} > 0)"},
+    ]
+
+
 def recording_rules() -> list[dict]:
     def avg(by: str) -> str:
         return f"avg by ({by}) ({UTIL})"
@@ -195,9 +220,11 @@ def recording_rules() -> list[dict]:
          "expr": f'count by (pool, namespace) (count by (pool, namespace, {device}) ({UTIL}{{pod!=""}}))'},
         # Sharing: how many pods hold each GPU or MIG instance right now (time-slicing and MPS give several).
         {"record": PODS_PER_GPU, "expr": f'count by (pool, {device}) ({UTIL}{{pod!=""}})'},
-        # Each pod pays its share of the device it holds, at list price.
+        # Each pod pays its share of the device it holds, at list price: on vgpu pools 1/vGPUs-per-GPU, elsewhere split
+        # among the pods holding the device now.
         {"record": POD_COST,
-         "expr": (f'sum by (pool, namespace, pod, gpupools_gpu) ((({UTIL}{{pod!=""}} * 0 + 1) / on ({device}) group_left {PODS_PER_GPU})'
+         "expr": (f'sum by (pool, namespace, pod, gpupools_gpu) ((({UTIL}{{pod!=""}} * 0 + 1) / on ({device}) group_left () '
+                  f'(({PODS_PER_GPU} unless on (pool) {VGPU_SHARES}) or ({PODS_PER_GPU} * 0 + on (pool) group_left {VGPU_SHARES})))'
                   f' * on (modelName, GPU_I_PROFILE) group_left (gpupools_gpu) {PRICE})')},
         {"record": "gpupools:namespace_gpu_cost_usd_per_hour:sum", "expr": f"sum by (namespace) ({POD_COST})"},
     ]
@@ -250,16 +277,24 @@ def alert_rules(idle: Idle) -> list[dict]:
     ]
 
 
-def rule_groups(idle: Idle, prices: dict[str, Price]) -> list[dict]:
-    return [
-        {"name": "gpupools-gpu-prices", "rules": price_rules(prices)},
+def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None) -> list[dict]:
+    """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them."""
+    groups = [
+        {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + share_rules(shares or {})},
         {"name": "gpupools-gpu-recording", "rules": recording_rules()},
         {"name": "gpupools-gpu-alerts", "rules": alert_rules(idle)},
     ]
+    if shares:
+        groups.append({"name": "gpupools-vgpu-recording", "rules": hami_rules()})
+    return groups
+
+
+def vgpu_shares(stack: StackConfig) -> dict[str, int]:
+    return {pool.name: stack.sharing_of(pool).replicas for pool in stack.pools if stack.sharing_of(pool).mode == "vgpu"}
 
 
 def rules_for(stack: StackConfig) -> list[dict]:
-    return rule_groups(stack.monitoring.idle, gpu_list_prices(stack.cloud))
+    return rule_groups(stack.monitoring.idle, gpu_list_prices(stack.cloud), vgpu_shares(stack))
 
 
 def rules_file_text(groups: list[dict]) -> str:
@@ -337,7 +372,7 @@ def fleet_dashboard(idle: Idle) -> dict:
                       "GPUs per pool, utilization per pool and namespace, memory, idle GPUs and sharing.")
 
 
-def namespace_dashboard() -> dict:
+def namespace_dashboard(vgpu: bool = False) -> dict:
     sel = 'namespace=~"$namespace"'
     panels = [
         _panel("stat", "Hourly GPU cost at list price", [_target(f"sum(gpupools:namespace_gpu_cost_usd_per_hour:sum{{{sel}}})")],
@@ -352,14 +387,23 @@ def namespace_dashboard() -> dict:
                0, 13, 12, 8, unit="mbytes"),
         _panel("table", "Cost per pod now", [_target(f"sort_desc({POD_COST}{{{sel}}})", instant=True)], 12, 13, 12, 8, unit="currencyUSD"),
     ]
+    if vgpu:
+        panels += [
+            _panel("timeseries", "vGPU memory per namespace (HAMi): used and limit",
+                   [_target(f"gpupools:namespace_vgpu_memory_used:bytes{{{sel}}}", "{{namespace}} used"),
+                    _target(f"gpupools:namespace_vgpu_memory_limit:bytes{{{sel}}}", "{{namespace}} limit", ref="B")], 0, 21, 12, 8, unit="bytes",
+                   description="GPU memory the namespace's vGPU pods use, against the limits HAMi enforces in their containers."),
+            _panel("timeseries", "vGPU compute per namespace (HAMi)", [_target(f"gpupools:namespace_vgpu_utilization:avg{{{sel}}}", "{{namespace}}")],
+                   12, 21, 12, 8, unit="percent", description="SM utilization HAMi measures inside each vGPU pod, averaged per namespace."),
+        ]
     ns_var = _query_var("namespace", "Namespace", f'label_values({UTIL}{{pod!=""}}, namespace)')
     return _dashboard("gpupools-namespaces", "GPU usage and cost per namespace (gpupools)", panels, [ns_var],
                       "Per-namespace GPU usage and hourly cost at list price.")
 
 
-def dashboards(idle: Idle) -> dict[str, dict]:
-    """File name -> Grafana dashboard JSON model."""
-    return {"gpupools-fleet.json": fleet_dashboard(idle), "gpupools-namespaces.json": namespace_dashboard()}
+def dashboards(idle: Idle, vgpu: bool = False) -> dict[str, dict]:
+    """File name -> Grafana dashboard JSON model; `vgpu`: the stack has vgpu pools, whose HAMi metrics get panels."""
+    return {"gpupools-fleet.json": fleet_dashboard(idle), "gpupools-namespaces.json": namespace_dashboard(vgpu)}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -419,6 +463,21 @@ def dcgm_exporter_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     return values
 
 
+def hami_service_monitors(stack: StackConfig) -> list[dict]:
+    """HAMi's chart renders ServiceMonitors only without a way to give them the label our Prometheus selects by, so
+    gpupools writes its own for the chart's two Services. The device plugin's series name the workload's namespace,
+    pod and container, which the relabeling keeps (as for dcgm-exporter)."""
+    labels = service_monitor_labels(stack)
+    if labels is None:
+        return []
+    return [{"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+             "metadata": {"name": f"gpupools-{component}", "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "gpupools", **labels}},
+             "spec": {"namespaceSelector": {"matchNames": [HAMI_CHART.namespace]},
+                      "selector": {"matchLabels": {"app.kubernetes.io/component": component, "app.kubernetes.io/instance": HAMI_CHART.release}},
+                      "endpoints": [{"port": port, "path": "/metrics", "relabelings": SCRAPE_RELABELINGS}]}}
+            for component, port in HAMI_SCRAPE]
+
+
 def operator_service_monitor(stack: StackConfig) -> dict | None:
     """The GPU Operator exporter's ServiceMonitor: selected by our Prometheus, keeping the workload's pod labels."""
     labels = service_monitor_labels(stack)
@@ -458,7 +517,8 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
     m = stack.monitoring
     if not m.enabled:
         return None
-    out = MonitoringPlan(rules=rules_for(stack), dashboards=dashboards(m.idle) if m.grafana else {})
+    vgpu = bool(hami_served(plans))
+    out = MonitoringPlan(rules=rules_for(stack), dashboards=dashboards(m.idle, vgpu) if m.grafana else {})
     standalone = needs_standalone_exporter(stack)
     out.objects.append(namespace(NAMESPACE, privileged=standalone))
     if standalone and stack.cloud == "gcp":
@@ -473,6 +533,8 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
     if standalone:
         out.releases.append(Release(DCGM_EXPORTER, DCGM_EXPORTER.default_version, dcgm_exporter_values(stack, plans)))
     out.objects.append(prometheus_rule(stack, out.rules))
+    if vgpu:
+        out.objects += hami_service_monitors(stack)
     for filename, dashboard in out.dashboards.items():
         out.objects.append(dashboard_config_map(filename, dashboard))
     return out
@@ -484,6 +546,6 @@ def rendered_files(stack: StackConfig) -> dict[str, str]:
         return {}
     files = {RULES_FILE: rules_file_text(rules_for(stack))}
     if stack.monitoring.grafana:
-        for filename, dashboard in dashboards(stack.monitoring.idle).items():
+        for filename, dashboard in dashboards(stack.monitoring.idle, bool(vgpu_shares(stack))).items():
             files[f"grafana/{filename}"] = json.dumps(dashboard, indent=2, sort_keys=True) + "\n"
     return files

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from . import clouds
 from .catalog import Hardware, load_catalog
 from .config import Pool, Sharing, StackConfig
-from .sharing import GPU_RESOURCE, Mechanism, mechanism, resolve_installer
+from .sharing import (
+    GPU_RESOURCE,
+    VGPU_CORES_RESOURCE,
+    VGPU_MEMORY_PERCENT_RESOURCE,
+    VGPU_MEMORY_RESOURCE,
+    Mechanism,
+    gpu_memory_mib,
+    mechanism,
+    resolve_installer,
+)
 
 POOL_LABEL = "gpupools.io/pool"
 GPU_LABEL = "gpupools.io/gpu"
@@ -68,6 +77,22 @@ class PoolPlan:
         resources = {m.resource: self.units_per_node}
         if m.resource != GPU_RESOURCE:
             resources[GPU_RESOURCE] = 0
+        return resources
+
+    @property
+    def autoscaler_resources(self) -> dict[str, int]:
+        """What an autoscaler must believe a new node offers for the pool's pods to fit it.
+
+        On vgpu pools that includes HAMi's memory and compute resources: no node advertises them (HAMi's scheduler
+        accounts for them and the kubelet ignores extended resources it does not know), but a pod that names them
+        fits a simulated node only if the node seems to have them: every GPU's memory in MiB, and 100 % of its
+        memory and compute.
+        """
+        resources = dict(self.advertised_resources)
+        if self.mechanism.mode == "vgpu":
+            gpus = self.hardware.gpus_per_node
+            resources.update({VGPU_MEMORY_RESOURCE: gpus * gpu_memory_mib(self.hardware, self.sharing.memory_scaling),
+                              VGPU_MEMORY_PERCENT_RESOURCE: gpus * 100, VGPU_CORES_RESOURCE: gpus * 100})
         return resources
 
     @property

@@ -56,8 +56,10 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
-    table.add_row("capacity", f"{m.resource} x {plan.units_per_node} per node x {pool.max_nodes} nodes = {plan.max_units}")
-    table.add_row("price", f"{money(plan.price_per_unit)} per {m.resource} unit, {money(hw.price_per_gpu)} per whole GPU "
+    unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
+    per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
+    table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}")
+    table.add_row("price", f"{money(plan.price_per_unit)} per {unit}, {money(hw.price_per_gpu)} per whole GPU "
                   f"(list price {hw.price_read})")
     return table
 

@@ -8,7 +8,7 @@ cannot scale up from zero under the autoscaler the stack installs; `gpupools pla
 from __future__ import annotations
 
 from . import clouds
-from .autoscaling import KARPENTER, NONE, ScaleUp, decide, resolve_autoscaler
+from .autoscaling import KARPENTER, NONE, ScaleUp, decide, resolve_autoscaler, why_not
 from .config import StackConfig
 from .errors import Problem
 from .pools import PoolPlan, plan_pools
@@ -27,6 +27,14 @@ def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
     template = clouds.get(stack.cloud).node_template(plan, autoscaler)
     pod = job_manifest(stack, plan, image="scale-up-check", units=1)["spec"]["template"]["spec"]
     verdict = decide(plan.name, template, pod, plan.mechanism.resource, plan.units_per_node, NO_AUTOSCALER)
+    if plan.mechanism.mode == "vgpu" and verdict.from_zero:
+        # The check's Job names memory only if the pool sets memoryPerPod; most vGPU pods name memory and compute.
+        named = job_manifest(stack, plan, image="scale-up-check", units=1, gpu_memory="1%", gpu_cores=1)["spec"]["template"]["spec"]
+        reason = why_not(template, named) if template is not None else None
+        if reason is not None:
+            verdict = ScaleUp(verdict.pool, verdict.autoscaler, True, verdict.detail, verdict.notes + (
+                f"pods that name a vGPU memory or compute share do not wake the pool from zero: {reason}; keep minNodes at 1 or more "
+                f"if such pods must start it",))
     if autoscaler == KARPENTER and pool.min_nodes > 0:
         floor = (f"managed node group {pool.name}-floor keeps {pool.min_nodes} node(s) running; Karpenter adds up to "
                  f"{pool.max_nodes - pool.min_nodes} more",)

@@ -30,6 +30,18 @@ DEPLOY_MIG_MANAGER_LABEL = "nvidia.com/gpu.deploy.mig-manager"
 
 NO_SHARING_ENTRY = "no-sharing"
 
+# HAMi (chart 2.10.0): its device plugin runs on nodes labelled gpu=on (values devicePlugin.nvidiaNodeSelector) and
+# advertises `replicas` x nvidia.com/gpu per GPU; its scheduler places pods by the memory and compute share they
+# name in these resources (values resourceMem, resourceMemPercentage, resourceCores), which the in-container
+# library then enforces. nvidia.com/gpu counts vGPUs, each on a different physical GPU.
+HAMI = "hami"
+HAMI_NODE_SELECTOR = {"gpu": "on"}
+HAMI_SCHEDULER = "hami-scheduler"
+VGPU_MEMORY_RESOURCE = "nvidia.com/gpumem"  # MiB
+VGPU_MEMORY_PERCENT_RESOURCE = "nvidia.com/gpumem-percentage"
+VGPU_CORES_RESOURCE = "nvidia.com/gpucores"  # percent of one GPU's compute
+SHARED_MODES = ("time-slicing", "mps", "vgpu")  # modes whose GPUs serve `replicas` pods each
+
 # The `all-<profile>` layouts that the GPU Operator's default MIG config (v26.7.0,
 # assets/state-mig-manager/0400_configmap.yaml) already holds; any other layout needs a custom config.
 OPERATOR_DEFAULT_MIG_CONFIGS = frozenset(
@@ -52,8 +64,8 @@ OPERATOR_DEFAULT_MIG_CONFIGS = frozenset(
 class Mechanism:
     """What serves one pool's GPUs, and what a pod on it requests."""
 
-    installer: str  # gpu-operator | device-plugin | cloud | bottlerocket
-    mode: str  # none | time-slicing | mps | mig
+    installer: str  # gpu-operator | device-plugin | cloud | bottlerocket | hami (the device plugin that serves the pool)
+    mode: str  # none | time-slicing | mps | mig | vgpu
     resource: str  # the extended resource pods request
     units_per_gpu: int  # schedulable units one physical GPU becomes
     description: str
@@ -95,6 +107,8 @@ def mig_parted_config(profiles: dict[str, int]) -> dict:
 def mechanism(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware, mig_strategy: str) -> Mechanism:
     """Decide the mechanism for a pool whose config already passed `sharing_problems`."""
     mode = sharing.mode
+    if mode == "vgpu":
+        return _hami_mechanism(installer, sharing, hardware)
     if cloud == "aws" and os == "bottlerocket":
         installer = BOTTLEROCKET
     if installer == "cloud":
@@ -130,6 +144,52 @@ def mechanism(cloud: str, installer: str, os: str | None, sharing: Sharing, hard
                      node_labels=labels, device_plugin_entry=entry, replicas=sharing.replicas)
 
 
+def _hami_mechanism(installer: str, sharing: Sharing, hardware: Hardware) -> Mechanism:
+    """HAMi's device plugin replaces NVIDIA's on the pool's nodes: the GPU Operator honours its per-node switch, the
+    standalone plugin's affinity avoids nodes that carry it; the operator (where installed) still brings driver,
+    toolkit and DCGM exporter."""
+    labels = {**HAMI_NODE_SELECTOR, DEPLOY_DEVICE_PLUGIN_LABEL: "false"}
+    if installer == "gpu-operator" and hardware.gpu.supports_mig:
+        labels[MIG_CONFIG_LABEL] = "all-disabled"
+    limits = "memory and compute limits per pod"
+    if sharing.memory_scaling is not None and sharing.memory_scaling != 1:
+        limits += f", memory x{sharing.memory_scaling:g}"
+    if sharing.memory_per_pod is not None:
+        limits += f", {sharing.memory_per_pod} memory per pod by default"
+    return Mechanism(HAMI, "vgpu", GPU_RESOURCE, sharing.replicas, f"HAMi vGPU x{sharing.replicas} ({limits})", node_labels=labels,
+                     replicas=sharing.replicas)
+
+
+def parse_gpu_memory(text: str) -> tuple[str, int]:
+    """("percent", 25) for "25%", ("mib", 8192) for "8Gi" or "8192Mi": the unit HAMi's resource for it counts in."""
+    if text.endswith("%"):
+        return "percent", int(text[:-1])
+    return "mib", int(text[:-2]) * (1024 if text.endswith("Gi") else 1)
+
+
+def vgpu_memory_limits(text: str) -> dict[str, int]:
+    """The container limit HAMi reads for a memory share or amount."""
+    unit, amount = parse_gpu_memory(text)
+    return {VGPU_MEMORY_PERCENT_RESOURCE if unit == "percent" else VGPU_MEMORY_RESOURCE: amount}
+
+
+def gpu_memory_mib(hardware: Hardware, scaling: float | None) -> int:
+    """Memory one GPU offers HAMi's scheduler: the catalog's GB (as GiB) times deviceMemoryScaling."""
+    return int(hardware.gpu.memory_gb * 1024 * (scaling or 1))
+
+
+def gpu_memory_problem(text: str, hardware: Hardware | None, scaling: float | None) -> str | None:
+    """Why a vGPU cannot get this much memory, or None."""
+    unit, amount = parse_gpu_memory(text)
+    if unit == "percent":
+        return f"{text} is more than a whole GPU; a vGPU's memory share is 1% to 100%" if amount > 100 else None
+    if hardware is not None and amount > gpu_memory_mib(hardware, scaling):
+        scaled = f" x {scaling:g} memoryScaling" if scaling not in (None, 1) else ""
+        return (f"{text} ({amount} MiB) is more than one {hardware.gpu.name} GPU of {hardware.instance_type} offers "
+                f"({hardware.gpu.memory_gb} GB{scaled} = {gpu_memory_mib(hardware, scaling)} MiB)")
+    return None
+
+
 def _gke_mechanism(sharing: Sharing, hardware: Hardware) -> Mechanism:
     """GKE's own device plugin: sharing is a node-pool setting, and MIG partitions are still `nvidia.com/gpu`."""
     if sharing.mode == "mig":
@@ -145,10 +205,15 @@ def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharin
     """Combinations the hardware, the cloud or the chosen software cannot do, each with the reason."""
     problems = []
     mode = sharing.mode
-    if mode in ("time-slicing", "mps") and sharing.replicas is None:
+    if mode in SHARED_MODES and sharing.replicas is None:
         problems.append(Problem(f"{path}.replicas", f"required with mode {mode!r}: how many workloads share one GPU (2 to 48)"))
     if mode in ("none", "mig") and sharing.replicas is not None:
-        problems.append(Problem(f"{path}.replicas", f"{sharing.replicas} is not allowed with mode {mode!r}; replicas apply to time-slicing and mps only"))
+        problems.append(Problem(f"{path}.replicas", f"{sharing.replicas} is not allowed with mode {mode!r}; replicas apply to time-slicing, mps and vgpu only"))
+    for alias, value in (("memoryScaling", sharing.memory_scaling), ("memoryPerPod", sharing.memory_per_pod)):
+        if mode != "vgpu" and value is not None:
+            problems.append(Problem(f"{path}.{alias}", f"{value!r} is not allowed with mode {mode!r}; {alias} applies to mode 'vgpu' only"))
+    if mode == "vgpu":
+        problems += _vgpu_problems(cloud, installer, os, sharing, hardware, path)
     if mode == "mig" and sharing.mig_profile is None:
         problems.append(Problem(f"{path}.migProfile", "required with mode 'mig': the MIG profile every GPU is split into"))
     if mode != "mig" and sharing.mig_profile is not None:
@@ -163,6 +228,23 @@ def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharin
                 problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: its {gpu.name} GPU has no MIG support (MIG needs A100, H100, H200 or newer)"))
             elif sharing.mig_profile not in gpu.mig_profiles:
                 problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not a MIG profile of {gpu.name}; it has {', '.join(gpu.mig_profiles)}"))
+    return problems
+
+
+def _vgpu_problems(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
+    """Where HAMi cannot run: it needs its own device plugin to own nvidia.com/gpu on the node, and NVIDIA's
+    container runtime as the node's default runtime (HAMi's stated prerequisite)."""
+    problems = []
+    if cloud == "aws" and os == "bottlerocket":
+        problems.append(Problem(f"{path}.mode", "'vgpu' cannot run on os: bottlerocket: its built-in NVIDIA device plugin always serves nvidia.com/gpu "
+                                                "(no setting turns it off), and HAMi's device plugin must own that resource; use os: al2023"))
+    if cloud == "gcp" and installer == "cloud":
+        problems.append(Problem(f"{path}.mode", "'vgpu' cannot run with installer 'cloud' on gcp: GKE's own device plugin serves nvidia.com/gpu on COS "
+                                                "nodes, which have no NVIDIA container runtime for HAMi; set gpuSoftware.installer: gpu-operator"))
+    if sharing.memory_per_pod is not None:
+        problem = gpu_memory_problem(sharing.memory_per_pod, hardware, sharing.memory_scaling)
+        if problem:
+            problems.append(Problem(f"{path}.memoryPerPod", problem))
     return problems
 
 

@@ -13,10 +13,13 @@ import yaml
 
 from . import clouds
 from .config import DEFAULT_DEVICE_PLUGIN_VERSION, DEFAULT_GPU_OPERATOR_VERSION, StackConfig
-from .pools import GPU_LABEL, GPU_TAINT, PoolPlan
+from .pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
 from .sharing import (
     BOTTLEROCKET,
     DEPLOY_DEVICE_PLUGIN_LABEL,
+    HAMI,
+    HAMI_NODE_SELECTOR,
+    HAMI_SCHEDULER,
     NO_SHARING_ENTRY,
     OPERATOR_DEFAULT_MIG_CONFIGS,
     device_plugin_config_entry,
@@ -37,6 +40,11 @@ class Chart:
 GPU_OPERATOR = Chart("gpu-operator", "gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", DEFAULT_GPU_OPERATOR_VERSION)
 DEVICE_PLUGIN = Chart("nvidia-device-plugin", "nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "nvidia-device-plugin",
                       DEFAULT_DEVICE_PLUGIN_VERSION)
+
+HAMI_CHART = Chart("hami", "hami", "https://project-hami.github.io/HAMi/", "hami-system", "2.10.0")
+# The chart's default kube-scheduler image lives in a registry in mainland China; Kubernetes' own registry has the same
+# image under the same tags (the chart picks the cluster's version).
+KUBE_SCHEDULER_IMAGE = {"registry": "registry.k8s.io", "repository": "kube-scheduler"}
 
 DEVICE_PLUGIN_CONFIGMAP = "gpupools-device-plugin-config"
 MIG_CONFIGMAP = "gpupools-mig-config"
@@ -115,6 +123,47 @@ def custom_mig_profiles(plans: list[PoolPlan]) -> dict[str, int]:
     return needed
 
 
+def hami_served(plans: list[PoolPlan]) -> list[PoolPlan]:
+    return [p for p in plans if p.mechanism.installer == HAMI]
+
+
+def hami_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
+    """HAMi for the vgpu pools only.
+
+    Its admission webhook sends a pod to HAMi's scheduler only when the pod is labelled for a vgpu pool (as the
+    Jobs `gpupools workload` prints are); by default it would take every pod asking for nvidia.com/gpu, including
+    those of time-slicing, MPS, MIG and whole-GPU pools, which HAMi's scheduler cannot place. Services stay inside
+    the cluster (the chart defaults to NodePorts). Where the GPU Operator installs the container toolkit, the device
+    plugin waits for it.
+    """
+    served = hami_served(plans)
+    sharing = served[0].sharing
+    device_plugin: dict = {
+        "deviceSplitCount": sharing.replicas,
+        "deviceMemoryScaling": sharing.memory_scaling or 1,
+        "nvidiaNodeSelector": dict(HAMI_NODE_SELECTOR),
+        "tolerations": gpu_tolerations(stack, served),
+        "service": {"type": "ClusterIP"},
+    }
+    if resolve_installer(stack.cloud, stack.gpu_software.installer) == "gpu-operator" and operator_owns_driver(stack):
+        device_plugin["gpuOperatorToolkitReady"] = {"enabled": True}
+    webhook: dict = {"objectSelector": {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": sorted(p.name for p in served)}]}}
+    if stack.cloud == "azure":
+        # AKS owns webhooks' namespaceSelector (its admissions enforcer); the chart says to leave it alone there.
+        webhook["manageNamespaceSelector"] = False
+    return {
+        "schedulerName": HAMI_SCHEDULER,
+        "devicePlugin": device_plugin,
+        "scheduler": {"kubeScheduler": {"image": dict(KUBE_SCHEDULER_IMAGE)}, "admissionWebhook": webhook, "service": {"type": "ClusterIP"}},
+    }
+
+
+def operator_owns_driver(stack: StackConfig) -> bool:
+    """EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship driver and toolkit; on AKS (gpuProfile.driver None)
+    and GKE (INSTALLATION_DISABLED) the operator installs them."""
+    return stack.cloud != "aws"
+
+
 def operator_served(plans: list[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.mechanism.installer == "gpu-operator"]
 
@@ -124,9 +173,7 @@ def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monit
     when nothing scrapes it."""
     served = operator_served(plans)
     mig_pools = [p for p in served if p.mechanism.mode == "mig"]
-    # EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship driver and toolkit; on AKS (gpuProfile.driver None)
-    # and GKE (INSTALLATION_DISABLED) the operator installs them.
-    owns_driver = stack.cloud != "aws"
+    owns_driver = operator_owns_driver(stack)
     tolerations = gpu_tolerations(stack, plans)
     values: dict = {
         "driver": {"enabled": owns_driver},
@@ -152,7 +199,7 @@ def device_plugin_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
         "config": {"map": device_plugin_config_data(plans), "default": NO_SHARING_ENTRY},
         "gfd": {"enabled": True},
         "tolerations": gpu_tolerations(stack, plans),
-        # Only gpupools GPU pools, and not those whose OS brings its own device plugin (Bottlerocket).
+        # Only gpupools GPU pools, and not those served by another device plugin (Bottlerocket's own, HAMi's).
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": GPU_LABEL, "operator": "Exists"},
             {"key": DEPLOY_DEVICE_PLUGIN_LABEL, "operator": "NotIn", "values": ["false"]},
@@ -179,8 +226,11 @@ def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: di
                                     gpu_operator_values(stack, plans, service_monitor)))
     elif installer == "device-plugin":
         chart = DEVICE_PLUGIN
-        served = [p for p in plans if p.mechanism.installer != BOTTLEROCKET]
+        served = [p for p in plans if p.mechanism.installer not in (BOTTLEROCKET, HAMI)]
         if served:
             out.objects.append(namespace(chart.namespace, privileged=True))
             out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version, device_plugin_values(stack, served)))
+    if hami_served(plans):
+        out.objects.append(namespace(HAMI_CHART.namespace, privileged=True))
+        out.releases.append(Release(HAMI_CHART, HAMI_CHART.default_version, hami_values(stack, plans)))
     return out

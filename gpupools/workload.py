@@ -1,30 +1,71 @@
 """A Kubernetes Job that lands on one pool, or queues for a team's GPU quota.
 
 Without a team the Job carries what the pool demands itself: the GPU request, the pool's tolerations and node
-selector. For a team on Kueue it names the team's LocalQueue and priority and starts suspended, as Kueue
-expects; Kueue picks the pool (ResourceFlavor) the quota comes from and adds its node selector and tolerations
-on admission, unless the Job names a pool itself.
+selector (and HAMi's scheduler on vgpu pools). For a team on Kueue it names the team's LocalQueue and priority
+and starts suspended, as Kueue expects; Kueue picks the pool (ResourceFlavor) the quota comes from and adds its
+node selector and tolerations on admission, unless the Job names a pool itself.
 """
 
 from __future__ import annotations
 
+import re
+
 from . import clouds
 from .autoscaling import KARPENTER, resolve_autoscaler
-from .config import StackConfig
+from .config import GPU_MEMORY, StackConfig
 from .errors import ConfigError, Problem
 from .pools import POOL_LABEL, PoolPlan, toleration
+from .sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, gpu_memory_problem, vgpu_memory_limits
 from .teams import TeamPlan, plan_teams
 
 
-def job_manifest(stack: StackConfig, plan: PoolPlan, image: str, units: int = 1) -> dict:
-    """Requests are whole units of the pool's resource (a time-slice, an MPS share, a MIG slice or a GPU).
+def workload_problems(plan: PoolPlan, units: int, gpu_memory: str | None, gpu_cores: int | None) -> list[Problem]:
+    """What one pod of the pool cannot ask for. A vGPU request of N means N different physical GPUs (HAMi never
+    gives one container two slices of the same GPU), so it is bounded by the node's GPUs, not its vGPUs."""
+    problems = []
+    vgpu = plan.mechanism.mode == "vgpu"
+    limit, what = ((plan.hardware.gpus_per_node, f"{plan.hardware.gpus_per_node} physical GPUs, and each vGPU of a pod is on a different one")
+                   if vgpu else (plan.units_per_node, f"{plan.units_per_node} x {plan.mechanism.resource}"))
+    if units > limit:
+        problems.append(Problem("--units", f"{units} exceeds what one node of pool {plan.name!r} offers ({what})"))
+    for option, value in (("--gpu-memory", gpu_memory), ("--gpu-cores", gpu_cores)):
+        if value is not None and not vgpu:
+            problems.append(Problem(option, f"applies to vgpu pools only; pool {plan.name!r} shares its GPUs by {plan.mechanism.mode!r}"))
+    if vgpu and gpu_memory is not None:
+        problem = (gpu_memory_problem(gpu_memory, plan.hardware, plan.sharing.memory_scaling) if re.match(GPU_MEMORY, gpu_memory)
+                   else f"{gpu_memory!r} is not a GPU memory share such as 25% or an amount such as 8Gi or 3000Mi")
+        if problem:
+            problems.append(Problem("--gpu-memory", problem))
+    if vgpu and gpu_cores is not None and not 1 <= gpu_cores <= 100:
+        problems.append(Problem("--gpu-cores", f"{gpu_cores} is not a compute share; use 1 to 100 (percent of one GPU)"))
+    return problems
 
-    On Karpenter pools the pod asks Karpenter not to disrupt its node (drift, consolidation) while it runs.
+
+def gpu_limits(plan: PoolPlan, units: int, gpu_memory: str | None = None, gpu_cores: int | None = None) -> dict[str, int]:
+    """The container's GPU limits: units of the pool's resource, and on vgpu pools the memory (the pool's
+    memoryPerPod unless given) and compute share of each vGPU, in the resources HAMi reads from limits."""
+    limits = {plan.mechanism.resource: units}
+    if plan.mechanism.mode == "vgpu":
+        memory = gpu_memory or plan.sharing.memory_per_pod
+        if memory is not None:
+            limits.update(vgpu_memory_limits(memory))
+        if gpu_cores is not None:
+            limits[VGPU_CORES_RESOURCE] = gpu_cores
+    return limits
+
+
+def job_manifest(stack: StackConfig, plan: PoolPlan, image: str, units: int = 1, gpu_memory: str | None = None,
+                 gpu_cores: int | None = None) -> dict:
+    """Requests are whole units of the pool's resource (a time-slice, an MPS share, a MIG slice, a vGPU or a GPU).
+
+    On Karpenter pools the pod asks Karpenter not to disrupt its node (drift, consolidation) while it runs. On
+    vgpu pools the pod names HAMi's scheduler itself, so it is placed by GPU memory and compute even where HAMi's
+    admission webhook did not see it.
     """
-    return _job(stack, f"gpu-smoke-{plan.name}", plan.mechanism.resource, image, units, plan)
+    return _job(stack, f"gpu-smoke-{plan.name}", gpu_limits(plan, units, gpu_memory, gpu_cores), image, plan)
 
 
-def _job(stack: StackConfig, name: str, resource: str, image: str, units: int, plan: PoolPlan | None) -> dict:
+def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan: PoolPlan | None) -> dict:
     from .karpenter import DO_NOT_DISRUPT
 
     pod_spec: dict = {"restartPolicy": "Never"}
@@ -33,7 +74,9 @@ def _job(stack: StackConfig, name: str, resource: str, image: str, units: int, p
         labels = {POOL_LABEL: plan.name}
         pod_spec["nodeSelector"] = {POOL_LABEL: plan.name}
         pod_spec["tolerations"] = [toleration(t) for t in plan.taints] + clouds.get(stack.cloud).extra_tolerations(plan)
-    pod_spec["containers"] = [{"name": "cuda", "image": image, "command": ["nvidia-smi", "-L"], "resources": {"limits": {resource: units}}}]
+        if plan.mechanism.mode == "vgpu":
+            pod_spec["schedulerName"] = HAMI_SCHEDULER
+    pod_spec["containers"] = [{"name": "cuda", "image": image, "command": ["nvidia-smi", "-L"], "resources": {"limits": limits}}]
     pod_metadata: dict = {"labels": dict(labels)} if labels else {}
     if resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER:
         pod_metadata["annotations"] = {DO_NOT_DISRUPT: "true"}
@@ -46,7 +89,7 @@ def _job(stack: StackConfig, name: str, resource: str, image: str, units: int, p
 
 
 def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | None, priority: str | None,
-             image: str, units: int = 1) -> dict:
+             image: str, units: int = 1, gpu_memory: str | None = None, gpu_cores: int | None = None) -> dict:
     """The Job a member of `team` submits; raises ConfigError naming the option that cannot work."""
     from .kueue import PRIORITY_LABEL, QUEUE_LABEL, allowed_priorities
 
@@ -55,12 +98,22 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
         raise ConfigError([Problem("--team", f"{team!r} is not a team of this stack; teams: {', '.join(teams) or 'none'}")])
     t = teams[team]
     target = _team_pool(stack, t, pool)
-    resource = target.mechanism.resource if target else t.resources[0]
-    per_node = max(p.units_per_node for p in ([target] if target else t.pools) if p.mechanism.resource == resource)
-    if units > per_node:
-        raise ConfigError([Problem("--units", f"{units} exceeds what one node offers ({per_node} x {resource})")])
+    if target is not None:
+        problems = workload_problems(target, units, gpu_memory, gpu_cores)
+        if problems:
+            raise ConfigError(problems)
+        limits = gpu_limits(target, units, gpu_memory, gpu_cores)
+    else:
+        resource = t.resources[0]
+        per_node = max(p.units_per_node for p in t.pools if p.mechanism.resource == resource)
+        if units > per_node:
+            raise ConfigError([Problem("--units", f"{units} exceeds what one node offers ({per_node} x {resource})")])
+        for option, value in (("--gpu-memory", gpu_memory), ("--gpu-cores", gpu_cores)):
+            if value is not None:
+                raise ConfigError([Problem(option, "applies to vgpu pools only; name the pool with --pool")])
+        limits = {resource: units}
     name = f"gpu-smoke-{team}" + (f"-{target.name}" if target else "")
-    job = _job(stack, name, resource, image, units, target)
+    job = _job(stack, name, limits, image, target)
     job["metadata"] = {"name": name, "namespace": t.team.namespace_name, "labels": job["metadata"]["labels"]}
     if stack.quotas != "kueue":
         if priority is not None:
@@ -89,4 +142,9 @@ def _team_pool(stack: StackConfig, team: TeamPlan, pool: str | None) -> PoolPlan
     if len(team.resources) > 1:
         offers = ", ".join(f"{p.name} ({p.mechanism.resource})" for p in team.pools)
         raise ConfigError([Problem("--pool", f"team {team.team.name}'s pools offer different GPU resources: {offers}; choose one with --pool")])
+    vgpu = [p.name for p in team.pools if p.mechanism.mode == "vgpu"]
+    if vgpu:
+        # Kueue sets the node selector, not the scheduler: a pod bound for a vgpu pool must name HAMi's scheduler itself.
+        raise ConfigError([Problem("--pool", f"team {team.team.name}'s pool {vgpu[0]} shares GPUs as vGPUs, whose pods name HAMi's scheduler; "
+                                             "choose the pool with --pool")])
     return None

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from gpupools.catalog import load_catalog
-from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+from gpupools.sharing import DEPLOY_DEVICE_PLUGIN_LABEL, HAMI_NODE_SELECTOR
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
 
 from ._fleet import (
     AKS_AGENT_POOL,
@@ -159,6 +168,31 @@ def _check_bottlerocket(args: ResourceValidationArgs, limit: int, report: Report
             report(f"{where}: MIG profile {profile!r} does not exist on {model.name}; it has {', '.join(model.mig_profiles)}", None)
 
 
+# HAMi's chart default for devicePlugin.deviceSplitCount (chart 2.10.0 values.yaml).
+HAMI_DEFAULT_SPLIT_COUNT = 10
+
+
+def _hami_pool(args: ResourceValidationArgs) -> str | None:
+    """The pool name when a GPU node pool is labelled for HAMi's device plugin."""
+    pool = gpu_pool(args.resource_type, args.name, args.props)
+    if pool is None or any(pool.labels.get(k) != v for k, v in HAMI_NODE_SELECTOR.items()):
+        return None
+    return pool.pool
+
+
+def _check_hami_pool(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Two device plugins cannot both serve nvidia.com/gpu on one node: HAMi's pools keep NVIDIA's off."""
+    pool = _hami_pool(args)
+    if pool is not None and gpu_pool(args.resource_type, args.name, args.props).labels.get(DEPLOY_DEVICE_PLUGIN_LABEL) != "false":
+        report(f"pool {pool!r} is labelled for HAMi's device plugin (gpu=on) but not {DEPLOY_DEVICE_PLUGIN_LABEL}=false, so the GPU "
+               f"Operator's device plugin would serve nvidia.com/gpu there too; add that label", None)
+
+
+def _check_hami_release(name: str, props, limit: int, report: ReportViolation) -> None:
+    split = get(props, "values", "devicePlugin", "deviceSplitCount")
+    _check_replicas(f"release {name!r} values.devicePlugin.deviceSplitCount", HAMI_DEFAULT_SPLIT_COUNT if split is None else split, limit, report)
+
+
 def validate_sharing(args: ResourceValidationArgs, report: ReportViolation) -> None:
     limit = _max_replicas(args)
     typ, props = args.resource_type, args.props
@@ -166,23 +200,44 @@ def validate_sharing(args: ResourceValidationArgs, report: ReportViolation) -> N
         _check_device_plugin_data(f"ConfigMap {DEVICE_PLUGIN_CONFIGMAP}", get(props, "data"), limit, report)
     elif typ == HELM_RELEASE and _chart_name(get(props, "chart")) == "nvidia-device-plugin":
         _check_device_plugin_data(f"release {args.name!r} values.config.map", get(props, "values", "config", "map"), limit, report)
+    elif typ == HELM_RELEASE and _chart_name(get(props, "chart")) == "hami":
+        _check_hami_release(args.name, props, limit, report)
     elif typ in (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL):
         _check_mig_labels(args, report)
+        _check_hami_pool(args, report)
         if typ == GKE_NODE_POOL:
             _check_gke(args, limit, report)
     elif typ in (LAUNCH_TEMPLATE, EC2_NODE_CLASS):
         _check_bottlerocket(args, limit, report)
 
 
-gpu_sharing_sane = ResourceValidationPolicy(
+def validate_sharing_stack(args: StackValidationArgs, report: ReportViolation) -> None:
+    """Every resource's own sharing settings, and across resources: a pool labelled for HAMi has HAMi installed."""
+    config = args.get_config()
+    hami_pools = []
+    for r in args.resources:
+        one = ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, r.opts, r.provider, config)
+        validate_sharing(one, lambda message, urn=None, r=r: report(message, urn or r.urn))
+        pool = _hami_pool(one)
+        if pool is not None:
+            hami_pools.append((pool, r.urn))
+    installed = any(r.resource_type == HELM_RELEASE and _chart_name(get(r.props, "chart")) == "hami" for r in args.resources)
+    if not installed:
+        for pool, urn in hami_pools:
+            report(f"pool {pool!r} is labelled for HAMi's vGPUs (gpu=on) but the stack installs no hami release, so nothing advertises "
+                   f"its GPUs; install HAMi's chart or remove the label", urn)
+
+
+gpu_sharing_sane = StackValidationPolicy(
     name="gpu-sharing-sane",
-    description="GPU sharing stays within a sane number of workloads per GPU, and MIG layouts exist on the pool's GPU.",
+    description="GPU sharing stays within a sane number of workloads per GPU, MIG layouts exist on the pool's GPU, and vGPU pools have HAMi.",
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=PolicyConfigSchema(properties={
         "maxReplicas": {"type": "integer", "minimum": 1, "maximum": 48, "default": DEFAULT_MAX_REPLICAS,
-                        "description": "Most workloads allowed to share one GPU (time-slicing replicas, MPS clients, GKE maxSharedClientsPerGpu)."},
+                        "description": "Most workloads allowed to share one GPU (time-slicing replicas, MPS clients, GKE "
+                                       "maxSharedClientsPerGpu, HAMi deviceSplitCount)."},
     }),
-    validate=validate_sharing,
+    validate=validate_sharing_stack,
 )
 
 POLICIES = [gpu_pool_taint, gpu_sharing_sane]

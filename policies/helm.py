@@ -21,6 +21,7 @@ OFFICIAL_REPOSITORIES: dict[str, str] = {
     "nvidia-device-plugin": "https://nvidia.github.io/k8s-device-plugin",
     "kube-prometheus-stack": "https://prometheus-community.github.io/helm-charts",
     "dcgm-exporter": "https://nvidia.github.io/dcgm-exporter/helm-charts",
+    "hami": "https://project-hami.github.io/HAMi/",
 }
 
 # An exact SemVer 2 version, with or without the leading v that some charts use (v26.7.0).

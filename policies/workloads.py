@@ -1,7 +1,8 @@
 """Kubernetes workloads declared in the stack that use GPUs: whole-number requests, and the GPU taint tolerated.
 
-The device plugin hands out whole units (a GPU, a time-slice, a MIG slice); a fractional request is rejected
-by the API server only at deploy time. A GPU pod without the toleration stays Pending forever, because every
+The device plugin hands out whole units (a GPU, a time-slice, a MIG slice, a vGPU); a fractional request is rejected
+by the API server only at deploy time. HAMi's vGPU memory (MiB) and memory and compute shares (percent of one GPU)
+are whole numbers too, and a share cannot exceed 100. A GPU pod without the toleration stays Pending forever, because every
 GPU pool carries the nvidia.com/gpu NoSchedule taint. Both are cheap to catch before `pulumi up`.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+
+from gpupools.sharing import VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE
 
 from ._fleet import GPU_TAINT_KEY
 from ._props import UNKNOWN, get, is_unknown, plain
@@ -25,6 +28,7 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "kubernetes:batch/v1:CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 GPU_RESOURCE_PREFIX = "nvidia.com/"
+PERCENT_RESOURCES = (VGPU_MEMORY_PERCENT_RESOURCE, VGPU_CORES_RESOURCE)
 
 
 def _whole(value: Any) -> bool:
@@ -79,9 +83,15 @@ def validate_workload(args: ResourceValidationArgs, report: ReportViolation) -> 
     for container, resource, amount in requests:
         if amount is UNKNOWN or is_unknown(amount):
             continue
+        name = resource.split(".", 1)[1]
         if not _whole(amount):
-            report(f"{args.name!r} container {container!r} asks for {resource}: {amount!r}; GPU resources are counted in whole "
-                   f"units (a GPU, a time-slice or a MIG slice), so use an integer", None)
+            unit = ("MiB, as a plain integer (a quantity such as 8Gi would be read as that many MiB)" if name == VGPU_MEMORY_RESOURCE
+                    else "whole units (a GPU, a time-slice, a MIG slice or a vGPU, or percent of one GPU for HAMi's shares)")
+            report(f"{args.name!r} container {container!r} asks for {resource}: {amount!r}; GPU resources are counted in {unit}, "
+                   f"so use an integer", None)
+        elif name in PERCENT_RESOURCES and int(float(amount)) > 100:
+            report(f"{args.name!r} container {container!r} asks for {resource}: {amount!r}; it is a share of one GPU in percent, "
+                   f"at most 100", None)
     tolerations = spec.get("tolerations")
     if tolerations is UNKNOWN:
         return
@@ -92,7 +102,7 @@ def validate_workload(args: ResourceValidationArgs, report: ReportViolation) -> 
 
 gpu_workloads = ResourceValidationPolicy(
     name="gpu-workloads",
-    description="Workloads that request GPUs request whole units and tolerate the nvidia.com/gpu taint of GPU pools.",
+    description="Workloads that request GPUs request whole units (HAMi shares at most 100 %) and tolerate the nvidia.com/gpu taint of GPU pools.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_workload,
 )

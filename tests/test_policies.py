@@ -49,8 +49,11 @@ def _config(policy, config: dict | None) -> dict:
 
 
 def resource_violations(policy_name: str, resource_type: str, props: dict, config: dict | None = None, name: str = "r") -> list[str]:
-    """Messages one resource policy reports for one resource; a not-applicable reason counts as none."""
+    """Messages one resource policy reports for one resource (a stack policy: for a stack of that one resource); a
+    not-applicable reason counts as none."""
     policy = by_name()[policy_name]
+    if isinstance(policy, StackValidationPolicy):
+        return stack_violations(policy_name, [(resource_type, name, props)], config)
     assert isinstance(policy, ResourceValidationPolicy)
     messages: list[str] = []
     proxied = unknown_checking_proxy(deserialize_properties(copy.deepcopy(props)))
