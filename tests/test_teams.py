@@ -362,3 +362,23 @@ def test_plan_output_shows_each_team_and_the_cohort():
 def test_team_rows_follow_the_engine():
     stack = teams_stack([{"name": "ml", "gpus": 4}], quotas="resourcequota")
     assert team_rows(stack, plan_pools(stack)) == [{"team": "ml", "namespace": "ml", "units": {"infer": 2, "train": 2, "batch": 0}}]
+
+
+def test_team_jobs_on_vgpu_pools_name_hams_scheduler_and_the_pool():
+    from gpupools.errors import ConfigError
+    from gpupools.workload import team_job
+
+    pools = [{"name": "l4", "instanceType": "g6.xlarge", "maxNodes": 4, "sharing": {"mode": "vgpu", "replicas": 4}},
+             {"name": "a10", "instanceType": "g5.xlarge", "maxNodes": 2}]
+    stack = validate_stack(stack_config("aws", pools=pools, teams=[{"name": "ml", "gpus": 8}]))
+    with pytest.raises(ConfigError) as exc:
+        team_job(stack, plan_pools(stack), "ml", None, None, "cuda")
+    assert str(exc.value.problems[0]).startswith("error: --pool: team ml's pool l4 shares GPUs as vGPUs")
+    job = team_job(stack, plan_pools(stack), "ml", "l4", None, "cuda", gpu_memory="8Gi", gpu_cores=30)
+    spec = job["spec"]["template"]["spec"]
+    assert spec["schedulerName"] == "hami-scheduler" and spec["nodeSelector"] == {"gpupools.io/pool": "l4"}
+    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 8192, "nvidia.com/gpucores": 30}
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ml" and job["spec"]["suspend"] is True
+    with pytest.raises(ConfigError) as exc:
+        team_job(stack, plan_pools(stack), "ml", "a10", None, "cuda", gpu_cores=30)
+    assert str(exc.value.problems[0]).startswith("error: --gpu-cores: applies to vgpu pools only")
