@@ -49,10 +49,13 @@ def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
         fail("give --stack NAME (stacks/Pulumi.NAME.yaml) or --config FILE")
     root = project_dir()
     stacks_dir = root / "stacks"
+    from .reading import ReadError, read_document
+
     try:
-        meta = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
-        stacks_dir = root / meta.get("stackConfigDir", ".")
-    except (OSError, yaml.YAMLError):
+        meta = read_document(root / "Pulumi.yaml")
+        if isinstance(meta, dict) and isinstance(meta.get("stackConfigDir", "."), str):
+            stacks_dir = root / meta.get("stackConfigDir", ".")
+    except (OSError, ReadError):
         pass
     path = stacks_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():

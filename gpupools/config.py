@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 from pydantic.alias_generators import to_camel
 
-from .errors import ConfigError, Problem, field_path
+from .errors import ConfigError, Problem, describe, field_path
+from .reading import ReadError, load_json, read_document
 
 NAMESPACE = "gpupools"
 PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "kubernetes")
@@ -155,21 +155,19 @@ class StackConfig(Model):
 
 
 def read_stack_file(path: str | Path) -> dict[str, Any]:
-    """Parse a Pulumi stack file into the raw `config:` mapping (namespaced keys), or raise ConfigError."""
+    """Parse a Pulumi stack file into the raw `config:` mapping (namespaced keys), or raise ConfigError.
+
+    The file goes through `gpupools.reading`, whose limits bound the time and memory any file can cost.
+    """
     path = Path(path)
     try:
-        text = path.read_text()
+        doc = read_document(path)
     except FileNotFoundError:
         raise ConfigError([Problem(str(path), "stack file not found")]) from None
     except OSError as exc:
         raise ConfigError([Problem(str(path), f"cannot read stack file: {exc.strerror}")]) from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError([Problem(str(path), f"not valid YAML{where}: {what}")]) from None
+    except ReadError as exc:
+        raise ConfigError([Problem(str(path), str(exc))]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         raise ConfigError([Problem(str(path), "a stack file needs a top-level `config:` mapping")])
     return doc["config"]
@@ -207,13 +205,17 @@ def split_namespaces(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
 
 
 def from_pulumi_values(values: dict[str, Any]) -> dict[str, Any]:
-    """Pulumi hands structured config values to programs as JSON strings; turn them back into data."""
+    """Pulumi hands structured config values to programs as JSON strings; turn them back into data.
+
+    Read with the stack-file limits; a string that is not such JSON stays a string, which validation rejects
+    wherever a list or mapping belongs.
+    """
     out = {}
     for key, value in values.items():
         if isinstance(value, str) and value[:1] in "[{":
             try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
+                value = load_json(value)
+            except ReadError:
                 pass
         out[key] = value
     return out
@@ -226,11 +228,6 @@ def to_pulumi_values(config: dict[str, Any]) -> dict[str, str]:
 
 # --------------------------------------------------------------------------------------------------------------------
 # Validation
-
-
-def _describe(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
@@ -273,16 +270,16 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
             message = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
         elif kind == "string_pattern_mismatch":
             form = PATTERN_NAMES.get(err["ctx"]["pattern"], f"the form {err['ctx']['pattern']}")
-            message = f"{_describe(given)} is not {form}"
+            message = f"{describe(given)} is not {form}"
         elif kind == "too_short" and loc[-1] == "pools":
             message = "at least one pool is required"
         elif kind == "list_type":
-            message = f"expected a list, got {_describe(given)}"
+            message = f"expected a list, got {describe(given)}"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
-            message = f"expected a mapping, got {_describe(given)}"
+            message = f"expected a mapping, got {describe(given)}"
         else:
             text = err["msg"]
-            message = f"{text[0].lower()}{text[1:]} (got {_describe(given)})"
+            message = f"{text[0].lower()}{text[1:]} (got {describe(given)})"
         problems.append(Problem(field_path(loc), message))
     return problems
 
