@@ -20,14 +20,19 @@ from .reading import ReadError, load_json, read_document
 NAMESPACE = "gpupools"
 PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "kubernetes")
 
+# Patterns are ASCII on purpose: `\d` would accept full-width and other Unicode digits ("1.３３").
 ZONE = r"^[a-z0-9][-a-z0-9]{0,62}$"
+MIG_PROFILE = r"^[0-9]+g\.[0-9]+gb([+-][a-z.]+)?$"
+CHART_VERSION = r"^v?[0-9]+\.[0-9]+\.[0-9]+$"
+RELEASE_LABEL = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 PATTERN_NAMES = {
     ZONE: "a zone name such as eu-central-1a, us-central1-a or \"1\"",
     DNS_LABEL: "a DNS label (lower-case letters, digits and '-', at most 63, starting and ending alphanumeric)",
     r"^1\.[0-9]{2}$": "a Kubernetes minor version such as \"1.35\"",
-    r"^\d+g\.\d+gb([+-][a-z.]+)?$": "a MIG profile name such as 1g.10gb",
-    r"^v?\d+\.\d+\.\d+$": "a chart version such as v26.7.0",
+    MIG_PROFILE: "a MIG profile name such as 1g.10gb",
+    CHART_VERSION: "a chart version such as v26.7.0",
+    RELEASE_LABEL: "a label value (1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
 }
 DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -54,8 +59,18 @@ def _zone_number(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+# Pools per stack. AKS allows 100 node pools per cluster (one of them the system pool) and EKS 30 managed node
+# groups by default (EKS and AKS quota pages); 100 also bounds the time a plan takes (about 0.1 s per pool).
+MAX_POOLS = 100
+# A team's quota in GPU units: more than any stack can schedule (MAX_POOLS pools of at most 1,000 nodes with at
+# most 8 GPUs each, shared by at most 48), so the bound only refuses numbers that are typos.
+MAX_TEAM_GPUS = 4_000_000
+
+
 class Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    # strict: no coercion from strings ("4" for a number) or numbers (1 for true); no NaN or infinity anywhere.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True,
+                              allow_inf_nan=False)
 
 
 class Sharing(Model):
@@ -63,7 +78,7 @@ class Sharing(Model):
 
     mode: SharingMode = "none"
     replicas: Annotated[int, Field(ge=2, le=MAX_REPLICAS, strict=True)] | None = None
-    mig_profile: Annotated[str, StringConstraints(pattern=r"^\d+g\.\d+gb([+-][a-z.]+)?$")] | None = None
+    mig_profile: Annotated[str, StringConstraints(pattern=MIG_PROFILE)] | None = None
 
 
 class Pool(Model):
@@ -95,7 +110,7 @@ class Cluster(Model):
 class GpuSoftware(Model):
     installer: Installer = "auto"
     mig_strategy: Literal["mixed", "single"] = "mixed"
-    version: Annotated[str, StringConstraints(pattern=r"^v?\d+\.\d+\.\d+$")] | None = None
+    version: Annotated[str, StringConstraints(pattern=CHART_VERSION)] | None = None
 
 
 class Idle(Model):
@@ -106,7 +121,8 @@ class Idle(Model):
 class Monitoring(Model):
     enabled: Annotated[bool, Field(strict=True)] = True
     prometheus: Literal["install", "existing"] = "install"
-    release_label: Annotated[str, StringConstraints(min_length=1, max_length=63)] = "kube-prometheus-stack"
+    # The `release` label value the existing Prometheus selects ServiceMonitors and rules by.
+    release_label: Annotated[str, StringConstraints(pattern=RELEASE_LABEL)] = "kube-prometheus-stack"
     grafana: Annotated[bool, Field(strict=True)] = True
     idle: Idle = Field(default_factory=Idle)
 
@@ -114,7 +130,7 @@ class Monitoring(Model):
 class Team(Model):
     name: DnsLabel
     namespace: DnsLabel | None = None
-    gpus: Annotated[int, Field(ge=0, strict=True)]
+    gpus: Annotated[int, Field(ge=0, le=MAX_TEAM_GPUS, strict=True)]
     pools: list[DnsLabel] | None = None
 
     @property
@@ -128,7 +144,7 @@ class StackConfig(Model):
     cloud: Literal["aws", "azure", "gcp"]
     cluster: Cluster
     sharing: Sharing = Field(default_factory=Sharing)
-    pools: Annotated[list[Pool], Field(min_length=1)]
+    pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
     gpu_software: GpuSoftware = Field(default_factory=GpuSoftware)
     monitoring: Monitoring = Field(default_factory=Monitoring)
     teams: list[Team] = Field(default_factory=list)
@@ -230,7 +246,7 @@ def to_pulumi_values(config: dict[str, Any]) -> dict[str, str]:
 # Validation
 
 
-def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
+def allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
     """Walk the model tree along `loc` to the model that rejected an extra key, and list its keys."""
     current: Any = model
     for part in loc:
@@ -266,13 +282,15 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
         if kind == "missing":
             message = "required, but missing"
         elif kind == "extra_forbidden":
-            allowed = _allowed_keys(model, tuple(err["loc"])[:-1])
+            allowed = allowed_keys(model, tuple(err["loc"])[:-1])
             message = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
         elif kind == "string_pattern_mismatch":
             form = PATTERN_NAMES.get(err["ctx"]["pattern"], f"the form {err['ctx']['pattern']}")
             message = f"{describe(given)} is not {form}"
         elif kind == "too_short" and loc[-1] == "pools":
             message = "at least one pool is required"
+        elif kind == "too_long" and loc[-1] == "pools":
+            message = f"{len(given)} pools; a stack has at most {MAX_POOLS} (split larger fleets into several stacks)"
         elif kind == "list_type":
             message = f"expected a list, got {describe(given)}"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):

@@ -22,7 +22,7 @@ from .errors import Problem
 from .monitoring import UTILIZATION, gpu_list_prices, with_pool
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
-_DURATION = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _UNITS = (7 * 86400, 86400, 3600, 60, 1)
 
 
@@ -37,7 +37,7 @@ class ReportError(Exception):
 
 def parse_window(text: str) -> int:
     """Seconds in a Prometheus-style duration such as 24h, 7d or 1h30m."""
-    match = _DURATION.match(text.strip()) if text else None
+    match = _DURATION.fullmatch(text.strip()) if text else None
     if not match or not any(match.groups()):
         raise ReportError(Problem("--window", f"{text!r} is not a duration such as 24h, 7d or 90m"), 2)
     seconds = sum(int(g) * unit for g, unit in zip(match.groups(), _UNITS) if g)

@@ -14,6 +14,7 @@ from .catalog import load_catalog
 from .clouds._common import past_standard_support
 from .config import StackConfig
 from .plan import Plan
+from .providers import provider_notes
 from .pools import PoolPlan, plan_pools
 from .scaleup import scale_ups
 from .sharing import resolve_installer
@@ -72,6 +73,8 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None)
                   f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)]}")
     for warning in version_warnings(stack, date.today()):
         console.print(f"[yellow]warning[/yellow]: {warning}")
+    for note in provider_notes(stack.cloud, stack.providers):
+        console.print(f"note: {note}", markup=False)
     for plan, verdict in zip(plans, scale_ups(stack, plans)):
         console.print(pool_table(stack, plan, result, verdict))
     counts: dict[str, int] = {}

@@ -19,6 +19,14 @@ from ._common import KubernetesRelease, foreign_cluster_fields, newest, reject_f
 
 NAME = "aws"
 SERVICE = "EKS"
+# Nodes per managed node group: EKS's service quota defaults to 450 and can be raised on request (EKS service
+# quotas, "Nodes per managed node group"); gpupools refuses more than 1,000, the per-pool cap of AKS and GKE.
+MAX_NODES_PER_POOL = 1000
+
+
+def max_nodes(pool: Pool, cluster: Cluster | None, hardware: Hardware | None) -> tuple[int, str]:
+    """The most nodes one pool may ask for, and what the limit counts."""
+    return MAX_NODES_PER_POOL, "per EKS node pool"
 TAINT_STYLE = "enum"
 PROVIDER_PACKAGE = "pulumi_aws"
 
