@@ -125,11 +125,13 @@ def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
     raw, typed, name = load(stack, config)
     result = run_plan(raw, name)
     try:
-        written = write_rendered(typed, result, out)
+        written, withheld = write_rendered(typed, result, out)
     except OSError as exc:
         fail(Problem("--out", f"cannot write to {str(out)!r}: {exc.strerror}"))
     for path in written:
         typer.echo(str(path))
+    for note in withheld:
+        typer.echo(note)
 
 
 @app.command()
