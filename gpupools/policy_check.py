@@ -81,6 +81,11 @@ def _schema_problem(name: str, key: str, value: Any, schema: dict) -> str | None
     where = f"{name}.{key}"
     if kind in checks and not checks[kind](value):
         return f"{where}: expected {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {describe(value, as_json=True)}"
+    item_kind = (schema.get("items") or {}).get("type")
+    if kind == "array" and item_kind in checks:
+        for i, item in enumerate(value):
+            if not checks[item_kind](item):
+                return f"{where}[{i}]: expected {'an' if item_kind[0] in 'aeiou' else 'a'} {item_kind}, got {describe(item, as_json=True)}"
     if "enum" in schema and value not in schema["enum"]:
         return f"{where}: {describe(value, as_json=True)} is not one of {', '.join(json.dumps(v) for v in schema['enum'])}"
     if isinstance(value, float) and not math.isfinite(value):
