@@ -86,6 +86,7 @@ def query_range(base: str, query: str, start: float, end: float, step: int, time
     try:
         with urlopen(request, timeout=timeout) as response:
             raw = response.read(MAX_ANSWER_BYTES + 1)
+            missing = getattr(response, "length", None)  # bytes Content-Length promised that never came
     except HTTPError as exc:
         try:
             raw = exc.read(64 * 1024)
@@ -98,6 +99,9 @@ def query_range(base: str, query: str, start: float, end: float, step: int, time
         raise ReportError(Problem("--prometheus", f"cannot reach {base}: {getattr(reason, 'strerror', None) or reason}"), 1) from None
     except HTTPException as exc:  # a body cut short (IncompleteRead), a broken status line
         raise ReportError(Problem("prometheus", f"{base} sent a broken answer: {describe(str(exc) or type(exc).__name__)}"), 1) from None
+    if missing and len(raw) <= MAX_ANSWER_BYTES:
+        raise ReportError(Problem("prometheus", f"{base} sent a broken answer: the body was cut short after {len(raw):,} bytes, "
+                                                f"{missing:,} bytes missing"), 1)
     if len(raw) > MAX_ANSWER_BYTES:
         raise ReportError(Problem("prometheus", f"{base} answered with more than {MAX_ANSWER_BYTES // 2**20} MiB; "
                                                 f"use a shorter --window"), 1)
