@@ -7,13 +7,19 @@ from dataclasses import dataclass
 from typing import Any
 
 
+# Characters str.splitlines() breaks at (and other C0 controls): escaped, so every problem stays one line
+# whatever a user's value holds.
+_ONE_LINE = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in (*range(0x00, 0x09), *range(0x0a, 0x20), 0x7f, 0x85, 0x2028, 0x2029)}
+
+
 @dataclass(frozen=True)
 class Problem:
     path: str
     message: str
 
     def __str__(self) -> str:
-        return f"error: {self.path}: {self.message}" if self.path else f"error: {self.message}"
+        text = f"error: {self.path}: {self.message}" if self.path else f"error: {self.message}"
+        return text.translate(_ONE_LINE)
 
 
 class ConfigError(Exception):

@@ -7,6 +7,7 @@ values the cloud creates at deploy time (ARNs, IDs) are passed in and placed unt
 from __future__ import annotations
 
 import base64
+import re
 
 from datetime import date
 
@@ -15,6 +16,7 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
+from ..providers import AWS_REGION
 from ._common import KubernetesRelease, foreign_cluster_fields, newest, reject_fields, resolve_listed, zone_letter_problems
 
 NAME = "aws"
@@ -245,7 +247,8 @@ def extra_tolerations(plan: PoolPlan) -> list[dict]:
 
 
 def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
-    region = providers.get("aws:region") if isinstance(providers.get("aws:region"), str) else None
+    region = providers.get("aws:region")
+    region = region if isinstance(region, str) and re.fullmatch(AWS_REGION, region) else None  # a bad one is reported by itself
     return zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
 
 
