@@ -90,10 +90,13 @@ def previous_plan_problems(doc: Any, stack: str) -> list[str]:
     return []
 
 
-def sharing_change_note(cloud: str, installer: str, os: str | None) -> str:
+def sharing_change_note(cloud: str, installer: str, os: str | None, karpenter: bool = False) -> str:
     """What a change of this pool's sharing (mode, replicas, MIG profile) does on its cloud."""
     if cloud == "gcp" and installer == "cloud":
         return "a sharing change (mode, replicas, migProfile) REPLACES this node pool: GKE's guestAccelerators cannot change in place"
+    if karpenter:
+        return ("a sharing change updates a ConfigMap and the NodePool's node labels; Karpenter replaces the nodes gracefully "
+                "(drift), the pool stays")
     if os == "bottlerocket":
         return "a sharing change makes a new launch template version; EKS rolls the nodes, the node group stays"
     return "a sharing change updates a ConfigMap and node labels in place; the pool is not replaced"

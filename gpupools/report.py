@@ -61,7 +61,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
-    table.add_row("", sharing_change_note(stack.cloud, m.installer, pool.os))
+    karpenter = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER
+    table.add_row("", sharing_change_note(stack.cloud, m.installer, pool.os, karpenter))
     table.add_row("capacity", f"{m.resource} x {plan.units_per_node} per node x {pool.max_nodes} nodes = {plan.max_units}")
     table.add_row("price", f"{money(plan.price_per_unit)} per {m.resource} unit, {money(hw.price_per_gpu)} per whole GPU "
                   f"(list price {hw.price_read})")

@@ -362,3 +362,14 @@ def test_against_needs_a_plan_of_the_same_stack(tmp_path):
     bad.write_text("[" * 2000)
     (line,) = errors_of(invoke("plan", "--stack", "dev-aws", "--against", str(bad)))
     assert "nested more than" in line
+
+
+@pytest.mark.parametrize("stack, expected", [
+    ("dev-gcp", "a sharing change (mode, replicas, migProfile) REPLACES this node pool"),
+    ("dev-aws", "Karpenter replaces the nodes gracefully (drift), the pool stays"),
+    ("dev-aws-existing", "a sharing change updates a ConfigMap and node labels in place; the pool is not replaced"),
+    ("dev-azure", "a sharing change updates a ConfigMap and node labels in place; the pool is not replaced"),
+])
+def test_every_pool_line_says_what_a_sharing_change_does(stack, expected):
+    out = " ".join(invoke("plan", "--stack", stack).stdout.split())
+    assert out.count(expected) == len(yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]["gpupools:pools"])
