@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .config import SecretPlaceholder
 from .errors import Problem, describe
 
 NAMESPACES = {"aws": "aws", "azure": "azure-native", "gcp": "gcp"}
@@ -68,8 +69,6 @@ SETTINGS: dict[str, dict[str, Setting]] = {
 
 
 def _is_secret(value: Any) -> bool:
-    from .config import SecretPlaceholder
-
     return isinstance(value, SecretPlaceholder)
 
 
