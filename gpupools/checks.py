@@ -50,6 +50,10 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         problems += module.pool_problems(pool, path)
         hardware, found = module.resolve(pool, catalog, path)
         problems += found
+        limit, scope = module.max_nodes(pool, cluster, hardware)
+        if pool.max_nodes > limit:
+            problems.append(Problem(f"{path}.maxNodes", f"{pool.max_nodes} is above the limit of {limit:,} nodes {scope}; "
+                                                        f"lower maxNodes or split the pool"))
         problems += module.zone_problems(pool, path, cluster, providers or {}, hardware)
         sharing = pool.sharing if pool.sharing is not None else default_sharing
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
@@ -81,13 +85,13 @@ def _label_problems(pool: Pool, path: str) -> list[Problem]:
     problems = []
     for key, value in pool.labels.items():
         where = f"{path}.labels.{key}"
-        if not LABEL_KEY.match(key):
+        if not LABEL_KEY.fullmatch(key):
             problems.append(Problem(where, f"{key!r} is not a valid Kubernetes label key ([prefix/]name, name at most 63 characters)"))
         elif key in HAMI_NODE_SELECTOR:
             problems.append(Problem(where, f"{key!r} is the label HAMi's device plugin selects nodes by; gpupools sets it on vgpu pools only"))
         elif key.startswith(RESERVED_LABEL_PREFIXES):
             problems.append(Problem(where, f"{key!r} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved"))
-        if not LABEL_VALUE.match(value):
+        if not LABEL_VALUE.fullmatch(value):
             problems.append(Problem(where, f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"))
     return problems
 

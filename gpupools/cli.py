@@ -49,10 +49,13 @@ def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
         fail("give --stack NAME (stacks/Pulumi.NAME.yaml) or --config FILE")
     root = project_dir()
     stacks_dir = root / "stacks"
+    from .reading import ReadError, read_document
+
     try:
-        meta = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
-        stacks_dir = root / meta.get("stackConfigDir", ".")
-    except (OSError, yaml.YAMLError):
+        meta = read_document(root / "Pulumi.yaml")
+        if isinstance(meta, dict) and isinstance(meta.get("stackConfigDir", "."), str):
+            stacks_dir = root / meta.get("stackConfigDir", ".")
+    except (OSError, ReadError):
         pass
     path = stacks_dir / f"Pulumi.{stack}.yaml"
     if not path.exists():
@@ -85,17 +88,45 @@ def run_plan(raw: dict, name: str):
     return run_program(raw, name)
 
 
+def read_previous_plan(path: Path, stack: str) -> dict:
+    """A previous `plan --json`, read with the stack-file limits, or exit 2 naming the file."""
+    from .reading import ReadError, load_json, read_document
+    from .replacement import previous_plan_problems
+
+    try:
+        doc = read_document(path, load_json)
+    except OSError as exc:
+        fail(Problem("--against", f"{path}: cannot read: {exc.strerror}"))
+    except ReadError as exc:
+        fail(Problem("--against", f"{path}: {exc}"))
+    problems = previous_plan_problems(doc, stack)
+    if problems:
+        fail([Problem("--against", f"{path}: {p}") for p in problems])
+    return doc
+
+
 @app.command()
-def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt) -> None:
+def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt,
+         against: Optional[Path] = typer.Option(None, "--against", dir_okay=False,
+                                                help="A previous `plan --json`: mark each pool change that replaces the pool")) -> None:
     """Show what `pulumi up` would create, offline, by running the program under Pulumi's mock engine."""
     raw, typed, name = load(stack, config)
+    previous = read_previous_plan(against, name) if against is not None else None
     result = run_plan(raw, name)
+    from .replacement import pool_changes
+
+    changes = pool_changes(previous, result) if previous is not None else None
     if as_json:
-        typer.echo(result.to_json())
+        if changes is None:
+            typer.echo(result.to_json())
+        else:
+            doc = {**result.as_json(), "changes": [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields)}
+                                                   for c in changes]}
+            typer.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
     from .report import print_plan
 
-    print_plan(typed, result)
+    print_plan(typed, result, changes=changes)
 
 
 @app.command()
@@ -122,11 +153,13 @@ def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
     raw, typed, name = load(stack, config)
     result = run_plan(raw, name)
     try:
-        written = write_rendered(typed, result, out)
+        written, withheld = write_rendered(typed, result, out)
     except OSError as exc:
         fail(Problem("--out", f"cannot write to {str(out)!r}: {exc.strerror}"))
     for path in written:
         typer.echo(str(path))
+    for note in withheld:
+        typer.echo(note)
 
 
 @app.command()

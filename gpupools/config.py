@@ -11,16 +11,20 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError
 from pydantic.alias_generators import to_camel
 
-from .errors import ConfigError, Problem, field_path
+from .errors import ConfigError, Problem, describe, field_path
+from .reading import ReadError, load_json, read_document
 
 NAMESPACE = "gpupools"
 PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "kubernetes")
 
+# Patterns are ASCII on purpose: `\d` would accept full-width and other Unicode digits ("1.３３").
 ZONE = r"^[a-z0-9][-a-z0-9]{0,62}$"
+MIG_PROFILE = r"^[0-9]+g\.[0-9]+gb([+-][a-z.]+)?$"
+CHART_VERSION = r"^v?[0-9]+\.[0-9]+\.[0-9]+$"
+RELEASE_LABEL = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 # A vGPU's memory: a share of the GPU ("25%") or an amount in MiB or GiB ("8Gi", "3000Mi"), as HAMi's
 # nvidia.com/gpumem-percentage and nvidia.com/gpumem count it.
 GPU_MEMORY = r"^([1-9][0-9]{0,2}%|[1-9][0-9]{0,6}(Mi|Gi))$"
@@ -29,8 +33,9 @@ PATTERN_NAMES = {
     ZONE: "a zone name such as eu-central-1a, us-central1-a or \"1\"",
     DNS_LABEL: "a DNS label (lower-case letters, digits and '-', at most 63, starting and ending alphanumeric)",
     r"^1\.[0-9]{2}$": "a Kubernetes minor version such as \"1.35\"",
-    r"^\d+g\.\d+gb([+-][a-z.]+)?$": "a MIG profile name such as 1g.10gb",
-    r"^v?\d+\.\d+\.\d+$": "a chart version such as v26.7.0",
+    MIG_PROFILE: "a MIG profile name such as 1g.10gb",
+    CHART_VERSION: "a chart version such as v26.7.0",
+    RELEASE_LABEL: "a label value (1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
     GPU_MEMORY: "a GPU memory share such as 25% or an amount such as 8Gi or 3000Mi",
 }
 DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
@@ -49,7 +54,10 @@ Installer = Literal["auto", "gpu-operator", "device-plugin", "cloud"]
 # each other and take it back by preemption. `resourcequota`: a hard per-namespace limit, nothing queues.
 QuotaEngine = Literal["kueue", "resourcequota"]
 Priority = Literal["high", "normal", "low"]
-Units = Annotated[int, Field(ge=0, strict=True)]
+# A team's quota in GPU units: more than any stack can schedule (MAX_POOLS pools of at most 1,000 nodes with at
+# most 8 GPUs each, shared by at most 48), so the bound only refuses numbers that are typos.
+MAX_TEAM_GPUS = 4_000_000
+Units = Annotated[int, Field(ge=0, le=MAX_TEAM_GPUS, strict=True)]
 
 
 def _branch(*tags: str):
@@ -84,8 +92,15 @@ def _zone_number(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+# Pools per stack. AKS allows 100 node pools per cluster (one of them the system pool) and EKS 30 managed node
+# groups by default (EKS and AKS quota pages); 100 also bounds the time a plan takes (about 0.1 s per pool).
+MAX_POOLS = 100
+
+
 class Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    # strict: no coercion from strings ("4" for a number) or numbers (1 for true); no NaN or infinity anywhere.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True,
+                              allow_inf_nan=False)
 
 
 class Sharing(Model):
@@ -93,7 +108,7 @@ class Sharing(Model):
 
     mode: SharingMode = "none"
     replicas: Annotated[int, Field(ge=2, le=MAX_REPLICAS, strict=True)] | None = None
-    mig_profile: Annotated[str, StringConstraints(pattern=r"^\d+g\.\d+gb([+-][a-z.]+)?$")] | None = None
+    mig_profile: Annotated[str, StringConstraints(pattern=MIG_PROFILE)] | None = None
     # vgpu only: HAMi's deviceMemoryScaling, and the memory each vGPU pod gets unless it names its own.
     memory_scaling: Annotated[float, Field(gt=0, le=MAX_MEMORY_SCALING)] | None = None
     memory_per_pod: Annotated[str, StringConstraints(pattern=GPU_MEMORY)] | None = None
@@ -128,7 +143,7 @@ class Cluster(Model):
 class GpuSoftware(Model):
     installer: Installer = "auto"
     mig_strategy: Literal["mixed", "single"] = "mixed"
-    version: Annotated[str, StringConstraints(pattern=r"^v?\d+\.\d+\.\d+$")] | None = None
+    version: Annotated[str, StringConstraints(pattern=CHART_VERSION)] | None = None
 
 
 class Idle(Model):
@@ -139,7 +154,8 @@ class Idle(Model):
 class Monitoring(Model):
     enabled: Annotated[bool, Field(strict=True)] = True
     prometheus: Literal["install", "existing"] = "install"
-    release_label: Annotated[str, StringConstraints(min_length=1, max_length=63)] = "kube-prometheus-stack"
+    # The `release` label value the existing Prometheus selects ServiceMonitors and rules by.
+    release_label: Annotated[str, StringConstraints(pattern=RELEASE_LABEL)] = "kube-prometheus-stack"
     grafana: Annotated[bool, Field(strict=True)] = True
     idle: Idle = Field(default_factory=Idle)
 
@@ -180,7 +196,7 @@ class StackConfig(Model):
     cloud: Literal["aws", "azure", "gcp"]
     cluster: Cluster
     sharing: Sharing = Field(default_factory=Sharing)
-    pools: Annotated[list[Pool], Field(min_length=1)]
+    pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
     gpu_software: GpuSoftware = Field(default_factory=GpuSoftware)
     monitoring: Monitoring = Field(default_factory=Monitoring)
     teams: list[Team] = Field(default_factory=list)
@@ -208,21 +224,19 @@ class StackConfig(Model):
 
 
 def read_stack_file(path: str | Path) -> dict[str, Any]:
-    """Parse a Pulumi stack file into the raw `config:` mapping (namespaced keys), or raise ConfigError."""
+    """Parse a Pulumi stack file into the raw `config:` mapping (namespaced keys), or raise ConfigError.
+
+    The file goes through `gpupools.reading`, whose limits bound the time and memory any file can cost.
+    """
     path = Path(path)
     try:
-        text = path.read_text()
+        doc = read_document(path)
     except FileNotFoundError:
         raise ConfigError([Problem(str(path), "stack file not found")]) from None
     except OSError as exc:
         raise ConfigError([Problem(str(path), f"cannot read stack file: {exc.strerror}")]) from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError([Problem(str(path), f"not valid YAML{where}: {what}")]) from None
+    except ReadError as exc:
+        raise ConfigError([Problem(str(path), str(exc))]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         raise ConfigError([Problem(str(path), "a stack file needs a top-level `config:` mapping")])
     return doc["config"]
@@ -260,13 +274,17 @@ def split_namespaces(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
 
 
 def from_pulumi_values(values: dict[str, Any]) -> dict[str, Any]:
-    """Pulumi hands structured config values to programs as JSON strings; turn them back into data."""
+    """Pulumi hands structured config values to programs as JSON strings; turn them back into data.
+
+    Read with the stack-file limits; a string that is not such JSON stays a string, which validation rejects
+    wherever a list or mapping belongs.
+    """
     out = {}
     for key, value in values.items():
         if isinstance(value, str) and value[:1] in "[{":
             try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
+                value = load_json(value)
+            except ReadError:
                 pass
         out[key] = value
     return out
@@ -281,12 +299,7 @@ def to_pulumi_values(config: dict[str, Any]) -> dict[str, str]:
 # Validation
 
 
-def _describe(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
+def allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
     """Walk the model tree along `loc` to the model that rejected an extra key, and list its keys."""
     current: Any = model
     for part in loc:
@@ -322,20 +335,22 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
         if kind == "missing":
             message = "required, but missing"
         elif kind == "extra_forbidden":
-            allowed = _allowed_keys(model, tuple(err["loc"])[:-1])
+            allowed = allowed_keys(model, tuple(err["loc"])[:-1])
             message = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
         elif kind == "string_pattern_mismatch":
             form = PATTERN_NAMES.get(err["ctx"]["pattern"], f"the form {err['ctx']['pattern']}")
-            message = f"{_describe(given)} is not {form}"
+            message = f"{describe(given)} is not {form}"
         elif kind == "too_short" and loc[-1] == "pools":
             message = "at least one pool is required"
+        elif kind == "too_long" and loc[-1] == "pools":
+            message = f"{len(given)} pools; a stack has at most {MAX_POOLS} (split larger fleets into several stacks)"
         elif kind == "list_type":
-            message = f"expected a list, got {_describe(given)}"
+            message = f"expected a list, got {describe(given)}"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
-            message = f"expected a mapping, got {_describe(given)}"
+            message = f"expected a mapping, got {describe(given)}"
         else:
             text = err["msg"]
-            message = f"{text[0].lower()}{text[1:]} (got {_describe(given)})"
+            message = f"{text[0].lower()}{text[1:]} (got {describe(given)})"
         problems.append(Problem(field_path(loc), message))
     return problems
 

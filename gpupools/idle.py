@@ -10,19 +10,22 @@ the pods holding the same GPU at each step, and divided by the MIG profile's ins
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from .catalog import load_catalog
-from .errors import Problem
+from .errors import Problem, describe
+from .reading import ReadError, decode, load_json
 from .monitoring import UTILIZATION, gpu_list_prices, with_pool
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
-_DURATION = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# A day at one-minute steps is about 60 kB per GPU holder; 256 MiB is several thousand GPUs and still fits in memory.
+MAX_ANSWER_BYTES = 256 * 2**20
+_DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _UNITS = (7 * 86400, 86400, 3600, 60, 1)
 
 
@@ -37,7 +40,7 @@ class ReportError(Exception):
 
 def parse_window(text: str) -> int:
     """Seconds in a Prometheus-style duration such as 24h, 7d or 1h30m."""
-    match = _DURATION.match(text.strip()) if text else None
+    match = _DURATION.fullmatch(text.strip()) if text else None
     if not match or not any(match.groups()):
         raise ReportError(Problem("--window", f"{text!r} is not a duration such as 24h, 7d or 90m"), 2)
     seconds = sum(int(g) * unit for g, unit in zip(match.groups(), _UNITS) if g)
@@ -73,6 +76,7 @@ def parse_url(text: str) -> str:
 
 def query_range(base: str, query: str, start: float, end: float, step: int, timeout: float = 30.0) -> list[dict]:
     """The `result` of /api/v1/query_range (a matrix), or ReportError with Prometheus' own message."""
+    from http.client import HTTPException
     from urllib.error import HTTPError, URLError
     from urllib.request import Request, urlopen
 
@@ -81,34 +85,85 @@ def query_range(base: str, query: str, start: float, end: float, step: int, time
                                                                          "Accept": "application/json"})
     try:
         with urlopen(request, timeout=timeout) as response:
-            raw = response.read()
+            raw = response.read(MAX_ANSWER_BYTES + 1)
+            missing = getattr(response, "length", None)  # bytes Content-Length promised that never came
     except HTTPError as exc:
-        raw = exc.read()
+        try:
+            raw = exc.read(64 * 1024)
+        except (OSError, HTTPException):
+            raw = b""
         message = _api_error(raw) or f"HTTP {exc.code} {exc.reason}"
         raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1) from None
     except (URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ReportError(Problem("--prometheus", f"cannot reach {base}: {getattr(reason, 'strerror', None) or reason}"), 1) from None
+    except HTTPException as exc:  # a body cut short (IncompleteRead), a broken status line
+        raise ReportError(Problem("prometheus", f"{base} sent a broken answer: {describe(str(exc) or type(exc).__name__)}"), 1) from None
+    if missing and len(raw) <= MAX_ANSWER_BYTES:
+        raise ReportError(Problem("prometheus", f"{base} sent a broken answer: the body was cut short after {len(raw):,} bytes, "
+                                                f"{missing:,} bytes missing"), 1)
+    if len(raw) > MAX_ANSWER_BYTES:
+        raise ReportError(Problem("prometheus", f"{base} answered with more than {MAX_ANSWER_BYTES // 2**20} MiB; "
+                                                f"use a shorter --window"), 1)
     try:
-        doc = json.loads(raw)
-    except ValueError:
-        raise ReportError(Problem("--prometheus", f"{base} did not answer like a Prometheus API (no JSON at /api/v1/query_range)"), 1) from None
+        doc = load_json(decode(raw))
+    except ReadError as exc:
+        raise ReportError(Problem("--prometheus", f"{base} did not answer like a Prometheus API ({exc})"), 1) from None
     if not isinstance(doc, dict) or doc.get("status") != "success":
         message = _api_error(raw) or "unexpected answer"
         raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1)
-    data = doc.get("data") or {}
-    if data.get("resultType") != "matrix":
-        raise ReportError(Problem("prometheus", f"{base} answered with {data.get('resultType')!r}, expected a matrix"), 1)
-    return data.get("result") or []
+    data = doc.get("data")
+    if not isinstance(data, dict) or data.get("resultType") != "matrix":
+        kind = data.get("resultType") if isinstance(data, dict) else None
+        raise ReportError(Problem("prometheus", f"{base} answered with {describe(kind)}, expected a matrix"), 1)
+    return matrix(data.get("result"), base)
+
+
+def matrix(result: Any, base: str) -> list[dict]:
+    """A matrix result as plain series ({metric: {str: str}, values: [(time, value)]}), or ReportError (exit 1).
+
+    Prometheus always answers this shape; anything else (a proxy's page, a truncated or hand-made answer) is
+    server trouble the user should read as one line, not as a traceback from deep inside the report.
+    """
+    def broken(where: str, what: str) -> ReportError:
+        return ReportError(Problem("prometheus", f"{base} answered with a malformed matrix: {where}: {what}"), 1)
+
+    if result is None:
+        return []
+    if not isinstance(result, list):
+        raise broken("result", f"expected a list of series, got {describe(result)}")
+    series_out = []
+    for i, series in enumerate(result):
+        if not isinstance(series, dict):
+            raise broken(f"result[{i}]", f"expected a series object, got {describe(series)}")
+        metric, values = series.get("metric"), series.get("values")
+        if not isinstance(metric, dict) or not all(isinstance(v, str) for v in metric.values()):
+            raise broken(f"result[{i}].metric", f"expected a mapping of label names to strings, got {describe(metric)}")
+        if not isinstance(values, list):
+            raise broken(f"result[{i}].values", f"expected a list of [time, \"value\"] samples, got {describe(values)}")
+        samples = []
+        for j, sample in enumerate(values):
+            if not (isinstance(sample, list) and len(sample) == 2 and isinstance(sample[0], (int, float))
+                    and not isinstance(sample[0], bool) and isinstance(sample[1], str)):
+                raise broken(f"result[{i}].values[{j}]", f"expected [time, \"value\"], got {describe(sample)}")
+            try:
+                value = float(sample[1])
+            except ValueError:
+                raise broken(f"result[{i}].values[{j}]", f"{describe(sample[1])} is not a number") from None
+            samples.append((float(sample[0]), value))
+        series_out.append({"metric": metric, "values": samples})
+    return series_out
 
 
 def _api_error(raw: bytes) -> str | None:
     try:
-        doc = json.loads(raw)
-    except ValueError:
+        doc = load_json(decode(raw))
+    except ReadError:
         return None
     if isinstance(doc, dict) and doc.get("error"):
-        return f"{doc.get('errorType', 'error')}: {doc['error']}"
+        kind, error = doc.get("errorType", "error"), doc["error"]
+        kind = kind if isinstance(kind, str) and len(kind) <= 40 else "error"
+        return f"{kind}: {error if isinstance(error, str) and len(error) <= 500 else describe(error, 500)}"
     return None
 
 
@@ -179,7 +234,8 @@ def build_report(result: list[dict], window: int, step: int, below: float) -> Re
         ns = m.get("namespace") or "(unallocated)"
         for ts, v in values:
             per_ns.setdefault(ns, {}).setdefault(ts, []).append(v)
-        if not values or max(v for _, v in values) >= below:
+        # Idle means every sample below the threshold; a NaN sample (no data) proves nothing, so it is not idle.
+        if not values or not all(v < below for _, v in values):
             continue
         model = catalog.gpu_by_device_name(m.get("modelName", ""))
         profile = m.get("GPU_I_PROFILE")

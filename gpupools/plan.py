@@ -20,6 +20,7 @@ from typing import Any, Callable
 from google.protobuf import json_format
 
 from .config import to_pulumi_values
+from .providers import provider_value
 
 PROJECT = "gpupools"
 SECRET = "[secret]"
@@ -251,7 +252,9 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
 
     cloud = config.get("gpupools:cloud")
     plan = Plan(stack=stack, cloud=cloud if isinstance(cloud, str) else None)
-    region = str(config.get("aws:region") or config.get("gcp:region") or "eu-central-1")
+    # The region the mocks answer with: the stack's, or the one the AWS provider would take from the environment.
+    aws_region = provider_value("aws", "aws:region", config)[0] if cloud == "aws" else None
+    region = str(aws_region or config.get("gcp:region") or "eu-central-1")
     secret_keys = [k for k, v in config.items() if v == SECRET]
     set_all_config(to_pulumi_values(config), secret_keys)
     monitor = _make_monitor(plan, region)

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
+from datetime import date
 from dataclasses import dataclass, field
 from inspect import isawaitable
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, Problem
+from .errors import ConfigError, Problem, describe
+from .reading import ReadError, load_json, read_document
 from .plan import PROJECT, Plan, PlannedResource
 
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
@@ -60,7 +64,11 @@ class PolicySettings:
 
 
 def _schema_problem(name: str, key: str, value: Any, schema: dict) -> str | None:
-    """The subset of JSON Schema policy config schemas use: type, enum and numeric bounds."""
+    """The subset of JSON Schema policy config schemas use: type, enum, numeric bounds, pattern and date format.
+
+    Numbers must be finite whatever the schema says: a NaN cap compares false with everything and so turns
+    the policy off, and an infinite one means no cap while looking like one.
+    """
     kind = schema.get("type")
     checks = {
         "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
@@ -72,9 +80,16 @@ def _schema_problem(name: str, key: str, value: Any, schema: dict) -> str | None
     }
     where = f"{name}.{key}"
     if kind in checks and not checks[kind](value):
-        return f"{where}: expected {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {json.dumps(value)}"
+        return f"{where}: expected {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {describe(value, as_json=True)}"
+    item_kind = (schema.get("items") or {}).get("type")
+    if kind == "array" and item_kind in checks:
+        for i, item in enumerate(value):
+            if not checks[item_kind](item):
+                return f"{where}[{i}]: expected {'an' if item_kind[0] in 'aeiou' else 'a'} {item_kind}, got {describe(item, as_json=True)}"
     if "enum" in schema and value not in schema["enum"]:
-        return f"{where}: {json.dumps(value)} is not one of {', '.join(json.dumps(v) for v in schema['enum'])}"
+        return f"{where}: {describe(value, as_json=True)} is not one of {', '.join(json.dumps(v) for v in schema['enum'])}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where}: {describe(value, as_json=True)} is not a finite number"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             return f"{where}: {value} is below the minimum {schema['minimum']}"
@@ -84,6 +99,11 @@ def _schema_problem(name: str, key: str, value: Any, schema: dict) -> str | None
             return f"{where}: {value} must be greater than {schema['exclusiveMinimum']}"
         if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
             return f"{where}: {value} must be less than {schema['exclusiveMaximum']}"
+    if isinstance(value, str) and value and schema.get("format") == "date":
+        try:
+            date.fromisoformat(value) if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value) else date.fromisoformat("")
+        except ValueError:
+            return f"{where}: {describe(value, as_json=True)} is not a date such as 2026-01-31"
     return None
 
 
@@ -100,11 +120,11 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
         if isinstance(entry, str):
             entry = {"enforcementLevel": entry}
         if not isinstance(entry, dict):
-            bad(f"{name}: expected an enforcement level ({', '.join(LEVELS)}) or an object, got {json.dumps(entry)}")
+            bad(f"{name}: expected an enforcement level ({', '.join(LEVELS)}) or an object, got {describe(entry, as_json=True)}")
             return None, {}
         level = entry.get("enforcementLevel")
         if level is not None and level not in LEVELS:
-            bad(f"{name}.enforcementLevel: {json.dumps(level)} is not one of {', '.join(LEVELS)}")
+            bad(f"{name}.enforcementLevel: {describe(level, as_json=True)} is not one of {', '.join(LEVELS)}")
             level = None
         return level, {k: v for k, v in entry.items() if k != "enforcementLevel"}
 
@@ -115,7 +135,7 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
             bad(f"all: only enforcementLevel can be set for all policies, not {', '.join(sorted(extra))}")
     for name in raw:
         if name != "all" and name not in known:
-            bad(f"{name!r} is not a policy of this pack; policies: {', '.join(sorted(known))}")
+            bad(f"{describe(name)} is not a policy of this pack; policies: {', '.join(sorted(known))}")
     settings = {}
     for name, policy in known.items():
         level, given = split(name, raw[name]) if name in raw else (None, {})
@@ -124,7 +144,7 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
         for key, value in given.items():
             if key not in schema:
                 allowed = ", ".join(["enforcementLevel", *schema])
-                bad(f"{name}: unknown key {key!r}; allowed keys: {allowed}")
+                bad(f"{name}: unknown key {describe(key)}; allowed keys: {allowed}")
                 continue
             problem = _schema_problem(name, key, value, schema[key])
             if problem:
@@ -141,18 +161,15 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
 
 
 def read_policy_config(path: Path) -> dict[str, Any]:
+    """The policy config file, read with the same limits as stack files (`gpupools.reading`)."""
     try:
-        text = Path(path).read_text()
+        doc = read_document(path, load_json)
     except FileNotFoundError:
         raise ConfigError([Problem("--policy-config", f"{path}: file not found")]) from None
     except OSError as exc:
         raise ConfigError([Problem("--policy-config", f"{path}: cannot read: {exc.strerror}")]) from None
-    except UnicodeDecodeError:
-        raise ConfigError([Problem("--policy-config", f"{path}: not UTF-8 text")]) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError([Problem("--policy-config", f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")]) from None
+    except ReadError as exc:
+        raise ConfigError([Problem("--policy-config", f"{path}: {exc}")]) from None
     if not isinstance(doc, dict):
         raise ConfigError([Problem("--policy-config", f"{path}: expected a JSON object of policy name -> settings")])
     return doc

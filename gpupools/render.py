@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from .config import StackConfig
-from .plan import Plan, PlannedResource
+from .plan import SECRET, Plan, PlannedResource
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -29,8 +29,35 @@ def manifest_filename(obj: dict) -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
-def rendered_files(stack: StackConfig, plan: Plan) -> dict[str, str]:
-    """Relative path -> YAML text."""
+def _holds_secret(value) -> bool:
+    """Whether a manifest carries a value the offline plan only knows as the secret placeholder."""
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if current == SECRET:
+            return True
+        if isinstance(current, dict):
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return False
+
+
+def withheld_note(path: str, obj: dict) -> str:
+    """What to run instead of applying a manifest gpupools will not write with a placeholder credential."""
+    meta = obj.get("metadata", {})
+    if obj.get("kind") == "Secret" and isinstance(obj.get("stringData"), dict):
+        literals = " ".join(f'--from-literal={k}="$(openssl rand -base64 24)"' if v == SECRET else f"--from-literal={k}={v}"
+                            for k, v in obj["stringData"].items())
+        return (f"{path} not written: `pulumi up` generates its secret values, which an offline render does not have; create it with "
+                f"kubectl create secret generic {meta.get('name')} --namespace {meta.get('namespace', 'default')} {literals}")
+    return f"{path} not written: it holds a secret value that only `pulumi up` knows"
+
+
+def rendered_files(stack: StackConfig, plan: Plan, withheld: list[str] | None = None) -> dict[str, str]:
+    """Relative path -> YAML text. Manifests holding a secret the offline plan does not know are left out, never
+    written with the placeholder (a Grafana login of admin / [secret] would be guessable); `withheld` collects
+    one line per such manifest saying how to create it."""
     files: dict[str, str] = {}
     for release in sorted(plan.of_type(HELM_RELEASE), key=lambda r: r.name):
         i = release.inputs
@@ -41,8 +68,14 @@ def rendered_files(stack: StackConfig, plan: Plan) -> dict[str, str]:
         files[f"{release.inputs['name']}.values.yaml"] = header + yaml.safe_dump(release.inputs.get("values", {}), sort_keys=True)
     for resource in plan.resources:
         obj = manifest_of(resource)
-        if obj is not None:
-            files[f"manifests/{manifest_filename(obj)}"] = yaml.safe_dump(obj, sort_keys=True)
+        if obj is None:
+            continue
+        path = f"manifests/{manifest_filename(obj)}"
+        if _holds_secret(obj):
+            if withheld is not None:
+                withheld.append(withheld_note(path, obj))
+            continue
+        files[path] = yaml.safe_dump(obj, sort_keys=True)
     # Monitoring: the GPU rules as a plain rules file and the dashboards as JSON, for your own Prometheus/Grafana.
     from .monitoring import rendered_files as monitoring_files
 
@@ -50,11 +83,13 @@ def rendered_files(stack: StackConfig, plan: Plan) -> dict[str, str]:
     return files
 
 
-def write_rendered(stack: StackConfig, plan: Plan, out: Path) -> list[Path]:
-    written = []
-    for rel, text in sorted(rendered_files(stack, plan).items()):
+def write_rendered(stack: StackConfig, plan: Plan, out: Path) -> tuple[list[Path], list[str]]:
+    """The files written, and one line per manifest left out."""
+    written: list[Path] = []
+    withheld: list[str] = []
+    for rel, text in sorted(rendered_files(stack, plan, withheld).items()):
         path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         written.append(path)
-    return written
+    return written, withheld

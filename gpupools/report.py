@@ -15,7 +15,9 @@ from .clouds._common import past_standard_support
 from .config import StackConfig
 from .kueue import CHART as KUEUE_CHART, QUEUE_LABEL
 from .plan import Plan
+from .providers import provider_notes
 from .quotas import cohort_line, team_rows
+from .replacement import PoolChange, sharing_change_note
 from .pools import PoolPlan, plan_pools
 from .scaleup import scale_ups
 from .sharing import resolve_installer
@@ -40,13 +42,18 @@ def money(value: float) -> str:
     return f"${value:,.3f}/h" if value < 10 else f"${value:,.2f}/h"
 
 
-def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp) -> Table:
+def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None) -> Table:
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
     created = result.children(POOL_TYPES[stack.cloud], pool.name)
     table.add_row("creates", ", ".join(f"{r.type} {r.name}" for r in created) or "-")
+    if changes is not None:
+        mine = {(r.type, r.name) for r in created}
+        for change in changes:
+            if (change.type, change.name) in mine:
+                table.add_row("change", change.summary)
     table.add_row("instance", f"{pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB)"
                   + (", spot" if pool.spot else ", on-demand"))
     table.add_row("nodes", f"min {pool.min_nodes}, max {pool.max_nodes}" + (f", zones {', '.join(pool.zones)}" if pool.zones else ""))
@@ -56,6 +63,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
+    karpenter = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER
+    table.add_row("", sharing_change_note(stack.cloud, m.installer, pool.os, karpenter))
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
     per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
     table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}")
@@ -64,7 +73,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     return table
 
 
-def print_plan(stack: StackConfig, result: Plan, console: Console | None = None) -> None:
+def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None) -> None:
+    """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
     console = console or Console(highlight=False, width=140)
     module = clouds.get(stack.cloud)
     plans = plan_pools(stack)
@@ -76,8 +86,13 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None)
                   f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)]}")
     for warning in version_warnings(stack, date.today()):
         console.print(f"[yellow]warning[/yellow]: {warning}")
+    for note in provider_notes(stack.cloud, stack.providers):
+        console.print(f"note: {note}", markup=False)
     for plan, verdict in zip(plans, scale_ups(stack, plans)):
-        console.print(pool_table(stack, plan, result, verdict))
+        console.print(pool_table(stack, plan, result, verdict, changes))
+    for change in changes or []:
+        if change.action == "delete":
+            console.print(f"change: {change.summary} (no longer in the stack)", markup=False)
     counts: dict[str, int] = {}
     for r in result.resources:
         counts[r.type] = counts.get(r.type, 0) + 1

@@ -8,14 +8,16 @@ Imports flow one way: this module imports those, none of them imports this.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
 from .checks import semantic_problems
-from .config import Autoscaler, Cluster, QuotaEngine, GpuSoftware, Pool, Sharing, StackConfig, Team, pydantic_problems, read_stack_file, split_namespaces
+from .config import Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
 from .errors import ConfigError, Problem
+from .providers import provider_problems
 from .scaleup import scale_up_problems
 
 
@@ -28,9 +30,20 @@ def _try(model: type[BaseModel], raw: Any, loc: tuple, problems: list[Problem] |
         return None
 
 
-def validate_stack(config: dict[str, Any]) -> StackConfig:
-    """Validate a raw `config:` mapping (namespaced keys) and return the typed stack, or raise ConfigError."""
+def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = None) -> StackConfig:
+    """Validate a raw `config:` mapping (namespaced keys) and return the typed stack, or raise ConfigError.
+
+    `environ` (default: this process's environment) is where the cloud providers look for settings the stack
+    leaves out, such as AWS_REGION.
+    """
     ours, providers, problems = split_namespaces(config)
+    if "providers" in ours:
+        # Provider settings are top-level keys (aws:region); `gpupools:providers` would be silently replaced.
+        ours.pop("providers")
+        problems.append(Problem("providers", f"unknown key 'providers'; allowed keys: {', '.join(allowed_keys(StackConfig, ()) or [])}; "
+                                             f"provider settings are keys of their own, such as aws:region"))
+    cloud = ours.get("cloud") if ours.get("cloud") in ("aws", "azure", "gcp") else None
+    problems.extend(provider_problems(cloud, providers, environ))
     raw = {**ours, "providers": providers}
     stack = None
     try:
@@ -44,7 +57,6 @@ def validate_stack(config: dict[str, Any]) -> StackConfig:
             problems.extend(scale_up_problems(stack))
     else:
         # Check what is well-formed anyway, so the user sees every problem in one go.
-        cloud = ours.get("cloud") if ours.get("cloud") in ("aws", "azure", "gcp") else None
         cluster = _try(Cluster, ours.get("cluster"), ("cluster",))
         sharing = _try(Sharing, ours.get("sharing", {}), ("sharing",)) or Sharing()
         software = _try(GpuSoftware, ours.get("gpuSoftware", {}), ("gpuSoftware",)) or GpuSoftware()
@@ -71,5 +83,5 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def load_stack(path: str | Path) -> StackConfig:
-    return validate_stack(read_stack_file(path))
+def load_stack(path: str | Path, environ: Mapping[str, str] | None = None) -> StackConfig:
+    return validate_stack(read_stack_file(path), environ)

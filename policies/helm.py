@@ -25,7 +25,7 @@ OFFICIAL_REPOSITORIES: dict[str, str] = {
 }
 
 # An exact SemVer 2 version, with or without the leading v that some charts use (v26.7.0).
-EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\Z")
 
 
 def _same_repo(a: str, b: str) -> bool:

@@ -87,8 +87,28 @@ no_public_ssh = ResourceValidationPolicy(
 # eks-imdsv2
 
 
+# A hop limit of 2 lets containers on the node reach IMDS through the node's network namespace (what the EKS
+# AMIs and Karpenter default to); a larger one lets the token travel further, e.g. through another proxy hop.
+MAX_IMDS_HOPS = 2
+
+
+def _hop_problem(kind: str, name: str, hops: Any, where: str) -> str | None:
+    count = as_int(hops)
+    if count is not None and count > MAX_IMDS_HOPS:
+        return (f"{kind} {name!r} sets {where}.httpPutResponseHopLimit to {count}; IMDSv2 tokens should travel at most "
+                f"{MAX_IMDS_HOPS} hops (the node and its containers), so set it to {MAX_IMDS_HOPS} or less")
+    return None
+
+
 def validate_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> None:
     typ, props = args.resource_type, args.props
+    hops = None
+    if typ == LAUNCH_TEMPLATE:
+        hops = _hop_problem("launch template", args.name, get(props, "metadataOptions", "httpPutResponseHopLimit"), "metadataOptions")
+    elif typ == EC2_NODE_CLASS:
+        hops = _hop_problem("EC2NodeClass", args.name, get(props, "spec", "metadataOptions", "httpPutResponseHopLimit"), "spec.metadataOptions")
+    if hops:
+        report(hops, None)
     if typ == LAUNCH_TEMPLATE:
         tokens = get(props, "metadataOptions", "httpTokens")
         if is_unknown(tokens) or get(props, "metadataOptions", "httpEndpoint") == "disabled":
@@ -113,7 +133,7 @@ def validate_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> No
 
 eks_imdsv2 = ResourceValidationPolicy(
     name="eks-imdsv2",
-    description="EKS nodes require IMDSv2: node groups use a launch template, and launch templates and Karpenter EC2NodeClasses set httpTokens to required.",
+    description="EKS nodes require IMDSv2: node groups use a launch template, and launch templates and Karpenter EC2NodeClasses set httpTokens to required and a hop limit of at most 2.",
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=PolicyConfigSchema(properties={
         "allNodeGroups": {"type": "boolean", "default": True,
@@ -134,11 +154,15 @@ def validate_gke_metadata(args: ResourceValidationArgs, report: ReportViolation)
     if not is_unknown(mode) and mode != "GKE_METADATA":
         report(f"node pool {args.name!r} does not use the GKE metadata server (workloadMetadataConfig.mode is {mode or 'unset'}), "
                f"so pods can read the node's service-account token; set nodeConfig.workloadMetadataConfig.mode: GKE_METADATA", None)
+    legacy = get(args.props, "nodeConfig", "metadata", "disable-legacy-endpoints")
+    if not is_unknown(legacy) and legacy is not None and str(legacy).strip().lower() == "false":
+        report(f"node pool {args.name!r} sets metadata disable-legacy-endpoints to \"false\", which serves the v1beta1 metadata "
+               f"endpoints without the Metadata-Flavor header check; remove it or set it to \"true\"", None)
 
 
 gke_metadata_server = ResourceValidationPolicy(
     name="gke-metadata-server",
-    description="GKE node pools use the GKE metadata server, which hides node credentials from pods (Workload Identity).",
+    description="GKE node pools use the GKE metadata server, which hides node credentials from pods (Workload Identity), and keep the legacy metadata endpoints off.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_gke_metadata,
 )
@@ -244,4 +268,59 @@ no_plaintext_secrets = ResourceValidationPolicy(
     validate=validate_secrets,
 )
 
-POLICIES = [no_public_ssh, eks_imdsv2, gke_metadata_server, gke_shielded_nodes, no_plaintext_secrets]
+# --------------------------------------------------------------------------------------------------------------------
+# encrypted-node-disks
+
+
+def _encrypted(value: Any) -> bool:
+    """pulumi-aws spells a launch template's `encrypted` as a string; Karpenter's CRD as a boolean."""
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def validate_disks(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props, config = args.resource_type, args.props, args.get_config()
+    if typ in (LAUNCH_TEMPLATE, EC2_NODE_CLASS):
+        base = ("blockDeviceMappings",) if typ == LAUNCH_TEMPLATE else ("spec", "blockDeviceMappings")
+        for i, mapping in enumerate(items(get(props, *base))):
+            ebs = get(mapping, "ebs")
+            if ebs is None or is_unknown(ebs):
+                continue
+            encrypted = get(ebs, "encrypted")
+            if not is_unknown(encrypted) and not _encrypted(encrypted) and get(ebs, "snapshotId") is None:
+                device = get(mapping, "deviceName") or f"[{i}]"
+                report(f"{'launch template' if typ == LAUNCH_TEMPLATE else 'EC2NodeClass'} {args.name!r} gives {device} an unencrypted EBS "
+                       f"volume (encrypted is {encrypted if encrypted is not None else 'unset'}); set {'.'.join(base)}[{i}].ebs.encrypted: true", None)
+    elif typ == AKS_AGENT_POOL and config.get("aksEncryptionAtHost", False):
+        if get(props, "enableEncryptionAtHost") is not True and not is_unknown(get(props, "enableEncryptionAtHost")):
+            size = get(props, "vmSize")
+            if size in (config.get("vmSizesWithoutEncryptionAtHost") or []):
+                return
+            report(f"agent pool {args.name!r} ({size}) does not encrypt its OS disk and temp disk on the host; set enableEncryptionAtHost: "
+                   f"true (the subscription needs the Microsoft.Compute EncryptionAtHost feature), or list the VM size in "
+                   f"vmSizesWithoutEncryptionAtHost if it does not support it", None)
+    elif typ == GKE_NODE_POOL and config.get("gkeCustomerManagedKey", False):
+        key = get(props, "nodeConfig", "bootDiskKmsKey")
+        if not is_unknown(key) and not key:
+            report(f"node pool {args.name!r} boot disks use Google-managed keys; set nodeConfig.bootDiskKmsKey to a Cloud KMS key", None)
+
+
+encrypted_node_disks = ResourceValidationPolicy(
+    name="encrypted-node-disks",
+    description="Node root volumes are encrypted: EBS volumes of EKS launch templates and Karpenter EC2NodeClasses; optionally AKS "
+                "encryption at host and GKE boot disks with a customer-managed key.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        # Off by default: host encryption needs a subscription feature and a VM size that supports it (AKS "host-based
+        # encryption"); AKS encrypts OS disks server-side with platform keys in any case.
+        "aksEncryptionAtHost": {"type": "boolean", "default": False,
+                                "description": "Require enableEncryptionAtHost on AKS agent pools."},
+        "vmSizesWithoutEncryptionAtHost": {"type": "array", "items": {"type": "string"}, "default": [],
+                                           "description": "AKS VM sizes exempt from aksEncryptionAtHost because they do not support it."},
+        # GKE encrypts every boot disk with Google-managed keys; this asks for the customer's own key on top.
+        "gkeCustomerManagedKey": {"type": "boolean", "default": False,
+                                  "description": "Require GKE node pool boot disks encrypted with a Cloud KMS key (bootDiskKmsKey)."},
+    }),
+    validate=validate_disks,
+)
+
+POLICIES = [no_public_ssh, eks_imdsv2, gke_metadata_server, gke_shielded_nodes, no_plaintext_secrets, encrypted_node_disks]

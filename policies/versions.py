@@ -68,7 +68,7 @@ kubernetes_version_supported = ResourceValidationPolicy(
     description="Clusters and node pools run a Kubernetes minor that is still in its service's standard support.",
     enforcement_level=EnforcementLevel.ADVISORY,
     config_schema=PolicyConfigSchema(properties={
-        "asOf": {"type": "string", "default": "",
+        "asOf": {"type": "string", "format": "date", "default": "",
                  "description": "Judge support as of this date (YYYY-MM-DD) instead of today, e.g. to see what expires before a freeze."},
     }),
     validate=validate_version,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 
 from gpupools.sharing import VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE
 
@@ -107,4 +107,52 @@ gpu_workloads = ResourceValidationPolicy(
     validate=validate_workload,
 )
 
-POLICIES = [gpu_workloads]
+# --------------------------------------------------------------------------------------------------------------------
+# gpu-workload-privileges
+
+
+def workload_id(args: ResourceValidationArgs) -> str:
+    """How an exception names a workload: namespace/name of its metadata (default namespace when unset)."""
+    namespace = get(args.props, "metadata", "namespace")
+    name = get(args.props, "metadata", "name")
+    return f"{namespace if isinstance(namespace, str) and namespace else 'default'}/{name if isinstance(name, str) else args.name}"
+
+
+def validate_privileges(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    path = POD_SPEC_PATHS.get(args.resource_type)
+    if path is None:
+        return
+    spec = plain(get(args.props, *path))
+    if not isinstance(spec, dict) or not gpu_requests(spec):
+        return
+    who = workload_id(args)
+    if who in (args.get_config().get("exceptions") or []):
+        args.not_applicable(f"{who} is listed in exceptions")
+    problems = []
+    for field in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(field) is True:
+            problems.append(f"{field}: true")
+    for group in ("initContainers", "containers"):
+        for container in spec.get(group) or []:
+            if not isinstance(container, dict):
+                continue
+            context = container.get("securityContext") if isinstance(container.get("securityContext"), dict) else {}
+            if context.get("privileged") is True:
+                problems.append(f"container {container.get('name')!r} privileged: true")
+    for problem in problems:
+        report(f"GPU workload {who} runs with {problem}: a GPU pod so trusted can read every other tenant's GPU memory and the node; "
+               f"drop it, or name {who} in this policy's exceptions", None)
+
+
+gpu_workload_privileges = ResourceValidationPolicy(
+    name="gpu-workload-privileges",
+    description="Workloads that request GPUs run neither privileged nor in the host's network, PID or IPC namespace, unless an exception names them.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        "exceptions": {"type": "array", "items": {"type": "string"}, "default": [],
+                       "description": "Workloads (namespace/name) allowed to run privileged or with host namespaces."},
+    }),
+    validate=validate_privileges,
+)
+
+POLICIES = [gpu_workloads, gpu_workload_privileges]

@@ -7,6 +7,7 @@ values the cloud creates at deploy time (ARNs, IDs) are passed in and placed unt
 from __future__ import annotations
 
 import base64
+import re
 
 from datetime import date
 
@@ -15,10 +16,19 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
+from ..providers import AWS_REGION
 from ._common import KubernetesRelease, foreign_cluster_fields, newest, reject_fields, resolve_listed, zone_letter_problems
 
 NAME = "aws"
 SERVICE = "EKS"
+# Nodes per managed node group: EKS's service quota defaults to 450 and can be raised on request (EKS service
+# quotas, "Nodes per managed node group"); gpupools refuses more than 1,000, the per-pool cap of AKS and GKE.
+MAX_NODES_PER_POOL = 1000
+
+
+def max_nodes(pool: Pool, cluster: Cluster | None, hardware: Hardware | None) -> tuple[int, str]:
+    """The most nodes one pool may ask for, and what the limit counts."""
+    return MAX_NODES_PER_POOL, "per EKS node pool"
 TAINT_STYLE = "enum"
 PROVIDER_PACKAGE = "pulumi_aws"
 
@@ -237,7 +247,8 @@ def extra_tolerations(plan: PoolPlan) -> list[dict]:
 
 
 def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
-    region = providers.get("aws:region") if isinstance(providers.get("aws:region"), str) else None
+    region = providers.get("aws:region")
+    region = region if isinstance(region, str) and re.fullmatch(AWS_REGION, region) else None  # a bad one is reported by itself
     return zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
 
 

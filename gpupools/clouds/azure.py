@@ -20,6 +20,13 @@ from ._common import KubernetesRelease, foreign_cluster_fields, newest, reject_f
 
 NAME = "azure"
 SERVICE = "AKS"
+# An AKS user node pool holds 0 to 1,000 nodes (AKS "create node pools": count, minCount, maxCount).
+MAX_NODES_PER_POOL = 1000
+
+
+def max_nodes(pool: Pool, cluster: Cluster | None, hardware: Hardware | None) -> tuple[int, str]:
+    """The most nodes one pool may ask for, and what the limit counts."""
+    return MAX_NODES_PER_POOL, "per AKS node pool"
 TAINT_STYLE = "string"
 PROVIDER_PACKAGE = "pulumi_azure_native"
 

@@ -21,6 +21,16 @@ from ._common import KIND, KubernetesRelease, foreign_cluster_fields, hardware_o
 
 NAME = "gcp"
 SERVICE = "GKE"
+# GKE limits a node pool to 1,000 nodes in each of its zones (GKE quotas and limits, "Nodes per node pool zone");
+# the pool's maxNodes is its total over all zones (total_max_node_count).
+MAX_NODES_PER_POOL_ZONE = 1000
+
+
+def max_nodes(pool: Pool, cluster: Cluster | None, hardware: Hardware | None) -> tuple[int, str]:
+    """The most nodes one pool may ask for: 1,000 per zone it spans (one zone where gpupools cannot tell)."""
+    location = cluster.location if cluster is not None else None
+    zones = pool.zones or node_locations(pool, hardware.accelerator if hardware else None, location) or [location]
+    return MAX_NODES_PER_POOL_ZONE * len(zones), f"per GKE node pool in {len(zones)} zone{'s' if len(zones) != 1 else ''}"
 TAINT_STYLE = "enum"
 PROVIDER_PACKAGE = "pulumi_gcp"
 

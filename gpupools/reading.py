@@ -1,0 +1,243 @@
+"""The one reader for files a user or a pull request hands to gpupools: stack files, policy config, API answers.
+
+Whatever the bytes are, reading ends either with plain data (dicts, lists, strings, finite numbers, booleans,
+None) or with `ReadError` saying what is wrong and where, in bounded time and memory. The limits are far above
+what a real stack file needs (the example stacks are about 40 lines, five levels deep, with no aliases) and far
+below what would stall a CI runner:
+
+- size: `MAX_BYTES`, checked before parsing;
+- nesting: `MAX_DEPTH` levels of mappings and lists, checked while composing, so no parser recursion runs deep;
+- aliases: the document with every alias expanded may hold at most `MAX_NODES` values, so a "billion laughs"
+  document is refused after a few thousand steps instead of being expanded (PyYAML shares aliased values,
+  but everything that walks the data afterwards, validation and error messages, pays for each expansion);
+- numbers: integers of at most `MAX_INT_DIGITS` digits and finite floats only (NaN and infinity would turn a
+  cap such as `maxMonthlyUsd` off, since every comparison with NaN is false);
+- keys: a key may appear once per mapping; the Pulumi CLI refuses a stack file with a duplicate key, and a
+  reviewer reads the first value while PyYAML would keep the last;
+- values: only the YAML types a Pulumi stack file carries (null, bool, int, float, string, list, mapping);
+  dates stay strings and other tags (`!!binary`, `!!set`, `!!python/...`) are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.composer import ComposerError
+from yaml.events import AliasEvent
+from yaml.nodes import MappingNode, ScalarNode
+
+MAX_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+MAX_NODES = 20_000
+MAX_INT_DIGITS = 20  # every 64-bit integer fits
+
+
+class ReadError(Exception):
+    """What is wrong with a document and where, as one line without the file name (the caller adds it)."""
+
+
+def read_bytes(path: str | Path, max_bytes: int = MAX_BYTES) -> bytes:
+    """A file's bytes, refusing anything larger than `max_bytes` without reading it all; OSError passes through."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ReadError(f"larger than {_size(max_bytes)}; gpupools reads files of at most {_size(max_bytes)}")
+    return data
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n:,} bytes"
+
+
+def decode(data: bytes) -> str:
+    """UTF-8 text (a leading byte-order mark dropped), or where the first byte that is not UTF-8 sits."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ReadError(f"not UTF-8: byte 0x{data[exc.start]:02x} at byte position {exc.start} (line {line}, column {column}); "
+                        f"save the file as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _where(mark: Any) -> str:
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# YAML
+
+_SAFE_TAGS = ("null", "bool", "int", "float", "str", "seq", "map")
+
+
+class _Refused(yaml.YAMLError):
+    def __init__(self, message: str, mark: Any):
+        super().__init__(message)
+        self.message, self.mark = message, mark
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with the limits above; one instance reads one document."""
+
+    yaml_constructors = {f"tag:yaml.org,2002:{t}": yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{t}"] for t in _SAFE_TAGS}
+    yaml_constructors[None] = yaml.SafeLoader.yaml_constructors[None]
+    # Pulumi reads `2026-01-01` as a string; PyYAML's YAML 1.1 resolver would make it a date.
+    yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+                               for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+        self._weight: dict[int, int] = {}  # id(node) -> values in it with aliases expanded
+        self._aliases = False
+
+    def _spend(self, count: int, mark: Any) -> None:
+        self._nodes += count
+        if self._nodes > MAX_NODES:
+            expanded = " once its aliases are expanded" if self._aliases else ""
+            raise _Refused(f"more than {MAX_NODES:,} values{expanded}; gpupools reads at most {MAX_NODES:,}", mark)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(AliasEvent):
+            mark = self.peek_event().start_mark
+            node = super().compose_node(parent, index)
+            weight = self._weight.get(id(node))
+            if weight is None:
+                raise _Refused("an alias refers to a value that contains it", mark)
+            self._aliases = True
+            self._spend(weight, mark)
+            return node
+        mark = self.peek_event().start_mark
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _Refused(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}", mark)
+        before = self._nodes
+        node = super().compose_node(parent, index)
+        self._depth -= 1
+        self._spend(1, mark)
+        self._weight[id(node)] = self._nodes - before
+        return node
+
+    def compose_mapping_node(self, anchor: Any) -> MappingNode:
+        node = super().compose_mapping_node(anchor)
+        seen: dict[tuple[str, str], Any] = {}
+        for key, _ in node.value:
+            if isinstance(key, ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                first = seen.setdefault((key.tag, key.value), key.start_mark)
+                if first is not key.start_mark:
+                    raise _Refused(f"duplicate key {_short(key.value)} (first at line {first.line + 1}); "
+                                   f"a key may appear once per mapping", key.start_mark)
+        return node
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        digits = sum(c.isalnum() for c in str(node.value))  # hex and octal digits too
+        if digits > MAX_INT_DIGITS + 2:
+            raise _Refused(f"an integer of {digits} digits; gpupools reads integers of at most {MAX_INT_DIGITS} digits", node.start_mark)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node: ScalarNode) -> float:
+        value = super().construct_yaml_float(node)
+        if not math.isfinite(value):
+            raise _Refused(f"{_short(node.value)} is not a finite number", node.start_mark)
+        return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
+
+
+def load_yaml(text: str) -> Any:
+    """One YAML document as plain data, or ReadError."""
+    loader = None
+    try:
+        loader = _Loader(text)
+        return loader.get_single_data()
+    except _Refused as exc:
+        raise ReadError(exc.message + _where(exc.mark)) from None
+    except yaml.MarkedYAMLError as exc:
+        what = exc.problem or exc.context or "unreadable"
+        if isinstance(exc, ComposerError) and "expected a single document" in str(exc.context):
+            what = "more than one YAML document (---); a stack file is one document"
+        raise ReadError(f"not valid YAML{_where(exc.problem_mark or exc.context_mark)}: {what}") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ReadError(f"not valid YAML: character U+{exc.character:04X} at line {line} (character {exc.position}) is not "
+                        f"allowed in YAML") from None
+    except yaml.YAMLError as exc:
+        raise ReadError(f"not valid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    except RecursionError:  # not reachable within MAX_DEPTH; kept so no input can end in a traceback
+        raise ReadError(f"nested too deep; gpupools allows {MAX_DEPTH} levels") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# JSON
+
+
+def _json_constant(name: str) -> Any:
+    raise ReadError(f"{name} is not a finite number")
+
+
+def _json_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ReadError(f"an integer of {digits} digits; gpupools reads integers of at most {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ReadError(f"{_short(text)} is not a finite number")
+    return value
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ReadError(f"duplicate key {_short(key)}; a key may appear once per object")
+        out[key] = value
+    return out
+
+
+def _depth(value: Any) -> int:
+    """Levels of lists and objects, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        current, level = stack.pop()
+        if isinstance(current, (dict, list)):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                stack.extend((v, level + 1) for v in (current.values() if isinstance(current, dict) else current))
+    return deepest
+
+
+def load_json(text: str) -> Any:
+    """One JSON document as plain data, with the same limits as YAML, or ReadError."""
+    try:
+        doc = json.loads(text, parse_constant=_json_constant, parse_int=_json_int, parse_float=_json_float, object_pairs_hook=_json_object)
+    except json.JSONDecodeError as exc:
+        raise ReadError(f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
+    return doc
+
+
+def read_document(path: str | Path, parse: Any = load_yaml) -> Any:
+    """Read, decode and parse one file with every limit above; ReadError or OSError otherwise."""
+    return parse(decode(read_bytes(path)))

@@ -1,0 +1,97 @@
+"""`gpupools idle` against a Prometheus that answers badly: every malformed answer is one line and exit 1."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from typer.testing import CliRunner
+
+from gpupools.cli import app
+
+runner = CliRunner()
+
+
+class Answers:
+    body: bytes = b""
+    declared: int | None = None  # a Content-Length larger than the body makes a truncated answer
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(Answers.declared or len(Answers.body)))
+        self.end_headers()
+        self.wfile.write(Answers.body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def matrix(result) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+
+
+GOOD_SERIES = {"metric": {"Hostname": "n1", "UUID": "GPU-1", "gpu": "0", "modelName": "NVIDIA L4", "namespace": "ml", "pod": "p"},
+               "values": [[1700000000, "0.5"], [1700000060, "1"]]}
+
+
+@pytest.mark.parametrize("body, expected", [
+    (matrix([{**GOOD_SERIES, "metric": ["Hostname", "n1"]}]), "result[0].metric: expected a mapping of label names to strings"),
+    (matrix([{**GOOD_SERIES, "metric": {"Hostname": 7}}]), "result[0].metric: expected a mapping"),
+    (matrix([{**GOOD_SERIES, "values": [[1700000000]]}]), "result[0].values[0]: expected [time, \"value\"]"),
+    (matrix([{**GOOD_SERIES, "values": [[1700000000, 0.5]]}]), "result[0].values[0]: expected [time, \"value\"]"),
+    (matrix([{**GOOD_SERIES, "values": [[1700000000, "idle"]]}]), "result[0].values[0]: 'idle' is not a number"),
+    (matrix([{**GOOD_SERIES, "values": {"a": 1}}]), "result[0].values: expected a list"),
+    (matrix(["series"]), "result[0]: expected a series object"),
+    (matrix({"a": 1}), "result: expected a list of series"),
+    (json.dumps({"status": "success", "data": ["matrix"]}).encode(), "expected a matrix"),
+    (json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode(), "answered with 'vector', expected a matrix"),
+    (json.dumps({"status": "error", "errorType": "bad_data", "error": ["x"] * 1000}).encode(), "bad_data"),
+    (b'{"status": "success", "data": ' + b"[" * 5000, "nested more than"),
+    (b"<html>proxy error</html>", "did not answer like a Prometheus API"),
+    (b'{"status": "succ\xe9ss"}', "not UTF-8"),
+])
+def test_malformed_answers_are_one_line_exit_1(server, body, expected):
+    Answers.body, Answers.declared = body, None
+    result = runner.invoke(app, ["idle", "--prometheus", server])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(("error: prometheus: ", "error: --prometheus: ")), result.stderr
+    assert expected in lines[0]
+
+
+def test_truncated_body_is_one_line_exit_1(server):
+    Answers.body, Answers.declared = matrix([GOOD_SERIES])[:40], 4000
+    result = runner.invoke(app, ["idle", "--prometheus", server])
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: prometheus: ") and "broken answer" in line
+
+
+def test_a_well_formed_answer_still_reports(server):
+    Answers.body, Answers.declared = matrix([GOOD_SERIES]), None
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json"])
+    assert result.exit_code == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert row["namespace"] == "ml" and row["max_utilization"] == 1
+
+
+def test_nan_samples_do_not_prove_idleness(server):
+    Answers.body, Answers.declared = matrix([{**GOOD_SERIES, "values": [[1700000000, "NaN"], [1700000060, "0"]]}]), None
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
