@@ -3,12 +3,12 @@
 The floor is Pulumi's mock engine registering the same number of bare resources (no inputs, no components),
 so the ratio shows what gpupools itself adds per resource. Run:
 
-    python benchmarks/plan_scale.py            # 10, 100 and 300 pools, 3 repeats each
+    python benchmarks/plan_scale.py            # 10, 50 and 100 pools (the per-stack maximum), 3 repeats each
     python benchmarks/plan_scale.py --json     # machine-readable
 
 The example stack (dev-aws: a new EKS cluster with Karpenter, three GPU pools, monitoring, teams) is timed in a
 fresh process, imports included, against the floor of `python -c "import pulumi"` timed in the same run; target:
-at most 4x that floor. A 300-pool plan targets at most 1.5x its floor.
+at most 4x that floor. A 100-pool plan targets at most 1.5x its floor.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def import_floor() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 300])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50, 100])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -109,7 +109,7 @@ def main() -> None:
     print(f"{'pools':>6} {'resources':>9} {'plan s':>8} {'floor s':>8} {'ms/pool':>8} {'ratio':>6}")
     for r in rows:
         print(f"{r['pools']:>6} {r['resources']:>9} {r['plan_s']:>8.3f} {r['floor_s']:>8.3f} {r['ms_per_pool']:>8.2f} {r['ratio']:>6.2f}")
-    print("ratio = plan time / floor (same number of bare resources under the same mock engine); target at 300 pools <= 1.5")
+    print("ratio = plan time / floor (same number of bare resources under the same mock engine); target at 100 pools <= 1.5")
 
 
 if __name__ == "__main__":
