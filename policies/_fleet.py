@@ -19,6 +19,7 @@ import yaml
 
 from gpupools.catalog import Catalog, GpuModel, load_catalog, mig_config_name, mig_resource_name
 from gpupools.clouds.aws import BOTTLEROCKET_MIG_GPU_KEY
+from gpupools.sharing import HAMI_NODE_SELECTOR
 
 from ._props import as_int, entries, get, is_unknown, items, plain
 
@@ -364,9 +365,23 @@ def _gke_sharing(pool: GpuPool, props: Any) -> bool:
     return False
 
 
+# HAMi's chart default for devicePlugin.deviceSplitCount (chart 2.10.0 values.yaml).
+HAMI_DEFAULT_SPLIT_COUNT = 10
+
+
+def hami_split_count(resources: list[tuple[str, str, Any]]) -> int | None:
+    """vGPUs per GPU on HAMi's pools, from the stack's HAMi release; None without one."""
+    for typ, _name, props in resources:
+        if typ == HELM_RELEASE and _chart_name(get(props, "chart")) == "hami":
+            split = as_int(get(props, "values", "devicePlugin", "deviceSplitCount"))
+            return HAMI_DEFAULT_SPLIT_COUNT if split is None else split
+    return None
+
+
 def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]]) -> None:
     """Set each pool's extended resource and units per GPU from labels, configs and node-pool settings."""
     configs = device_plugin_configs(resources)
+    hami_split = hami_split_count(resources)
     strategy = mig_strategy(resources)
     bottlerocket = {}
     for typ, _name, props in resources:
@@ -384,6 +399,9 @@ def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]])
     for pool in pools:
         gpu = pool.gpu
         mig = pool.labels.get(MIG_CONFIG_LABEL)
+        if hami_split and all(pool.labels.get(k) == v for k, v in HAMI_NODE_SELECTOR.items()):
+            pool.units_per_gpu = hami_split  # HAMi's device plugin advertises each GPU as this many nvidia.com/gpu
+            continue
         if pool.resource_type == GKE_NODE_POOL and _gke_sharing(pool, by_name.get(pool.resource_name, {})):
             continue  # GKE's own device plugin shares the GPUs; otherwise labels decide, as on other clouds
         if pool.pool in bottlerocket:

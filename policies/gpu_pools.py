@@ -25,6 +25,7 @@ from ._fleet import (
     KARPENTER_NODE_POOL,
     GKE_NODE_POOL,
     GPU_TAINT_KEY,
+    HAMI_DEFAULT_SPLIT_COUNT,
     HELM_RELEASE,
     LAUNCH_TEMPLATE,
     MIG_CONFIG_LABEL,
@@ -166,10 +167,6 @@ def _check_bottlerocket(args: ResourceValidationArgs, limit: int, report: Report
             report(f"{where}: MIG settings name GPU {key!r}, which gpupools does not know", None)
         elif profile not in model.mig_profiles:
             report(f"{where}: MIG profile {profile!r} does not exist on {model.name}; it has {', '.join(model.mig_profiles)}", None)
-
-
-# HAMi's chart default for devicePlugin.deviceSplitCount (chart 2.10.0 values.yaml).
-HAMI_DEFAULT_SPLIT_COUNT = 10
 
 
 def _hami_pool(args: ResourceValidationArgs) -> str | None:

@@ -382,3 +382,17 @@ def test_team_jobs_on_vgpu_pools_name_hams_scheduler_and_the_pool():
     with pytest.raises(ConfigError) as exc:
         team_job(stack, plan_pools(stack), "ml", "a10", None, "cuda", gpu_cores=30)
     assert str(exc.value.problems[0]).startswith("error: --gpu-cores: applies to vgpu pools only")
+
+
+def test_policy_and_plan_agree_on_vgpu_capacity():
+    """HAMi's pools offer split-count vGPUs per GPU; the policy reads that back from the HAMi release."""
+    from gpupools.policies.quotas import queue_ratios
+    from gpupools.policy_check import policy_resources
+
+    pools = [{"name": "l4", "instanceType": "g6.xlarge", "maxNodes": 4, "sharing": {"mode": "vgpu", "replicas": 4}},
+             {"name": "a10", "instanceType": "g5.xlarge", "maxNodes": 2}]
+    config = stack_config("aws", pools=pools, teams=[{"name": "ml", "gpus": 9}])
+    stack = validate_stack(config)
+    expected = pool_totals(stack, plan_pools(stack))
+    assert expected == {"l4": (8, 16), "a10": (1, 2)}
+    assert queue_ratios(policy_resources(run_program(config, "test"))) == expected
