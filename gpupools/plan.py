@@ -138,6 +138,9 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
 
     elif typ == "aws:iam/role:Role":
         out.update(arn=f"arn:aws:iam::123456789012:role/{name}-{rid[:7]}", name=f"{name}-{rid[:7]}")
+    elif typ == "aws:kms/key:Key":
+        key_id = f"{rid[:8]}-{rid[8:12]}-4{rid[:3]}-8{rid[3:6]}-{rid}"
+        out.update(keyId=key_id, arn=f"arn:aws:kms:{region}:123456789012:key/{key_id}")
     elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
         out.update(latestVersion=1, arn=f"arn:aws:ec2:{region}:123456789012:launch-template/lt-{rid}")
     elif typ == "azure-native:containerservice:ManagedCluster":
@@ -147,6 +150,9 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
     elif typ.startswith("random:index/randomPassword"):
         out.update(result="mock-password-" + rid)
     return out
+
+
+_MOCK_ADDON_VERSIONS = {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1", "eks-pod-identity-agent": "v1.3.8-eksbuild.2"}
 
 
 def _invoke_result(token: str, args: dict, region: str) -> dict:
@@ -161,6 +167,11 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
                 "version": "1.35", "status": "ACTIVE"}
     if token == "aws:eks/getAddon:getAddon":
         return {"addonName": args.get("addonName"), "clusterName": args.get("clusterName"), "addonVersion": "v1.3.8-eksbuild.2", "id": "addon"}
+    if token == "aws:eks/getAddonVersion:getAddonVersion":
+        # A version string shaped like EKS's (v<version>-eksbuild.<n>); the real one is resolved at deploy time.
+        addon, minor = args.get("addonName", "addon"), args.get("kubernetesVersion", "1.35")
+        version = f"v{minor}.0-eksbuild.1" if addon == "kube-proxy" else _MOCK_ADDON_VERSIONS.get(addon, "v1.0.0-eksbuild.1")
+        return {"addonName": addon, "kubernetesVersion": minor, "mostRecent": args.get("mostRecent", False), "version": version, "id": addon}
     if token == "aws:ec2/getSubnets:getSubnets":
         # Existing subnets: the mock puts the first one in each zone asked for, in order.
         filters = {f["name"]: f["values"] for f in args.get("filters", [])}

@@ -26,6 +26,8 @@ SDK_CLASSES = {
     "aws:cloudwatch/eventTarget:EventTarget": ("cloudwatch", "EventTarget"),
     "aws:autoscaling/tag:Tag": ("autoscaling", "Tag"),
     "aws:eks/addon:Addon": ("eks", "Addon"),
+    "aws:kms/key:Key": ("kms", "Key"),
+    "aws:cloudwatch/logGroup:LogGroup": ("cloudwatch", "LogGroup"),
     "aws:eks/accessEntry:AccessEntry": ("eks", "AccessEntry"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("eks", "PodIdentityAssociation"),
 }

@@ -16,7 +16,7 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, Taint, spell_taint
-from ._common import KubernetesRelease, foreign_cluster_fields, newest, reject_fields, resolve_listed
+from ._common import KubernetesRelease, shared_cluster_problems, newest, reject_fields, resolve_listed
 
 NAME = "azure"
 SERVICE = "AKS"
@@ -49,7 +49,7 @@ SPOT_TOLERATION = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
-    problems = foreign_cluster_fields(cluster, NAME)
+    problems = shared_cluster_problems(cluster, NAME)
     if cluster.resource_group is None:
         problems.append(Problem("cluster.resourceGroup", "required on azure: the resource group that holds (or will hold) the AKS cluster"))
     return problems

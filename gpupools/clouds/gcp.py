@@ -17,7 +17,7 @@ from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
 from ..sharing import GPU_RESOURCE
-from ._common import KIND, KubernetesRelease, foreign_cluster_fields, hardware_of, lookup_instance, reject_fields, zone_letter_problems
+from ._common import KIND, KubernetesRelease, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
 
 NAME = "gcp"
 SERVICE = "GKE"
@@ -55,7 +55,7 @@ SHARING_STRATEGY = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
-    problems = foreign_cluster_fields(cluster, NAME)
+    problems = shared_cluster_problems(cluster, NAME)
     if cluster.location is None:
         problems.append(Problem("cluster.location", "required on gcp: the region (e.g. us-central1) or zone (e.g. us-central1-a) of the GKE cluster"))
     return problems

@@ -1,0 +1,211 @@
+"""Cluster hardening: the CIS-benchmark controls of the clusters a stack creates (API endpoint, Secrets encryption,
+control-plane audit logs, access management, managed add-ons).
+
+Each policy judges the cluster resources themselves, so a stack that changes a default is caught whatever
+changed it. A stack that turns a control off on purpose names its cluster in the policy's `exceptions`; the
+policy then answers "not applicable" with that reason, which `gpupools check` prints as a note.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, \
+    StackValidationArgs, StackValidationPolicy
+
+from ._props import get, is_unknown, items
+
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+EKS_ADDON = "aws:eks/addon:Addon"
+KMS_KEY = "aws:kms/key:Key"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+
+WORLD = ("0.0.0.0/0", "::/0")
+
+EXCEPTIONS = {"exceptions": {"type": "array", "items": {"type": "string"}, "default": [],
+                             "description": "Clusters (by cluster name) that turn this control off on purpose."}}
+
+
+def cluster_name(props: Any, fallback: str) -> str:
+    """The cluster's own name as the cloud knows it (what `gpupools:cluster.name` says), else the resource's name."""
+    name = get(props, "name")
+    return name if isinstance(name, str) and name else fallback
+
+
+def excepted(args: Any, name: str) -> None:
+    """Answer "not applicable" for a cluster the policy config lists as a deliberate exception."""
+    if name in (args.get_config().get("exceptions") or []):
+        args.not_applicable(f"cluster {name!r} is listed in this policy's exceptions: the control is off on purpose")
+
+
+def _schema(**extra: dict) -> PolicyConfigSchema:
+    return PolicyConfigSchema(properties={**EXCEPTIONS, **extra})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# cluster-endpoint-restricted
+
+
+def validate_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props = args.resource_type, args.props
+    if typ != EKS_CLUSTER:
+        return
+    name = cluster_name(props, args.name)
+    public = get(props, "vpcConfig", "endpointPublicAccess")
+    if is_unknown(public) or public is False:
+        return
+    cidrs = get(props, "vpcConfig", "publicAccessCidrs")
+    if is_unknown(cidrs):
+        return
+    cidrs = items(cidrs)
+    if not cidrs or any(c in WORLD for c in cidrs):
+        excepted(args, name)
+        report(f"EKS cluster {name!r} serves its API endpoint to the whole internet (publicAccessCidrs "
+               f"{'unset' if not cidrs else ', '.join(map(str, cidrs))}); set gpupools:cluster authorizedCidrs to the networks that "
+               f"may reach it, or endpointAccess: private", None)
+
+
+cluster_endpoint_restricted = ResourceValidationPolicy(
+    name="cluster-endpoint-restricted",
+    description="The Kubernetes API endpoint of a cluster is private or open only to authorized networks, never to the whole internet.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(),
+    validate=validate_endpoint,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# eks-secrets-encryption
+
+
+def _symmetric(props: Any) -> bool:
+    """Only symmetric encryption keys can rotate automatically (KMS EnableKeyRotation)."""
+    spec = get(props, "customerMasterKeySpec") or get(props, "keySpec")
+    usage = get(props, "keyUsage")
+    return spec in (None, "SYMMETRIC_DEFAULT") and usage in (None, "ENCRYPT_DECRYPT")
+
+
+def validate_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props = args.resource_type, args.props
+    if typ == EKS_CLUSTER:
+        name = cluster_name(props, args.name)
+        config = get(props, "encryptionConfig")
+        if is_unknown(config):
+            return
+        resources = get(config, "resources")
+        key = get(config, "provider", "keyArn")
+        if is_unknown(resources):
+            return
+        if config is None or "secrets" not in items(resources) or (key is None or key == ""):
+            excepted(args, name)
+            report(f"EKS cluster {name!r} keeps Kubernetes Secrets in etcd without envelope encryption; set encryptionConfig "
+                   f"(resources: [secrets], provider.keyArn: a KMS key), which gpupools does unless cluster.secretsEncryption is false", None)
+    elif typ == KMS_KEY and _symmetric(props):
+        rotation = get(props, "enableKeyRotation")
+        if not is_unknown(rotation) and rotation is not True:
+            report(f"KMS key {args.name!r} does not rotate its key material; set enableKeyRotation: true", None)
+
+
+eks_secrets_encryption = ResourceValidationPolicy(
+    name="eks-secrets-encryption",
+    description="EKS clusters envelope-encrypt Kubernetes Secrets with a KMS key, and the stack's KMS keys rotate.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(),
+    validate=validate_secrets_encryption,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# eks-control-plane-logs
+
+REQUIRED_LOG_TYPES = ["api", "audit", "authenticator"]
+
+
+def validate_logs(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props = args.resource_type, args.props
+    if typ == EKS_CLUSTER:
+        name = cluster_name(props, args.name)
+        enabled = get(props, "enabledClusterLogTypes")
+        if is_unknown(enabled):
+            return
+        missing = [t for t in args.get_config().get("requiredLogTypes") or [] if t not in items(enabled)]
+        if missing:
+            excepted(args, name)
+            report(f"EKS cluster {name!r} does not send its {', '.join(missing)} logs to CloudWatch, so API calls and logins leave "
+                   f"no trace; add them to enabledClusterLogTypes (gpupools:cluster controlPlaneLogs)", None)
+    elif typ == LOG_GROUP:
+        group = get(props, "name")
+        if isinstance(group, str) and group.startswith("/aws/eks/") and group.endswith("/cluster"):
+            retention = get(props, "retentionInDays")
+            if not is_unknown(retention) and not retention:
+                report(f"log group {group!r} keeps EKS control-plane logs forever; set retentionInDays (gpupools:cluster logRetentionDays)", None)
+
+
+eks_control_plane_logs = ResourceValidationPolicy(
+    name="eks-control-plane-logs",
+    description="EKS clusters send their API server, audit and authenticator logs to CloudWatch, into a log group with a retention.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(requiredLogTypes={
+        "type": "array", "items": {"type": "string", "enum": ["api", "audit", "authenticator", "controllerManager", "scheduler"]},
+        "default": REQUIRED_LOG_TYPES, "description": "Control-plane log types every EKS cluster must enable."}),
+    validate=validate_logs,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# eks-access-entries
+
+
+def validate_access_entries(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props = args.resource_type, args.props
+    if typ != EKS_CLUSTER:
+        return
+    name = cluster_name(props, args.name)
+    mode = get(props, "accessConfig", "authenticationMode")
+    if is_unknown(mode) or mode == "API":
+        return
+    excepted(args, name)
+    report(f"EKS cluster {name!r} authenticates through the aws-auth ConfigMap (authenticationMode {mode or 'unset'}), which anyone "
+           f"who can edit one ConfigMap can use to grant cluster admin; set accessConfig.authenticationMode: API (access entries)", None)
+
+
+eks_access_entries = ResourceValidationPolicy(
+    name="eks-access-entries",
+    description="EKS clusters manage access with access entries only (authenticationMode API), not the aws-auth ConfigMap.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(),
+    validate=validate_access_entries,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# eks-managed-addons
+
+REQUIRED_ADDONS = ["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"]
+
+
+def validate_addons(args: StackValidationArgs, report: ReportViolation) -> None:
+    addons = [r for r in args.resources if r.resource_type == EKS_ADDON]
+    skipped = []
+    for cluster in (r for r in args.resources if r.resource_type == EKS_CLUSTER):
+        name = cluster_name(cluster.props, cluster.name)
+        if name in (args.get_config().get("exceptions") or []):
+            skipped.append(name)
+            continue
+        # An add-on of a cluster still being created names it by an unknown value; it belongs to the cluster beside it.
+        present = {get(a.props, "addonName") for a in addons if get(a.props, "clusterName") in (name,) or is_unknown(get(a.props, "clusterName"))}
+        missing = [a for a in args.get_config().get("requiredAddons") or [] if a not in present]
+        if missing:
+            report(f"EKS cluster {name!r} does not run {', '.join(missing)} as EKS managed add-ons, so nobody updates them with the cluster; "
+                   f"add aws:eks/addon resources (gpupools does unless cluster.managedAddons is false)", cluster.urn)
+    if skipped:
+        # Last, so that every other cluster of the stack has been judged first.
+        args.not_applicable(f"cluster {', '.join(map(repr, skipped))} is listed in this policy's exceptions: the control is off on purpose")
+
+
+eks_managed_addons = StackValidationPolicy(
+    name="eks-managed-addons",
+    description="EKS clusters run vpc-cni, kube-proxy, CoreDNS and the Pod Identity agent as EKS managed add-ons.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(requiredAddons={"type": "array", "items": {"type": "string"}, "default": REQUIRED_ADDONS,
+                                          "description": "Managed add-ons every EKS cluster of the stack must have."}),
+    validate=validate_addons,
+)
+
+POLICIES = [cluster_endpoint_restricted, eks_secrets_encryption, eks_control_plane_logs, eks_access_entries, eks_managed_addons]
