@@ -190,6 +190,12 @@ class Cluster(Model):
     authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] | None = None
     # EKS: vpc-cni, coredns and kube-proxy as EKS managed add-ons, at the versions EKS names for the cluster's.
     managed_addons: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: local accounts (the static cluster-admin kubeconfig) besides Entra ID logins with Azure RBAC; off by default.
+    local_accounts: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: the Azure Policy add-on (Gatekeeper with Azure's policy definitions); optional, off by default.
+    azure_policy: Annotated[bool, Field(strict=True)] | None = None
+    # AKS and GKE: Kubernetes NetworkPolicy enforced by the cluster's dataplane (Cilium on both); on by default.
+    network_policy: Annotated[bool, Field(strict=True)] | None = None
 
     @property
     def endpoint_mode(self) -> str:

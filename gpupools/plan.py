@@ -113,7 +113,10 @@ _EC2_ID_PREFIX = {"aws:ec2/subnet:Subnet": "subnet", "aws:ec2/vpc:Vpc": "vpc", "
                   "aws:ec2/internetGateway:InternetGateway": "igw", "aws:ec2/routeTable:RouteTable": "rtb"}
 
 
-def _resource_id(typ: str, name: str) -> str:
+def _resource_id(typ: str, name: str, inputs: dict | None = None) -> str:
+    if typ == "azure-native:containerservice:ManagedCluster" and inputs:
+        return (f"/subscriptions/33333333-3333-3333-3333-333333333333/resourceGroups/{inputs.get('resourceGroupName')}"
+                f"/providers/Microsoft.ContainerService/managedClusters/{inputs.get('resourceName', name)}")
     prefix = _EC2_ID_PREFIX.get(typ)
     rid = _fake_id(typ, name)
     return f"{prefix}-0{rid[:16]}" if prefix else f"{name}-{rid}"
@@ -186,10 +189,19 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
     if token == "azure-native:containerservice:getManagedCluster":
         return {"name": args.get("resourceName"), "location": "westeurope", "kubernetesVersion": "1.33"}
     if token == "azure-native:containerservice:listManagedClusterUserCredentials":
+        # As AKS answers for an Entra ID cluster with format exec: a kubelogin user that logs in by device code.
         cluster = args.get("resourceName", "cluster")
         kubeconfig = json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster, "cluster": {
-            "server": f"https://{cluster}.hcp.westeurope.azmk8s.io:443", "certificate-authority-data": _MOCK_CA}}]})
+            "server": f"https://{cluster}.hcp.westeurope.azmk8s.io:443", "certificate-authority-data": _MOCK_CA}}],
+            "users": [{"name": f"clusterUser_{cluster}", "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
+                "args": ["get-token", "--login", "devicecode", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630",
+                         "--client-id", "80faf920-1908-4b52-b5ef-a8e7bedfc67a", "--tenant-id", "00000000-0000-0000-0000-000000000000",
+                         "--environment", "AzurePublicCloud"]}}}]})
         return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(kubeconfig.encode()).decode()}]}
+    if token == "azure-native:authorization:getClientConfig":
+        return {"clientId": "11111111-1111-1111-1111-111111111111", "objectId": "22222222-2222-2222-2222-222222222222",
+                "subscriptionId": "33333333-3333-3333-3333-333333333333", "tenantId": "00000000-0000-0000-0000-000000000000"}
     if token == "gcp:container/getCluster:getCluster":
         return {"name": args.get("name"), "location": args.get("location"), "endpoint": "203.0.113.20",
                 "masterAuths": [{"clusterCaCertificate": _MOCK_CA}]}
@@ -201,7 +213,7 @@ def _make_monitor(plan: Plan, region: str):
 
     class Recorder(mocks.Mocks):
         def new_resource(self, args: mocks.MockResourceArgs):
-            return _resource_id(args.typ, args.name), _resource_outputs(args.typ, args.name, args.inputs, region)
+            return _resource_id(args.typ, args.name, args.inputs), _resource_outputs(args.typ, args.name, args.inputs, region)
 
         def call(self, args: mocks.MockCallArgs):
             return _invoke_result(args.token, args.args, region)

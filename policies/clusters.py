@@ -19,6 +19,7 @@ EKS_CLUSTER = "aws:eks/cluster:Cluster"
 EKS_ADDON = "aws:eks/addon:Addon"
 KMS_KEY = "aws:kms/key:Key"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+AKS_CLUSTER = "azure-native:containerservice:ManagedCluster"
 
 WORLD = ("0.0.0.0/0", "::/0")
 
@@ -28,7 +29,7 @@ EXCEPTIONS = {"exceptions": {"type": "array", "items": {"type": "string"}, "defa
 
 def cluster_name(props: Any, fallback: str) -> str:
     """The cluster's own name as the cloud knows it (what `gpupools:cluster.name` says), else the resource's name."""
-    name = get(props, "name")
+    name = get(props, "resourceName") or get(props, "name")
     return name if isinstance(name, str) and name else fallback
 
 
@@ -46,8 +47,25 @@ def _schema(**extra: dict) -> PolicyConfigSchema:
 # cluster-endpoint-restricted
 
 
+def _aks_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    props = args.props
+    name = cluster_name(props, args.name)
+    private = get(props, "apiServerAccessProfile", "enablePrivateCluster")
+    ranges = get(props, "apiServerAccessProfile", "authorizedIPRanges")
+    if private is True or is_unknown(private) or is_unknown(ranges):
+        return
+    ranges = items(ranges)
+    if not ranges or any(r in WORLD for r in ranges):
+        excepted(args, name)
+        report(f"AKS cluster {name!r} serves its API server to the whole internet (apiServerAccessProfile.authorizedIPRanges "
+               f"{'unset' if not ranges else ', '.join(map(str, ranges))}); set gpupools:cluster authorizedCidrs, or endpointAccess: private "
+               f"(enablePrivateCluster)", None)
+
+
 def validate_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
     typ, props = args.resource_type, args.props
+    if typ == AKS_CLUSTER:
+        _aks_endpoint(args, report)
     if typ != EKS_CLUSTER:
         return
     name = cluster_name(props, args.name)
@@ -208,4 +226,88 @@ eks_managed_addons = StackValidationPolicy(
     validate=validate_addons,
 )
 
-POLICIES = [cluster_endpoint_restricted, eks_secrets_encryption, eks_control_plane_logs, eks_access_entries, eks_managed_addons]
+# --------------------------------------------------------------------------------------------------------------------
+# aks-entra-id-rbac
+
+
+def validate_entra_id(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != AKS_CLUSTER:
+        return
+    props = args.props
+    name = cluster_name(props, args.name)
+    problems = []
+    local = get(props, "disableLocalAccounts")
+    if not is_unknown(local) and local is not True:
+        problems.append("keeps local accounts (disableLocalAccounts is not true), whose static admin credential bypasses Entra ID")
+    for field, what in (("managed", "Entra ID integration"), ("enableAzureRBAC", "Azure RBAC")):
+        value = get(props, "aadProfile", field)
+        if not is_unknown(value) and value is not True:
+            problems.append(f"has no {what} (aadProfile.{field} is not true)")
+    if problems:
+        excepted(args, name)
+    for problem in problems:
+        report(f"AKS cluster {name!r} {problem}; gpupools sets disableLocalAccounts: true and aadProfile managed with enableAzureRBAC "
+               f"unless cluster.localAccounts is true", None)
+
+
+aks_entra_id_rbac = ResourceValidationPolicy(
+    name="aks-entra-id-rbac",
+    description="AKS clusters authenticate with Entra ID only (local accounts disabled) and authorize with Azure RBAC.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(),
+    validate=validate_entra_id,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# cluster-network-policy
+
+AKS_NETWORK_POLICIES = ("azure", "calico", "cilium")
+
+
+def validate_network_policy(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props = args.resource_type, args.props
+    if typ == AKS_CLUSTER:
+        name = cluster_name(props, args.name)
+        engine = get(props, "networkProfile", "networkPolicy")
+        if is_unknown(engine) or engine in AKS_NETWORK_POLICIES:
+            return
+        excepted(args, name)
+        report(f"AKS cluster {name!r} enforces no NetworkPolicy (networkProfile.networkPolicy is {engine or 'unset'}), so any pod reaches "
+               f"any other team's pods; set it to cilium (gpupools: cluster.networkPolicy, on by default)", None)
+
+
+cluster_network_policy = ResourceValidationPolicy(
+    name="cluster-network-policy",
+    description="Clusters enforce Kubernetes NetworkPolicy (AKS: networkProfile.networkPolicy azure, calico or cilium).",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(),
+    validate=validate_network_policy,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# cluster-workload-identity
+
+
+def validate_workload_identity(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props = args.resource_type, args.props
+    if typ == AKS_CLUSTER:
+        name = cluster_name(props, args.name)
+        for path, field in ((("securityProfile", "workloadIdentity", "enabled"), "securityProfile.workloadIdentity.enabled"),
+                            (("oidcIssuerProfile", "enabled"), "oidcIssuerProfile.enabled")):
+            value = get(props, *path)
+            if not is_unknown(value) and value is not True:
+                excepted(args, name)
+                report(f"AKS cluster {name!r} has no workload identity ({field} is not true), so pods that need Azure access "
+                       f"end up with stored secrets; set {field}: true", None)
+
+
+cluster_workload_identity = ResourceValidationPolicy(
+    name="cluster-workload-identity",
+    description="Clusters give pods cloud identities without stored secrets (AKS workload identity with the OIDC issuer).",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(),
+    validate=validate_workload_identity,
+)
+
+POLICIES = [cluster_endpoint_restricted, eks_secrets_encryption, eks_control_plane_logs, eks_access_entries, eks_managed_addons,
+            aks_entra_id_rbac, cluster_network_policy, cluster_workload_identity]

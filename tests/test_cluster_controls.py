@@ -179,16 +179,7 @@ def eks_cluster(**changes) -> dict:
              "accessConfig": {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True},
              "enabledClusterLogTypes": ["api", "audit", "authenticator"],
              "encryptionConfig": {"resources": ["secrets"], "provider": {"keyArn": "arn:aws:kms:eu-central-1:123456789012:key/k"}}}
-    for path, value in changes.items():
-        *parents, leaf = path.split("__")
-        target = props
-        for part in parents:
-            target = target[part]
-        if value is DROP:
-            target.pop(leaf)
-        else:
-            target[leaf] = value
-    return props
+    return _change(props, changes)
 
 
 DROP = object()
@@ -250,3 +241,137 @@ def test_managed_addons():
     assert "vpc-cni" in message and "'ml'" in message
     (message,) = stack_violations("eks-managed-addons", [(EKS_CLUSTER, "ml", eks_cluster()), *_addons(*full, cluster="other")])
     assert "vpc-cni, kube-proxy, coredns, eks-pod-identity-agent" in message
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# AKS: what a new cluster gets
+
+AKS_CLUSTER = "azure-native:containerservice:ManagedCluster"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+
+
+def test_new_aks_cluster_is_hardened_by_default():
+    plan = plan_of(stack_config("azure"))
+    i = plan.get(AKS_CLUSTER, "ml-test").inputs
+    assert i["apiServerAccessProfile"] == {"enablePrivateCluster": True}
+    assert i["disableLocalAccounts"] is True and i["aadProfile"] == {"managed": True, "enableAzureRBAC": True}
+    assert i["networkProfile"] == {"networkPlugin": "azure", "networkPluginMode": "overlay", "networkDataplane": "cilium", "networkPolicy": "cilium"}
+    assert i["securityProfile"] == {"workloadIdentity": {"enabled": True}} and i["oidcIssuerProfile"] == {"enabled": True}
+    assert "addonProfiles" not in i
+    # The deployer gets cluster admin through Azure RBAC, since no local admin account remains.
+    role = plan.get(ROLE_ASSIGNMENT, "ml-test-deployer-admin").inputs
+    assert role["roleDefinitionId"].endswith("/providers/Microsoft.Authorization/roleDefinitions/b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b")
+    assert role["scope"].endswith("/resourceGroups/rg-ml/providers/Microsoft.ContainerService/managedClusters/ml-test")
+    assert role["principalType"] == "User"
+    assert plan.outputs["kubeconfig"] == "[secret]"
+
+
+def test_aks_switches():
+    i = plan_of(cluster("azure", authorizedCidrs=["203.0.113.0/24"], localAccounts=True, networkPolicy=False, azurePolicy=True)).get(
+        AKS_CLUSTER, "ml-test").inputs
+    assert i["apiServerAccessProfile"] == {"authorizedIPRanges": ["203.0.113.0/24"]}
+    assert i["disableLocalAccounts"] is False and i["networkProfile"]["networkPolicy"] == "none"
+    assert i["addonProfiles"] == {"azurepolicy": {"enabled": True}}
+    assert "apiServerAccessProfile" not in plan_of(cluster("azure", endpointAccess="public")).get(AKS_CLUSTER, "ml-test").inputs
+
+
+def test_deployer_principal_type_follows_the_provider_login():
+    from gpupools.clouds import azure as aks
+
+    assert aks.deployer_principal_type({}, {}) == "User"
+    assert aks.deployer_principal_type({"azure-native:clientId": "44444444-4444-4444-4444-444444444444"}, {}) == "ServicePrincipal"
+    assert aks.deployer_principal_type({}, {"ARM_CLIENT_ID": "44444444-4444-4444-4444-444444444444"}) == "ServicePrincipal"
+    assert aks.deployer_principal_type({}, {"ARM_USE_MSI": "true"}) == "ServicePrincipal"
+
+
+def test_entra_id_kubeconfig_logs_in_with_the_azure_cli():
+    import yaml
+
+    from gpupools.clouds import azure as aks
+
+    raw = yaml.safe_dump({"users": [{"name": "u", "user": {"exec": {"command": "kubelogin", "args": [
+        "get-token", "--login", "devicecode", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630", "--client-id", "c", "--tenant-id", "t"]}}},
+        {"name": "other", "user": {"token": "x"}}]})
+    users = yaml.safe_load(aks.exec_kubeconfig(raw))["users"]
+    assert users[0]["user"]["exec"]["args"] == ["get-token", "--login", "azurecli", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630"]
+    assert users[1] == {"name": "other", "user": {"token": "x"}}
+
+
+@pytest.mark.parametrize("fields", [{}, {"authorizedCidrs": ["203.0.113.0/24"], "azurePolicy": True, "networkPolicy": False}])
+def test_aks_cluster_inputs_are_containerservice_model_properties(fields):
+    models = pytest.importorskip("azure.mgmt.containerservice.models")
+
+    def properties(model) -> set[str]:
+        return {f._rest_name_input or n for n, f in vars(model).items() if hasattr(f, "_rest_name_input")}
+
+    i = plan_of(cluster("azure", **fields)).get(AKS_CLUSTER, "ml-test").inputs
+    top = properties(models.ManagedClusterProperties) | properties(models.ManagedCluster) | {"location", "tags"}
+    assert sorted(set(i) - {"resourceGroupName", "resourceName"} - top) == []
+    for key, model in (("aadProfile", models.ManagedClusterAADProfile), ("apiServerAccessProfile", models.ManagedClusterAPIServerAccessProfile),
+                       ("networkProfile", models.ContainerServiceNetworkProfile), ("securityProfile", models.ManagedClusterSecurityProfile)):
+        if key in i:
+            assert sorted(set(i[key]) - properties(model)) == [], key
+    network = i["networkProfile"]
+    assert network["networkPolicy"] in {e.value for e in models.NetworkPolicy}
+    assert network["networkDataplane"] in {e.value for e in models.NetworkDataplane}
+    assert network["networkPluginMode"] in {e.value for e in models.NetworkPluginMode}
+    assert network["networkPlugin"] in {e.value for e in models.NetworkPlugin}
+    for name, addon in i.get("addonProfiles", {}).items():
+        assert sorted(set(addon) - properties(models.ManagedClusterAddonProfile)) == []
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# AKS policies
+
+
+def aks_cluster(**changes) -> dict:
+    props = {"resourceName": "ml", "resourceGroupName": "rg", "apiServerAccessProfile": {"authorizedIPRanges": ["203.0.113.0/24"]},
+             "disableLocalAccounts": True, "aadProfile": {"managed": True, "enableAzureRBAC": True},
+             "networkProfile": {"networkPlugin": "azure", "networkPluginMode": "overlay", "networkDataplane": "cilium", "networkPolicy": "cilium"},
+             "securityProfile": {"workloadIdentity": {"enabled": True}}, "oidcIssuerProfile": {"enabled": True}}
+    return _change(props, changes)
+
+
+def _change(props: dict, changes: dict) -> dict:
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        target = props
+        for part in parents:
+            target = target[part]
+        if value is DROP:
+            target.pop(leaf)
+        else:
+            target[leaf] = value
+    return props
+
+
+AKS_POLICIES = ("cluster-endpoint-restricted", "aks-entra-id-rbac", "cluster-network-policy", "cluster-workload-identity")
+
+
+@pytest.mark.parametrize("policy", AKS_POLICIES)
+def test_happy_aks_cluster_passes(policy):
+    assert resource_violations(policy, AKS_CLUSTER, aks_cluster()) == []
+    assert resource_violations(policy, AKS_CLUSTER, aks_cluster(apiServerAccessProfile={"enablePrivateCluster": True})) == []
+
+
+@pytest.mark.parametrize("policy, change, words", [
+    ("cluster-endpoint-restricted", {"apiServerAccessProfile": DROP}, "authorizedIPRanges unset"),
+    ("cluster-endpoint-restricted", {"apiServerAccessProfile__authorizedIPRanges": ["0.0.0.0/0"]}, "whole internet"),
+    ("cluster-endpoint-restricted", {"apiServerAccessProfile": {"enablePrivateCluster": False}}, "whole internet"),
+    ("aks-entra-id-rbac", {"disableLocalAccounts": False}, "keeps local accounts"),
+    ("aks-entra-id-rbac", {"aadProfile__enableAzureRBAC": False}, "Azure RBAC"),
+    ("aks-entra-id-rbac", {"aadProfile": DROP}, "Entra ID integration"),
+    ("cluster-network-policy", {"networkProfile__networkPolicy": "none"}, "enforces no NetworkPolicy"),
+    ("cluster-network-policy", {"networkProfile": DROP}, "networkPolicy is unset"),
+    ("cluster-workload-identity", {"securityProfile": DROP}, "securityProfile.workloadIdentity.enabled"),
+    ("cluster-workload-identity", {"oidcIssuerProfile__enabled": False}, "oidcIssuerProfile.enabled"),
+])
+def test_aks_cluster_with_a_control_off_fails(policy, change, words):
+    found = resource_violations(policy, AKS_CLUSTER, aks_cluster(**change))
+    assert found and all("'ml'" in m for m in found) and any(words in m for m in found), found
+    assert resource_violations(policy, AKS_CLUSTER, aks_cluster(**change), config={"exceptions": ["ml"]}) == []
+
+
+def test_aks_controls_off_need_exceptions():
+    plan = plan_of(cluster("azure", endpointAccess="public", localAccounts=True, networkPolicy=False))
+    assert {v.policy for v in run_policies(plan).mandatory} == {"cluster-endpoint-restricted", "aks-entra-id-rbac", "cluster-network-policy"}

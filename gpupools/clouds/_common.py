@@ -54,12 +54,13 @@ def reject_fields(obj, path: str, cloud: str, fields: dict[str, tuple[str, str]]
 CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("location", "gcp"), "subnet_ids": ("subnetIds", "aws"),
                   "secrets_encryption": ("secretsEncryption", "aws"), "control_plane_logs": ("controlPlaneLogs", "aws"),
                   "log_retention_days": ("logRetentionDays", "aws"), "authentication_mode": ("authenticationMode", "aws"),
-                  "managed_addons": ("managedAddons", "aws")}
+                  "managed_addons": ("managedAddons", "aws"), "local_accounts": ("localAccounts", "azure"),
+                  "azure_policy": ("azurePolicy", "azure"), "network_policy": ("networkPolicy", "azure and gcp")}
 
 
 def shared_cluster_problems(cluster, cloud: str) -> list[Problem]:
     """Fields of another cloud, and an API endpoint whose access settings contradict each other."""
-    problems = reject_fields(cluster, "cluster", cloud, {k: v for k, v in CLUSTER_FIELDS.items() if v[1] != cloud})
+    problems = reject_fields(cluster, "cluster", cloud, {k: v for k, v in CLUSTER_FIELDS.items() if cloud not in v[1].split(" and ")})
     cidrs, access = cluster.authorized_cidrs, cluster.endpoint_access
     if access == "restricted" and not cidrs:
         problems.append(Problem("cluster.authorizedCidrs", "empty, but endpointAccess is restricted: list the networks that may reach the "

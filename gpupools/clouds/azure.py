@@ -108,8 +108,66 @@ def agent_pool_args(plan: PoolPlan, installer: str, resource_group, cluster_name
     return args
 
 
+# Azure CNI Overlay with the Cilium dataplane: pods get overlay addresses (no VNet planning) and Cilium enforces
+# NetworkPolicy in eBPF; Cilium network policy requires the Cilium dataplane.
+NETWORK_PROFILE = {"network_plugin": "azure", "network_plugin_mode": "overlay", "network_dataplane": "cilium"}
+# The built-in role "Azure Kubernetes Service RBAC Cluster Admin": with local accounts off and Azure RBAC on, the
+# identity that runs `pulumi up` needs it on the cluster to install the pools' software.
+CLUSTER_ADMIN_ROLE = "b1ff04bb-8a4e-4dc4-8eb5-8693973ce19b"
+
+
+def api_server_access_profile(cluster: Cluster) -> dict | None:
+    mode = cluster.endpoint_mode
+    if mode == "private":
+        return {"enable_private_cluster": True}
+    if mode == "restricted":
+        return {"authorized_ip_ranges": list(cluster.authorized_cidrs or [])}
+    return None
+
+
+def network_profile(cluster: Cluster) -> dict:
+    return {**NETWORK_PROFILE, "network_policy": "none" if cluster.network_policy is False else "cilium"}
+
+
+def identity_args(cluster: Cluster) -> dict:
+    """Entra ID logins authorized by Azure RBAC; the static local admin account off unless the stack keeps it."""
+    return {"aad_profile": {"managed": True, "enable_azure_rbac": True}, "disable_local_accounts": cluster.local_accounts is not True}
+
+
+def deployer_principal_type(providers: dict, environ) -> str:
+    """Who runs `pulumi up`, as a role assignment must name it (Azure refuses a mismatched principalType): an
+    application or managed identity when the provider is given a client ID or told to use MSI, else a user."""
+    from ..providers import provider_value
+
+    client_id, _ = provider_value(NAME, "azure-native:clientId", providers, environ)
+    msi = str(providers.get("azure-native:useMsi", environ.get("ARM_USE_MSI", ""))).lower() == "true"
+    return "ServicePrincipal" if client_id or msi else "User"
+
+
+def admin_role_assignment_args(cluster_id, principal_id, principal_type: str, subscription_id) -> dict:
+    return {"principal_id": principal_id, "principal_type": principal_type, "scope": cluster_id,
+            "role_definition_id": subscription_id.apply(
+                lambda sub: f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{CLUSTER_ADMIN_ROLE}")}
+
+
+def exec_kubeconfig(text: str) -> str:
+    """The Entra ID kubeconfig AKS returns (format exec) logs in with a device code, which no `pulumi up` can answer;
+    switch it to the Azure CLI's account, as `kubelogin convert-kubeconfig -l azurecli` does."""
+    import yaml
+
+    doc = yaml.safe_load(text)
+    for user in doc.get("users") or []:
+        exec_ = (user.get("user") or {}).get("exec") or {}
+        if exec_.get("command") != "kubelogin":
+            continue
+        args = [str(a) for a in exec_.get("args") or []]
+        server_id = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--server-id"), None)
+        exec_["args"] = ["get-token", "--login", "azurecli"] + (["--server-id", server_id] if server_id else [])
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
 def managed_cluster_args(cluster: Cluster) -> dict:
-    return {
+    args = {
         "resource_name_": cluster.name,
         "resource_group_name": cluster.resource_group,
         "dns_prefix": cluster.name,
@@ -131,7 +189,15 @@ def managed_cluster_args(cluster: Cluster) -> dict:
             "node_labels": {"gpupools.io/pool": "system"},
         }],
         "auto_upgrade_profile": {"upgrade_channel": "patch"},
+        "network_profile": network_profile(cluster),
+        **identity_args(cluster),
     }
+    access = api_server_access_profile(cluster)
+    if access is not None:
+        args["api_server_access_profile"] = access
+    if cluster.azure_policy:
+        args["addon_profiles"] = {"azurepolicy": {"enabled": True}}
+    return args
 
 
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
