@@ -196,6 +196,14 @@ class Cluster(Model):
     azure_policy: Annotated[bool, Field(strict=True)] | None = None
     # AKS and GKE: Kubernetes NetworkPolicy enforced by the cluster's dataplane (Cilium on both); on by default.
     network_policy: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: nodes without public IPs (egress through a Cloud NAT the stack creates); on by default.
+    private_nodes: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: the release channel that upgrades the cluster; REGULAR by default.
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] | None = None
+    # GKE: a production cluster gets deletion protection, and is labelled so the policy pack can tell.
+    production: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: Binary Authorization enforcing the project's policy; optional, off by default.
+    binary_authorization: Annotated[bool, Field(strict=True)] | None = None
 
     @property
     def endpoint_mode(self) -> str:

@@ -203,8 +203,11 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
         return {"clientId": "11111111-1111-1111-1111-111111111111", "objectId": "22222222-2222-2222-2222-222222222222",
                 "subscriptionId": "33333333-3333-3333-3333-333333333333", "tenantId": "00000000-0000-0000-0000-000000000000"}
     if token == "gcp:container/getCluster:getCluster":
+        project = args.get("project") or "mock-project"
         return {"name": args.get("name"), "location": args.get("location"), "endpoint": "203.0.113.20",
-                "masterAuths": [{"clusterCaCertificate": _MOCK_CA}]}
+                "masterAuths": [{"clusterCaCertificate": _MOCK_CA}], "workloadIdentityConfigs": [{"workloadPool": f"{project}.svc.id.goog"}]}
+    if token == "gcp:organizations/getClientConfig:getClientConfig":
+        return {"project": "mock-project", "region": "us-central1", "zone": "us-central1-a", "accessToken": "[secret]", "id": "client"}
     return {}
 
 

@@ -13,15 +13,13 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, \
     StackValidationArgs, StackValidationPolicy
 
+from ._fleet import AKS_CLUSTER, EKS_CLUSTER, GKE_CLUSTER
 from ._props import get, is_unknown, items
+from .security import WORLD
 
-EKS_CLUSTER = "aws:eks/cluster:Cluster"
 EKS_ADDON = "aws:eks/addon:Addon"
 KMS_KEY = "aws:kms/key:Key"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
-AKS_CLUSTER = "azure-native:containerservice:ManagedCluster"
-
-WORLD = ("0.0.0.0/0", "::/0")
 
 EXCEPTIONS = {"exceptions": {"type": "array", "items": {"type": "string"}, "default": [],
                              "description": "Clusters (by cluster name) that turn this control off on purpose."}}
@@ -62,10 +60,33 @@ def _aks_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None
                f"(enablePrivateCluster)", None)
 
 
+def _gke_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    props = args.props
+    name = cluster_name(props, args.name)
+    private = get(props, "privateClusterConfig", "enablePrivateEndpoint")
+    networks = get(props, "masterAuthorizedNetworksConfig")
+    if private is True or is_unknown(private) or is_unknown(networks):
+        return
+    blocks = [get(b, "cidrBlock") for b in items(get(networks, "cidrBlocks"))]
+    if networks is None:
+        problem = "has no master authorized networks"
+    elif any(b in WORLD for b in blocks):
+        problem = "authorizes 0.0.0.0/0 in masterAuthorizedNetworksConfig"
+    elif get(networks, "gcpPublicCidrsAccessEnabled") is True:
+        problem = "lets every Google Cloud public IP reach it (gcpPublicCidrsAccessEnabled)"
+    else:
+        return
+    excepted(args, name)
+    report(f"GKE cluster {name!r} serves its public endpoint to the whole internet: it {problem}; set gpupools:cluster authorizedCidrs, "
+           f"or endpointAccess: private", None)
+
+
 def validate_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
     typ, props = args.resource_type, args.props
     if typ == AKS_CLUSTER:
         _aks_endpoint(args, report)
+    if typ == GKE_CLUSTER:
+        _gke_endpoint(args, report)
     if typ != EKS_CLUSTER:
         return
     name = cluster_name(props, args.name)
@@ -274,11 +295,19 @@ def validate_network_policy(args: ResourceValidationArgs, report: ReportViolatio
         excepted(args, name)
         report(f"AKS cluster {name!r} enforces no NetworkPolicy (networkProfile.networkPolicy is {engine or 'unset'}), so any pod reaches "
                f"any other team's pods; set it to cilium (gpupools: cluster.networkPolicy, on by default)", None)
+    elif typ == GKE_CLUSTER:
+        name = cluster_name(props, args.name)
+        datapath, legacy = get(props, "datapathProvider"), get(props, "networkPolicy", "enabled")
+        if is_unknown(datapath) or is_unknown(legacy) or datapath == "ADVANCED_DATAPATH" or legacy is True:
+            return
+        excepted(args, name)
+        report(f"GKE cluster {name!r} enforces no NetworkPolicy (datapathProvider is {datapath or 'unset'}, no networkPolicy addon), so any "
+               f"pod reaches any other team's pods; set datapathProvider: ADVANCED_DATAPATH (Dataplane V2; gpupools: cluster.networkPolicy)", None)
 
 
 cluster_network_policy = ResourceValidationPolicy(
     name="cluster-network-policy",
-    description="Clusters enforce Kubernetes NetworkPolicy (AKS: networkProfile.networkPolicy azure, calico or cilium).",
+    description="Clusters enforce Kubernetes NetworkPolicy (AKS: networkProfile.networkPolicy azure, calico or cilium; GKE: Dataplane V2).",
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=_schema(),
     validate=validate_network_policy,
@@ -299,15 +328,115 @@ def validate_workload_identity(args: ResourceValidationArgs, report: ReportViola
                 excepted(args, name)
                 report(f"AKS cluster {name!r} has no workload identity ({field} is not true), so pods that need Azure access "
                        f"end up with stored secrets; set {field}: true", None)
+    elif typ == GKE_CLUSTER:
+        name = cluster_name(props, args.name)
+        pool = get(props, "workloadIdentityConfig", "workloadPool")
+        if not is_unknown(pool) and not pool:
+            excepted(args, name)
+            report(f"GKE cluster {name!r} has no Workload Identity (workloadIdentityConfig.workloadPool unset): node pools with the GKE "
+                   f"metadata server cannot start and pods would need service-account keys; set workloadPool: <project>.svc.id.goog", None)
 
 
 cluster_workload_identity = ResourceValidationPolicy(
     name="cluster-workload-identity",
-    description="Clusters give pods cloud identities without stored secrets (AKS workload identity with the OIDC issuer).",
+    description="Clusters give pods cloud identities without stored secrets (AKS workload identity with the OIDC issuer, GKE Workload Identity).",
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=_schema(),
     validate=validate_workload_identity,
 )
 
+# --------------------------------------------------------------------------------------------------------------------
+# gke-private-nodes, gke-release-channel, gke-deletion-protection, gke-binary-authorization
+
+PRODUCTION_LABEL = "gpupools-production"
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+
+
+def validate_private_nodes(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != GKE_CLUSTER:
+        return
+    name = cluster_name(args.props, args.name)
+    private = get(args.props, "privateClusterConfig", "enablePrivateNodes")
+    if not is_unknown(private) and private is not True:
+        excepted(args, name)
+        report(f"GKE cluster {name!r} gives its nodes public IP addresses (privateClusterConfig.enablePrivateNodes is not true); "
+               f"gpupools makes them private unless cluster.privateNodes is false", None)
+
+
+gke_private_nodes = ResourceValidationPolicy(
+    name="gke-private-nodes",
+    description="GKE nodes have no public IP addresses (private nodes).",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(),
+    validate=validate_private_nodes,
+)
+
+
+def validate_release_channel(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != GKE_CLUSTER:
+        return
+    name = cluster_name(args.props, args.name)
+    channel = get(args.props, "releaseChannel", "channel")
+    if not is_unknown(channel) and channel not in RELEASE_CHANNELS:
+        excepted(args, name)
+        report(f"GKE cluster {name!r} follows no release channel (releaseChannel.channel is {channel or 'unset'}), so nobody patches its "
+               f"control plane and nodes on a schedule; set one of {', '.join(RELEASE_CHANNELS)} (gpupools: cluster.releaseChannel)", None)
+
+
+gke_release_channel = ResourceValidationPolicy(
+    name="gke-release-channel",
+    description="GKE clusters are enrolled in a release channel, which keeps them patched.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(),
+    validate=validate_release_channel,
+)
+
+
+def validate_deletion_protection(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != GKE_CLUSTER:
+        return
+    name = cluster_name(args.props, args.name)
+    production = get(args.props, "resourceLabels", PRODUCTION_LABEL) == "true"
+    if not (production or args.get_config().get("allClusters")):
+        return
+    protected = get(args.props, "deletionProtection")
+    if not is_unknown(protected) and protected is not True:
+        excepted(args, name)
+        report(f"GKE cluster {name!r} is {'labelled production' if production else 'a cluster'} but can be deleted by one `pulumi destroy` "
+               f"or replacement (deletionProtection is not true); gpupools sets it for cluster.production: true", None)
+
+
+gke_deletion_protection = ResourceValidationPolicy(
+    name="gke-deletion-protection",
+    description=f"GKE clusters labelled {PRODUCTION_LABEL}=true (gpupools: cluster.production) have deletion protection on.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(allClusters={"type": "boolean", "default": False,
+                                       "description": "Require deletion protection on every GKE cluster, production or not."}),
+    validate=validate_deletion_protection,
+)
+
+
+def validate_binary_authorization(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != GKE_CLUSTER or not args.get_config().get("required"):
+        return
+    name = cluster_name(args.props, args.name)
+    mode = get(args.props, "binaryAuthorization", "evaluationMode")
+    if is_unknown(mode) or mode == "PROJECT_SINGLETON_POLICY_ENFORCE":
+        return
+    excepted(args, name)
+    report(f"GKE cluster {name!r} runs any image (binaryAuthorization.evaluationMode is {mode or 'unset'}); set "
+           f"PROJECT_SINGLETON_POLICY_ENFORCE (gpupools: cluster.binaryAuthorization: true)", None)
+
+
+gke_binary_authorization = ResourceValidationPolicy(
+    name="gke-binary-authorization",
+    description="Optional (config `required`): GKE clusters enforce the project's Binary Authorization policy.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=_schema(required={"type": "boolean", "default": False,
+                                    "description": "Require Binary Authorization on every GKE cluster; off by default."}),
+    validate=validate_binary_authorization,
+)
+
 POLICIES = [cluster_endpoint_restricted, eks_secrets_encryption, eks_control_plane_logs, eks_access_entries, eks_managed_addons,
-            aks_entra_id_rbac, cluster_network_policy, cluster_workload_identity]
+            aks_entra_id_rbac, cluster_network_policy, cluster_workload_identity, gke_private_nodes, gke_release_channel,
+            gke_deletion_protection, gke_binary_authorization]

@@ -375,3 +375,163 @@ def test_aks_cluster_with_a_control_off_fails(policy, change, words):
 def test_aks_controls_off_need_exceptions():
     plan = plan_of(cluster("azure", endpointAccess="public", localAccounts=True, networkPolicy=False))
     assert {v.policy for v in run_policies(plan).mandatory} == {"cluster-endpoint-restricted", "aks-entra-id-rbac", "cluster-network-policy"}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# GKE: what a new cluster gets
+
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+
+
+def test_new_gke_cluster_is_hardened_by_default():
+    plan = plan_of(stack_config("gcp"))
+    i = plan.get(GKE_CLUSTER, "ml-test").inputs
+    assert i["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    assert i["masterAuthorizedNetworksConfig"] == {"cidrBlocks": [], "gcpPublicCidrsAccessEnabled": False}
+    assert i["workloadIdentityConfig"]["workloadPool"].endswith(".svc.id.goog")
+    assert i["enableShieldedNodes"] is True and i["datapathProvider"] == "ADVANCED_DATAPATH"
+    assert i["releaseChannel"] == {"channel": "REGULAR"} and i["deletionProtection"] is False
+    assert "binaryAuthorization" not in i and "resourceLabels" not in i
+    nat = plan.get("gcp:compute/routerNat:RouterNat", "ml-test-nat").inputs
+    assert nat["natIpAllocateOption"] == "AUTO_ONLY" and nat["router"] == "ml-test-nat"
+    assert plan.get("gcp:container/nodePool:NodePool", "system").depends("gcp:compute/routerNat:RouterNat", "ml-test-nat")
+
+
+def test_workload_identity_pool_comes_from_the_provider_when_the_stack_names_no_project(monkeypatch):
+    monkeypatch.setenv("GOOGLE_PROJECT", "env-project")
+    config = stack_config("gcp")
+    config.pop("gcp:project", None)
+    i = plan_of(config).get(GKE_CLUSTER, "ml-test").inputs
+    assert i["workloadIdentityConfig"] == {"workloadPool": "mock-project.svc.id.goog"}
+
+
+def test_gke_switches():
+    i = plan_of(cluster("gcp", authorizedCidrs=["203.0.113.0/24"], privateNodes=False, networkPolicy=False, releaseChannel="STABLE",
+                        production=True, binaryAuthorization=True)).get(GKE_CLUSTER, "ml-test").inputs
+    assert "privateClusterConfig" not in i
+    assert i["masterAuthorizedNetworksConfig"]["cidrBlocks"] == [{"cidrBlock": "203.0.113.0/24", "displayName": "authorized-0"}]
+    assert "datapathProvider" not in i and i["releaseChannel"] == {"channel": "STABLE"}
+    assert i["deletionProtection"] is True and i["resourceLabels"] == {"gpupools-production": "true"}
+    assert i["binaryAuthorization"] == {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}
+    public = plan_of(cluster("gcp", endpointAccess="public", privateNodes=False))
+    assert "masterAuthorizedNetworksConfig" not in public.get(GKE_CLUSTER, "ml-test").inputs
+    assert not public.of_type("gcp:compute/routerNat:RouterNat")
+
+
+def test_existing_gke_cluster_without_workload_identity_is_a_clear_error():
+    from gpupools.clouds import gcp as gke
+
+    assert gke.existing_cluster_problem("ml", ["p.svc.id.goog"]) is None
+    problem = gke.existing_cluster_problem("ml", [])
+    assert "'ml' has no Workload Identity" in problem and "--workload-pool" in problem
+    assert gke.existing_cluster_problem("ml", [None]) == problem
+    # The plan reads the existing cluster (the mock answers with Workload Identity on) and creates none of the controls.
+    plan = plan_of(cluster("gcp", create=False))
+    assert not plan.of_type(GKE_CLUSTER) and not plan.of_type("gcp:compute/router:Router")
+
+
+def _sdk_params(cls) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(cls.__init__).parameters) - {"self", "__self__"}
+
+
+def _snake(name: str) -> str:
+    import re
+
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+@pytest.mark.parametrize("fields", [{}, {"authorizedCidrs": ["203.0.113.0/24"], "production": True, "binaryAuthorization": True}])
+def test_gke_inputs_are_pulumi_gcp_input_types(fields):
+    """google-api-python-client's container.v1.json cannot be installed beside pulumi-policy (their protobuf pins
+    conflict), so the inputs are checked against pulumi_gcp's input types, which the provider maps to the GKE API."""
+    import pulumi_gcp as gcp
+
+    c = gcp.container
+    plan = plan_of(cluster("gcp", **fields))
+    i = plan.get(GKE_CLUSTER, "ml-test").inputs
+    assert {_snake(k) for k in i} <= _sdk_params(c.ClusterArgs)
+    nested = {"privateClusterConfig": c.ClusterPrivateClusterConfigArgs, "masterAuthorizedNetworksConfig": c.ClusterMasterAuthorizedNetworksConfigArgs,
+              "workloadIdentityConfig": c.ClusterWorkloadIdentityConfigArgs, "releaseChannel": c.ClusterReleaseChannelArgs,
+              "binaryAuthorization": c.ClusterBinaryAuthorizationArgs}
+    for key, cls in nested.items():
+        if key in i:
+            assert {_snake(k) for k in i[key]} <= _sdk_params(cls), key
+    for block in i["masterAuthorizedNetworksConfig"]["cidrBlocks"]:
+        assert {_snake(k) for k in block} <= _sdk_params(c.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs)
+    # Values the SDK documents for its free-form strings.
+    assert "`ADVANCED_DATAPATH`" in c.ClusterArgs.__init__.__doc__
+    if "binaryAuthorization" in i:
+        assert "PROJECT_SINGLETON_POLICY_ENFORCE" in c.ClusterBinaryAuthorizationArgs.__init__.__doc__
+    assert f"* {i['releaseChannel']['channel']}:" in c.ClusterReleaseChannelArgs.__init__.__doc__
+    for typ, cls in (("gcp:compute/router:Router", gcp.compute.RouterArgs), ("gcp:compute/routerNat:RouterNat", gcp.compute.RouterNatArgs)):
+        for r in plan.of_type(typ):
+            assert {_snake(k) for k in r.inputs} <= _sdk_params(cls), typ
+    nat_doc = gcp.compute.RouterNatArgs.__init__.__doc__
+    assert "AUTO_ONLY" in nat_doc and "ALL_SUBNETWORKS_ALL_IP_RANGES" in nat_doc
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# GKE policies
+
+
+def gke_cluster(**changes) -> dict:
+    props = {"name": "ml", "location": "us-central1", "privateClusterConfig": {"enablePrivateNodes": True, "enablePrivateEndpoint": False},
+             "masterAuthorizedNetworksConfig": {"cidrBlocks": [{"cidrBlock": "203.0.113.0/24"}], "gcpPublicCidrsAccessEnabled": False},
+             "workloadIdentityConfig": {"workloadPool": "p.svc.id.goog"}, "enableShieldedNodes": True, "datapathProvider": "ADVANCED_DATAPATH",
+             "releaseChannel": {"channel": "REGULAR"}, "deletionProtection": True, "resourceLabels": {"gpupools-production": "true"},
+             "binaryAuthorization": {"evaluationMode": "PROJECT_SINGLETON_POLICY_ENFORCE"}}
+    return _change(props, changes)
+
+
+GKE_POLICIES = ("cluster-endpoint-restricted", "gke-private-nodes", "cluster-workload-identity", "cluster-network-policy", "gke-shielded-nodes",
+                "gke-release-channel", "gke-deletion-protection", "gke-binary-authorization")
+
+
+@pytest.mark.parametrize("policy", GKE_POLICIES)
+def test_happy_gke_cluster_passes(policy):
+    assert resource_violations(policy, GKE_CLUSTER, gke_cluster(), config={"required": True} if policy == "gke-binary-authorization" else None) == []
+
+
+@pytest.mark.parametrize("policy, change, words", [
+    ("cluster-endpoint-restricted", {"masterAuthorizedNetworksConfig": DROP}, "no master authorized networks"),
+    ("cluster-endpoint-restricted", {"masterAuthorizedNetworksConfig__cidrBlocks": [{"cidrBlock": "0.0.0.0/0"}]}, "authorizes 0.0.0.0/0"),
+    ("cluster-endpoint-restricted", {"masterAuthorizedNetworksConfig__gcpPublicCidrsAccessEnabled": True}, "every Google Cloud public IP"),
+    ("gke-private-nodes", {"privateClusterConfig": DROP}, "public IP addresses"),
+    ("cluster-workload-identity", {"workloadIdentityConfig": DROP}, "no Workload Identity"),
+    ("cluster-network-policy", {"datapathProvider": "LEGACY_DATAPATH"}, "enforces no NetworkPolicy"),
+    ("gke-shielded-nodes", {"enableShieldedNodes": False}, "shielded nodes off"),
+    ("gke-release-channel", {"releaseChannel__channel": "UNSPECIFIED"}, "no release channel"),
+    ("gke-release-channel", {"releaseChannel": DROP}, "is unset"),
+    ("gke-deletion-protection", {"deletionProtection": False}, "labelled production"),
+])
+def test_gke_cluster_with_a_control_off_fails(policy, change, words):
+    found = resource_violations(policy, GKE_CLUSTER, gke_cluster(**change))
+    assert len(found) == 1 and "'ml'" in found[0] and words in found[0], found
+    if policy != "gke-shielded-nodes":  # a node-level control the pack has always enforced without exceptions
+        assert resource_violations(policy, GKE_CLUSTER, gke_cluster(**change), config={"exceptions": ["ml"]}) == []
+
+
+def test_private_endpoint_needs_no_authorized_networks():
+    assert resource_violations("cluster-endpoint-restricted", GKE_CLUSTER, gke_cluster(
+        privateClusterConfig={"enablePrivateNodes": True, "enablePrivateEndpoint": True}, masterAuthorizedNetworksConfig=DROP)) == []
+
+
+def test_deletion_protection_only_for_production_unless_configured():
+    dev = gke_cluster(deletionProtection=False, resourceLabels=DROP)
+    assert resource_violations("gke-deletion-protection", GKE_CLUSTER, dev) == []
+    (message,) = resource_violations("gke-deletion-protection", GKE_CLUSTER, dev, config={"allClusters": True})
+    assert "deletionProtection is not true" in message
+
+
+def test_binary_authorization_is_optional():
+    off = gke_cluster(binaryAuthorization=DROP)
+    assert resource_violations("gke-binary-authorization", GKE_CLUSTER, off) == []
+    (message,) = resource_violations("gke-binary-authorization", GKE_CLUSTER, off, config={"required": True})
+    assert "runs any image" in message
+
+
+def test_gke_controls_off_need_exceptions():
+    plan = plan_of(cluster("gcp", endpointAccess="public", privateNodes=False, networkPolicy=False))
+    assert {v.policy for v in run_policies(plan).mandatory} == {"cluster-endpoint-restricted", "gke-private-nodes", "cluster-network-policy"}
