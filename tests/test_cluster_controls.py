@@ -535,3 +535,44 @@ def test_binary_authorization_is_optional():
 def test_gke_controls_off_need_exceptions():
     plan = plan_of(cluster("gcp", endpointAccess="public", privateNodes=False, networkPolicy=False))
     assert {v.policy for v in run_policies(plan).mandatory} == {"cluster-endpoint-restricted", "gke-private-nodes", "cluster-network-policy"}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# What the plan and README say
+
+
+def _defaults():
+    from gpupools.clouds import azure, gcp
+    from gpupools.config import Cluster
+
+    return (("EKS", eks, Cluster(name="x")), ("AKS", azure, Cluster(name="x", resource_group="rg")),
+            ("GKE", gcp, Cluster(name="x", location="us-central1")))
+
+
+def test_readme_table_is_what_a_stack_that_says_nothing_gets():
+    from conftest import ROOT
+    from gpupools.policies.pack import by_name
+
+    readme = (ROOT / "README.md").read_text()
+    policies = by_name()
+    for cloud, module, default in _defaults():
+        for control in module.cluster_controls(default):
+            key = ", ".join(f"`{k.strip()}`" for k in control.key.split(",")) if control.key != "-" else "always on"
+            policy = f"`{control.policy}`" if control.policy != "-" else "-"
+            assert f"| {cloud} | {control.name} | {control.setting} | {key} | {policy} |" in readme
+            assert control.policy == "-" or control.policy in policies
+
+
+def test_plan_lists_controls_and_what_it_does_not_check_on_existing_clusters(tmp_path):
+    from gpupools.report import cluster_control_lines
+    from gpupools.validate import validate_stack
+
+    new = cluster_control_lines(validate_stack(stack_config("aws")))
+    assert "cluster control: API endpoint: private (policy cluster-endpoint-restricted)" in new
+    existing = cluster_control_lines(validate_stack(cluster("gcp", create=False)))
+    assert existing[0].startswith("cluster control: Workload Identity: read from the cluster")
+    assert existing[-1].startswith("cluster controls not checked (existing cluster, not changed by gpupools): API endpoint, private nodes")
+    assert "Workload Identity" not in existing[-1]
+    result = runner.invoke(app, ["plan", "--config", str(write_stack(tmp_path, cluster("azure", create=False)))])
+    assert result.exit_code == 0 and "cluster controls not checked" in result.output
+

@@ -77,6 +77,28 @@ def shared_cluster_problems(cluster, cloud: str) -> list[Problem]:
 
 
 @dataclass(frozen=True)
+class Control:
+    """One hardening control of a new cluster: what it is, what this stack gets, the key that switches it, and the
+    policy that proves it. `gpupools plan` prints them; README's table is these rows for a stack that says nothing."""
+
+    name: str
+    setting: str
+    key: str
+    policy: str
+
+
+def endpoint_control(cluster) -> Control:
+    mode = cluster.endpoint_mode
+    setting = {"private": "private", "public": "public to any address",
+               "restricted": f"restricted to {', '.join(cluster.authorized_cidrs or [])}"}[mode]
+    return Control("API endpoint", setting, "endpointAccess, authorizedCidrs", "cluster-endpoint-restricted")
+
+
+def on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
+@dataclass(frozen=True)
 class KubernetesRelease:
     """One Kubernetes minor on one managed service: when it came, when standard support ends, and when any paid
     extended (or long-term) support ends; None where the service offers none for everyone."""

@@ -17,7 +17,7 @@ from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
 from ..providers import AWS_REGION
-from ._common import KubernetesRelease, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems
+from ._common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems
 
 NAME = "aws"
 SERVICE = "EKS"
@@ -270,6 +270,23 @@ def cluster_args(cluster: Cluster, role_arn, subnet_ids, key_arn=None) -> dict:
     if key_arn is not None:
         args["encryption_config"] = {"resources": ["secrets"], "provider": {"key_arn": key_arn}}
     return args
+
+
+# What `gpupools plan` can say of an existing cluster's controls beyond "not checked": what the program reads.
+READ_ON_EXISTING = {"managed add-ons": "the Pod Identity agent is read (and required) when Karpenter or cluster-autoscaler needs it"}
+
+
+def cluster_controls(cluster: Cluster) -> list[Control]:
+    logs = log_types(cluster)
+    return [
+        endpoint_control(cluster),
+        Control("Secrets envelope encryption (KMS key, rotation on)", on_off(secrets_encrypted(cluster)), "secretsEncryption", "eks-secrets-encryption"),
+        Control("control-plane logs to CloudWatch", ", ".join(logs) or "off", "controlPlaneLogs", "eks-control-plane-logs"),
+        Control("control-plane log retention", f"{cluster.log_retention_days or DEFAULT_LOG_RETENTION_DAYS} days" if logs else "-",
+                "logRetentionDays", "eks-control-plane-logs"),
+        Control("authentication mode", cluster.authentication_mode or DEFAULT_AUTHENTICATION_MODE, "authenticationMode", "eks-access-entries"),
+        Control("managed add-ons", ", ".join(addons(cluster)), "managedAddons", "eks-managed-addons"),
+    ]
 
 
 def addons(cluster: Cluster) -> list[str]:

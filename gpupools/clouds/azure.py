@@ -16,7 +16,7 @@ from ..catalog import Catalog, Hardware
 from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, Taint, spell_taint
-from ._common import KubernetesRelease, shared_cluster_problems, newest, reject_fields, resolve_listed
+from ._common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed
 
 NAME = "azure"
 SERVICE = "AKS"
@@ -164,6 +164,20 @@ def exec_kubeconfig(text: str) -> str:
         server_id = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--server-id"), None)
         exec_["args"] = ["get-token", "--login", "azurecli"] + (["--server-id", server_id] if server_id else [])
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+# What `gpupools plan` can say of an existing cluster's controls beyond "not checked": what the program reads.
+READ_ON_EXISTING: dict[str, str] = {}
+
+
+def cluster_controls(cluster: Cluster) -> list[Control]:
+    return [
+        endpoint_control(cluster),
+        Control("local accounts (Entra ID with Azure RBAC always)", on_off(cluster.local_accounts is True), "localAccounts", "aks-entra-id-rbac"),
+        Control("network policy (Cilium)", on_off(cluster.network_policy is not False), "networkPolicy", "cluster-network-policy"),
+        Control("workload identity", "on", "-", "cluster-workload-identity"),
+        Control("Azure Policy add-on", on_off(cluster.azure_policy is True), "azurePolicy", "-"),
+    ]
 
 
 def managed_cluster_args(cluster: Cluster) -> dict:

@@ -17,7 +17,7 @@ from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
 from ..sharing import GPU_RESOURCE
-from ._common import KIND, KubernetesRelease, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
+from ._common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
 
 NAME = "gcp"
 SERVICE = "GKE"
@@ -178,6 +178,23 @@ def endpoint_args(cluster: Cluster) -> dict:
             "cidr_blocks": [{"cidr_block": c, "display_name": f"authorized-{i}"} for i, c in enumerate(cluster.authorized_cidrs or [])],
             "gcp_public_cidrs_access_enabled": False}
     return args
+
+
+# What `gpupools plan` can say of an existing cluster's controls beyond "not checked": what the program reads.
+READ_ON_EXISTING = {"Workload Identity": "read from the cluster; the deploy stops with an error if it is off, since the pools need it"}
+
+
+def cluster_controls(cluster: Cluster) -> list[Control]:
+    return [
+        endpoint_control(cluster),
+        Control("private nodes (with Cloud NAT)", on_off(cluster.private_nodes is not False), "privateNodes", "gke-private-nodes"),
+        Control("Workload Identity", "on", "-", "cluster-workload-identity"),
+        Control("shielded nodes", "on", "-", "gke-shielded-nodes"),
+        Control("Dataplane V2 (network policy)", on_off(cluster.network_policy is not False), "networkPolicy", "cluster-network-policy"),
+        Control("release channel", cluster.release_channel or DEFAULT_RELEASE_CHANNEL, "releaseChannel", "gke-release-channel"),
+        Control("deletion protection", "on" if cluster.production else "off (on for a production cluster)", "production", "gke-deletion-protection"),
+        Control("Binary Authorization (optional)", on_off(cluster.binary_authorization is True), "binaryAuthorization", "gke-binary-authorization"),
+    ]
 
 
 def cluster_args(cluster: Cluster, project: str | None, pool) -> dict:
