@@ -164,6 +164,8 @@ EksLogType = Literal["api", "audit", "authenticator", "controllerManager", "sche
 # Who may reach the Kubernetes API: `private` only from inside the network, `restricted` from `authorizedCidrs`
 # (and the network), `public` from anywhere (a deliberate opt-out the policy pack flags unless excepted).
 EndpointAccess = Literal["private", "restricted", "public"]
+# GKE's release channels (UNSPECIFIED, no channel, is what the policy pack refuses).
+GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 
 
 class Cluster(Model):
@@ -199,7 +201,7 @@ class Cluster(Model):
     # GKE: nodes without public IPs (egress through a Cloud NAT the stack creates); on by default.
     private_nodes: Annotated[bool, Field(strict=True)] | None = None
     # GKE: the release channel that upgrades the cluster; REGULAR by default.
-    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] | None = None
+    release_channel: Literal[GKE_RELEASE_CHANNELS] | None = None  # type: ignore[valid-type]
     # GKE: a production cluster gets deletion protection, and is labelled so the policy pack can tell.
     production: Annotated[bool, Field(strict=True)] | None = None
     # GKE: Binary Authorization enforcing the project's policy; optional, off by default.

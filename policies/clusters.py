@@ -13,6 +13,10 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, \
     StackValidationArgs, StackValidationPolicy
 
+from gpupools.clouds.aws import CORE_ADDONS, DEFAULT_LOG_TYPES, POD_IDENTITY_AGENT
+from gpupools.clouds.gcp import PRODUCTION_LABEL
+from gpupools.config import EKS_LOG_TYPES, GKE_RELEASE_CHANNELS as RELEASE_CHANNELS
+
 from ._fleet import AKS_CLUSTER, EKS_CLUSTER, GKE_CLUSTER
 from ._props import get, is_unknown, items
 from .security import WORLD
@@ -41,75 +45,74 @@ def _schema(**extra: dict) -> PolicyConfigSchema:
     return PolicyConfigSchema(properties={**EXCEPTIONS, **extra})
 
 
+def cluster_policy(name: str, description: str, validate, **config: dict) -> ResourceValidationPolicy:
+    """A mandatory resource policy with an `exceptions` list (and any further config)."""
+    return ResourceValidationPolicy(name=name, description=description, enforcement_level=EnforcementLevel.MANDATORY,
+                                    config_schema=_schema(**config), validate=validate)
+
+
+SERVICES = {EKS_CLUSTER: "EKS", AKS_CLUSTER: "AKS", GKE_CLUSTER: "GKE"}
+
+
+def judge(args: ResourceValidationArgs, report: ReportViolation, path: tuple[str, ...], ok, problem) -> None:
+    """One field of a cluster: unknown or `ok(value)` passes; otherwise the cluster is reported (unless the policy's
+    exceptions name it) with `problem`, a text that may quote the value as {value}, or a function of the value."""
+    value = get(args.props, *path)
+    if is_unknown(value) or ok(value):
+        return
+    name = cluster_name(args.props, args.name)
+    excepted(args, name)
+    text = problem(value) if callable(problem) else problem.format(value="unset" if value is None else value)
+    report(f"{SERVICES[args.resource_type]} cluster {name!r} {text}", None)
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # cluster-endpoint-restricted
 
 
-def _aks_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    props = args.props
-    name = cluster_name(props, args.name)
-    private = get(props, "apiServerAccessProfile", "enablePrivateCluster")
-    ranges = get(props, "apiServerAccessProfile", "authorizedIPRanges")
-    if private is True or is_unknown(private) or is_unknown(ranges):
-        return
-    ranges = items(ranges)
-    if not ranges or any(r in WORLD for r in ranges):
-        excepted(args, name)
-        report(f"AKS cluster {name!r} serves its API server to the whole internet (apiServerAccessProfile.authorizedIPRanges "
-               f"{'unset' if not ranges else ', '.join(map(str, ranges))}); set gpupools:cluster authorizedCidrs, or endpointAccess: private "
-               f"(enablePrivateCluster)", None)
+# GKE's switch that lets every Google Cloud public address reach the endpoint, counted as a range that is too wide.
+GCP_PUBLIC = "every Google Cloud public IP (gcpPublicCidrsAccessEnabled)"
 
 
-def _gke_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    props = args.props
-    name = cluster_name(props, args.name)
-    private = get(props, "privateClusterConfig", "enablePrivateEndpoint")
+def _gke_ranges(props: Any) -> Any:
     networks = get(props, "masterAuthorizedNetworksConfig")
-    if private is True or is_unknown(private) or is_unknown(networks):
-        return
+    if networks is None or is_unknown(networks):
+        return networks
     blocks = [get(b, "cidrBlock") for b in items(get(networks, "cidrBlocks"))]
-    if networks is None:
-        problem = "has no master authorized networks"
-    elif any(b in WORLD for b in blocks):
-        problem = "authorizes 0.0.0.0/0 in masterAuthorizedNetworksConfig"
-    elif get(networks, "gcpPublicCidrsAccessEnabled") is True:
-        problem = "lets every Google Cloud public IP reach it (gcpPublicCidrsAccessEnabled)"
-    else:
-        return
-    excepted(args, name)
-    report(f"GKE cluster {name!r} serves its public endpoint to the whole internet: it {problem}; set gpupools:cluster authorizedCidrs, "
-           f"or endpointAccess: private", None)
+    return blocks + ([GCP_PUBLIC] if get(networks, "gcpPublicCidrsAccessEnabled") is True else [])
+
+
+# Per cluster type: the service, the flag and the value of it that makes the endpoint private, the authorized ranges
+# of a public endpoint, and the field that holds them.
+ENDPOINTS = {
+    EKS_CLUSTER: ("EKS", ("vpcConfig", "endpointPublicAccess"), False, lambda p: get(p, "vpcConfig", "publicAccessCidrs"),
+                  "vpcConfig.publicAccessCidrs"),
+    AKS_CLUSTER: ("AKS", ("apiServerAccessProfile", "enablePrivateCluster"), True,
+                  lambda p: get(p, "apiServerAccessProfile", "authorizedIPRanges"), "apiServerAccessProfile.authorizedIPRanges"),
+    GKE_CLUSTER: ("GKE", ("privateClusterConfig", "enablePrivateEndpoint"), True, _gke_ranges, "masterAuthorizedNetworksConfig"),
+}
 
 
 def validate_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    typ, props = args.resource_type, args.props
-    if typ == AKS_CLUSTER:
-        _aks_endpoint(args, report)
-    if typ == GKE_CLUSTER:
-        _gke_endpoint(args, report)
-    if typ != EKS_CLUSTER:
+    if args.resource_type not in ENDPOINTS:
         return
-    name = cluster_name(props, args.name)
-    public = get(props, "vpcConfig", "endpointPublicAccess")
-    if is_unknown(public) or public is False:
+    service, flag_path, private_when, ranges_of, field = ENDPOINTS[args.resource_type]
+    flag, ranges = get(args.props, *flag_path), ranges_of(args.props)
+    if is_unknown(flag) or flag is private_when or is_unknown(ranges):
         return
-    cidrs = get(props, "vpcConfig", "publicAccessCidrs")
-    if is_unknown(cidrs):
+    ranges = items(ranges)
+    if ranges and not any(r in WORLD or r == GCP_PUBLIC for r in ranges):
         return
-    cidrs = items(cidrs)
-    if not cidrs or any(c in WORLD for c in cidrs):
-        excepted(args, name)
-        report(f"EKS cluster {name!r} serves its API endpoint to the whole internet (publicAccessCidrs "
-               f"{'unset' if not cidrs else ', '.join(map(str, cidrs))}); set gpupools:cluster authorizedCidrs to the networks that "
-               f"may reach it, or endpointAccess: private", None)
+    name = cluster_name(args.props, args.name)
+    excepted(args, name)
+    report(f"{service} cluster {name!r} serves its API endpoint to the whole internet ({field}: {', '.join(map(str, ranges)) or 'unset'}); "
+           f"set gpupools:cluster authorizedCidrs to the networks that may reach it, or endpointAccess: private", None)
 
 
-cluster_endpoint_restricted = ResourceValidationPolicy(
-    name="cluster-endpoint-restricted",
-    description="The Kubernetes API endpoint of a cluster is private or open only to authorized networks, never to the whole internet.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(),
-    validate=validate_endpoint,
+cluster_endpoint_restricted = cluster_policy(
+    "cluster-endpoint-restricted",
+    "The Kubernetes API endpoint of a cluster is private or open only to authorized networks, never to the whole internet.",
+    validate_endpoint,
 )
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -123,53 +126,46 @@ def _symmetric(props: Any) -> bool:
     return spec in (None, "SYMMETRIC_DEFAULT") and usage in (None, "ENCRYPT_DECRYPT")
 
 
+def _envelope_encrypted(config: Any) -> bool:
+    resources = get(config, "resources")
+    return is_unknown(resources) or (config is not None and "secrets" in items(resources) and bool(get(config, "provider", "keyArn")))
+
+
 def validate_secrets_encryption(args: ResourceValidationArgs, report: ReportViolation) -> None:
     typ, props = args.resource_type, args.props
     if typ == EKS_CLUSTER:
-        name = cluster_name(props, args.name)
-        config = get(props, "encryptionConfig")
-        if is_unknown(config):
-            return
-        resources = get(config, "resources")
-        key = get(config, "provider", "keyArn")
-        if is_unknown(resources):
-            return
-        if config is None or "secrets" not in items(resources) or (key is None or key == ""):
-            excepted(args, name)
-            report(f"EKS cluster {name!r} keeps Kubernetes Secrets in etcd without envelope encryption; set encryptionConfig "
-                   f"(resources: [secrets], provider.keyArn: a KMS key), which gpupools does unless cluster.secretsEncryption is false", None)
+        judge(args, report, ("encryptionConfig",), _envelope_encrypted,
+              lambda _: "keeps Kubernetes Secrets in etcd without envelope encryption; set encryptionConfig (resources: [secrets], "
+                        "provider.keyArn: a KMS key), which gpupools does unless cluster.secretsEncryption is false")
     elif typ == KMS_KEY and _symmetric(props):
         rotation = get(props, "enableKeyRotation")
         if not is_unknown(rotation) and rotation is not True:
             report(f"KMS key {args.name!r} does not rotate its key material; set enableKeyRotation: true", None)
 
 
-eks_secrets_encryption = ResourceValidationPolicy(
-    name="eks-secrets-encryption",
-    description="EKS clusters envelope-encrypt Kubernetes Secrets with a KMS key, and the stack's KMS keys rotate.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(),
-    validate=validate_secrets_encryption,
+eks_secrets_encryption = cluster_policy(
+    "eks-secrets-encryption",
+    "EKS clusters envelope-encrypt Kubernetes Secrets with a KMS key, and the stack's KMS keys rotate.",
+    validate_secrets_encryption,
 )
 
 # --------------------------------------------------------------------------------------------------------------------
 # eks-control-plane-logs
 
-REQUIRED_LOG_TYPES = ["api", "audit", "authenticator"]
+REQUIRED_LOG_TYPES = list(DEFAULT_LOG_TYPES)
 
 
 def validate_logs(args: ResourceValidationArgs, report: ReportViolation) -> None:
     typ, props = args.resource_type, args.props
+    required = args.get_config().get("requiredLogTypes") or []
+
+    def missing(enabled: Any) -> list[str]:
+        return [t for t in required if t not in items(enabled)]
+
     if typ == EKS_CLUSTER:
-        name = cluster_name(props, args.name)
-        enabled = get(props, "enabledClusterLogTypes")
-        if is_unknown(enabled):
-            return
-        missing = [t for t in args.get_config().get("requiredLogTypes") or [] if t not in items(enabled)]
-        if missing:
-            excepted(args, name)
-            report(f"EKS cluster {name!r} does not send its {', '.join(missing)} logs to CloudWatch, so API calls and logins leave "
-                   f"no trace; add them to enabledClusterLogTypes (gpupools:cluster controlPlaneLogs)", None)
+        judge(args, report, ("enabledClusterLogTypes",), lambda enabled: not missing(enabled),
+              lambda enabled: f"does not send its {', '.join(missing(enabled))} logs to CloudWatch, so API calls and logins leave no "
+                              f"trace; add them to enabledClusterLogTypes (gpupools:cluster controlPlaneLogs)")
     elif typ == LOG_GROUP:
         group = get(props, "name")
         if isinstance(group, str) and group.startswith("/aws/eks/") and group.endswith("/cluster"):
@@ -178,14 +174,13 @@ def validate_logs(args: ResourceValidationArgs, report: ReportViolation) -> None
                 report(f"log group {group!r} keeps EKS control-plane logs forever; set retentionInDays (gpupools:cluster logRetentionDays)", None)
 
 
-eks_control_plane_logs = ResourceValidationPolicy(
-    name="eks-control-plane-logs",
-    description="EKS clusters send their API server, audit and authenticator logs to CloudWatch, into a log group with a retention.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(requiredLogTypes={
-        "type": "array", "items": {"type": "string", "enum": ["api", "audit", "authenticator", "controllerManager", "scheduler"]},
-        "default": REQUIRED_LOG_TYPES, "description": "Control-plane log types every EKS cluster must enable."}),
-    validate=validate_logs,
+eks_control_plane_logs = cluster_policy(
+    "eks-control-plane-logs",
+    "EKS clusters send their API server, audit and authenticator logs to CloudWatch, into a log group with a retention.",
+    validate_logs,
+    requiredLogTypes={
+        "type": "array", "items": {"type": "string", "enum": list(EKS_LOG_TYPES)},
+        "default": REQUIRED_LOG_TYPES, "description": "Control-plane log types every EKS cluster must enable."},
 )
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -193,30 +188,22 @@ eks_control_plane_logs = ResourceValidationPolicy(
 
 
 def validate_access_entries(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    typ, props = args.resource_type, args.props
-    if typ != EKS_CLUSTER:
-        return
-    name = cluster_name(props, args.name)
-    mode = get(props, "accessConfig", "authenticationMode")
-    if is_unknown(mode) or mode == "API":
-        return
-    excepted(args, name)
-    report(f"EKS cluster {name!r} authenticates through the aws-auth ConfigMap (authenticationMode {mode or 'unset'}), which anyone "
-           f"who can edit one ConfigMap can use to grant cluster admin; set accessConfig.authenticationMode: API (access entries)", None)
+    if args.resource_type == EKS_CLUSTER:
+        judge(args, report, ("accessConfig", "authenticationMode"), lambda mode: mode == "API",
+              "authenticates through the aws-auth ConfigMap (authenticationMode {value}), which anyone who can edit one ConfigMap can "
+              "use to grant cluster admin; set accessConfig.authenticationMode: API (access entries)")
 
 
-eks_access_entries = ResourceValidationPolicy(
-    name="eks-access-entries",
-    description="EKS clusters manage access with access entries only (authenticationMode API), not the aws-auth ConfigMap.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(),
-    validate=validate_access_entries,
+eks_access_entries = cluster_policy(
+    "eks-access-entries",
+    "EKS clusters manage access with access entries only (authenticationMode API), not the aws-auth ConfigMap.",
+    validate_access_entries,
 )
 
 # --------------------------------------------------------------------------------------------------------------------
 # eks-managed-addons
 
-REQUIRED_ADDONS = ["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"]
+REQUIRED_ADDONS = [*CORE_ADDONS, POD_IDENTITY_AGENT]
 
 
 def validate_addons(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -271,12 +258,10 @@ def validate_entra_id(args: ResourceValidationArgs, report: ReportViolation) -> 
                f"unless cluster.localAccounts is true", None)
 
 
-aks_entra_id_rbac = ResourceValidationPolicy(
-    name="aks-entra-id-rbac",
-    description="AKS clusters authenticate with Entra ID only (local accounts disabled) and authorize with Azure RBAC.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(),
-    validate=validate_entra_id,
+aks_entra_id_rbac = cluster_policy(
+    "aks-entra-id-rbac",
+    "AKS clusters authenticate with Entra ID only (local accounts disabled) and authorize with Azure RBAC.",
+    validate_entra_id,
 )
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -286,31 +271,22 @@ AKS_NETWORK_POLICIES = ("azure", "calico", "cilium")
 
 
 def validate_network_policy(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    typ, props = args.resource_type, args.props
+    typ = args.resource_type
     if typ == AKS_CLUSTER:
-        name = cluster_name(props, args.name)
-        engine = get(props, "networkProfile", "networkPolicy")
-        if is_unknown(engine) or engine in AKS_NETWORK_POLICIES:
-            return
-        excepted(args, name)
-        report(f"AKS cluster {name!r} enforces no NetworkPolicy (networkProfile.networkPolicy is {engine or 'unset'}), so any pod reaches "
-               f"any other team's pods; set it to cilium (gpupools: cluster.networkPolicy, on by default)", None)
+        judge(args, report, ("networkProfile", "networkPolicy"), lambda engine: engine in AKS_NETWORK_POLICIES,
+              "enforces no NetworkPolicy (networkProfile.networkPolicy is {value}), so any pod reaches any other team's pods; set it to "
+              "cilium (gpupools: cluster.networkPolicy, on by default)")
     elif typ == GKE_CLUSTER:
-        name = cluster_name(props, args.name)
-        datapath, legacy = get(props, "datapathProvider"), get(props, "networkPolicy", "enabled")
-        if is_unknown(datapath) or is_unknown(legacy) or datapath == "ADVANCED_DATAPATH" or legacy is True:
-            return
-        excepted(args, name)
-        report(f"GKE cluster {name!r} enforces no NetworkPolicy (datapathProvider is {datapath or 'unset'}, no networkPolicy addon), so any "
-               f"pod reaches any other team's pods; set datapathProvider: ADVANCED_DATAPATH (Dataplane V2; gpupools: cluster.networkPolicy)", None)
+        legacy = get(args.props, "networkPolicy", "enabled")
+        judge(args, report, ("datapathProvider",), lambda datapath: datapath == "ADVANCED_DATAPATH" or legacy is True or is_unknown(legacy),
+              "enforces no NetworkPolicy (datapathProvider is {value}, no networkPolicy addon), so any pod reaches any other team's "
+              "pods; set datapathProvider: ADVANCED_DATAPATH (Dataplane V2; gpupools: cluster.networkPolicy)")
 
 
-cluster_network_policy = ResourceValidationPolicy(
-    name="cluster-network-policy",
-    description="Clusters enforce Kubernetes NetworkPolicy (AKS: networkProfile.networkPolicy azure, calico or cilium; GKE: Dataplane V2).",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(),
-    validate=validate_network_policy,
+cluster_network_policy = cluster_policy(
+    "cluster-network-policy",
+    "Clusters enforce Kubernetes NetworkPolicy (AKS: networkProfile.networkPolicy azure, calico or cilium; GKE: Dataplane V2).",
+    validate_network_policy,
 )
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -318,123 +294,87 @@ cluster_network_policy = ResourceValidationPolicy(
 
 
 def validate_workload_identity(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    typ, props = args.resource_type, args.props
+    typ = args.resource_type
     if typ == AKS_CLUSTER:
-        name = cluster_name(props, args.name)
-        for path, field in ((("securityProfile", "workloadIdentity", "enabled"), "securityProfile.workloadIdentity.enabled"),
-                            (("oidcIssuerProfile", "enabled"), "oidcIssuerProfile.enabled")):
-            value = get(props, *path)
-            if not is_unknown(value) and value is not True:
-                excepted(args, name)
-                report(f"AKS cluster {name!r} has no workload identity ({field} is not true), so pods that need Azure access "
-                       f"end up with stored secrets; set {field}: true", None)
+        for path in (("securityProfile", "workloadIdentity", "enabled"), ("oidcIssuerProfile", "enabled")):
+            field = ".".join(path)
+            judge(args, report, path, lambda v: v is True, f"has no workload identity ({field} is {{value}}), so pods that need Azure "
+                                                           f"access end up with stored secrets; set {field}: true")
     elif typ == GKE_CLUSTER:
-        name = cluster_name(props, args.name)
-        pool = get(props, "workloadIdentityConfig", "workloadPool")
-        if not is_unknown(pool) and not pool:
-            excepted(args, name)
-            report(f"GKE cluster {name!r} has no Workload Identity (workloadIdentityConfig.workloadPool unset): node pools with the GKE "
-                   f"metadata server cannot start and pods would need service-account keys; set workloadPool: <project>.svc.id.goog", None)
+        judge(args, report, ("workloadIdentityConfig", "workloadPool"), bool,
+              "has no Workload Identity (workloadIdentityConfig.workloadPool is {value}): node pools with the GKE metadata server "
+              "cannot start and pods would need service-account keys; set workloadPool: <project>.svc.id.goog")
 
 
-cluster_workload_identity = ResourceValidationPolicy(
-    name="cluster-workload-identity",
-    description="Clusters give pods cloud identities without stored secrets (AKS workload identity with the OIDC issuer, GKE Workload Identity).",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(),
-    validate=validate_workload_identity,
+cluster_workload_identity = cluster_policy(
+    "cluster-workload-identity",
+    "Clusters give pods cloud identities without stored secrets (AKS workload identity with the OIDC issuer, GKE Workload Identity).",
+    validate_workload_identity,
 )
 
 # --------------------------------------------------------------------------------------------------------------------
 # gke-private-nodes, gke-release-channel, gke-deletion-protection, gke-binary-authorization
 
-PRODUCTION_LABEL = "gpupools-production"
-RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
-
 
 def validate_private_nodes(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != GKE_CLUSTER:
-        return
-    name = cluster_name(args.props, args.name)
-    private = get(args.props, "privateClusterConfig", "enablePrivateNodes")
-    if not is_unknown(private) and private is not True:
-        excepted(args, name)
-        report(f"GKE cluster {name!r} gives its nodes public IP addresses (privateClusterConfig.enablePrivateNodes is not true); "
-               f"gpupools makes them private unless cluster.privateNodes is false", None)
+    if args.resource_type == GKE_CLUSTER:
+        judge(args, report, ("privateClusterConfig", "enablePrivateNodes"), lambda v: v is True,
+              "gives its nodes public IP addresses (privateClusterConfig.enablePrivateNodes is {value}); gpupools makes them private "
+              "unless cluster.privateNodes is false")
 
 
-gke_private_nodes = ResourceValidationPolicy(
-    name="gke-private-nodes",
-    description="GKE nodes have no public IP addresses (private nodes).",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(),
-    validate=validate_private_nodes,
+gke_private_nodes = cluster_policy(
+    "gke-private-nodes",
+    "GKE nodes have no public IP addresses (private nodes).",
+    validate_private_nodes,
 )
 
 
 def validate_release_channel(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != GKE_CLUSTER:
-        return
-    name = cluster_name(args.props, args.name)
-    channel = get(args.props, "releaseChannel", "channel")
-    if not is_unknown(channel) and channel not in RELEASE_CHANNELS:
-        excepted(args, name)
-        report(f"GKE cluster {name!r} follows no release channel (releaseChannel.channel is {channel or 'unset'}), so nobody patches its "
-               f"control plane and nodes on a schedule; set one of {', '.join(RELEASE_CHANNELS)} (gpupools: cluster.releaseChannel)", None)
+    if args.resource_type == GKE_CLUSTER:
+        judge(args, report, ("releaseChannel", "channel"), lambda v: v in RELEASE_CHANNELS,
+              "follows no release channel (releaseChannel.channel is {value}), so nobody patches its control plane and nodes on a "
+              f"schedule; set one of {', '.join(RELEASE_CHANNELS)} (gpupools: cluster.releaseChannel)")
 
 
-gke_release_channel = ResourceValidationPolicy(
-    name="gke-release-channel",
-    description="GKE clusters are enrolled in a release channel, which keeps them patched.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(),
-    validate=validate_release_channel,
+gke_release_channel = cluster_policy(
+    "gke-release-channel",
+    "GKE clusters are enrolled in a release channel, which keeps them patched.",
+    validate_release_channel,
 )
 
 
 def validate_deletion_protection(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != GKE_CLUSTER:
         return
-    name = cluster_name(args.props, args.name)
     production = get(args.props, "resourceLabels", PRODUCTION_LABEL) == "true"
-    if not (production or args.get_config().get("allClusters")):
-        return
-    protected = get(args.props, "deletionProtection")
-    if not is_unknown(protected) and protected is not True:
-        excepted(args, name)
-        report(f"GKE cluster {name!r} is {'labelled production' if production else 'a cluster'} but can be deleted by one `pulumi destroy` "
-               f"or replacement (deletionProtection is not true); gpupools sets it for cluster.production: true", None)
+    if production or args.get_config().get("allClusters"):
+        judge(args, report, ("deletionProtection",), lambda v: v is True,
+              f"is {'labelled production' if production else 'a cluster'} but can be deleted by one `pulumi destroy` or replacement "
+              "(deletionProtection is {value}); gpupools sets it for cluster.production: true")
 
 
-gke_deletion_protection = ResourceValidationPolicy(
-    name="gke-deletion-protection",
-    description=f"GKE clusters labelled {PRODUCTION_LABEL}=true (gpupools: cluster.production) have deletion protection on.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(allClusters={"type": "boolean", "default": False,
-                                       "description": "Require deletion protection on every GKE cluster, production or not."}),
-    validate=validate_deletion_protection,
+gke_deletion_protection = cluster_policy(
+    "gke-deletion-protection",
+    f"GKE clusters labelled {PRODUCTION_LABEL}=true (gpupools: cluster.production) have deletion protection on.",
+    validate_deletion_protection,
+    allClusters={"type": "boolean", "default": False, "description": "Require deletion protection on every GKE cluster, production or not."},
 )
 
 
 def validate_binary_authorization(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type != GKE_CLUSTER or not args.get_config().get("required"):
-        return
-    name = cluster_name(args.props, args.name)
-    mode = get(args.props, "binaryAuthorization", "evaluationMode")
-    if is_unknown(mode) or mode == "PROJECT_SINGLETON_POLICY_ENFORCE":
-        return
-    excepted(args, name)
-    report(f"GKE cluster {name!r} runs any image (binaryAuthorization.evaluationMode is {mode or 'unset'}); set "
-           f"PROJECT_SINGLETON_POLICY_ENFORCE (gpupools: cluster.binaryAuthorization: true)", None)
+    if args.resource_type == GKE_CLUSTER and args.get_config().get("required"):
+        judge(args, report, ("binaryAuthorization", "evaluationMode"), lambda v: v == "PROJECT_SINGLETON_POLICY_ENFORCE",
+              "runs any image (binaryAuthorization.evaluationMode is {value}); set PROJECT_SINGLETON_POLICY_ENFORCE "
+              "(gpupools: cluster.binaryAuthorization: true)")
 
 
-gke_binary_authorization = ResourceValidationPolicy(
-    name="gke-binary-authorization",
-    description="Optional (config `required`): GKE clusters enforce the project's Binary Authorization policy.",
-    enforcement_level=EnforcementLevel.MANDATORY,
-    config_schema=_schema(required={"type": "boolean", "default": False,
-                                    "description": "Require Binary Authorization on every GKE cluster; off by default."}),
-    validate=validate_binary_authorization,
+gke_binary_authorization = cluster_policy(
+    "gke-binary-authorization",
+    "Optional (config `required`): GKE clusters enforce the project's Binary Authorization policy.",
+    validate_binary_authorization,
+    required={"type": "boolean", "default": False,
+                                    "description": "Require Binary Authorization on every GKE cluster; off by default."},
 )
 
 POLICIES = [cluster_endpoint_restricted, eks_secrets_encryption, eks_control_plane_logs, eks_access_entries, eks_managed_addons,

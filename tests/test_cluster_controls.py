@@ -194,7 +194,7 @@ def test_happy_eks_cluster_passes(policy):
 
 @pytest.mark.parametrize("policy, change, words", [
     ("cluster-endpoint-restricted", {"vpcConfig__publicAccessCidrs": ["0.0.0.0/0"]}, "whole internet"),
-    ("cluster-endpoint-restricted", {"vpcConfig__publicAccessCidrs": DROP}, "publicAccessCidrs unset"),
+    ("cluster-endpoint-restricted", {"vpcConfig__publicAccessCidrs": DROP}, "publicAccessCidrs: unset"),
     ("cluster-endpoint-restricted", {"vpcConfig__publicAccessCidrs": ["10.0.0.0/8", "::/0"]}, "::/0"),
     ("eks-secrets-encryption", {"encryptionConfig": DROP}, "without envelope encryption"),
     ("eks-secrets-encryption", {"encryptionConfig__resources": []}, "without envelope encryption"),
@@ -355,7 +355,7 @@ def test_happy_aks_cluster_passes(policy):
 
 
 @pytest.mark.parametrize("policy, change, words", [
-    ("cluster-endpoint-restricted", {"apiServerAccessProfile": DROP}, "authorizedIPRanges unset"),
+    ("cluster-endpoint-restricted", {"apiServerAccessProfile": DROP}, "authorizedIPRanges: unset"),
     ("cluster-endpoint-restricted", {"apiServerAccessProfile__authorizedIPRanges": ["0.0.0.0/0"]}, "whole internet"),
     ("cluster-endpoint-restricted", {"apiServerAccessProfile": {"enablePrivateCluster": False}}, "whole internet"),
     ("aks-entra-id-rbac", {"disableLocalAccounts": False}, "keeps local accounts"),
@@ -495,8 +495,8 @@ def test_happy_gke_cluster_passes(policy):
 
 
 @pytest.mark.parametrize("policy, change, words", [
-    ("cluster-endpoint-restricted", {"masterAuthorizedNetworksConfig": DROP}, "no master authorized networks"),
-    ("cluster-endpoint-restricted", {"masterAuthorizedNetworksConfig__cidrBlocks": [{"cidrBlock": "0.0.0.0/0"}]}, "authorizes 0.0.0.0/0"),
+    ("cluster-endpoint-restricted", {"masterAuthorizedNetworksConfig": DROP}, "masterAuthorizedNetworksConfig: unset"),
+    ("cluster-endpoint-restricted", {"masterAuthorizedNetworksConfig__cidrBlocks": [{"cidrBlock": "0.0.0.0/0"}]}, "0.0.0.0/0"),
     ("cluster-endpoint-restricted", {"masterAuthorizedNetworksConfig__gcpPublicCidrsAccessEnabled": True}, "every Google Cloud public IP"),
     ("gke-private-nodes", {"privateClusterConfig": DROP}, "public IP addresses"),
     ("cluster-workload-identity", {"workloadIdentityConfig": DROP}, "no Workload Identity"),
@@ -522,7 +522,7 @@ def test_deletion_protection_only_for_production_unless_configured():
     dev = gke_cluster(deletionProtection=False, resourceLabels=DROP)
     assert resource_violations("gke-deletion-protection", GKE_CLUSTER, dev) == []
     (message,) = resource_violations("gke-deletion-protection", GKE_CLUSTER, dev, config={"allClusters": True})
-    assert "deletionProtection is not true" in message
+    assert "deletionProtection is False" in message
 
 
 def test_binary_authorization_is_optional():
