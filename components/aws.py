@@ -85,6 +85,11 @@ class EksCluster(Component):
             endpoint, ca_data = found.endpoint, found.certificate_authorities[0].data
             self.security_group_id = found.vpc_config.cluster_security_group_id
             self.version = found.version
+            # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
+            pulumi.Output.all(found.name, found.vpc_config, found.enabled_cluster_log_types, found.access_configs).apply(
+                lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
+                    a[0], a[1].get("endpoint_public_access"), a[1].get("public_access_cidrs"), a[2],
+                    (a[3] or [{}])[0].get("authentication_mode"))])
             if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
                 # An existing cluster must already run the Pod Identity agent; reading it fails the preview if not.
                 aws.eks.get_addon_output(cluster_name=cluster.name, addon_name=decide.POD_IDENTITY_AGENT, opts=_invoke_opts(self))

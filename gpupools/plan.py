@@ -54,6 +54,8 @@ class Plan:
     cloud: str | None
     resources: list[PlannedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    # Warnings the program logs, from the mocks' answers: kept for tests, never shown as findings about real clouds.
+    warnings: list[str] = field(default_factory=list)
 
     def of_type(self, type_token: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -166,7 +168,10 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
         return {"name": name, "endpoint": f"https://{_fake_id(name).upper()}.gr7.{region}.eks.amazonaws.com",
                 "certificateAuthorities": [{"data": _MOCK_CA}], "arn": f"arn:aws:eks:{region}:123456789012:cluster/{name}",
                 "vpcConfig": {"subnetIds": ["subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"], "vpcId": "vpc-0a1b2c3d4e5f60000",
-                              "clusterSecurityGroupId": "sg-0a1b2c3d4e5f60000"},
+                              "clusterSecurityGroupId": "sg-0a1b2c3d4e5f60000",
+                              # What EKS gives a cluster created without saying otherwise.
+                              "endpointPublicAccess": True, "endpointPrivateAccess": False, "publicAccessCidrs": ["0.0.0.0/0"]},
+                "enabledClusterLogTypes": [], "accessConfigs": [{"authenticationMode": "CONFIG_MAP"}],
                 "version": "1.35", "status": "ACTIVE"}
     if token == "aws:eks/getAddon:getAddon":
         return {"addonName": args.get("addonName"), "clusterName": args.get("clusterName"), "addonVersion": "v1.3.8-eksbuild.2", "id": "addon"}
@@ -241,6 +246,22 @@ def _make_monitor(plan: Plan, region: str):
     return RecordingMonitor(Recorder())
 
 
+def _collector(plan: Plan) -> "logging.Logger":
+    """A logger that keeps the program's warnings in the plan instead of printing them."""
+    import logging
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                plan.warnings.append(record.getMessage())
+
+    logger = logging.getLogger(f"gpupools.plan.{id(plan)}")
+    logger.handlers[:] = [Keep()]
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
 async def _wait_for_quiescence(await_all_outstanding_tasks: bool = True) -> None:
     """Pulumi's `wait_for_rpcs`, waiting on each batch of outstanding outputs at once.
 
@@ -288,7 +309,7 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
     settings.configure(mocks.MockSettings(
         monitor=monitor,
         monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
-        engine=mocks.MockEngine(None),
+        engine=mocks.MockEngine(_collector(plan)),
         project=PROJECT,
         stack=stack,
         dry_run=False,

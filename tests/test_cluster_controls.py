@@ -576,3 +576,15 @@ def test_plan_lists_controls_and_what_it_does_not_check_on_existing_clusters(tmp
     result = runner.invoke(app, ["plan", "--config", str(write_stack(tmp_path, cluster("azure", create=False)))])
     assert result.exit_code == 0 and "cluster controls not checked" in result.output
 
+
+
+def test_existing_eks_cluster_is_read_and_what_it_lacks_is_warned():
+    assert eks.existing_cluster_findings("ml", False, None, list(eks.DEFAULT_LOG_TYPES), "API") == []
+    assert eks.existing_cluster_findings("ml", True, ["203.0.113.0/24"], ["api", "audit", "authenticator", "scheduler"], "API") == []
+    found = eks.existing_cluster_findings("ml", True, ["0.0.0.0/0"], ["api"], "API_AND_CONFIG_MAP")
+    assert [f.split("'ml' ")[1][:20] for f in found] == ["serves its API endpo", "does not send its au", "authenticates with A"]
+    assert "audit, authenticator logs" in found[1]
+    # Under the mock engine the program reads the mock's cluster (EKS's defaults) and logs the warnings; the plan keeps
+    # them out of its report, which says what `pulumi preview` reads instead.
+    plan = plan_of(cluster("aws", create=False, subnetIds=["subnet-a", "subnet-b"]))
+    assert len(plan.warnings) == 3 and all(w.startswith("existing EKS cluster 'ml-test'") for w in plan.warnings)

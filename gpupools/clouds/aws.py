@@ -273,7 +273,27 @@ def cluster_args(cluster: Cluster, role_arn, subnet_ids, key_arn=None) -> dict:
 
 
 # What `gpupools plan` can say of an existing cluster's controls beyond "not checked": what the program reads.
-READ_ON_EXISTING = {"managed add-ons": "the Pod Identity agent is read (and required) when Karpenter or cluster-autoscaler needs it"}
+READ_ON_EXISTING = {
+    "API endpoint": "read from the cluster by `pulumi preview`, which warns if it is open to the internet",
+    "control-plane logs to CloudWatch": "read by `pulumi preview`, which warns about missing api, audit or authenticator logs",
+    "authentication mode": "read by `pulumi preview`, which warns unless it is API",
+    "managed add-ons": "the Pod Identity agent is read (and required) when Karpenter or cluster-autoscaler needs it",
+}
+
+
+def existing_cluster_findings(name: str, public: bool | None, cidrs: list[str] | None, logs: list[str] | None, mode: str | None) -> list[str]:
+    """What an existing cluster, as `aws.eks.getCluster` reads it, lacks of the controls a new one gets. gpupools
+    changes nothing on a cluster it did not create; these become warnings of `pulumi preview`."""
+    found = []
+    if public and (not cidrs or WORLD in cidrs):
+        found.append(f"existing EKS cluster {name!r} serves its API endpoint to the whole internet (publicAccessCidrs "
+                     f"{', '.join(cidrs or []) or 'unset'}); restrict it with `aws eks update-cluster-config --resources-vpc-config`")
+    missing = [t for t in DEFAULT_LOG_TYPES if t not in (logs or [])]
+    if missing:
+        found.append(f"existing EKS cluster {name!r} does not send its {', '.join(missing)} logs to CloudWatch")
+    if mode != DEFAULT_AUTHENTICATION_MODE:
+        found.append(f"existing EKS cluster {name!r} authenticates with {mode or 'the aws-auth ConfigMap'}, not access entries only (API)")
+    return found
 
 
 def cluster_controls(cluster: Cluster) -> list[Control]:
