@@ -41,6 +41,11 @@ class AksCluster(Component):
             found = containerservice.get_managed_cluster_output(resource_group_name=cluster.resource_group, resource_name=cluster.name,
                                                                 opts=pulumi.InvokeOutputOptions(parent=self))
             self.cluster_name = found.name
+            # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
+            pulumi.Output.all(found.name, found.api_server_access_profile, found.disable_local_accounts, found.aad_profile,
+                              found.network_profile).apply(lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
+                                  a[0], {"api_server_access_profile": a[1], "disable_local_accounts": a[2], "aad_profile": a[3],
+                                         "network_profile": a[4]})])
         # Entra ID clusters hand out an exec kubeconfig (kubelogin); without Entra ID, format is ignored.
         credentials = containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=cluster.resource_group, resource_name=self.cluster_name, format="exec",

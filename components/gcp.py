@@ -49,6 +49,10 @@ class GkeCluster(Component):
             endpoint, ca_data = found.endpoint, found.master_auths[0].cluster_ca_certificate
             # Read, not assumed: the pools need Workload Identity, which only the cluster's owner can turn on.
             self.cluster_name = pulumi.Output.all(found.name, found.workload_identity_configs).apply(lambda a: _with_workload_identity(a[0], a[1]))
+            read = ("private_cluster_configs", "master_authorized_networks_configs", "enable_shielded_nodes", "datapath_provider",
+                    "network_policies", "release_channels")
+            pulumi.Output.all(found.name, *[getattr(found, key) for key in read]).apply(
+                lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(a[0], dict(zip(read, a[1:])))])
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
             lambda a: decide.kubeconfig(a[0], a[1], a[2])))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())

@@ -192,7 +192,9 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
     if token == "aws:index/getRegion:getRegion":
         return {"name": region, "region": region, "endpoint": f"ec2.{region}.amazonaws.com", "id": region}
     if token == "azure-native:containerservice:getManagedCluster":
-        return {"name": args.get("resourceName"), "location": "westeurope", "kubernetesVersion": "1.33"}
+        # What AKS gave a cluster created without saying otherwise: public API server, local accounts, no network policy.
+        return {"name": args.get("resourceName"), "location": "westeurope", "kubernetesVersion": "1.33", "disableLocalAccounts": False,
+                "networkProfile": {"networkPlugin": "kubenet", "networkPolicy": "none"}}
     if token == "azure-native:containerservice:listManagedClusterUserCredentials":
         # As AKS answers for an Entra ID cluster with format exec: a kubelogin user that logs in by device code.
         cluster = args.get("resourceName", "cluster")
@@ -210,7 +212,10 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
     if token == "gcp:container/getCluster:getCluster":
         project = args.get("project") or "mock-project"
         return {"name": args.get("name"), "location": args.get("location"), "endpoint": "203.0.113.20",
-                "masterAuths": [{"clusterCaCertificate": _MOCK_CA}], "workloadIdentityConfigs": [{"workloadPool": f"{project}.svc.id.goog"}]}
+                "masterAuths": [{"clusterCaCertificate": _MOCK_CA}], "workloadIdentityConfigs": [{"workloadPool": f"{project}.svc.id.goog"}],
+                # A public standard cluster on the Regular channel, as GKE creates one by default.
+                "privateClusterConfigs": [{"enablePrivateNodes": False, "enablePrivateEndpoint": False}], "masterAuthorizedNetworksConfigs": [],
+                "enableShieldedNodes": True, "datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [], "releaseChannels": [{"channel": "REGULAR"}]}
     if token == "gcp:organizations/getClientConfig:getClientConfig":
         return {"project": "mock-project", "region": "us-central1", "zone": "us-central1-a", "accessToken": "[secret]", "id": "client"}
     return {}

@@ -570,9 +570,9 @@ def test_plan_lists_controls_and_what_it_does_not_check_on_existing_clusters(tmp
     new = cluster_control_lines(validate_stack(stack_config("aws")))
     assert "cluster control: API endpoint: private (policy cluster-endpoint-restricted)" in new
     existing = cluster_control_lines(validate_stack(cluster("gcp", create=False)))
-    assert existing[0].startswith("cluster control: Workload Identity: read from the cluster")
-    assert existing[-1].startswith("cluster controls not checked (existing cluster, not changed by gpupools): API endpoint, private nodes")
-    assert "Workload Identity" not in existing[-1]
+    assert "cluster control: Workload Identity: read from the cluster; the deploy stops with an error if it is off, since the pools need it" in existing
+    assert existing[-1] == ("cluster controls not checked (existing cluster, not changed by gpupools): deletion protection, "
+                            "Binary Authorization (optional)")
     result = runner.invoke(app, ["plan", "--config", str(write_stack(tmp_path, cluster("azure", create=False)))])
     assert result.exit_code == 0 and "cluster controls not checked" in result.output
 
@@ -588,3 +588,27 @@ def test_existing_eks_cluster_is_read_and_what_it_lacks_is_warned():
     # them out of its report, which says what `pulumi preview` reads instead.
     plan = plan_of(cluster("aws", create=False, subnetIds=["subnet-a", "subnet-b"]))
     assert len(plan.warnings) == 3 and all(w.startswith("existing EKS cluster 'ml-test'") for w in plan.warnings)
+
+
+def test_existing_aks_and_gke_clusters_are_read_and_what_they_lack_is_warned():
+    from gpupools.clouds import azure as aks
+    from gpupools.clouds import gcp as gke
+
+    hardened_aks = {"api_server_access_profile": {"authorized_ip_ranges": ["203.0.113.0/24"]}, "disable_local_accounts": True,
+                    "aad_profile": {"managed": True, "enable_azure_rbac": True}, "network_profile": {"network_policy": "cilium"}}
+    assert aks.existing_cluster_findings("ml", hardened_aks) == []
+    assert aks.existing_cluster_findings("ml", {**hardened_aks, "api_server_access_profile": {"enable_private_cluster": True}}) == []
+    assert len(aks.existing_cluster_findings("ml", {**hardened_aks, "disable_local_accounts": False})) == 1
+    hardened_gke = {"private_cluster_configs": [{"enable_private_nodes": True, "enable_private_endpoint": False}],
+                    "master_authorized_networks_configs": [{"cidr_blocks": [{"cidr_block": "203.0.113.0/24"}]}],
+                    "enable_shielded_nodes": True, "datapath_provider": "ADVANCED_DATAPATH", "network_policies": [],
+                    "release_channels": [{"channel": "STABLE"}]}
+    assert gke.existing_cluster_findings("ml", hardened_gke) == []
+    (finding,) = gke.existing_cluster_findings("ml", {**hardened_gke, "release_channels": [{"channel": "UNSPECIFIED"}]})
+    assert "no release channel" in finding
+    (finding,) = gke.existing_cluster_findings("ml", {**hardened_gke, "enable_shielded_nodes": False})
+    assert "shielded nodes off" in finding
+    # Under the mock engine (a cluster as each service creates it by default) the program reads and warns.
+    for cloud, count in (("azure", 3), ("gcp", 3)):
+        plan = plan_of(cluster(cloud, create=False))
+        assert len(plan.warnings) == count and all(w.startswith("existing ") for w in plan.warnings), plan.warnings

@@ -167,7 +167,29 @@ def exec_kubeconfig(text: str) -> str:
 
 
 # What `gpupools plan` can say of an existing cluster's controls beyond "not checked": what the program reads.
-READ_ON_EXISTING: dict[str, str] = {}
+READ_ON_EXISTING = {
+    "API endpoint": "read from the cluster by `pulumi preview`, which warns if it is open to the internet",
+    "local accounts (Entra ID with Azure RBAC always)": "read by `pulumi preview`, which warns about local accounts or no Entra ID/Azure RBAC",
+    "network policy (Cilium)": "read by `pulumi preview`, which warns if no network policy is enforced",
+}
+
+
+def existing_cluster_findings(name: str, read: dict) -> list[str]:
+    """What an existing cluster, as `getManagedCluster` reads it (the SDK's snake_case keys), lacks of the controls a
+    new one gets. gpupools changes nothing on a cluster it did not create; these become warnings of `pulumi preview`."""
+    found = []
+    access = read.get("api_server_access_profile") or {}
+    ranges = access.get("authorized_ip_ranges") or []
+    if not access.get("enable_private_cluster") and (not ranges or "0.0.0.0/0" in ranges):
+        found.append(f"existing AKS cluster {name!r} serves its API server to the whole internet (no authorized IP ranges, not private); "
+                     f"restrict it with `az aks update --api-server-authorized-ip-ranges`")
+    aad = read.get("aad_profile") or {}
+    if not read.get("disable_local_accounts") or not aad.get("managed") or not aad.get("enable_azure_rbac"):
+        found.append(f"existing AKS cluster {name!r} keeps local accounts or lacks Entra ID with Azure RBAC "
+                     f"(`az aks update --enable-aad --enable-azure-rbac --disable-local-accounts`)")
+    if ((read.get("network_profile") or {}).get("network_policy") or "none") == "none":
+        found.append(f"existing AKS cluster {name!r} enforces no NetworkPolicy")
+    return found
 
 
 def cluster_controls(cluster: Cluster) -> list[Control]:

@@ -13,7 +13,7 @@ from datetime import date
 
 from ..autoscaling import NodeTemplate
 from ..catalog import Catalog, Hardware, load_catalog, zone_region
-from ..config import Cluster, Pool, Sharing
+from ..config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
 from ..sharing import GPU_RESOURCE
@@ -181,7 +181,39 @@ def endpoint_args(cluster: Cluster) -> dict:
 
 
 # What `gpupools plan` can say of an existing cluster's controls beyond "not checked": what the program reads.
-READ_ON_EXISTING = {"Workload Identity": "read from the cluster; the deploy stops with an error if it is off, since the pools need it"}
+READ_ON_EXISTING = {
+    "API endpoint": "read from the cluster by `pulumi preview`, which warns if it is open to the internet",
+    "private nodes (with Cloud NAT)": "read by `pulumi preview`, which warns if nodes have public IPs",
+    "Workload Identity": "read from the cluster; the deploy stops with an error if it is off, since the pools need it",
+    "shielded nodes": "read by `pulumi preview`, which warns if they are off",
+    "Dataplane V2 (network policy)": "read by `pulumi preview`, which warns if no network policy is enforced",
+    "release channel": "read by `pulumi preview`, which warns if there is none",
+}
+
+
+def _first(items: list | None) -> dict:
+    return (items or [{}])[0] or {}
+
+
+def existing_cluster_findings(name: str, read: dict) -> list[str]:
+    """What an existing cluster, as `container.getCluster` reads it (the SDK's snake_case keys, blocks as lists), lacks of
+    the controls a new one gets. gpupools changes nothing on a cluster it did not create; these become preview warnings."""
+    found = []
+    private = _first(read.get("private_cluster_configs"))
+    networks = _first(read.get("master_authorized_networks_configs"))
+    blocks = [b.get("cidr_block") for b in networks.get("cidr_blocks") or []]
+    if not private.get("enable_private_endpoint") and (not read.get("master_authorized_networks_configs") or "0.0.0.0/0" in blocks
+                                                       or networks.get("gcp_public_cidrs_access_enabled")):
+        found.append(f"existing GKE cluster {name!r} serves its API endpoint to the whole internet (no master authorized networks)")
+    if not private.get("enable_private_nodes"):
+        found.append(f"existing GKE cluster {name!r} gives its nodes public IP addresses")
+    if read.get("enable_shielded_nodes") is False:
+        found.append(f"existing GKE cluster {name!r} has shielded nodes off")
+    if read.get("datapath_provider") != "ADVANCED_DATAPATH" and not _first(read.get("network_policies")).get("enabled"):
+        found.append(f"existing GKE cluster {name!r} enforces no NetworkPolicy (no Dataplane V2, no network policy addon)")
+    if _first(read.get("release_channels")).get("channel") not in GKE_RELEASE_CHANNELS:
+        found.append(f"existing GKE cluster {name!r} follows no release channel")
+    return found
 
 
 def cluster_controls(cluster: Cluster) -> list[Control]:
