@@ -31,6 +31,9 @@ RELEASE_LABEL = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 # nvidia.com/gpumem-percentage and nvidia.com/gpumem count it.
 GPU_MEMORY = r"^([1-9][0-9]{0,2}%|[1-9][0-9]{0,6}(Mi|Gi))$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+# An Azure Log Analytics workspace's resource ID, as AKS's Defender profile takes it.
+LOG_ANALYTICS_WORKSPACE = (r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-A-Za-z0-9_.()]{1,90}/providers/Microsoft\.OperationalInsights/"
+                           r"workspaces/[A-Za-z0-9][-A-Za-z0-9]{2,62}$")
 PATTERN_NAMES = {
     ZONE: "a zone name such as eu-central-1a, us-central1-a or \"1\"",
     DNS_LABEL: "a DNS label (lower-case letters, digits and '-', at most 63, starting and ending alphanumeric)",
@@ -39,6 +42,8 @@ PATTERN_NAMES = {
     CHART_VERSION: "a chart version such as v26.7.0",
     RELEASE_LABEL: "a label value (1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
     GPU_MEMORY: "a GPU memory share such as 25% or an amount such as 8Gi or 3000Mi",
+    LOG_ANALYTICS_WORKSPACE: "a Log Analytics workspace resource ID (/subscriptions/<id>/resourceGroups/<group>/providers/"
+                             "Microsoft.OperationalInsights/workspaces/<name>)",
 }
 DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -196,6 +201,8 @@ class Cluster(Model):
     local_accounts: Annotated[bool, Field(strict=True)] | None = None
     # AKS: the Azure Policy add-on (Gatekeeper with Azure's policy definitions); optional, off by default.
     azure_policy: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: Microsoft Defender for Containers' security monitoring, reporting to this Log Analytics workspace; optional.
+    defender_workspace_id: Annotated[str, StringConstraints(pattern=LOG_ANALYTICS_WORKSPACE)] | None = None
     # AKS and GKE: Kubernetes NetworkPolicy enforced by the cluster's dataplane (Cilium on both); on by default.
     network_policy: Annotated[bool, Field(strict=True)] | None = None
     # GKE: nodes without public IPs (egress through a Cloud NAT the stack creates); on by default.

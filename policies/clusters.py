@@ -265,6 +265,31 @@ aks_entra_id_rbac = cluster_policy(
 )
 
 # --------------------------------------------------------------------------------------------------------------------
+# aks-defender-and-policy (optional)
+
+
+def validate_defender_and_policy(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != AKS_CLUSTER:
+        return
+    config = args.get_config()
+    if config.get("requireDefender"):
+        judge(args, report, ("securityProfile", "defender", "securityMonitoring", "enabled"), lambda v: v is True,
+              "runs without Defender for Containers (securityProfile.defender.securityMonitoring.enabled is {value}); set "
+              "gpupools:cluster defenderWorkspaceId to a Log Analytics workspace")
+    if config.get("requireAzurePolicy"):
+        judge(args, report, ("addonProfiles", "azurepolicy", "enabled"), lambda v: v is True,
+              "runs without the Azure Policy add-on (addonProfiles.azurepolicy.enabled is {value}); set gpupools:cluster azurePolicy: true")
+
+
+aks_defender_and_policy = cluster_policy(
+    "aks-defender-and-policy",
+    "Optional (config): AKS clusters run Defender for Containers and the Azure Policy add-on.",
+    validate_defender_and_policy,
+    requireDefender={"type": "boolean", "default": False, "description": "Require Defender for Containers' security monitoring."},
+    requireAzurePolicy={"type": "boolean", "default": False, "description": "Require the Azure Policy add-on."},
+)
+
+# --------------------------------------------------------------------------------------------------------------------
 # cluster-network-policy
 
 AKS_NETWORK_POLICIES = ("azure", "calico", "cilium")
@@ -377,6 +402,8 @@ gke_binary_authorization = cluster_policy(
                                     "description": "Require Binary Authorization on every GKE cluster; off by default."},
 )
 
-POLICIES = [cluster_endpoint_restricted, eks_secrets_encryption, eks_control_plane_logs, eks_access_entries, eks_managed_addons,
-            aks_entra_id_rbac, cluster_network_policy, cluster_workload_identity, gke_private_nodes, gke_release_channel,
-            gke_deletion_protection, gke_binary_authorization]
+POLICIES = [
+    cluster_endpoint_restricted, eks_secrets_encryption, eks_control_plane_logs, eks_access_entries, eks_managed_addons,
+    aks_entra_id_rbac, aks_defender_and_policy, cluster_network_policy, cluster_workload_identity,
+    gke_private_nodes, gke_release_channel, gke_deletion_protection, gke_binary_authorization,
+]

@@ -275,6 +275,27 @@ def test_aks_switches():
     assert "apiServerAccessProfile" not in plan_of(cluster("azure", endpointAccess="public")).get(AKS_CLUSTER, "ml-test").inputs
 
 
+WORKSPACE = "/subscriptions/33333333-3333-3333-3333-333333333333/resourceGroups/rg-logs/providers/Microsoft.OperationalInsights/workspaces/ml-logs"
+
+
+def test_aks_defender_reports_to_the_given_workspace():
+    i = plan_of(cluster("azure", defenderWorkspaceId=WORKSPACE)).get(AKS_CLUSTER, "ml-test").inputs
+    assert i["securityProfile"] == {"workloadIdentity": {"enabled": True},
+                                    "defender": {"logAnalyticsWorkspaceResourceId": WORKSPACE, "securityMonitoring": {"enabled": True}}}
+    (problem,) = problems(cluster("azure", defenderWorkspaceId="ml-logs"))
+    assert problem.startswith("error: cluster.defenderWorkspaceId: 'ml-logs' is not a Log Analytics workspace resource ID")
+
+
+def test_aks_defender_and_policy_are_optional_policies():
+    plain = aks_cluster()
+    assert resource_violations("aks-defender-and-policy", AKS_CLUSTER, plain) == []
+    found = resource_violations("aks-defender-and-policy", AKS_CLUSTER, plain, config={"requireDefender": True, "requireAzurePolicy": True})
+    assert len(found) == 2 and "Defender for Containers" in found[0] and "Azure Policy add-on" in found[1]
+    on = aks_cluster(securityProfile={"workloadIdentity": {"enabled": True}, "defender": {"securityMonitoring": {"enabled": True}}},
+                     addonProfiles={"azurepolicy": {"enabled": True}})
+    assert resource_violations("aks-defender-and-policy", AKS_CLUSTER, on, config={"requireDefender": True, "requireAzurePolicy": True}) == []
+
+
 def test_deployer_principal_type_follows_the_provider_login():
     from gpupools.clouds import azure as aks
 
@@ -297,7 +318,8 @@ def test_entra_id_kubeconfig_logs_in_with_the_azure_cli():
     assert users[1] == {"name": "other", "user": {"token": "x"}}
 
 
-@pytest.mark.parametrize("fields", [{}, {"authorizedCidrs": ["203.0.113.0/24"], "azurePolicy": True, "networkPolicy": False}])
+@pytest.mark.parametrize("fields", [{}, {"authorizedCidrs": ["203.0.113.0/24"], "azurePolicy": True, "networkPolicy": False,
+                                     "defenderWorkspaceId": WORKSPACE}])
 def test_aks_cluster_inputs_are_containerservice_model_properties(fields):
     models = pytest.importorskip("azure.mgmt.containerservice.models")
 
@@ -316,6 +338,10 @@ def test_aks_cluster_inputs_are_containerservice_model_properties(fields):
     assert network["networkDataplane"] in {e.value for e in models.NetworkDataplane}
     assert network["networkPluginMode"] in {e.value for e in models.NetworkPluginMode}
     assert network["networkPlugin"] in {e.value for e in models.NetworkPlugin}
+    if "defender" in i["securityProfile"]:
+        defender = i["securityProfile"]["defender"]
+        assert sorted(set(defender) - properties(models.ManagedClusterSecurityProfileDefender)) == []
+        assert set(defender["securityMonitoring"]) <= properties(models.ManagedClusterSecurityProfileDefenderSecurityMonitoring)
     for name, addon in i.get("addonProfiles", {}).items():
         assert sorted(set(addon) - properties(models.ManagedClusterAddonProfile)) == []
 

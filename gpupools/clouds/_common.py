@@ -55,7 +55,8 @@ CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("lo
                   "secrets_encryption": ("secretsEncryption", "aws"), "control_plane_logs": ("controlPlaneLogs", "aws"),
                   "log_retention_days": ("logRetentionDays", "aws"), "authentication_mode": ("authenticationMode", "aws"),
                   "managed_addons": ("managedAddons", "aws"), "local_accounts": ("localAccounts", "azure"),
-                  "azure_policy": ("azurePolicy", "azure"), "network_policy": ("networkPolicy", "azure and gcp"),
+                  "azure_policy": ("azurePolicy", "azure"),
+                  "defender_workspace_id": ("defenderWorkspaceId", "azure"), "network_policy": ("networkPolicy", "azure and gcp"),
                   "private_nodes": ("privateNodes", "gcp"), "release_channel": ("releaseChannel", "gcp"), "production": ("production", "gcp"),
                   "binary_authorization": ("binaryAuthorization", "gcp")}
 

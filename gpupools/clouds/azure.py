@@ -198,7 +198,9 @@ def cluster_controls(cluster: Cluster) -> list[Control]:
         Control("local accounts (Entra ID with Azure RBAC always)", on_off(cluster.local_accounts is True), "localAccounts", "aks-entra-id-rbac"),
         Control("network policy (Cilium)", on_off(cluster.network_policy is not False), "networkPolicy", "cluster-network-policy"),
         Control("workload identity", "on", "-", "cluster-workload-identity"),
-        Control("Azure Policy add-on", on_off(cluster.azure_policy is True), "azurePolicy", "-"),
+        Control("Azure Policy add-on (optional)", on_off(cluster.azure_policy is True), "azurePolicy", "aks-defender-and-policy"),
+        Control("Defender for Containers (optional)", on_off(cluster.defender_workspace_id is not None), "defenderWorkspaceId",
+                "aks-defender-and-policy"),
     ]
 
 
@@ -233,6 +235,9 @@ def managed_cluster_args(cluster: Cluster) -> dict:
         args["api_server_access_profile"] = access
     if cluster.azure_policy:
         args["addon_profiles"] = {"azurepolicy": {"enabled": True}}
+    if cluster.defender_workspace_id:
+        args["security_profile"]["defender"] = {"log_analytics_workspace_resource_id": cluster.defender_workspace_id,
+                                                "security_monitoring": {"enabled": True}}
     return args
 
 
