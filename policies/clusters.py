@@ -66,6 +66,14 @@ def judge(args: ResourceValidationArgs, report: ReportViolation, path: tuple[str
     report(f"{SERVICES[args.resource_type]} cluster {name!r} {text}", None)
 
 
+def field_policy(name: str, description: str, typ: str, path: tuple[str, ...], ok, problem: str) -> ResourceValidationPolicy:
+    """A policy that judges one field of one cluster type."""
+    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        if args.resource_type == typ:
+            judge(args, report, path, ok, problem)
+    return cluster_policy(name, description, validate)
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # cluster-endpoint-restricted
 
@@ -187,18 +195,12 @@ eks_control_plane_logs = cluster_policy(
 # eks-access-entries
 
 
-def validate_access_entries(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type == EKS_CLUSTER:
-        judge(args, report, ("accessConfig", "authenticationMode"), lambda mode: mode == "API",
-              "authenticates through the aws-auth ConfigMap (authenticationMode {value}), which anyone who can edit one ConfigMap can "
-              "use to grant cluster admin; set accessConfig.authenticationMode: API (access entries)")
-
-
-eks_access_entries = cluster_policy(
+eks_access_entries = field_policy(
     "eks-access-entries",
     "EKS clusters manage access with access entries only (authenticationMode API), not the aws-auth ConfigMap.",
-    validate_access_entries,
-)
+    EKS_CLUSTER, ("accessConfig", "authenticationMode"), lambda mode: mode == "API",
+    "authenticates through the aws-auth ConfigMap (authenticationMode {value}), which anyone who can edit one ConfigMap can use to grant "
+    "cluster admin; set accessConfig.authenticationMode: API (access entries)")
 
 # --------------------------------------------------------------------------------------------------------------------
 # eks-managed-addons
@@ -341,32 +343,19 @@ cluster_workload_identity = cluster_policy(
 # gke-private-nodes, gke-release-channel, gke-deletion-protection, gke-binary-authorization
 
 
-def validate_private_nodes(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type == GKE_CLUSTER:
-        judge(args, report, ("privateClusterConfig", "enablePrivateNodes"), lambda v: v is True,
-              "gives its nodes public IP addresses (privateClusterConfig.enablePrivateNodes is {value}); gpupools makes them private "
-              "unless cluster.privateNodes is false")
-
-
-gke_private_nodes = cluster_policy(
+gke_private_nodes = field_policy(
     "gke-private-nodes",
     "GKE nodes have no public IP addresses (private nodes).",
-    validate_private_nodes,
-)
+    GKE_CLUSTER, ("privateClusterConfig", "enablePrivateNodes"), lambda v: v is True,
+    "gives its nodes public IP addresses (privateClusterConfig.enablePrivateNodes is {value}); gpupools makes them private unless "
+    "cluster.privateNodes is false")
 
-
-def validate_release_channel(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type == GKE_CLUSTER:
-        judge(args, report, ("releaseChannel", "channel"), lambda v: v in RELEASE_CHANNELS,
-              "follows no release channel (releaseChannel.channel is {value}), so nobody patches its control plane and nodes on a "
-              f"schedule; set one of {', '.join(RELEASE_CHANNELS)} (gpupools: cluster.releaseChannel)")
-
-
-gke_release_channel = cluster_policy(
+gke_release_channel = field_policy(
     "gke-release-channel",
     "GKE clusters are enrolled in a release channel, which keeps them patched.",
-    validate_release_channel,
-)
+    GKE_CLUSTER, ("releaseChannel", "channel"), lambda v: v in RELEASE_CHANNELS,
+    "follows no release channel (releaseChannel.channel is {value}), so nobody patches its control plane and nodes on a schedule; set "
+    f"one of {', '.join(RELEASE_CHANNELS)} (gpupools: cluster.releaseChannel)")
 
 
 def validate_deletion_protection(args: ResourceValidationArgs, report: ReportViolation) -> None:
