@@ -54,8 +54,15 @@ class EksCluster(Component):
             else:
                 subnet_ids = self._network(decide.pool_zones(stack.pools))
             cluster_role = self._role("cluster-role", "eks.amazonaws.com", decide.CLUSTER_POLICIES)
-            eks = aws.eks.Cluster(name, **decide.cluster_args(cluster.name, cluster_role.arn, subnet_ids, cluster.kubernetes_version),
-                                  opts=self.child(depends_on=cluster_role.ready))
+            before: list[pulumi.Resource] = list(cluster_role.ready)
+            logs = decide.log_group_args(cluster)
+            if logs is not None:
+                # Before the cluster: EKS would otherwise create the group itself, with no retention.
+                before.append(resource("cloudwatch/logGroup:LogGroup", f"{name}-control-plane", logs, self.child()))
+            key_args = decide.secrets_key_args(cluster)
+            key = resource("kms/key:Key", f"{name}-secrets", key_args, self.child(), ("arn",)) if key_args else None
+            eks = aws.eks.Cluster(name, **decide.cluster_args(cluster, cluster_role.arn, subnet_ids, key.arn if key else None),
+                                  opts=self.child(depends_on=before))
             self.cluster_name = eks.name
             endpoint, ca_data = eks.endpoint, eks.certificate_authority.data
             self.security_group_id = eks.vpc_config.cluster_security_group_id
@@ -65,10 +72,12 @@ class EksCluster(Component):
             system = aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
                                                                                 template.latestVersion.apply(str)),
                                        opts=self.child(ignore_changes=["scalingConfig.desiredSize"], depends_on=self.node_role.ready))
-            if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
-                # Karpenter and cluster-autoscaler get their AWS permissions through EKS Pod Identity.
-                resource("eks/addon:Addon", decide.POD_IDENTITY_AGENT, {"clusterName": eks.name, "addonName": decide.POD_IDENTITY_AGENT},
-                         self.child(depends_on=[system]))
+            for addon in decide.addons(cluster):
+                # The newest version EKS offers for the cluster's Kubernetes version.
+                version = aws.eks.get_addon_version_output(addon_name=addon, kubernetes_version=eks.version, most_recent=True,
+                                                           opts=_invoke_opts(self)).version
+                after = [system] if addon in decide.ADDONS_NEEDING_NODES or addon == decide.POD_IDENTITY_AGENT else [eks]
+                resource("eks/addon:Addon", addon, decide.addon_args(eks.name, addon, version), self.child(depends_on=after))
         else:
             found = aws.eks.get_cluster_output(name=cluster.name, opts=_invoke_opts(self))
             self.cluster_name = found.name
@@ -76,6 +85,11 @@ class EksCluster(Component):
             endpoint, ca_data = found.endpoint, found.certificate_authorities[0].data
             self.security_group_id = found.vpc_config.cluster_security_group_id
             self.version = found.version
+            # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
+            pulumi.Output.all(found.name, found.vpc_config, found.enabled_cluster_log_types, found.access_configs).apply(
+                lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
+                    a[0], a[1].get("endpoint_public_access"), a[1].get("public_access_cidrs"), a[2],
+                    (a[3] or [{}])[0].get("authentication_mode"))])
             if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
                 # An existing cluster must already run the Pod Identity agent; reading it fails the preview if not.
                 aws.eks.get_addon_output(cluster_name=cluster.name, addon_name=decide.POD_IDENTITY_AGENT, opts=_invoke_opts(self))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 
 import pulumi
 import pulumi_azure_native as azure_native
@@ -15,6 +16,7 @@ from gpupools.pools import PoolPlan
 from .base import ClusterHandle, Component
 
 containerservice = azure_native.containerservice
+authorization = azure_native.authorization
 
 
 class AksCluster(Component):
@@ -26,17 +28,29 @@ class AksCluster(Component):
         super().__init__(name, opts)
         cluster = stack.cluster
         self.resource_group = cluster.resource_group
+        after: list[pulumi.Resource] = []
         if cluster.create:
             managed = containerservice.ManagedCluster(name, **decide.managed_cluster_args(cluster), opts=self.child(
                 ignore_changes=["agentPoolProfiles[0].count"]))
             self.cluster_name = managed.name
+            me = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+            admin = authorization.RoleAssignment(f"{name}-deployer-admin", **decide.admin_role_assignment_args(
+                managed.id, me.object_id, decide.deployer_principal_type(stack.providers, os.environ), me.subscription_id), opts=self.child())
+            after = [admin]
         else:
             found = containerservice.get_managed_cluster_output(resource_group_name=cluster.resource_group, resource_name=cluster.name,
                                                                 opts=pulumi.InvokeOutputOptions(parent=self))
             self.cluster_name = found.name
+            # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
+            pulumi.Output.all(found.name, found.api_server_access_profile, found.disable_local_accounts, found.aad_profile,
+                              found.network_profile).apply(lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
+                                  a[0], {"api_server_access_profile": a[1], "disable_local_accounts": a[2], "aad_profile": a[3],
+                                         "network_profile": a[4]})])
+        # Entra ID clusters hand out an exec kubeconfig (kubelogin); without Entra ID, format is ignored.
         credentials = containerservice.list_managed_cluster_user_credentials_output(
-            resource_group_name=cluster.resource_group, resource_name=self.cluster_name, opts=pulumi.InvokeOutputOptions(parent=self))
-        self.kubeconfig = pulumi.Output.secret(credentials.kubeconfigs[0].value.apply(lambda v: base64.b64decode(v).decode()))
+            resource_group_name=cluster.resource_group, resource_name=self.cluster_name, format="exec",
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=after))
+        self.kubeconfig = pulumi.Output.secret(credentials.kubeconfigs[0].value.apply(lambda v: decide.exec_kubeconfig(base64.b64decode(v).decode())))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 

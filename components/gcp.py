@@ -11,6 +11,7 @@ from gpupools.config import StackConfig
 from gpupools.pools import PoolPlan
 
 from .base import ClusterHandle, Component
+from .wire import CloudResource, invoke
 
 
 class GkeCluster(Component):
@@ -25,16 +26,33 @@ class GkeCluster(Component):
         self.location = cluster.location
         self.project = project
         if cluster.create:
-            gke = gcp.container.Cluster(name, **decide.cluster_args(cluster, project), opts=self.child())
+            # The provider's project when the stack names none (GOOGLE_PROJECT and the like), as the cluster gets it.
+            pool = (pulumi.Output.from_input(decide.workload_pool(project)) if project else
+                    invoke("gcp:organizations/getClientConfig:getClientConfig", {}, self).apply(lambda r: decide.workload_pool(r["project"])))
+            nat = decide.nat_args(cluster, project)
+            after: list[pulumi.Resource] = []
+            if nat is not None:
+                # By type token: pulumi_gcp.compute's classes cost two seconds of every plan to import.
+                router_args, nat_args = nat
+                router = CloudResource("gcp:compute/router:Router", router_args["name"], router_args, ("name",), self.child())
+                after.append(CloudResource("gcp:compute/routerNat:RouterNat", nat_args["name"], {**nat_args, "router": router.name}, (),
+                                           self.child(parent=router)))
+            gke = gcp.container.Cluster(name, **decide.cluster_args(cluster, project, pool), opts=self.child())
             self.cluster_name = gke.name
             endpoint, ca_data = gke.endpoint, gke.master_auth.cluster_ca_certificate
+            # The system pool's nodes pull images from outside Google as soon as they start: NAT first.
             gcp.container.NodePool("system", **decide.system_node_pool_args(gke.name, cluster.location, project), opts=self.child(
-                ignore_changes=["initialNodeCount"]))
+                ignore_changes=["initialNodeCount"], depends_on=after))
         else:
             found = gcp.container.get_cluster_output(name=cluster.name, location=cluster.location, project=project,
                                                      opts=pulumi.InvokeOutputOptions(parent=self))
-            self.cluster_name = found.name
             endpoint, ca_data = found.endpoint, found.master_auths[0].cluster_ca_certificate
+            # Read, not assumed: the pools need Workload Identity, which only the cluster's owner can turn on.
+            self.cluster_name = pulumi.Output.all(found.name, found.workload_identity_configs).apply(lambda a: _with_workload_identity(a[0], a[1]))
+            read = ("private_cluster_configs", "master_authorized_networks_configs", "enable_shielded_nodes", "datapath_provider",
+                    "network_policies", "release_channels")
+            pulumi.Output.all(found.name, *[getattr(found, key) for key in read]).apply(
+                lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(a[0], dict(zip(read, a[1:])))])
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
             lambda a: decide.kubeconfig(a[0], a[1], a[2])))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
@@ -42,6 +60,14 @@ class GkeCluster(Component):
 
     def handle(self) -> ClusterHandle:
         return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"location": self.location, "project": self.project})
+
+
+def _with_workload_identity(name: str, configs: list) -> str:
+    # The SDK's result types are dicts keyed by the Python names.
+    problem = decide.existing_cluster_problem(name, [(c or {}).get("workload_pool") for c in configs or []])
+    if problem:
+        raise pulumi.RunError(problem)
+    return name
 
 
 class GkeGpuNodePool(Component):

@@ -19,6 +19,10 @@ def package_version(package: str) -> str:
         from pulumi_aws import _utilities
 
         return _utilities.get_version()
+    if package == "gcp":
+        from pulumi_gcp import _utilities as gcp_utilities
+
+        return gcp_utilities.get_version()
     raise KeyError(package)
 
 

@@ -6,13 +6,15 @@ runs them together with the catalog- and cloud-aware checks.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, Problem, describe, field_path
 from .reading import ReadError, load_json, read_document
@@ -29,6 +31,9 @@ RELEASE_LABEL = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 # nvidia.com/gpumem-percentage and nvidia.com/gpumem count it.
 GPU_MEMORY = r"^([1-9][0-9]{0,2}%|[1-9][0-9]{0,6}(Mi|Gi))$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+# An Azure Log Analytics workspace's resource ID, as AKS's Defender profile takes it.
+LOG_ANALYTICS_WORKSPACE = (r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-A-Za-z0-9_.()]{1,90}/providers/Microsoft\.OperationalInsights/"
+                           r"workspaces/[A-Za-z0-9][-A-Za-z0-9]{2,62}$")
 PATTERN_NAMES = {
     ZONE: "a zone name such as eu-central-1a, us-central1-a or \"1\"",
     DNS_LABEL: "a DNS label (lower-case letters, digits and '-', at most 63, starting and ending alphanumeric)",
@@ -37,6 +42,8 @@ PATTERN_NAMES = {
     CHART_VERSION: "a chart version such as v26.7.0",
     RELEASE_LABEL: "a label value (1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
     GPU_MEMORY: "a GPU memory share such as 25% or an amount such as 8Gi or 3000Mi",
+    LOG_ANALYTICS_WORKSPACE: "a Log Analytics workspace resource ID (/subscriptions/<id>/resourceGroups/<group>/providers/"
+                             "Microsoft.OperationalInsights/workspaces/<name>)",
 }
 DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -131,13 +138,85 @@ class Pool(Model):
     zones: Annotated[list[Annotated[str, BeforeValidator(_zone_number), StringConstraints(pattern=ZONE)]], Field(min_length=1, max_length=16)] | None = None
 
 
+def _cidr(value: str) -> str:
+    """An IPv4 or IPv6 network in CIDR notation with no host bits set, as every cloud's authorized-range API takes it."""
+    try:
+        network = ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        raise PydanticCustomError("cidr", "not a CIDR block such as 203.0.113.0/24 (with no host bits set)") from None
+    if "/" not in value:
+        raise PydanticCustomError("cidr", "not a CIDR block such as 203.0.113.0/24: the prefix length is missing")
+    return str(network)
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+
+# The retention periods CloudWatch Logs accepts (PutRetentionPolicy retentionInDays); any other number is refused
+# by the API, so it is refused here first.
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+
+def _retention(value: int) -> int:
+    if value not in LOG_RETENTION_DAYS:
+        raise PydanticCustomError("retention", "not a CloudWatch Logs retention period; allowed: {allowed}",
+                                  {"allowed": ", ".join(map(str, LOG_RETENTION_DAYS))})
+    return value
+
+
+# The control-plane log types EKS can send to CloudWatch (CreateCluster logging.clusterLogging.types).
+EKS_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+EksLogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+# Who may reach the Kubernetes API: `private` only from inside the network, `restricted` from `authorizedCidrs`
+# (and the network), `public` from anywhere (a deliberate opt-out the policy pack flags unless excepted).
+EndpointAccess = Literal["private", "restricted", "public"]
+# GKE's release channels (UNSPECIFIED, no channel, is what the policy pack refuses).
+GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+
+
 class Cluster(Model):
+    """The cluster the pools join; the hardening fields are what a new cluster gets (see README, "Cluster controls").
+
+    Fields that apply to one cloud only default to None and are refused on the others; each cloud module resolves
+    None to its default, so a stack that says nothing gets every control on.
+    """
+
     name: Annotated[str, StringConstraints(pattern=DNS_LABEL, max_length=40)]
     create: Annotated[bool, Field(strict=True)] = True
     kubernetes_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]{2}$")] | None = None
     resource_group: Annotated[str, StringConstraints(min_length=1, max_length=90)] | None = None
     location: Annotated[str, StringConstraints(min_length=1)] | None = None
     subnet_ids: list[Annotated[str, StringConstraints(min_length=1)]] | None = None
+    # Every cloud: the API endpoint. Unset: `restricted` when authorizedCidrs are given, otherwise `private`.
+    endpoint_access: EndpointAccess | None = None
+    authorized_cidrs: Annotated[list[Cidr], Field(max_length=100)] | None = None
+    # EKS: Secrets envelope-encrypted with a KMS key the stack creates; control-plane logs to CloudWatch.
+    secrets_encryption: Annotated[bool, Field(strict=True)] | None = None
+    control_plane_logs: Annotated[list[EksLogType], Field(max_length=len(EKS_LOG_TYPES))] | None = None
+    log_retention_days: Annotated[int, Field(strict=True), AfterValidator(_retention)] | None = None
+    # EKS: `API` (access entries only) or `API_AND_CONFIG_MAP` (also the aws-auth ConfigMap).
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] | None = None
+    # EKS: vpc-cni, coredns and kube-proxy as EKS managed add-ons, at the versions EKS names for the cluster's.
+    managed_addons: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: local accounts (the static cluster-admin kubeconfig) besides Entra ID logins with Azure RBAC; off by default.
+    local_accounts: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: the Azure Policy add-on (Gatekeeper with Azure's policy definitions); optional, off by default.
+    azure_policy: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: Microsoft Defender for Containers' security monitoring, reporting to this Log Analytics workspace; optional.
+    defender_workspace_id: Annotated[str, StringConstraints(pattern=LOG_ANALYTICS_WORKSPACE)] | None = None
+    # AKS and GKE: Kubernetes NetworkPolicy enforced by the cluster's dataplane (Cilium on both); on by default.
+    network_policy: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: nodes without public IPs (egress through a Cloud NAT the stack creates); on by default.
+    private_nodes: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: the release channel that upgrades the cluster; REGULAR by default.
+    release_channel: Literal[GKE_RELEASE_CHANNELS] | None = None  # type: ignore[valid-type]
+    # GKE: a production cluster gets deletion protection, and is labelled so the policy pack can tell.
+    production: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: Binary Authorization enforcing the project's policy; optional, off by default.
+    binary_authorization: Annotated[bool, Field(strict=True)] | None = None
+
+    @property
+    def endpoint_mode(self) -> str:
+        return self.endpoint_access or ("restricted" if self.authorized_cidrs else "private")
 
 
 class GpuSoftware(Model):

@@ -54,6 +54,8 @@ class Plan:
     cloud: str | None
     resources: list[PlannedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    # Warnings the program logs, from the mocks' answers: kept for tests, never shown as findings about real clouds.
+    warnings: list[str] = field(default_factory=list)
 
     def of_type(self, type_token: str) -> list[PlannedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -113,7 +115,10 @@ _EC2_ID_PREFIX = {"aws:ec2/subnet:Subnet": "subnet", "aws:ec2/vpc:Vpc": "vpc", "
                   "aws:ec2/internetGateway:InternetGateway": "igw", "aws:ec2/routeTable:RouteTable": "rtb"}
 
 
-def _resource_id(typ: str, name: str) -> str:
+def _resource_id(typ: str, name: str, inputs: dict | None = None) -> str:
+    if typ == "azure-native:containerservice:ManagedCluster" and inputs:
+        return (f"/subscriptions/33333333-3333-3333-3333-333333333333/resourceGroups/{inputs.get('resourceGroupName')}"
+                f"/providers/Microsoft.ContainerService/managedClusters/{inputs.get('resourceName', name)}")
     prefix = _EC2_ID_PREFIX.get(typ)
     rid = _fake_id(typ, name)
     return f"{prefix}-0{rid[:16]}" if prefix else f"{name}-{rid}"
@@ -138,6 +143,9 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
 
     elif typ == "aws:iam/role:Role":
         out.update(arn=f"arn:aws:iam::123456789012:role/{name}-{rid[:7]}", name=f"{name}-{rid[:7]}")
+    elif typ == "aws:kms/key:Key":
+        key_id = f"{rid[:8]}-{rid[8:12]}-4{rid[:3]}-8{rid[3:6]}-{rid}"
+        out.update(keyId=key_id, arn=f"arn:aws:kms:{region}:123456789012:key/{key_id}")
     elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
         out.update(latestVersion=1, arn=f"arn:aws:ec2:{region}:123456789012:launch-template/lt-{rid}")
     elif typ == "azure-native:containerservice:ManagedCluster":
@@ -149,6 +157,9 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
     return out
 
 
+_MOCK_ADDON_VERSIONS = {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1", "eks-pod-identity-agent": "v1.3.8-eksbuild.2"}
+
+
 def _invoke_result(token: str, args: dict, region: str) -> dict:
     if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
         return {"names": [f"{region}{z}" for z in "abc"], "zoneIds": [f"euc1-az{i}" for i in (1, 2, 3)], "id": region}
@@ -157,10 +168,18 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
         return {"name": name, "endpoint": f"https://{_fake_id(name).upper()}.gr7.{region}.eks.amazonaws.com",
                 "certificateAuthorities": [{"data": _MOCK_CA}], "arn": f"arn:aws:eks:{region}:123456789012:cluster/{name}",
                 "vpcConfig": {"subnetIds": ["subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"], "vpcId": "vpc-0a1b2c3d4e5f60000",
-                              "clusterSecurityGroupId": "sg-0a1b2c3d4e5f60000"},
+                              "clusterSecurityGroupId": "sg-0a1b2c3d4e5f60000",
+                              # What EKS gives a cluster created without saying otherwise.
+                              "endpointPublicAccess": True, "endpointPrivateAccess": False, "publicAccessCidrs": ["0.0.0.0/0"]},
+                "enabledClusterLogTypes": [], "accessConfigs": [{"authenticationMode": "CONFIG_MAP"}],
                 "version": "1.35", "status": "ACTIVE"}
     if token == "aws:eks/getAddon:getAddon":
         return {"addonName": args.get("addonName"), "clusterName": args.get("clusterName"), "addonVersion": "v1.3.8-eksbuild.2", "id": "addon"}
+    if token == "aws:eks/getAddonVersion:getAddonVersion":
+        # A version string shaped like EKS's (v<version>-eksbuild.<n>); the real one is resolved at deploy time.
+        addon, minor = args.get("addonName", "addon"), args.get("kubernetesVersion", "1.35")
+        version = f"v{minor}.0-eksbuild.1" if addon == "kube-proxy" else _MOCK_ADDON_VERSIONS.get(addon, "v1.0.0-eksbuild.1")
+        return {"addonName": addon, "kubernetesVersion": minor, "mostRecent": args.get("mostRecent", False), "version": version, "id": addon}
     if token == "aws:ec2/getSubnets:getSubnets":
         # Existing subnets: the mock puts the first one in each zone asked for, in order.
         filters = {f["name"]: f["values"] for f in args.get("filters", [])}
@@ -173,15 +192,32 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
     if token == "aws:index/getRegion:getRegion":
         return {"name": region, "region": region, "endpoint": f"ec2.{region}.amazonaws.com", "id": region}
     if token == "azure-native:containerservice:getManagedCluster":
-        return {"name": args.get("resourceName"), "location": "westeurope", "kubernetesVersion": "1.33"}
+        # What AKS gave a cluster created without saying otherwise: public API server, local accounts, no network policy.
+        return {"name": args.get("resourceName"), "location": "westeurope", "kubernetesVersion": "1.33", "disableLocalAccounts": False,
+                "networkProfile": {"networkPlugin": "kubenet", "networkPolicy": "none"}}
     if token == "azure-native:containerservice:listManagedClusterUserCredentials":
+        # As AKS answers for an Entra ID cluster with format exec: a kubelogin user that logs in by device code.
         cluster = args.get("resourceName", "cluster")
         kubeconfig = json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster, "cluster": {
-            "server": f"https://{cluster}.hcp.westeurope.azmk8s.io:443", "certificate-authority-data": _MOCK_CA}}]})
+            "server": f"https://{cluster}.hcp.westeurope.azmk8s.io:443", "certificate-authority-data": _MOCK_CA}}],
+            "users": [{"name": f"clusterUser_{cluster}", "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
+                "args": ["get-token", "--login", "devicecode", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630",
+                         "--client-id", "80faf920-1908-4b52-b5ef-a8e7bedfc67a", "--tenant-id", "00000000-0000-0000-0000-000000000000",
+                         "--environment", "AzurePublicCloud"]}}}]})
         return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(kubeconfig.encode()).decode()}]}
+    if token == "azure-native:authorization:getClientConfig":
+        return {"clientId": "11111111-1111-1111-1111-111111111111", "objectId": "22222222-2222-2222-2222-222222222222",
+                "subscriptionId": "33333333-3333-3333-3333-333333333333", "tenantId": "00000000-0000-0000-0000-000000000000"}
     if token == "gcp:container/getCluster:getCluster":
+        project = args.get("project") or "mock-project"
         return {"name": args.get("name"), "location": args.get("location"), "endpoint": "203.0.113.20",
-                "masterAuths": [{"clusterCaCertificate": _MOCK_CA}]}
+                "masterAuths": [{"clusterCaCertificate": _MOCK_CA}], "workloadIdentityConfigs": [{"workloadPool": f"{project}.svc.id.goog"}],
+                # A public standard cluster on the Regular channel, as GKE creates one by default.
+                "privateClusterConfigs": [{"enablePrivateNodes": False, "enablePrivateEndpoint": False}], "masterAuthorizedNetworksConfigs": [],
+                "enableShieldedNodes": True, "datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [], "releaseChannels": [{"channel": "REGULAR"}]}
+    if token == "gcp:organizations/getClientConfig:getClientConfig":
+        return {"project": "mock-project", "region": "us-central1", "zone": "us-central1-a", "accessToken": "[secret]", "id": "client"}
     return {}
 
 
@@ -190,7 +226,7 @@ def _make_monitor(plan: Plan, region: str):
 
     class Recorder(mocks.Mocks):
         def new_resource(self, args: mocks.MockResourceArgs):
-            return _resource_id(args.typ, args.name), _resource_outputs(args.typ, args.name, args.inputs, region)
+            return _resource_id(args.typ, args.name, args.inputs), _resource_outputs(args.typ, args.name, args.inputs, region)
 
         def call(self, args: mocks.MockCallArgs):
             return _invoke_result(args.token, args.args, region)
@@ -213,6 +249,22 @@ def _make_monitor(plan: Plan, region: str):
             return super().RegisterResourceOutputs(request)
 
     return RecordingMonitor(Recorder())
+
+
+def _collector(plan: Plan) -> "logging.Logger":
+    """A logger that keeps the program's warnings in the plan instead of printing them."""
+    import logging
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                plan.warnings.append(record.getMessage())
+
+    logger = logging.getLogger(f"gpupools.plan.{id(plan)}")
+    logger.handlers[:] = [Keep()]
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    return logger
 
 
 async def _wait_for_quiescence(await_all_outstanding_tasks: bool = True) -> None:
@@ -262,7 +314,7 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
     settings.configure(mocks.MockSettings(
         monitor=monitor,
         monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
-        engine=mocks.MockEngine(None),
+        engine=mocks.MockEngine(_collector(plan)),
         project=PROJECT,
         stack=stack,
         dry_run=False,

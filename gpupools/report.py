@@ -38,6 +38,20 @@ def version_warnings(stack: StackConfig, today: date) -> list[str]:
 POOL_TYPES = {"aws": "gpupools:index:EksGpuNodePool", "azure": "gpupools:index:AksGpuNodePool", "gcp": "gpupools:index:GkeGpuNodePool"}
 
 
+def cluster_control_lines(stack: StackConfig) -> list[str]:
+    """A new cluster's hardening controls as this stack sets them; for an existing one, which are read and which
+    are not checked (gpupools changes nothing there and assumes nothing either)."""
+    module = clouds.get(stack.cloud)
+    controls = module.cluster_controls(stack.cluster)
+    if stack.cluster.create:
+        return [f"cluster control: {c.name}: {c.setting}" + (f" (policy {c.policy})" if c.policy != "-" else "") for c in controls]
+    read = module.READ_ON_EXISTING
+    lines = [f"cluster control: {name}: {how}" for name, how in read.items()]
+    unchecked = [c.name for c in controls if c.name not in read]
+    lines.append(f"cluster controls not checked (existing cluster, not changed by gpupools): {', '.join(unchecked)}")
+    return lines
+
+
 def money(value: float) -> str:
     return f"${value:,.3f}/h" if value < 10 else f"${value:,.2f}/h"
 
@@ -88,6 +102,8 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         console.print(f"[yellow]warning[/yellow]: {warning}")
     for note in provider_notes(stack.cloud, stack.providers):
         console.print(f"note: {note}", markup=False)
+    for line in cluster_control_lines(stack):
+        console.print(line, markup=False)
     for plan, verdict in zip(plans, scale_ups(stack, plans)):
         console.print(pool_table(stack, plan, result, verdict, changes))
     for change in changes or []:

@@ -26,6 +26,9 @@ from ._props import as_int, entries, get, is_unknown, items, plain
 EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 AKS_AGENT_POOL = "azure-native:containerservice:AgentPool"
 GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+AKS_CLUSTER = "azure-native:containerservice:ManagedCluster"
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
 # Karpenter's NodePool is an EKS GPU pool too: Karpenter starts its nodes from its requirements and limits.
 KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Policy
 
-from . import budget, gpu_pools, helm, monitoring, quotas, security, versions, workloads
+from . import budget, clusters, gpu_pools, helm, monitoring, quotas, security, versions, workloads
 
 PACK_NAME = "gpupools"
-PACK_DESCRIPTION = "Guardrails for shared GPU node pools on EKS, AKS and GKE: taints, sharing, budget, monitoring, security, quotas, versions."
+PACK_DESCRIPTION = "Guardrails for shared GPU node pools on EKS, AKS and GKE: taints, sharing, budget, monitoring, security, cluster hardening, quotas, versions."
 
 POLICIES: list[Policy] = [
     *gpu_pools.POLICIES,
@@ -20,6 +20,7 @@ POLICIES: list[Policy] = [
     *budget.POLICIES,
     *monitoring.POLICIES,
     *security.POLICIES,
+    *clusters.POLICIES,
     *workloads.POLICIES,
     *quotas.POLICIES,
     *versions.POLICIES,

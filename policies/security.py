@@ -8,7 +8,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Secret
 
-from ._fleet import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
+from ._fleet import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
 from ._props import SECRET_MARKER, as_int, entries, get, is_unknown, items, plain
 
 WORLD = ("0.0.0.0/0", "::/0")
@@ -174,6 +174,12 @@ def _driver_from_operator(props: Any) -> bool:
 
 
 def validate_gke_shielded(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == GKE_CLUSTER:
+        # GKE's default is on; only an explicit false turns shielded nodes off for the whole cluster.
+        if get(args.props, "enableShieldedNodes") is False:
+            report(f"GKE cluster {get(args.props, 'name') or args.name!r} turns shielded nodes off (enableShieldedNodes: false), so nodes can join without proving "
+                   f"their boot integrity; remove it or set it to true", None)
+        return
     if args.resource_type != GKE_NODE_POOL:
         return
     shielded = get(args.props, "nodeConfig", "shieldedInstanceConfig")
@@ -194,7 +200,7 @@ def validate_gke_shielded(args: ResourceValidationArgs, report: ReportViolation)
 
 gke_shielded_nodes = ResourceValidationPolicy(
     name="gke-shielded-nodes",
-    description="GKE node pools are shielded VMs with secure boot and integrity monitoring.",
+    description="GKE clusters keep shielded nodes on, and node pools are shielded VMs with secure boot and integrity monitoring.",
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=PolicyConfigSchema(properties={
         "allowOperatorDriverPools": {"type": "boolean", "default": True,

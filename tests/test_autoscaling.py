@@ -312,7 +312,7 @@ def test_karpenter_controller_iam_and_interruption_queue():
     assert access["type"] == "EC2_LINUX"
     association = plan.get("aws:eks/podIdentityAssociation:PodIdentityAssociation", "karpenter").inputs
     assert (association["namespace"], association["serviceAccount"]) == ("kube-system", "karpenter")
-    assert plan.of_type("aws:eks/addon:Addon")[0].inputs["addonName"] == "eks-pod-identity-agent"
+    assert plan.get("aws:eks/addon:Addon", "eks-pod-identity-agent").inputs["addonName"] == "eks-pod-identity-agent"
     values = plan.get(RELEASE, "karpenter").inputs
     assert values["name"] == "karpenter" and values["chart"] == "oci://public.ecr.aws/karpenter/karpenter" and values["version"] == "1.14.1"
     assert "repositoryOpts" not in values

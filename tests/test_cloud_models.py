@@ -121,11 +121,55 @@ def test_auto_scaling_group_tags(asg_plan):
     check("autoscaling", "CreateOrUpdateTags", {"Tags": tags})
 
 
+@pytest.mark.parametrize("cluster", [{}, {"authorizedCidrs": ["203.0.113.0/24", "2001:db8::/32"]},
+                                     {"endpointAccess": "public", "secretsEncryption": False, "controlPlaneLogs": []}])
+def test_eks_cluster_hardening_inputs(cluster):
+    """The new cluster controls as CreateCluster, CreateKey/EnableKeyRotation, CreateLogGroup/PutRetentionPolicy and
+    CreateAddon take them."""
+    plan = plan_of(stack_config("aws", cluster={"name": "ml-test", **cluster}))
+    (eks,) = plan.of_type("aws:eks/cluster:Cluster")
+    i = eks.inputs
+    vpc = i["vpcConfig"]
+    params = {"name": i["name"], "roleArn": i["roleArn"], "version": i["version"],
+              "resourcesVpcConfig": {"subnetIds": vpc["subnetIds"], "endpointPublicAccess": vpc["endpointPublicAccess"],
+                                     "endpointPrivateAccess": vpc["endpointPrivateAccess"]},
+              "logging": {"clusterLogging": [{"types": i["enabledClusterLogTypes"], "enabled": True}]},
+              "accessConfig": i["accessConfig"]}
+    if "publicAccessCidrs" in vpc:
+        params["resourcesVpcConfig"]["publicAccessCidrs"] = vpc["publicAccessCidrs"]
+    if "encryptionConfig" in i:
+        params["encryptionConfig"] = [i["encryptionConfig"]]
+    check("eks", "CreateCluster", params)
+    for key in plan.of_type("aws:kms/key:Key"):
+        check("kms", "CreateKey", {"Description": key.inputs["description"]})
+        check("kms", "EnableKeyRotation", {"KeyId": "mock-key-id"})
+        check("kms", "ScheduleKeyDeletion", {"KeyId": "mock-key-id", "PendingWindowInDays": key.inputs["deletionWindowInDays"]})
+    for group in plan.of_type("aws:cloudwatch/logGroup:LogGroup"):
+        check("logs", "CreateLogGroup", {"logGroupName": group.inputs["name"]})
+        check("logs", "PutRetentionPolicy", {"logGroupName": group.inputs["name"], "retentionInDays": group.inputs["retentionInDays"]})
+    addons = plan.of_type("aws:eks/addon:Addon")
+    assert addons
+    for addon in addons:
+        a = addon.inputs
+        check("eks", "CreateAddon", {"clusterName": a["clusterName"], "addonName": a["addonName"], "addonVersion": a["addonVersion"],
+                                     "resolveConflicts": a["resolveConflictsOnCreate"]})
+
+
+def test_eks_log_types_are_the_api_enum():
+    from gpupools.config import EKS_LOG_TYPES
+
+    shape = SESSION.get_service_model("eks").operation_model("CreateCluster").input_shape
+    assert tuple(shape.members["logging"].members["clusterLogging"].member.members["types"].member.enum) == EKS_LOG_TYPES
+    assert "API" in shape.members["accessConfig"].members["authenticationMode"].enum
+
+
 def test_a_wrong_input_is_caught():
     with pytest.raises(AssertionError):
         check("eks", "CreateNodegroup", {"clusterName": "c", "nodegroupName": "n", "nodeRole": "r", "subnets": ["s"], "capacityType": "CHEAP"})
     with pytest.raises(AssertionError):
         check("eks", "CreateAccessEntry", {"clusterName": "c", "principalArn": 5})
+    with pytest.raises(AssertionError):
+        check("eks", "CreateCluster", {"name": "c", "roleArn": "r", "resourcesVpcConfig": {}, "logging": {"clusterLogging": [{"types": ["kubelet"]}]}})
 
 
 def test_aks_agent_pool_inputs_are_agent_pool_properties():

@@ -26,8 +26,12 @@ SDK_CLASSES = {
     "aws:cloudwatch/eventTarget:EventTarget": ("cloudwatch", "EventTarget"),
     "aws:autoscaling/tag:Tag": ("autoscaling", "Tag"),
     "aws:eks/addon:Addon": ("eks", "Addon"),
+    "aws:kms/key:Key": ("kms", "Key"),
+    "aws:cloudwatch/logGroup:LogGroup": ("cloudwatch", "LogGroup"),
     "aws:eks/accessEntry:AccessEntry": ("eks", "AccessEntry"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("eks", "PodIdentityAssociation"),
+    "gcp:compute/router:Router": ("compute", "Router"),
+    "gcp:compute/routerNat:RouterNat": ("compute", "RouterNat"),
 }
 MAPS = ("tags",)  # user-keyed maps: their keys are data, not property names
 
@@ -46,7 +50,7 @@ def to_sdk_args(value, in_map: bool = False):
 
 def test_every_type_token_registration_matches_the_sdk_class():
     plans = [plan_of(stack_config("aws", pools=[{"name": "a", "instanceType": "g5.2xlarge", "maxNodes": 2, "sharing": {"mode": "mps", "replicas": 2}}])),
-             plan_of(stack_config("aws", autoscaler="cluster-autoscaler"))]
+             plan_of(stack_config("aws", autoscaler="cluster-autoscaler")), plan_of(stack_config("gcp"))]
     samples = {}
     for plan in plans:
         for resource in plan.resources:
@@ -56,10 +60,12 @@ def test_every_type_token_registration_matches_the_sdk_class():
 
     def program() -> None:
         import pulumi_aws as aws
+        import pulumi_gcp as gcp
 
         for typ, resource in samples.items():
             module, cls = SDK_CLASSES[typ]
-            getattr(getattr(aws, module), cls)(resource.name, **to_sdk_args(resource.inputs))
+            sdk = {"aws": aws, "gcp": gcp}[typ.split(":", 1)[0]]
+            getattr(getattr(sdk, module), cls)(resource.name, **to_sdk_args(resource.inputs))
 
     typed = run_program({"aws:region": "eu-central-1"}, "typed", program)
     for typ, generic in samples.items():

@@ -51,11 +51,52 @@ def reject_fields(obj, path: str, cloud: str, fields: dict[str, tuple[str, str]]
 
 
 # Cluster fields that belong to one cloud each.
-CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("location", "gcp"), "subnet_ids": ("subnetIds", "aws")}
+CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("location", "gcp"), "subnet_ids": ("subnetIds", "aws"),
+                  "secrets_encryption": ("secretsEncryption", "aws"), "control_plane_logs": ("controlPlaneLogs", "aws"),
+                  "log_retention_days": ("logRetentionDays", "aws"), "authentication_mode": ("authenticationMode", "aws"),
+                  "managed_addons": ("managedAddons", "aws"), "local_accounts": ("localAccounts", "azure"),
+                  "azure_policy": ("azurePolicy", "azure"),
+                  "defender_workspace_id": ("defenderWorkspaceId", "azure"), "network_policy": ("networkPolicy", "azure and gcp"),
+                  "private_nodes": ("privateNodes", "gcp"), "release_channel": ("releaseChannel", "gcp"), "production": ("production", "gcp"),
+                  "binary_authorization": ("binaryAuthorization", "gcp")}
 
 
-def foreign_cluster_fields(cluster, cloud: str) -> list[Problem]:
-    return reject_fields(cluster, "cluster", cloud, {k: v for k, v in CLUSTER_FIELDS.items() if v[1] != cloud})
+def shared_cluster_problems(cluster, cloud: str) -> list[Problem]:
+    """Fields of another cloud, and an API endpoint whose access settings contradict each other."""
+    problems = reject_fields(cluster, "cluster", cloud, {k: v for k, v in CLUSTER_FIELDS.items() if cloud not in v[1].split(" and ")})
+    cidrs, access = cluster.authorized_cidrs, cluster.endpoint_access
+    if access == "restricted" and not cidrs:
+        problems.append(Problem("cluster.authorizedCidrs", "empty, but endpointAccess is restricted: list the networks that may reach the "
+                                                           "Kubernetes API (such as 203.0.113.0/24), or set endpointAccess: private"))
+    elif access in ("private", "public") and cidrs:
+        problems.append(Problem("cluster.authorizedCidrs", f"given, but endpointAccess is {access}; authorized ranges apply to a restricted "
+                                                           f"endpoint only (drop endpointAccess, or set it to restricted)"))
+    elif access is None and cidrs is not None and not cidrs:
+        problems.append(Problem("cluster.authorizedCidrs", "empty: list the networks that may reach the Kubernetes API, or leave it out "
+                                                           "for a private endpoint"))
+    return problems
+
+
+@dataclass(frozen=True)
+class Control:
+    """One hardening control of a new cluster: what it is, what this stack gets, the key that switches it, and the
+    policy that proves it. `gpupools plan` prints them; README's table is these rows for a stack that says nothing."""
+
+    name: str
+    setting: str
+    key: str
+    policy: str
+
+
+def endpoint_control(cluster) -> Control:
+    mode = cluster.endpoint_mode
+    setting = {"private": "private", "public": "public to any address",
+               "restricted": f"restricted to {', '.join(cluster.authorized_cidrs or [])}"}[mode]
+    return Control("API endpoint", setting, "endpointAccess, authorizedCidrs", "cluster-endpoint-restricted")
+
+
+def on_off(value: bool) -> str:
+    return "on" if value else "off"
 
 
 @dataclass(frozen=True)

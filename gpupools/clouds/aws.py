@@ -17,7 +17,7 @@ from ..config import Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
 from ..providers import AWS_REGION
-from ._common import KubernetesRelease, foreign_cluster_fields, newest, reject_fields, resolve_listed, zone_letter_problems
+from ._common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems
 
 NAME = "aws"
 SERVICE = "EKS"
@@ -62,7 +62,7 @@ BOTTLEROCKET_MIG_GPU_KEY = {"A100-40GB": "a100.40gb", "A100-80GB": "a100.80gb", 
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
-    problems = foreign_cluster_fields(cluster, NAME)
+    problems = shared_cluster_problems(cluster, NAME)
     if cluster.subnet_ids is not None and len(cluster.subnet_ids) < 2:
         problems.append(Problem("cluster.subnetIds", f"{len(cluster.subnet_ids)} subnet given; EKS needs subnets in at least two availability zones"))
     return problems
@@ -211,14 +211,115 @@ def subnet_layout(zone_count: int = AVAILABILITY_ZONES) -> list[dict]:
     return layout
 
 
-def cluster_args(name: str, role_arn, subnet_ids, kubernetes_version: str | None) -> dict:
-    return {
-        "name": name,
+# Cluster controls a new cluster gets when the stack says nothing (config.Cluster documents each switch).
+DEFAULT_LOG_TYPES = ("api", "audit", "authenticator")
+DEFAULT_LOG_RETENTION_DAYS = 90
+DEFAULT_AUTHENTICATION_MODE = "API"
+# The add-ons every EKS cluster runs; as EKS managed add-ons they are versioned, updated and reported by EKS.
+CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns")
+# CoreDNS is a Deployment: as a managed add-on it only becomes ACTIVE once nodes can run it.
+ADDONS_NEEDING_NODES = ("coredns",)
+WORLD = "0.0.0.0/0"
+
+
+def secrets_encrypted(cluster: Cluster) -> bool:
+    return cluster.secrets_encryption is not False
+
+
+def log_types(cluster: Cluster) -> list[str]:
+    return list(DEFAULT_LOG_TYPES if cluster.control_plane_logs is None else cluster.control_plane_logs)
+
+
+def log_group_args(cluster: Cluster) -> dict | None:
+    """The log group EKS writes control-plane logs to, created first so it has a retention (EKS would create it
+    without one: logs kept forever, and left behind by `pulumi destroy`)."""
+    if not log_types(cluster):
+        return None
+    return {"name": f"/aws/eks/{cluster.name}/cluster", "retentionInDays": cluster.log_retention_days or DEFAULT_LOG_RETENTION_DAYS}
+
+
+def secrets_key_args(cluster: Cluster) -> dict | None:
+    """The KMS key that envelope-encrypts Kubernetes Secrets in etcd; rotated yearly by KMS."""
+    if not secrets_encrypted(cluster):
+        return None
+    return {"description": f"EKS Secrets envelope encryption for cluster {cluster.name}", "enableKeyRotation": True, "deletionWindowInDays": 30}
+
+
+def endpoint_config(cluster: Cluster) -> dict:
+    """Private access always (nodes reach the API inside the VPC); public access only as the stack says."""
+    mode = cluster.endpoint_mode
+    config: dict = {"endpoint_private_access": True, "endpoint_public_access": mode != "private"}
+    if mode == "restricted":
+        config["public_access_cidrs"] = list(cluster.authorized_cidrs or [])
+    elif mode == "public":
+        config["public_access_cidrs"] = [WORLD]
+    return config
+
+
+def cluster_args(cluster: Cluster, role_arn, subnet_ids, key_arn=None) -> dict:
+    args = {
+        "name": cluster.name,
         "role_arn": role_arn,
-        "version": kubernetes_version or DEFAULT_KUBERNETES_VERSION,
-        "vpc_config": {"subnet_ids": subnet_ids, "endpoint_public_access": True, "endpoint_private_access": True},
-        "access_config": {"authentication_mode": "API_AND_CONFIG_MAP", "bootstrap_cluster_creator_admin_permissions": True},
+        "version": cluster.kubernetes_version or DEFAULT_KUBERNETES_VERSION,
+        "vpc_config": {"subnet_ids": subnet_ids, **endpoint_config(cluster)},
+        # The identity that runs `pulumi up` becomes cluster admin through an access entry EKS creates.
+        "access_config": {"authentication_mode": cluster.authentication_mode or DEFAULT_AUTHENTICATION_MODE,
+                          "bootstrap_cluster_creator_admin_permissions": True},
+        "enabled_cluster_log_types": log_types(cluster),
     }
+    if key_arn is not None:
+        args["encryption_config"] = {"resources": ["secrets"], "provider": {"key_arn": key_arn}}
+    return args
+
+
+# What `gpupools plan` can say of an existing cluster's controls beyond "not checked": what the program reads.
+READ_ON_EXISTING = {
+    "API endpoint": "read from the cluster by `pulumi preview`, which warns if it is open to the internet",
+    "control-plane logs to CloudWatch": "read by `pulumi preview`, which warns about missing api, audit or authenticator logs",
+    "authentication mode": "read by `pulumi preview`, which warns unless it is API",
+    "managed add-ons": "the Pod Identity agent is read (and required) when Karpenter or cluster-autoscaler needs it",
+}
+
+
+def existing_cluster_findings(name: str, public: bool | None, cidrs: list[str] | None, logs: list[str] | None, mode: str | None) -> list[str]:
+    """What an existing cluster, as `aws.eks.getCluster` reads it, lacks of the controls a new one gets. gpupools
+    changes nothing on a cluster it did not create; these become warnings of `pulumi preview`."""
+    found = []
+    if public and (not cidrs or WORLD in cidrs):
+        found.append(f"existing EKS cluster {name!r} serves its API endpoint to the whole internet (publicAccessCidrs "
+                     f"{', '.join(cidrs or []) or 'unset'}); restrict it with `aws eks update-cluster-config --resources-vpc-config`")
+    missing = [t for t in DEFAULT_LOG_TYPES if t not in (logs or [])]
+    if missing:
+        found.append(f"existing EKS cluster {name!r} does not send its {', '.join(missing)} logs to CloudWatch")
+    if mode != DEFAULT_AUTHENTICATION_MODE:
+        found.append(f"existing EKS cluster {name!r} authenticates with {mode or 'the aws-auth ConfigMap'}, not access entries only (API)")
+    return found
+
+
+def cluster_controls(cluster: Cluster) -> list[Control]:
+    logs = log_types(cluster)
+    return [
+        endpoint_control(cluster),
+        Control("Secrets envelope encryption (KMS key, rotation on)", on_off(secrets_encrypted(cluster)), "secretsEncryption", "eks-secrets-encryption"),
+        Control("control-plane logs to CloudWatch", ", ".join(logs) or "off", "controlPlaneLogs", "eks-control-plane-logs"),
+        Control("control-plane log retention", f"{cluster.log_retention_days or DEFAULT_LOG_RETENTION_DAYS} days" if logs else "-",
+                "logRetentionDays", "eks-control-plane-logs"),
+        Control("authentication mode", cluster.authentication_mode or DEFAULT_AUTHENTICATION_MODE, "authenticationMode", "eks-access-entries"),
+        Control("managed add-ons", ", ".join(addons(cluster)), "managedAddons", "eks-managed-addons"),
+    ]
+
+
+def addons(cluster: Cluster) -> list[str]:
+    """Managed add-ons of a new cluster: the core ones (unless turned off) and the Pod Identity agent, which the
+    autoscalers' roles and any team's Pod Identity association need."""
+    core = list(CORE_ADDONS) if cluster.managed_addons is not False else []
+    return [*core, POD_IDENTITY_AGENT]
+
+
+def addon_args(cluster_name, addon: str, version) -> dict:
+    """OVERWRITE on create: EKS has already installed vpc-cni, kube-proxy and CoreDNS itself; the managed add-on
+    takes them over rather than failing on their fields."""
+    return {"clusterName": cluster_name, "addonName": addon, "addonVersion": version, "resolveConflictsOnCreate": "OVERWRITE"}
 
 
 def assume_role_policy(service: str) -> str:

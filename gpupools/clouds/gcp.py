@@ -13,11 +13,11 @@ from datetime import date
 
 from ..autoscaling import NodeTemplate
 from ..catalog import Catalog, Hardware, load_catalog, zone_region
-from ..config import Cluster, Pool, Sharing
+from ..config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
 from ..errors import Problem
 from ..pools import PoolPlan, spell_taint
 from ..sharing import GPU_RESOURCE
-from ._common import KIND, KubernetesRelease, foreign_cluster_fields, hardware_of, lookup_instance, reject_fields, zone_letter_problems
+from ._common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
 
 NAME = "gcp"
 SERVICE = "GKE"
@@ -55,7 +55,7 @@ SHARING_STRATEGY = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
-    problems = foreign_cluster_fields(cluster, NAME)
+    problems = shared_cluster_problems(cluster, NAME)
     if cluster.location is None:
         problems.append(Problem("cluster.location", "required on gcp: the region (e.g. us-central1) or zone (e.g. us-central1-a) of the GKE cluster"))
     return problems
@@ -154,23 +154,133 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
     return args
 
 
-def cluster_args(cluster: Cluster, project: str | None) -> dict:
+DEFAULT_RELEASE_CHANNEL = "REGULAR"
+# The resource label that marks a production cluster; GKE label keys take no dots or slashes.
+PRODUCTION_LABEL = "gpupools-production"
+# The network gpupools creates GKE clusters in (the project's default VPC).
+NETWORK = "default"
+
+
+def workload_pool(project: str) -> str:
+    return f"{project}.svc.id.goog"
+
+
+def endpoint_args(cluster: Cluster) -> dict:
+    """Private: only addresses inside the VPC reach the API (authorized networks on, none listed). Restricted: the
+    public endpoint answers the listed networks only. Public: no authorized networks at all."""
+    mode = cluster.endpoint_mode
+    private_nodes = cluster.private_nodes is not False
+    args: dict = {}
+    if private_nodes or mode == "private":
+        args["private_cluster_config"] = {"enable_private_nodes": private_nodes, "enable_private_endpoint": mode == "private"}
+    if mode != "public":
+        args["master_authorized_networks_config"] = {
+            "cidr_blocks": [{"cidr_block": c, "display_name": f"authorized-{i}"} for i, c in enumerate(cluster.authorized_cidrs or [])],
+            "gcp_public_cidrs_access_enabled": False}
+    return args
+
+
+# What `gpupools plan` can say of an existing cluster's controls beyond "not checked": what the program reads.
+READ_ON_EXISTING = {
+    "API endpoint": "read from the cluster by `pulumi preview`, which warns if it is open to the internet",
+    "private nodes (with Cloud NAT)": "read by `pulumi preview`, which warns if nodes have public IPs",
+    "Workload Identity": "read from the cluster; the deploy stops with an error if it is off, since the pools need it",
+    "shielded nodes": "read by `pulumi preview`, which warns if they are off",
+    "Dataplane V2 (network policy)": "read by `pulumi preview`, which warns if no network policy is enforced",
+    "release channel": "read by `pulumi preview`, which warns if there is none",
+}
+
+
+def _first(items: list | None) -> dict:
+    return (items or [{}])[0] or {}
+
+
+def existing_cluster_findings(name: str, read: dict) -> list[str]:
+    """What an existing cluster, as `container.getCluster` reads it (the SDK's snake_case keys, blocks as lists), lacks of
+    the controls a new one gets. gpupools changes nothing on a cluster it did not create; these become preview warnings."""
+    found = []
+    private = _first(read.get("private_cluster_configs"))
+    networks = _first(read.get("master_authorized_networks_configs"))
+    blocks = [b.get("cidr_block") for b in networks.get("cidr_blocks") or []]
+    if not private.get("enable_private_endpoint") and (not read.get("master_authorized_networks_configs") or "0.0.0.0/0" in blocks
+                                                       or networks.get("gcp_public_cidrs_access_enabled")):
+        found.append(f"existing GKE cluster {name!r} serves its API endpoint to the whole internet (no master authorized networks)")
+    if not private.get("enable_private_nodes"):
+        found.append(f"existing GKE cluster {name!r} gives its nodes public IP addresses")
+    if read.get("enable_shielded_nodes") is False:
+        found.append(f"existing GKE cluster {name!r} has shielded nodes off")
+    if read.get("datapath_provider") != "ADVANCED_DATAPATH" and not _first(read.get("network_policies")).get("enabled"):
+        found.append(f"existing GKE cluster {name!r} enforces no NetworkPolicy (no Dataplane V2, no network policy addon)")
+    if _first(read.get("release_channels")).get("channel") not in GKE_RELEASE_CHANNELS:
+        found.append(f"existing GKE cluster {name!r} follows no release channel")
+    return found
+
+
+def cluster_controls(cluster: Cluster) -> list[Control]:
+    return [
+        endpoint_control(cluster),
+        Control("private nodes (with Cloud NAT)", on_off(cluster.private_nodes is not False), "privateNodes", "gke-private-nodes"),
+        Control("Workload Identity", "on", "-", "cluster-workload-identity"),
+        Control("shielded nodes", "on", "-", "gke-shielded-nodes"),
+        Control("Dataplane V2 (network policy)", on_off(cluster.network_policy is not False), "networkPolicy", "cluster-network-policy"),
+        Control("release channel", cluster.release_channel or DEFAULT_RELEASE_CHANNEL, "releaseChannel", "gke-release-channel"),
+        Control("deletion protection", "on" if cluster.production else "off (on for a production cluster)", "production", "gke-deletion-protection"),
+        Control("Binary Authorization (optional)", on_off(cluster.binary_authorization is True), "binaryAuthorization", "gke-binary-authorization"),
+    ]
+
+
+def cluster_args(cluster: Cluster, project: str | None, pool) -> dict:
+    """`pool`: the Workload Identity pool (`<project>.svc.id.goog`), known once the provider's project is."""
     args = {
         "name": cluster.name,
         "location": cluster.location,
         "remove_default_node_pool": True,
         "initial_node_count": 1,
-        "deletion_protection": False,
-        "release_channel": {"channel": "REGULAR"},
+        "deletion_protection": cluster.production is True,
+        "release_channel": {"channel": cluster.release_channel or DEFAULT_RELEASE_CHANNEL},
         "networking_mode": "VPC_NATIVE",
         "ip_allocation_policy": {},
+        # GKE_METADATA node pools need it; it is what lets pods act as Google service accounts without keys.
+        "workload_identity_config": {"workload_pool": pool},
+        "enable_shielded_nodes": True,
+        **endpoint_args(cluster),
     }
+    if cluster.network_policy is not False:
+        # Dataplane V2 (Cilium) enforces NetworkPolicy itself; the legacy network_policy addon must stay off with it.
+        args["datapath_provider"] = "ADVANCED_DATAPATH"
+    if cluster.production:
+        args["resource_labels"] = {PRODUCTION_LABEL: "true"}
+    if cluster.binary_authorization:
+        args["binary_authorization"] = {"evaluation_mode": "PROJECT_SINGLETON_POLICY_ENFORCE"}
     if cluster.kubernetes_version:
         args["min_master_version"] = cluster.kubernetes_version
     if project:
         args["project"] = project
-        args["workload_identity_config"] = {"workload_pool": f"{project}.svc.id.goog"}
     return args
+
+
+def nat_args(cluster: Cluster, project: str | None) -> tuple[dict, dict] | None:
+    """Router and NAT inputs as the provider names them (registered by type token; see components/wire.py).
+
+    Private nodes have no public IPs: a Cloud Router with NAT in the cluster's region lets them pull images from
+    registries outside Google (nvcr.io for the GPU Operator, quay.io, registry.k8s.io)."""
+    if cluster.private_nodes is False:
+        return None
+    region = zone_region(cluster.location or "")
+    router = {"name": f"{cluster.name}-nat", "network": NETWORK, "region": region}
+    nat = {"name": f"{cluster.name}-nat", "region": region, "natIpAllocateOption": "AUTO_ONLY",
+           "sourceSubnetworkIpRangesToNat": "ALL_SUBNETWORKS_ALL_IP_RANGES"}
+    if project:
+        router["project"] = nat["project"] = project
+    return router, nat
+
+
+def existing_cluster_problem(name: str, workload_pools: list[str | None]) -> str | None:
+    """GKE_METADATA node pools only start on a cluster with Workload Identity; say so before GKE refuses the pools."""
+    if any(workload_pools):
+        return None
+    return (f"GKE cluster {name!r} has no Workload Identity, which gpupools' node pools (GKE metadata server) need; enable it with "
+            f"`gcloud container clusters update {name} --workload-pool=PROJECT_ID.svc.id.goog`, then run again")
 
 
 def system_node_pool_args(cluster_name, location: str, project: str | None) -> dict:
