@@ -80,8 +80,22 @@ def with_pool(expr: str) -> str:
     return f"(({expr}) * on (Hostname) group_left (pool) {NODE_POOL}) or (({expr}) unless on (Hostname) {NODE_POOL})"
 
 
-# Whole GPUs report DCGM_FI_DEV_GPU_UTIL; MIG instances do not, but report the graphics engine's active ratio.
-UTILIZATION = (f"(max by ({_BY}) (DCGM_FI_DEV_GPU_UTIL)) or (max by ({_BY}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE) * 100)")
+
+
+def utilization(step: int | None = None) -> str:
+    """Utilization in percent per holder; with `step` (seconds), the highest raw sample within each step.
+
+    Whole GPUs report DCGM_FI_DEV_GPU_UTIL; MIG instances do not, but report the graphics engine's active ratio.
+    `max_over_time(metric[step])` sees every scraped sample, where a subquery `(...)[step:]` would only see the
+    instants of its own resolution and step over bursts between them.
+    """
+    def sample(metric: str) -> str:
+        return metric if step is None else f"max_over_time({metric}[{step}s])"
+
+    return f"(max by ({_BY}) ({sample('DCGM_FI_DEV_GPU_UTIL')})) or (max by ({_BY}) ({sample('DCGM_FI_PROF_GR_ENGINE_ACTIVE')}) * 100)"
+
+
+UTILIZATION = utilization()
 MEMORY_USED = f"max by ({_BY}) (DCGM_FI_DEV_FB_USED)"
 MEMORY_FREE = f"max by ({_BY}) (DCGM_FI_DEV_FB_FREE)"
 

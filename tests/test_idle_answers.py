@@ -85,13 +85,16 @@ def test_truncated_body_is_one_line_exit_1(server):
 
 def test_a_well_formed_answer_still_reports(server):
     Answers.body, Answers.declared = matrix([GOOD_SERIES]), None
-    result = runner.invoke(app, ["idle", "--prometheus", server, "--json"])
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
     assert result.exit_code == 0, result.stderr
-    (row,) = json.loads(result.stdout)
-    assert row["namespace"] == "ml" and row["max_utilization"] == 1
+    (row,) = json.loads(result.stdout)["idle"]
+    assert row["namespace"] == "ml" and row["max_utilization"] == 1 and row["hours_idle"] == pytest.approx(2 / 60, abs=1e-4)
 
 
 def test_nan_samples_do_not_prove_idleness(server):
     Answers.body, Answers.declared = matrix([{**GOOD_SERIES, "values": [[1700000000, "NaN"], [1700000060, "0"]]}]), None
-    result = runner.invoke(app, ["idle", "--prometheus", server, "--json"])
-    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--whole-window"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["idle"] == []
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
+    (row,) = json.loads(result.stdout)["idle"]  # only the step that reported 0 is idle
+    assert row["hours_idle"] == pytest.approx(1 / 60, abs=1e-4) and row["hours_seen"] == pytest.approx(2 / 60, abs=1e-4)
