@@ -311,6 +311,17 @@ def test_plot(prometheus, tmp_path):
         shutil.copy(out, ROOT / "docs" / "idle-report.png")
 
 
+def test_plot_without_matplotlib_is_a_hint_exit_2(monkeypatch, tmp_path):
+    """A plain install has no matplotlib: one line naming the extra, before any query (nobody listens on port 9)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now raises ImportError
+    result = run("idle", "--prometheus", "http://127.0.0.1:9", "--plot", str(tmp_path / "idle.png"))
+    assert result.exit_code == 2
+    assert result.stderr == "error: --plot: needs matplotlib, which a plain install leaves out: pip install 'gpupools[plot]'\n"
+    assert not (tmp_path / "idle.png").exists()
+
+
 def test_prometheus_error_is_one_line_exit_1(prometheus, monkeypatch):
     import gpupools.idle as idle
 
