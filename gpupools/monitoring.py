@@ -105,6 +105,10 @@ MEM_RATIO = "gpupools:gpu_memory_used:ratio"
 PODS_PER_GPU = "gpupools:gpu_pods:count"
 PRICE = "gpupools:gpu_price_usd_per_hour"
 POD_COST = "gpupools:pod_gpu_cost_usd_per_hour"
+# The fraction of its physical GPU each holder holds (a 1g.5gb slice 1/7, one of three time-sliced pods 1/3), so
+# counts and averages weigh a slice or a shared GPU as the part of a GPU it is.
+SHARE = "gpupools:gpu_share:ratio"
+MIG_INSTANCES = "gpupools:mig_instances_per_gpu:count"
 # vgpu pools: how many vGPUs HAMi cuts each GPU into. A vGPU pod pays that share of its GPU, whoever else holds it.
 VGPU_SHARES = "gpupools:pool_vgpus_per_gpu:count"
 
@@ -193,6 +197,14 @@ def price_rules(prices: dict[str, Price], catalog: Catalog | None = None) -> lis
 # Rules
 
 
+def mig_rules(catalog: Catalog | None = None) -> list[dict]:
+    """One constant series per NVML model name and MIG profile: how many instances of that profile fit on one GPU."""
+    catalog = catalog or load_catalog()
+    return [{"record": MIG_INSTANCES, "expr": f"vector({count})", "labels": {"modelName": device, "GPU_I_PROFILE": profile}}
+            for name in sorted(catalog.gpus) for device in catalog.gpus[name].device_names
+            for profile, count in sorted(catalog.gpus[name].mig_profiles.items())]
+
+
 def share_rules(shares: dict[str, int]) -> list[dict]:
     """One constant series per vgpu pool: its vGPUs per GPU, from the stack."""
     return [{"record": VGPU_SHARES, "expr": f"vector({count})", "labels": {"pool": pool}} for pool, count in sorted(shares.items())]
@@ -209,9 +221,21 @@ def hami_rules() -> list[dict]:
     ]
 
 
+def share_expr() -> str:
+    """Each holder's fraction of its physical GPU: a vGPU pod 1/(vGPUs per GPU) on a vgpu pool, otherwise split among
+    the holders of the device (time-slicing, MPS), and a MIG instance further divided by its profile's instances per GPU
+    (a profile the catalog lacks counts as a whole GPU)."""
+    device = "Hostname, UUID, GPU_I_ID"
+    held = (f'(({UTIL}{{pod!=""}} * 0 + 1) / on (pool) group_left () {VGPU_SHARES}) or '
+            f"(({UTIL} * 0 + 1) / on ({device}) group_left () count by ({device}) ({UTIL}))")
+    return (f"(({held}) / on (modelName, GPU_I_PROFILE) group_left () {MIG_INSTANCES}) or "
+            f"(({held}) unless on (modelName, GPU_I_PROFILE) {MIG_INSTANCES})")
+
+
 def recording_rules() -> list[dict]:
     def avg(by: str) -> str:
-        return f"avg by ({by}) ({UTIL})"
+        """Utilization weighted by the share of the GPU each holder holds: a slice counts as the part of a GPU it is."""
+        return f"sum by ({by}) ({UTIL} * {SHARE}) / sum by ({by}) ({SHARE})"
 
     def mem(by: str) -> str:
         return f"sum by ({by}) ({MEM})"
@@ -219,6 +243,7 @@ def recording_rules() -> list[dict]:
     device = "Hostname, UUID, GPU_I_ID"
     return [
         {"record": UTIL, "expr": with_pool(UTILIZATION)},
+        {"record": SHARE, "expr": share_expr()},
         {"record": MEM, "expr": with_pool(MEMORY_USED)},
         {"record": MEM_RATIO, "expr": with_pool(f"{MEMORY_USED} / ({MEMORY_USED} + {MEMORY_FREE})")},
         {"record": "gpupools:pool_gpu_utilization:avg", "expr": avg("pool")},
@@ -229,6 +254,8 @@ def recording_rules() -> list[dict]:
         {"record": "gpupools:pod_gpu_memory_used:mib", "expr": mem("pool, namespace, pod")},
         # Physical GPUs per pool and model, counted once however they are shared or partitioned.
         {"record": "gpupools:pool_gpus:count", "expr": f"count by (pool, modelName) (count by (pool, modelName, Hostname, UUID) ({UTIL}))"},
+        # Physical GPUs held by pods, per namespace: slices and shared GPUs as their fraction.
+        {"record": "gpupools:namespace_gpus_held:sum", "expr": f'sum by (pool, namespace) ({SHARE}{{pod!=""}})'},
         # GPUs (or MIG instances) held by pods, per namespace.
         {"record": "gpupools:namespace_gpus_allocated:count",
          "expr": f'count by (pool, namespace) (count by (pool, namespace, {device}) ({UTIL}{{pod!=""}}))'},
@@ -294,7 +321,7 @@ def alert_rules(idle: Idle) -> list[dict]:
 def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None) -> list[dict]:
     """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them."""
     groups = [
-        {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + share_rules(shares or {})},
+        {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + mig_rules() + share_rules(shares or {})},
         {"name": "gpupools-gpu-recording", "rules": recording_rules()},
         {"name": "gpupools-gpu-alerts", "rules": alert_rules(idle)},
     ]
@@ -363,9 +390,11 @@ def fleet_dashboard(idle: Idle) -> dict:
     panels = [
         _panel("stat", "GPUs per pool", [_target('sum by (pool) (gpupools:pool_gpus:count{pool=~"$pool"})', "{{pool}}")], 0, 0, 8, 5,
                description="Physical GPUs reporting DCGM metrics, per pool.", reduceOptions={"calcs": ["lastNotNull"]}),
-        _panel("stat", "GPUs (or MIG instances) held by pods", [_target(f'count({UTIL}{{pool=~"$pool", pod!=""}})')], 8, 0, 4, 5),
-        _panel("stat", f"Held but idle now (< {below}%)", [_target(f"count({idle_now}) or vector(0)")], 12, 0, 4, 5,
-               description="Held by a pod and below the idle threshold at this moment; the alert waits for the configured hours."),
+        _panel("stat", "GPUs held by pods", [_target(f'sum({SHARE}{{pool=~"$pool", pod!=""}}) or vector(0)')], 8, 0, 4, 5,
+               description="Physical GPUs: a MIG slice, a vGPU or a time-slice counts as its fraction of the GPU."),
+        _panel("stat", f"Held but idle now (< {below}%)", [_target(f"sum({SHARE} and ({idle_now})) or vector(0)")], 12, 0, 4, 5,
+               description="Physical GPUs held by a pod and below the idle threshold at this moment, slices and shared GPUs as "
+                           "fractions; the alert waits for the configured hours."),
         _panel("stat", "GPU cost at list price", [_target("sum(gpupools:namespace_gpu_cost_usd_per_hour:sum)")], 16, 0, 8, 5,
                unit="currencyUSD", description="What the GPUs held by pods cost per hour at the catalog's lowest per-GPU list price."),
         _panel("timeseries", "Utilization per pool", [_target('gpupools:pool_gpu_utilization:avg{pool=~"$pool"}', "{{pool}}")],
@@ -391,7 +420,8 @@ def namespace_dashboard(vgpu: bool = False) -> dict:
     panels = [
         _panel("stat", "Hourly GPU cost at list price", [_target(f"sum(gpupools:namespace_gpu_cost_usd_per_hour:sum{{{sel}}})")],
                0, 0, 8, 5, unit="currencyUSD", description="The catalog's lowest per-GPU list price, shared among the pods holding a GPU."),
-        _panel("stat", "GPUs (or MIG instances) held", [_target(f"sum(gpupools:namespace_gpus_allocated:count{{{sel}}})")], 8, 0, 8, 5),
+        _panel("stat", "GPUs held", [_target(f"sum(gpupools:namespace_gpus_held:sum{{{sel}}})")], 8, 0, 8, 5,
+               description="Physical GPUs: a MIG slice, a vGPU or a time-slice counts as its fraction of the GPU."),
         _panel("stat", "Average utilization", [_target(f'avg({UTIL}{{{sel}, pod!=""}})')], 16, 0, 8, 5, unit="percent"),
         _panel("timeseries", "Hourly cost per namespace", [_target(f"gpupools:namespace_gpu_cost_usd_per_hour:sum{{{sel}}}", "{{namespace}}")],
                0, 5, 12, 8, unit="currencyUSD"),
