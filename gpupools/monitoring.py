@@ -57,6 +57,14 @@ KUBELET_POD_RESOURCES = "/var/lib/kubelet/pod-resources"  # where dcgm-exporter 
 TEMPERATURE_CELSIUS = 85
 MEMORY_FULL_RATIO = 0.95
 NO_METRICS_FOR = "15m"  # a new node's exporter needs a few minutes before its first scrape
+# dcgm-exporter's XID gauge holds the last XID until another one comes; an XID is new while the gauge changed within this.
+XID_NEW_FOR = "10m"
+# XIDs that NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors) attributes to the application (a bad memory access,
+# a killed or hung context), whose immediate action is restarting the application, not the GPU: a warning for the
+# pod's owner. Every other XID, and any XID not listed, is treated as hardware or driver trouble: critical.
+APPLICATION_XIDS = (13, 31, 43, 45)
+# A gap in the metrics shorter than this (an exporter restart, a missed scrape) does not restart the idle alert's timer.
+IDLE_GAP = "15m"
 
 # --------------------------------------------------------------------------------------------------------------------
 # PromQL
@@ -64,6 +72,9 @@ NO_METRICS_FOR = "15m"  # a new node's exporter needs a few minutes before its f
 # Labels that identify who holds which GPU (or MIG instance) on which node; everything else is dropped.
 HOLDER_LABELS = ("Hostname", "gpu", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE", "namespace", "pod", "container")
 _BY = ", ".join(HOLDER_LABELS)
+# Labels of a physical GPU: health alerts fire once per GPU, not once per MIG instance or per pod sharing it.
+GPU_LABELS = ("Hostname", "gpu", "UUID", "modelName")
+_GPU_BY = ", ".join(GPU_LABELS)
 
 # Pool of each node, from kube-state-metrics, keyed by dcgm-exporter's Hostname (= the node name).
 NODE_POOL = (f'max by (Hostname, pool) (label_replace(label_replace(kube_node_labels{{{KSM_POOL_LABEL}!=""}}, '
@@ -271,12 +282,38 @@ def recording_rules() -> list[dict]:
     ]
 
 
+def xid_alerts(gpu_where: str) -> list[dict]:
+    """XID alerts that fire while an XID is new (the gauge changed within `XID_NEW_FOR`), once per physical GPU, as
+    `critical` for hardware and driver XIDs and `warning` for those the application causes."""
+    xid = f"max by ({_GPU_BY}) (DCGM_FI_DEV_XID_ERRORS)"
+    new = f"max by ({_GPU_BY}) (changes(DCGM_FI_DEV_XID_ERRORS[{XID_NEW_FOR}])) > 0"
+    application = " or ".join(f"{xid} == {code}" for code in APPLICATION_XIDS)
+    codes = ", ".join(str(code) for code in APPLICATION_XIDS)
+    return [
+        {"alert": "GpuXidError",
+         "expr": with_pool(f"(({xid} > 0) unless ({application})) and ({new})"),
+         "labels": {"severity": "critical"},
+         "annotations": {
+             "summary": "A GPU reported a hardware or driver XID error",
+             "description": gpu_where + " reported XID {{ $value }}; see NVIDIA's Xid catalog: the GPU may need a reset "
+                                        "or the node a drain."}},
+        {"alert": "GpuXidApplicationError",
+         "expr": with_pool(f"({application}) and ({new})"),
+         "labels": {"severity": "warning"},
+         "annotations": {
+             "summary": f"A GPU reported an XID caused by an application ({codes})",
+             "description": gpu_where + " reported XID {{ $value }}, which NVIDIA's Xid catalog attributes to the "
+                                        "application (an illegal memory access or a killed context): restart or fix the workload."}},
+    ]
+
+
 def alert_rules(idle: Idle) -> list[dict]:
     below, hours = percent(idle.utilization_below_percent), duration(idle.for_hours)
     gpu_where = "GPU {{ $labels.gpu }} ({{ $labels.modelName }}) on node {{ $labels.Hostname }}"
     return [
         {"alert": "GpuAllocatedButIdle",
-         "expr": f'{UTIL}{{pod!=""}} < {below}',
+         # The highest value over IDLE_GAP: a gap shorter than that (an exporter restart) keeps the series, and the timer.
+         "expr": f'max_over_time({UTIL}{{pod!=""}}[{IDLE_GAP}]) < {below}',
          "for": hours,
          "labels": {"severity": "warning"},
          "annotations": {
@@ -284,27 +321,37 @@ def alert_rules(idle: Idle) -> list[dict]:
              "description": ("Pod {{ $labels.namespace }}/{{ $labels.pod }} holds " + gpu_where
                              + f" (pool {{{{ $labels.pool }}}}) and used it at {{{{ $value | printf \"%.1f\" }}}}%; "
                              "free it for others, or run `gpupools idle` to see the cost.")}},
-        {"alert": "GpuXidError",
-         "expr": with_pool(f"max by ({_BY}) (DCGM_FI_DEV_XID_ERRORS) > 0"),
-         "labels": {"severity": "critical"},
-         "annotations": {
-             "summary": "A GPU reported an XID error",
-             "description": gpu_where + " reported XID {{ $value }}; see NVIDIA's XID catalog, the GPU may need a reset or the node a drain."}},
+        *xid_alerts(gpu_where),
         {"alert": "GpuTemperatureHigh",
-         "expr": with_pool(f"max by ({_BY}) (DCGM_FI_DEV_GPU_TEMP) > {TEMPERATURE_CELSIUS}"),
+         "expr": with_pool(f"max by ({_GPU_BY}) (DCGM_FI_DEV_GPU_TEMP) > {TEMPERATURE_CELSIUS}"),
          "for": "10m",
          "labels": {"severity": "warning"},
          "annotations": {
              "summary": f"A GPU has been above {TEMPERATURE_CELSIUS} °C for 10 minutes",
              "description": gpu_where + " is at {{ $value }} °C and will throttle."}},
         {"alert": "GpuMemoryNearlyFull",
-         "expr": f"{MEM_RATIO} > {MEMORY_FULL_RATIO:g}",
+         # Per GPU or MIG instance (each has its own memory), not per pod time-slicing the same memory.
+         "expr": f"max by (pool, {_GPU_BY}, GPU_I_ID, GPU_I_PROFILE) ({MEM_RATIO}) > {MEMORY_FULL_RATIO:g}",
          "for": "15m",
          "labels": {"severity": "warning"},
          "annotations": {
              "summary": f"GPU memory has been more than {MEMORY_FULL_RATIO:.0%} used for 15 minutes",
-             "description": gpu_where + " (pod {{ $labels.namespace }}/{{ $labels.pod }}) uses {{ $value | humanizePercentage }} of its memory; "
+             "description": gpu_where + " uses {{ $value | humanizePercentage }} of its memory; "
                             "the next allocation may fail with out-of-memory."}},
+        {"alert": "GpuRowRemapFailure",
+         "expr": with_pool(f"max by ({_GPU_BY}) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0"),
+         "labels": {"severity": "critical"},
+         "annotations": {
+             "summary": "A GPU failed to remap a memory row",
+             "description": gpu_where + " has memory rows it could not remap: its memory is no longer reliable; drain the node "
+                                        "and replace the GPU."}},
+        {"alert": "GpuRowRemapPending",
+         "expr": with_pool(f"max by ({_GPU_BY}) (increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[1h])) > 0"),
+         "labels": {"severity": "warning"},
+         "annotations": {
+             "summary": "A GPU remapped a memory row after an uncorrectable error; the remap waits for a GPU reset",
+             "description": gpu_where + " remapped rows for uncorrectable memory errors in the last hour. The remap takes "
+                                        "effect at the next GPU reset: drain the node and reset the GPU (or reboot)."}},
         {"alert": "GpuNodeWithoutDcgmMetrics",
          "expr": (f"group by (Hostname, {KSM_POOL_LABEL}, {KSM_GPU_LABEL}) ({NODE_GPU}) "
                   "unless on (Hostname) group by (Hostname) (DCGM_FI_DEV_GPU_TEMP)"),

@@ -112,6 +112,13 @@ def unit_tests() -> dict:
         {"series": series("DCGM_FI_DEV_GPU_TEMP", NODE_B, 0, A100), "values": "60x400"},
         {"series": series("DCGM_FI_DEV_XID_ERRORS", NODE_A, 0, A10G, IDLE), "values": "0x30 79x370"},
         {"series": series("DCGM_FI_DEV_XID_ERRORS", NODE_A, 1, A10G, BUSY), "values": "0x400"},
+        {"series": series("DCGM_FI_DEV_XID_ERRORS", NODE_B, 0, A100, ("team-c", "bursty")), "values": "0x59 31x60 79x280"},
+        # node-b GPU 2 (two MIG instances): every instance's series carries the GPU's temperature.
+        *[{"series": series("DCGM_FI_DEV_GPU_TEMP", NODE_B, 2, A100, ("team-d", f"mig{i}"), GPU_I_PROFILE="3g.40gb", GPU_I_ID=str(i)),
+           "values": "90x400"} for i in (1, 2)],
+        {"series": series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", NODE_A, 1, A10G, BUSY), "values": "0x60 1x340"},
+        {"series": series("DCGM_FI_DEV_ROW_REMAP_FAILURE", NODE_A, 1, A10G, BUSY), "values": "0x400"},
+        {"series": series("DCGM_FI_DEV_ROW_REMAP_FAILURE", NODE_B, 0, A100), "values": "0x120 1x280"},
         # Memory: the busy pod has 23,900 of 24,000 MiB in use; the idle one 1,000.
         {"series": series("DCGM_FI_DEV_FB_USED", NODE_A, 1, A10G, BUSY), "values": "23900x400"},
         {"series": series("DCGM_FI_DEV_FB_FREE", NODE_A, 1, A10G, BUSY), "values": "100x400"},
@@ -131,14 +138,37 @@ def unit_tests() -> dict:
             {"eval_time": "4h1m", "alertname": "GpuAllocatedButIdle", "exp_alerts": idle_exp},
             {"eval_time": "6h", "alertname": "GpuAllocatedButIdle", "exp_alerts": idle_exp},
             {"eval_time": "20m", "alertname": "GpuXidError", "exp_alerts": []},
+            # XID 79 (fallen off the bus, hardware) at 31 m: critical while new, once for the GPU, quiet ten minutes on
+            # although the gauge still holds 79.
             {"eval_time": "40m", "alertname": "GpuXidError",
-             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, IDLE, "infer"), "severity": "critical"}}]},
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, pool="infer"), "severity": "critical"}}]},
+            {"eval_time": "45m", "alertname": "GpuXidError", "exp_alerts": []},
+            {"eval_time": "40m", "alertname": "GpuXidApplicationError", "exp_alerts": []},
+            # XID 31 (an illegal memory access, the application's) on node-b GPU 0 at 1 h, then XID 79 at 2 h.
+            {"eval_time": "1h5m", "alertname": "GpuXidApplicationError",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_B, 0, A100, pool="train"), "severity": "warning"}}]},
+            {"eval_time": "1h5m", "alertname": "GpuXidError", "exp_alerts": []},
+            {"eval_time": "1h30m", "alertname": "GpuXidApplicationError", "exp_alerts": []},
+            {"eval_time": "2h5m", "alertname": "GpuXidError",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_B, 0, A100, pool="train"), "severity": "critical"}}]},
+            {"eval_time": "2h5m", "alertname": "GpuXidApplicationError", "exp_alerts": []},
             {"eval_time": "5m", "alertname": "GpuTemperatureHigh", "exp_alerts": []},  # hot, but not for 10 minutes yet
+            # Hot GPUs alert once each: node-a GPU 0, and node-b GPU 2 whose two MIG instances both report 90 °C.
             {"eval_time": "15m", "alertname": "GpuTemperatureHigh",
-             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, IDLE, "infer"), "severity": "warning"}}]},
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, pool="infer"), "severity": "warning"}},
+                            {"exp_labels": {**alert_labels(NODE_B, 2, A100, pool="train"), "severity": "warning"}}]},
             {"eval_time": "10m", "alertname": "GpuMemoryNearlyFull", "exp_alerts": []},
             {"eval_time": "20m", "alertname": "GpuMemoryNearlyFull",
-             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 1, A10G, BUSY, "infer"), "severity": "warning"}}]},
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 1, A10G, pool="infer"), "severity": "warning"}}]},
+            # Row remapping: node-a GPU 1 remaps a row for an uncorrectable error at 1 h (pending until a reset),
+            # node-b GPU 0 fails to remap at 2 h.
+            {"eval_time": "50m", "alertname": "GpuRowRemapPending", "exp_alerts": []},
+            {"eval_time": "1h10m", "alertname": "GpuRowRemapPending",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 1, A10G, pool="infer"), "severity": "warning"}}]},
+            {"eval_time": "2h30m", "alertname": "GpuRowRemapPending", "exp_alerts": []},
+            {"eval_time": "1h", "alertname": "GpuRowRemapFailure", "exp_alerts": []},
+            {"eval_time": "2h1m", "alertname": "GpuRowRemapFailure",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_B, 0, A100, pool="train"), "severity": "critical"}}]},
             {"eval_time": "10m", "alertname": "GpuNodeWithoutDcgmMetrics", "exp_alerts": []},
             {"eval_time": "20m", "alertname": "GpuNodeWithoutDcgmMetrics",
              "exp_alerts": [{"exp_labels": {"Hostname": NODE_X, "label_gpupools_io_pool": "train", "label_gpupools_io_gpu": "A100-80GB",
@@ -250,3 +280,33 @@ def test_dashboard_stats_count_physical_gpus(tmp_path):
     path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
     result = promtool("test", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_promtool
+def test_idle_alert_survives_an_exporter_restart(tmp_path):
+    """An exporter restart ends the series (a stale marker) and leaves a few minutes without samples: the idle alert
+    keeps its timer and fires 4 h after the GPU went idle, not 4 h after the restart."""
+    rules = write_rules(tmp_path, Idle(), strip_annotations=True)
+    holder = ("team-r", "restarted")
+    test = {"interval": "1m", "input_series": [
+        {"series": node_labels(NODE_A, "infer", "A10G"), "values": "1x400"},
+        {"series": series("DCGM_FI_DEV_GPU_UTIL", NODE_A, 0, A10G, holder), "values": "1x120 stale _x8 1x270"},
+    ], "alert_rule_test": [
+        {"eval_time": "3h59m", "alertname": "GpuAllocatedButIdle", "exp_alerts": []},
+        {"eval_time": "4h1m", "alertname": "GpuAllocatedButIdle",
+         "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, holder, "infer"), "severity": "warning"}}]},
+    ]}
+    path = tmp_path / "restart.test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = promtool("test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_xid_classes():
+    """Application XIDs are warnings, every other XID (and any unknown one) is critical."""
+    hardware, application = monitoring.xid_alerts("GPU")
+    assert (hardware["alert"], hardware["labels"]["severity"]) == ("GpuXidError", "critical")
+    assert (application["alert"], application["labels"]["severity"]) == ("GpuXidApplicationError", "warning")
+    for code in monitoring.APPLICATION_XIDS:
+        assert f"== {code}" in application["expr"] and f"== {code}" in hardware["expr"]  # kept out of the critical one
+    assert "changes(DCGM_FI_DEV_XID_ERRORS[10m])" in hardware["expr"] and "pod" not in hardware["expr"]
