@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from .alerting import RECEIVERS_SECRET, alertmanager_config, receivers_secret
 from .catalog import Catalog, load_catalog
 from .config import Idle, StackConfig
 from .pools import GPU_LABEL, POOL_LABEL, PoolPlan
@@ -33,6 +34,7 @@ GRAFANA_PASSWORD_KEY = "admin-password"
 DASHBOARD_LABEL = ("grafana_dashboard", "1")  # what the Grafana sidecar of kube-prometheus-stack looks for
 RULES_NAME = "gpupools-gpu"
 RULES_FILE = f"prometheus/{RULES_NAME}.rules.yaml"
+ALERTMANAGER_FILE = "alertmanager/gpupools-routes.yaml"
 GKE_QUOTA = "dcgm-exporter-quota"
 
 # kube-state-metrics exposes node labels only when allowed; `gpupools.io/pool` becomes `label_gpupools_io_pool`.
@@ -519,6 +521,11 @@ def kube_prometheus_stack_values(stack: StackConfig) -> dict:
         "kube-state-metrics": {"metricLabelsAllowlist": [KSM_NODE_LABELS_ALLOWLIST]},
         "grafana": {"enabled": grafana},
     }
+    routes = alertmanager_config(stack)
+    if routes is not None:
+        # The chart merges `config` into its default (keeping its inhibit rules) and mounts each listed Secret
+        # under /etc/alertmanager/secrets/<name>/, where the receivers read their credentials.
+        values["alertmanager"] = {"config": routes, "alertmanagerSpec": {"secrets": [RECEIVERS_SECRET]}}
     if grafana:
         values["grafana"].update({
             # The password is generated and kept as a Pulumi secret; Grafana reads it from this Secret.
@@ -618,6 +625,10 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
                             "spec": {"hard": {"pods": "100"}, "scopeSelector": {"matchExpressions": [
                                 {"operator": "In", "scopeName": "PriorityClass", "values": ["system-node-critical", "system-cluster-critical"]}]}}})
     if m.prometheus == "install":
+        secret = receivers_secret(stack)
+        if secret is not None:
+            secret["metadata"]["namespace"] = NAMESPACE
+            out.objects.append(secret)
         out.releases.append(Release(KUBE_PROMETHEUS_STACK, KUBE_PROMETHEUS_STACK.default_version, kube_prometheus_stack_values(stack)))
         if m.grafana:
             out.grafana_secret = GRAFANA_ADMIN_SECRET
@@ -636,6 +647,9 @@ def rendered_files(stack: StackConfig) -> dict[str, str]:
     if not stack.monitoring.enabled:
         return {}
     files = {RULES_FILE: rules_file_text(rules_for(stack))}
+    routes = alertmanager_config(stack)
+    if routes is not None:  # credentials are files the Alertmanager mounts; the text holds none
+        files[ALERTMANAGER_FILE] = yaml.safe_dump(routes, sort_keys=False, allow_unicode=True, width=1000)
     if stack.monitoring.grafana:
         for filename, dashboard in dashboards(stack.monitoring.idle, bool(vgpu_shares(stack))).items():
             files[f"grafana/{filename}"] = json.dumps(dashboard, indent=2, sort_keys=True) + "\n"
