@@ -205,13 +205,14 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
          below: str = typer.Option("5", "--below", help="A step is idle when utilization stayed below this percentage"),
          min_idle: str = typer.Option("1h", "--min-idle", help="List holders idle at least this long within the window (0: any idle step)"),
          whole_window: bool = typer.Option(False, "--whole-window", help="List only holders idle at every step they were seen"),
+         timeout: str = typer.Option("2m", "--timeout", help="How long one Prometheus query may take (sent to Prometheus too)"),
          by: Optional[str] = typer.Option(None, "--by", help="team, or team=NAME[,NAME]: totals per team (needs --stack or --config)"),
          stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
          as_json: bool = JsonOpt,
          plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw utilization per namespace into this PNG", dir_okay=False)) -> None:
     """Find GPUs held idle over a window: who holds them, for how long, in physical GPU-hours, and the waste at list price."""
     from .idle import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
-                       parse_url, parse_window, plot_available)
+                       parse_timeout, parse_url, parse_window, plot_available)
     from .idle import plot as draw
 
     teams = None
@@ -225,7 +226,8 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
             fail(Problem("--plot", f"{str(plot)!r} must be a .png file"))
         if plot is not None and not plot_available():
             fail(Problem("--plot", PLOT_HINT))
-        report = idle_report(url, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window)
+        report = idle_report(url, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
+                             timeout=parse_timeout(timeout))
     except ReportError as exc:
         fail(exc.problem, exc.code)
     totals = by_team(report, teams, chosen) if chosen is not None else None

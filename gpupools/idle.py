@@ -23,7 +23,7 @@ from urllib.parse import urlencode, urlsplit
 from .catalog import load_catalog
 from .errors import Problem, describe
 from .reading import ReadError, decode, load_json
-from .monitoring import VGPU_SHARES, gpu_list_prices, utilization, with_pool
+from .monitoring import VGPU_SHARES, gpu_list_prices, node_pool, utilization
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
 # A day at one-minute steps is about 60 kB per GPU holder; 256 MiB is several thousand GPUs and still fits in memory.
@@ -89,17 +89,37 @@ def parse_url(text: str) -> str:
 # Prometheus client
 
 
-def query_range(base: str, query: str, start: float, end: float, step: int, timeout: float = 30.0) -> list[dict]:
-    """The `result` of /api/v1/query_range (a matrix), or ReportError with Prometheus' own message."""
+DEFAULT_TIMEOUT = 120  # Prometheus' own default query timeout (--query.timeout=2m)
+
+
+def parse_timeout(text: str) -> int:
+    seconds = _seconds(text, "--timeout")
+    if not 1 <= seconds <= 3600:
+        raise ReportError(Problem("--timeout", f"{text!r} must be between 1s and 1h"), 2)
+    return seconds
+
+
+def _slow(base: str, timeout: float) -> ReportError:
+    return ReportError(Problem("prometheus", f"{base} was too slow: no answer within {timeout:g}s (it is reachable; the query takes "
+                                             "longer there). Try a shorter --window or a longer --timeout"), 1)
+
+
+def query_range(base: str, query: str, start: float, end: float, step: int, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
+    """The `result` of /api/v1/query_range (a matrix), or ReportError with Prometheus' own message.
+
+    `timeout` goes to Prometheus too, so a slow query ends there with its own timeout error rather than running on
+    after we stopped waiting; either way the message says the server was slow, not that it could not be reached.
+    """
+    import socket
     from http.client import HTTPException
     from urllib.error import HTTPError, URLError
     from urllib.request import Request, urlopen
 
-    body = urlencode({"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}).encode()
+    body = urlencode({"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step), "timeout": f"{timeout:g}s"}).encode()
     request = Request(f"{base}/api/v1/query_range", data=body, headers={"Content-Type": "application/x-www-form-urlencoded",
                                                                          "Accept": "application/json"})
     try:
-        with urlopen(request, timeout=timeout) as response:
+        with urlopen(request, timeout=timeout + 2) as response:  # Prometheus stops first, and says so
             raw = response.read(MAX_ANSWER_BYTES + 1)
             missing = getattr(response, "length", None)  # bytes Content-Length promised that never came
     except HTTPError as exc:
@@ -108,8 +128,14 @@ def query_range(base: str, query: str, start: float, end: float, step: int, time
         except (OSError, HTTPException):
             raw = b""
         message = _api_error(raw) or f"HTTP {exc.code} {exc.reason}"
+        if message.startswith("timeout:"):
+            raise _slow(base, timeout) from None
         raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1) from None
+    except (socket.timeout, TimeoutError):
+        raise _slow(base, timeout) from None
     except (URLError, OSError) as exc:
+        if isinstance(getattr(exc, "reason", None), (socket.timeout, TimeoutError)):
+            raise _slow(base, timeout) from None
         reason = getattr(exc, "reason", exc)
         raise ReportError(Problem("--prometheus", f"cannot reach {base}: {getattr(reason, 'strerror', None) or reason}"), 1) from None
     except HTTPException as exc:  # a body cut short (IncompleteRead), a broken status line
@@ -246,8 +272,18 @@ def step_for(window: int) -> int:
 
 
 def report_query(step: int) -> str:
-    """Per holder and step, the highest utilization any scraped sample showed within that step."""
-    return with_pool(utilization(step))
+    """Per holder and step, the highest utilization any scraped sample showed within that step.
+
+    No pool join here: joining at every step of every series costs most of the query's time on a large fleet; the
+    pools come from one instant query instead (`node_pools`).
+    """
+    return utilization(step)
+
+
+def node_pools(url: str, at: float, window: int, timeout: float = DEFAULT_TIMEOUT) -> dict[str, str]:
+    """Node name -> pool, from kube-state-metrics' node labels seen in the window (empty without the allowlist)."""
+    result = query_range(url, node_pool(window), at, at, 60, timeout)
+    return {s["metric"]["Hostname"]: s["metric"]["pool"] for s in result if s["metric"].get("Hostname") and s["metric"].get("pool")}
 
 
 def _device(m: dict) -> tuple[str, str, str]:
@@ -255,7 +291,7 @@ def _device(m: dict) -> tuple[str, str, str]:
 
 
 def build_report(result: list[dict], window: int, step: int, below: float, min_idle: int = 0, whole_window: bool = False,
-                 vgpus: dict[str, int] | None = None) -> Report:
+                 vgpus: dict[str, int] | None = None, pools: dict[str, str] | None = None) -> Report:
     """Rows and physical totals from the per-step maxima of every holder.
 
     Each step a holder is seen, it holds a share of a physical GPU: 1 / (instances of its MIG profile per GPU) for a
@@ -285,7 +321,8 @@ def build_report(result: list[dict], window: int, step: int, below: float, min_i
         if not idle_at or (whole_window and len(idle_at) < len(values)) or len(idle_at) * step < min_idle:
             continue
         model = catalog.gpu_by_device_name(m.get("modelName", ""))
-        profile, pool, pod = m.get("GPU_I_PROFILE"), m.get("pool"), m.get("pod")
+        profile, pod = m.get("GPU_I_PROFILE"), m.get("pod")
+        pool = m.get("pool") or (pools or {}).get(m.get("Hostname", ""))
         holders = devices_at[_device(m)]
         mig = 1.0
         if profile:
@@ -313,21 +350,22 @@ def build_report(result: list[dict], window: int, step: int, below: float, min_i
     return report
 
 
-def vgpus_per_gpu(url: str, at: float, window: int) -> dict[str, int]:
+def vgpus_per_gpu(url: str, at: float, window: int, timeout: float = DEFAULT_TIMEOUT) -> dict[str, int]:
     """vGPUs per GPU of each vgpu pool, from the stack's rules if this Prometheus ran them in the window (else empty,
     and vGPU holders are split among the pods holding the GPU like time-slices)."""
-    result = query_range(url, f"max by (pool) (last_over_time({VGPU_SHARES}[{window}s]))", at, at, 60)
+    result = query_range(url, f"max by (pool) (last_over_time({VGPU_SHARES}[{window}s]))", at, at, 60, timeout)
     return {s["metric"]["pool"]: int(s["values"][-1][1]) for s in result
             if s["metric"].get("pool") and s["values"] and s["values"][-1][1] >= 1}
 
 
 def idle_report(url: str, window: int, below: float, now: float | None = None, min_idle: int = 0,
-                whole_window: bool = False) -> Report:
+                whole_window: bool = False, timeout: float = DEFAULT_TIMEOUT) -> Report:
     end = time.time() if now is None else now
     step = step_for(window)
     # Each instant covers the step before it, so the first instant is one step into the window: window / step steps.
-    result = query_range(url, report_query(step), end - window + step, end, step)
-    return build_report(result, window, step, below, min_idle, whole_window, vgpus_per_gpu(url, end, window))
+    result = query_range(url, report_query(step), end - window + step, end, step, timeout)
+    return build_report(result, window, step, below, min_idle, whole_window, vgpus_per_gpu(url, end, window, timeout),
+                        node_pools(url, end, window, timeout))
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -79,8 +79,16 @@ GPU_LABELS = ("Hostname", "gpu", "UUID", "modelName")
 _GPU_BY = ", ".join(GPU_LABELS)
 
 # Pool of each node, from kube-state-metrics, keyed by dcgm-exporter's Hostname (= the node name).
-NODE_POOL = (f'max by (Hostname, pool) (label_replace(label_replace(kube_node_labels{{{KSM_POOL_LABEL}!=""}}, '
-             f'"Hostname", "$1", "node", "(.*)"), "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))')
+def node_pool(window: int | None = None) -> str:
+    """Hostname -> pool series; with `window` (seconds), every node labelled at any time in it (the last label wins)."""
+    labels = f'kube_node_labels{{{KSM_POOL_LABEL}!=""}}'
+    if window is not None:
+        labels = f"last_over_time({labels}[{window}s])"
+    return (f'max by (Hostname, pool) (label_replace(label_replace({labels}, '
+            f'"Hostname", "$1", "node", "(.*)"), "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))')
+
+
+NODE_POOL = node_pool()
 NODE_GPU = f'label_replace(kube_node_labels{{{KSM_GPU_LABEL}!=""}}, "Hostname", "$1", "node", "(.*)")'
 
 
