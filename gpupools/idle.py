@@ -231,9 +231,12 @@ class IdleGpu:
     max_utilization: float  # over every step seen in the window, idle or not
     usd_per_hour: float | None  # list price of what this holder holds (the GPU's price times its share)
     wasted_usd: float | None
+    exact_usd: float | None = field(default=None, repr=False)  # unrounded, so totals do not add up rounding
 
     def as_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        del out["exact_usd"]
+        return out
 
 
 @dataclass
@@ -249,7 +252,7 @@ class Report:
 
     @property
     def total_wasted(self) -> float:
-        return round(sum(g.wasted_usd or 0 for g in self.idle), 2)
+        return round(sum(g.exact_usd if g.exact_usd is not None else g.wasted_usd or 0 for g in self.idle), 2)
 
     @property
     def gpu_hours_idle(self) -> float:
@@ -286,12 +289,29 @@ def node_pools(url: str, at: float, window: int, timeout: float = DEFAULT_TIMEOU
     return {s["metric"]["Hostname"]: s["metric"]["pool"] for s in result if s["metric"].get("Hostname") and s["metric"].get("pool")}
 
 
+LOOKBACK = 300  # Prometheus' default lookback: a series scraped at least this often counts as present throughout
+
+
+def fill_gaps(values: list[tuple[float, float]], step: int) -> list[tuple[float, float]]:
+    """Steps between two samples at most `LOOKBACK` apart take the earlier sample's value, as an instant query would
+    see them, so a GPU scraped every 2 or 5 minutes is held for every step, not only for the steps with a sample.
+    Longer gaps (an exporter down, a node gone) stay gaps: neither idle nor busy. Nothing is extrapolated past
+    the first or last sample."""
+    out: list[tuple[float, float]] = []
+    for ts, v in values:
+        if out and step < ts - out[-1][0] <= LOOKBACK:
+            last_ts, last_v = out[-1]
+            out.extend((last_ts + k * step, last_v) for k in range(1, round((ts - last_ts) / step)))
+        out.append((ts, v))
+    return out
+
+
 def _device(m: dict) -> tuple[str, str, str]:
     return m.get("Hostname", ""), m.get("UUID", ""), m.get("GPU_I_ID", "")
 
 
 def build_report(result: list[dict], window: int, step: int, below: float, min_idle: int = 0, whole_window: bool = False,
-                 vgpus: dict[str, int] | None = None, pools: dict[str, str] | None = None) -> Report:
+                 vgpus: dict[str, int] | None = None, pools: dict[str, str] | None = None, since: float | None = None) -> Report:
     """Rows and physical totals from the per-step maxima of every holder.
 
     Each step a holder is seen, it holds a share of a physical GPU: 1 / (instances of its MIG profile per GPU) for a
@@ -302,6 +322,10 @@ def build_report(result: list[dict], window: int, step: int, below: float, min_i
     catalog = load_catalog()
     prices = gpu_list_prices(None, catalog)
     vgpus = vgpus or {}
+    # `since`: the window's first step; earlier steps only serve to fill the first ones.
+    result = [{"metric": series["metric"], "values": [(ts, v) for ts, v in fill_gaps(series["values"], step)
+                                                      if since is None or ts >= since - 1e-6]} for series in result]
+    result = [series for series in result if series["values"]]
     devices_at: dict[tuple, dict[float, int]] = {}  # (node, UUID, GPU instance) -> timestamp -> holders
     for series in result:
         counts = devices_at.setdefault(_device(series["metric"]), {})
@@ -344,7 +368,8 @@ def build_report(result: list[dict], window: int, step: int, below: float, min_i
             gpu_hours_idle=None if share is None else round(gpu_hours, 4),
             max_utilization=round(max(v for _, v in values), 2),
             usd_per_hour=None if usd is None or share is None else round(usd * share, 4),
-            wasted_usd=None if usd is None or share is None else round(usd * gpu_hours, 2)))
+            wasted_usd=None if usd is None or share is None else round(usd * gpu_hours, 2),
+            exact_usd=None if usd is None or share is None else usd * gpu_hours))
     report.idle.sort(key=lambda g: (g.wasted_usd is None, -(g.wasted_usd or 0), -g.hours_idle, g.namespace or "", g.pod or ""))
     report.by_namespace = {ns: sorted((ts, sum(vs) / len(vs)) for ts, vs in points.items()) for ns, points in sorted(per_ns.items())}
     return report
@@ -363,9 +388,12 @@ def idle_report(url: str, window: int, below: float, now: float | None = None, m
     end = time.time() if now is None else now
     step = step_for(window)
     # Each instant covers the step before it, so the first instant is one step into the window: window / step steps.
-    result = query_range(url, report_query(step), end - window + step, end, step, timeout)
+    # The query starts up to LOOKBACK earlier, so a sample just before the window fills its first steps.
+    start = end - window + step
+    lead = math.ceil(LOOKBACK / step) * step
+    result = query_range(url, report_query(step), start - lead, end, step, timeout)
     return build_report(result, window, step, below, min_idle, whole_window, vgpus_per_gpu(url, end, window, timeout),
-                        node_pools(url, end, window, timeout))
+                        node_pools(url, end, window, timeout), since=start)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -416,7 +444,7 @@ def by_team(report: Report, teams: dict[str, str], chosen: list[str]) -> list[Te
     totals = [TeamTotal(team=name, namespace=teams.get(name), holders=len(rows.get(name, [])),
                         gpus_idle=round(sum(g.share or 0 for g in rows.get(name, [])), 2),
                         gpu_hours_idle=round(sum(g.gpu_hours_idle or 0 for g in rows.get(name, [])), 2),
-                        wasted_usd=round(sum(g.wasted_usd or 0 for g in rows.get(name, [])), 2))
+                        wasted_usd=round(sum(g.exact_usd or 0 for g in rows.get(name, [])), 2))
               for name in names if name in teams or rows.get(name)]
     return sorted(totals, key=lambda t: (-t.wasted_usd, -t.gpu_hours_idle, t.team))
 

@@ -54,8 +54,9 @@ def matrix(result) -> bytes:
     return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
 
 
+NOW = int(time.time())  # samples inside the report's window: it ignores what lies before
 GOOD_SERIES = {"metric": {"Hostname": "n1", "UUID": "GPU-1", "gpu": "0", "modelName": "NVIDIA L4", "namespace": "ml", "pod": "p"},
-               "values": [[1700000000, "0.5"], [1700000060, "1"]]}
+               "values": [[NOW - 120, "0.5"], [NOW - 60, "1"]]}
 
 
 @pytest.mark.parametrize("body, expected", [
@@ -100,7 +101,7 @@ def test_a_well_formed_answer_still_reports(server):
 
 
 def test_nan_samples_do_not_prove_idleness(server):
-    Answers.body, Answers.declared = matrix([{**GOOD_SERIES, "values": [[1700000000, "NaN"], [1700000060, "0"]]}]), None
+    Answers.body, Answers.declared = matrix([{**GOOD_SERIES, "values": [[NOW - 120, "NaN"], [NOW - 60, "0"]]}]), None
     result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--whole-window"])
     assert result.exit_code == 0 and json.loads(result.stdout)["idle"] == []
     result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
