@@ -227,7 +227,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
         if plot is not None and not plot_available():
             fail(Problem("--plot", PLOT_HINT))
         report = idle_report(url, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
-                             timeout=parse_timeout(timeout))
+                             timeout=parse_timeout(timeout), plot=plot is not None)
     except ReportError as exc:
         fail(exc.problem, exc.code)
     totals = by_team(report, teams, chosen) if chosen is not None else None

@@ -16,13 +16,14 @@ from __future__ import annotations
 import math
 import re
 import time
+from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from .catalog import load_catalog
 from .errors import Problem, describe
-from .reading import ReadError, decode, load_json
+from .reading import ReadError, decode, load_answer_json, load_json
 from .monitoring import VGPU_SHARES, gpu_list_prices, node_pool, utilization
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
@@ -147,7 +148,7 @@ def query_range(base: str, query: str, start: float, end: float, step: int, time
         raise ReportError(Problem("prometheus", f"{base} answered with more than {MAX_ANSWER_BYTES // 2**20} MiB; "
                                                 f"use a shorter --window"), 1)
     try:
-        doc = load_json(decode(raw))
+        doc = load_answer_json(decode(raw))
     except ReadError as exc:
         raise ReportError(Problem("--prometheus", f"{base} did not answer like a Prometheus API ({exc})"), 1) from None
     if not isinstance(doc, dict) or doc.get("status") != "success":
@@ -297,6 +298,8 @@ def fill_gaps(values: list[tuple[float, float]], step: int) -> list[tuple[float,
     see them, so a GPU scraped every 2 or 5 minutes is held for every step, not only for the steps with a sample.
     Longer gaps (an exporter down, a node gone) stay gaps: neither idle nor busy. Nothing is extrapolated past
     the first or last sample."""
+    if not values or abs(values[-1][0] - values[0][0] - (len(values) - 1) * step) < 1e-6:
+        return values  # a sample at every step: nothing to fill (the common case, checked in constant time)
     out: list[tuple[float, float]] = []
     for ts, v in values:
         if out and step < ts - out[-1][0] <= LOOKBACK:
@@ -311,7 +314,8 @@ def _device(m: dict) -> tuple[str, str, str]:
 
 
 def build_report(result: list[dict], window: int, step: int, below: float, min_idle: int = 0, whole_window: bool = False,
-                 vgpus: dict[str, int] | None = None, pools: dict[str, str] | None = None, since: float | None = None) -> Report:
+                 vgpus: dict[str, int] | None = None, pools: dict[str, str] | None = None, since: float | None = None,
+                 plot: bool = True) -> Report:
     """Rows and physical totals from the per-step maxima of every holder.
 
     Each step a holder is seen, it holds a share of a physical GPU: 1 / (instances of its MIG profile per GPU) for a
@@ -323,8 +327,12 @@ def build_report(result: list[dict], window: int, step: int, below: float, min_i
     prices = gpu_list_prices(None, catalog)
     vgpus = vgpus or {}
     # `since`: the window's first step; earlier steps only serve to fill the first ones.
-    result = [{"metric": series["metric"], "values": [(ts, v) for ts, v in fill_gaps(series["values"], step)
-                                                      if since is None or ts >= since - 1e-6]} for series in result]
+    def within(values: list) -> list:
+        if since is None or not values or values[0][0] >= since - 1e-6:
+            return values
+        return values[bisect_left(values, since - 1e-6, key=lambda sample: sample[0]):]  # samples come in time order
+
+    result = [{"metric": series["metric"], "values": within(fill_gaps(series["values"], step))} for series in result]
     result = [series for series in result if series["values"]]
     devices_at: dict[tuple, dict[float, int]] = {}  # (node, UUID, GPU instance) -> timestamp -> holders
     for series in result:
@@ -337,9 +345,10 @@ def build_report(result: list[dict], window: int, step: int, below: float, min_i
     for series in result:
         m = series["metric"]
         values = series["values"]
-        ns = m.get("namespace") or "(unallocated)"
-        for ts, v in values:
-            per_ns.setdefault(ns, {}).setdefault(ts, []).append(v)
+        if plot:  # utilization per namespace and step: only the plot needs it, and it touches every sample
+            points = per_ns.setdefault(m.get("namespace") or "(unallocated)", {})
+            for ts, v in values:
+                points.setdefault(ts, []).append(v)
         # A NaN sample (no data) proves nothing, so it is not idle.
         idle_at = [ts for ts, v in values if v < below]
         if not idle_at or (whole_window and len(idle_at) < len(values)) or len(idle_at) * step < min_idle:
@@ -383,17 +392,33 @@ def vgpus_per_gpu(url: str, at: float, window: int, timeout: float = DEFAULT_TIM
             if s["metric"].get("pool") and s["values"] and s["values"][-1][1] >= 1}
 
 
+SCRAPES_PER_HOUR = "max(count_over_time(DCGM_FI_DEV_GPU_UTIL[1h]) or count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[1h]))"
+
+
+def scrape_step(url: str, at: float, timeout: float = DEFAULT_TIMEOUT) -> int:
+    """The shortest scrape interval of the last hour, rounded up to whole minutes and at most the lookback.
+
+    Steps shorter than the scrape interval hold no sample of their own (they would only repeat the last one), so
+    they cost time and tell nothing; the fastest-scraped GPU sets the step, so none of its samples is merged away.
+    """
+    result = query_range(url, SCRAPES_PER_HOUR, at, at, 60, timeout)
+    counts = [v for s in result for _, v in s["values"] if v >= 1]
+    if not counts:
+        return 60
+    return min(LOOKBACK, max(60, math.ceil(3600 / max(counts) / 60) * 60))
+
+
 def idle_report(url: str, window: int, below: float, now: float | None = None, min_idle: int = 0,
-                whole_window: bool = False, timeout: float = DEFAULT_TIMEOUT) -> Report:
+                whole_window: bool = False, timeout: float = DEFAULT_TIMEOUT, plot: bool = True) -> Report:
     end = time.time() if now is None else now
-    step = step_for(window)
+    step = max(step_for(window), scrape_step(url, end, timeout))
     # Each instant covers the step before it, so the first instant is one step into the window: window / step steps.
     # The query starts up to LOOKBACK earlier, so a sample just before the window fills its first steps.
     start = end - window + step
     lead = math.ceil(LOOKBACK / step) * step
     result = query_range(url, report_query(step), start - lead, end, step, timeout)
     return build_report(result, window, step, below, min_idle, whole_window, vgpus_per_gpu(url, end, window, timeout),
-                        node_pools(url, end, window, timeout), since=start)
+                        node_pools(url, end, window, timeout), since=start, plot=plot)
 
 
 # --------------------------------------------------------------------------------------------------------------------

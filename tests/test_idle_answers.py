@@ -24,13 +24,16 @@ class Answers:
 
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's naming
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        asked = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         time.sleep(Answers.delay)
+        # The scrape-interval probe gets no series (the report then steps by the minute); every other query the answer.
+        body = b'{"status": "success", "data": {"resultType": "matrix", "result": []}}' \
+            if b"count_over_time" in asked and Answers.status == 200 else Answers.body
         self.send_response(Answers.status)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(Answers.declared or len(Answers.body)))
+        self.send_header("Content-Length", str(Answers.declared or len(body)))
         self.end_headers()
-        self.wfile.write(Answers.body)
+        self.wfile.write(body)
 
     def log_message(self, *args):
         pass
