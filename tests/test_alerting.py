@@ -153,3 +153,15 @@ def test_a_secret_webhook_that_is_not_a_url_is_refused_under_the_engine():
     with pytest.raises(ConfigError) as exc:
         validate_stack(plain)
     assert "teams[0].alerts.slack.webhook: is not an https URL" in str(exc.value) and "slack please" not in str(exc.value)
+
+
+def test_plan_creates_the_receivers_secret_without_its_values():
+    """Under the mock engine (what `gpupools plan` runs): the Secret is planned, the routes are in the chart's values,
+    and no webhook appears anywhere in the plan."""
+    from conftest import plan_of
+
+    result = plan_of(config())
+    secrets = [r for r in result.resources if r.type == "kubernetes:core/v1:Secret" and alerting.RECEIVERS_SECRET in r.name]
+    assert len(secrets) == 1
+    text = json.dumps(result.as_json())
+    assert "api_url_file" in text and "hooks.slack.com" not in text
