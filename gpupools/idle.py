@@ -183,6 +183,12 @@ def matrix(result: Any, base: str) -> list[dict]:
             raise broken(f"result[{i}].metric", f"expected a mapping of label names to strings, got {describe(metric)}")
         if not isinstance(values, list):
             raise broken(f"result[{i}].values", f"expected a list of [time, \"value\"] samples, got {describe(values)}")
+        try:  # the shape Prometheus always sends, checked in one pass; anything else gets the exact message below
+            if all(type(t) in (int, float) and type(v) is str for t, v in values):
+                series_out.append({"metric": metric, "values": [(float(t), float(v)) for t, v in values]})
+                continue
+        except (TypeError, ValueError):  # not pairs, or a value that is not a number
+            pass
         samples = []
         for j, sample in enumerate(values):
             if not (isinstance(sample, list) and len(sample) == 2 and isinstance(sample[0], (int, float))
