@@ -39,6 +39,12 @@ class GpuMonitoring(Component):
                                        self.child(provider=kubernetes, depends_on=namespaces,
                                                   additional_secret_outputs=["data", "stringData"])))
         prepared += [kube.apply(obj, after_namespaces) for obj in plan.objects if obj["kind"] == "ResourceQuota"]
+        for obj in plan.objects:
+            if obj["kind"] == "Secret":
+                # Receivers' credentials from the stack's secrets: secret in state, never in outputs.
+                secret = {**obj, "stringData": {k: pulumi.Output.secret(v) for k, v in obj["stringData"].items()}}
+                prepared.append(kube.apply(secret, self.child(provider=kubernetes, depends_on=namespaces,
+                                                              additional_secret_outputs=["data", "stringData"])))
         self.releases: list[kube.HelmRelease] = []
         for release in plan.releases:
             self.releases.append(helm_release(release, self.child(provider=kubernetes, depends_on=prepared + self.releases)))
@@ -47,7 +53,7 @@ class GpuMonitoring(Component):
         for obj in plan.objects:
             if obj["kind"] in ("PrometheusRule", "ServiceMonitor"):
                 kube.apply(obj, self.child(provider=kubernetes, depends_on=namespaces + self.releases))
-            elif obj["kind"] not in ("Namespace", "ResourceQuota"):
+            elif obj["kind"] not in ("Namespace", "ResourceQuota", "Secret"):
                 kube.apply(obj, after_namespaces)
         self.register_outputs({"releases": [r.name for r in plan.releases], "namespace": NAMESPACE,
                                "grafanaAdminPassword": self.grafana_password})

@@ -202,26 +202,47 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
 @app.command()
 def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://localhost:9090"),
          window: str = typer.Option("24h", "--window", help="How far back to look: 24h, 7d, 90m ..."),
-         below: str = typer.Option("5", "--below", help="Idle means utilization below this percentage for the whole window"),
+         below: str = typer.Option("5", "--below", help="A step is idle when utilization stayed below this percentage"),
+         min_idle: str = typer.Option("1h", "--min-idle", help="List holders idle at least this long within the window (0: any idle step)"),
+         whole_window: bool = typer.Option(False, "--whole-window", help="List only holders idle at every step they were seen"),
+         timeout: str = typer.Option("2m", "--timeout", help="How long one Prometheus query may take (sent to Prometheus too)"),
+         by: Optional[str] = typer.Option(None, "--by", help="team, or team=NAME[,NAME]: totals per team (needs --stack or --config)"),
+         stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
          as_json: bool = JsonOpt,
          plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw utilization per namespace into this PNG", dir_okay=False)) -> None:
-    """Find GPUs that stayed idle over a window: who holds them, for how long, and the waste at list price."""
-    from .idle import ReportError, format_table, idle_report, parse_below, parse_url, parse_window
+    """Find GPUs held idle over a window: who holds them, for how long, in physical GPU-hours, and the waste at list price."""
+    from .idle import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
+                       parse_timeout, parse_url, parse_window, plot_available)
     from .idle import plot as draw
 
+    teams = None
+    if stack is not None or config is not None:
+        teams = {t.name: t.namespace_name for t in load(stack, config)[1].teams}
     try:
+        chosen = parse_by(by, teams) if by is not None else None
         url, seconds, threshold = parse_url(prometheus), parse_window(window), parse_below(below)
+        least = seconds if whole_window else parse_min_idle(min_idle, seconds)
         if plot is not None and plot.suffix.lower() != ".png":
             fail(Problem("--plot", f"{str(plot)!r} must be a .png file"))
-        report = idle_report(url, seconds, threshold)
+        if plot is not None and not plot_available():
+            fail(Problem("--plot", PLOT_HINT))
+        report = idle_report(url, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
+                             timeout=parse_timeout(timeout), plot=plot is not None)
     except ReportError as exc:
         fail(exc.problem, exc.code)
+    totals = by_team(report, teams, chosen) if chosen is not None else None
     if as_json:
-        typer.echo(json.dumps([g.as_json() for g in report.idle], indent=2))
+        doc = report.as_json()
+        if totals is not None:
+            doc["by_team"] = [vars(t) for t in totals]
+        typer.echo(json.dumps(doc, indent=2))
+    elif totals is not None and report.gpus_seen:
+        typer.echo(format_teams(report, totals))
     elif report.gpus_seen == 0:
         typer.echo(f"no DCGM GPU metrics at {url} in the last {window}: is dcgm-exporter scraped by this Prometheus?")
     elif not report.idle:
-        typer.echo(f"no idle GPUs: none of the {report.gpus_seen} GPUs stayed below {threshold:g}% over the last {window}")
+        typer.echo(f"no idle GPUs: none of the {report.gpus_seen} GPUs was held below {threshold:g}% "
+                   + ("for the whole window" if whole_window else f"for {min_idle} or more") + f" in the last {window}")
     else:
         typer.echo(format_table(report))
     if plot is not None:

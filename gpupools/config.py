@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -225,6 +226,21 @@ class GpuSoftware(Model):
     version: Annotated[str, StringConstraints(pattern=CHART_VERSION)] | None = None
 
 
+class Smtp(Model):
+    """The mail server Alertmanager sends team e-mail through; the password, if any, kept as a secret."""
+
+    smarthost: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")]
+    from_: Annotated[str, StringConstraints(pattern=EMAIL, max_length=254)] = Field(alias="from")
+    username: Annotated[str, StringConstraints(min_length=1, max_length=254)] | None = None
+    password: Annotated[Any, AfterValidator(lambda v: _secret_text(v, "password"))] | None = None
+
+
+def _secret_text(value: Any, what: str) -> Any:
+    if isinstance(value, (SecretPlaceholder, SecretText)):
+        return value
+    raise PydanticCustomError("secret_url", f"the {what} must be kept as a secret (pulumi config set --secret --path ...)")
+
+
 class Idle(Model):
     utilization_below_percent: Annotated[float, Field(gt=0, lt=100)] = 5
     for_hours: Annotated[float, Field(gt=0, le=24 * 30)] = 4
@@ -237,6 +253,51 @@ class Monitoring(Model):
     release_label: Annotated[str, StringConstraints(pattern=RELEASE_LABEL)] = "kube-prometheus-stack"
     grafana: Annotated[bool, Field(strict=True)] = True
     idle: Idle = Field(default_factory=Idle)
+    # For teams with e-mail alerts.
+    smtp: Smtp | None = None
+
+
+def _secret_url(value: Any) -> Any:
+    """A webhook URL kept as a Pulumi secret: `[secret]` offline, a `SecretText` when the engine decrypted it.
+
+    A webhook URL is a credential (anyone holding it can post to the channel), so a plaintext one in the stack file is
+    refused, and the value is never echoed in the message.
+    """
+    if isinstance(value, SecretPlaceholder):
+        return value
+    if not isinstance(value, str):
+        raise PydanticCustomError("secret_url", "expected an https URL kept as a secret, got {kind}", {"kind": describe(type(value).__name__)})
+    parts = re.match(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s]*)?$", value)
+    if not parts:
+        raise PydanticCustomError("secret_url", "is not an https URL (the value is not shown: it is meant to be a secret)")
+    if not isinstance(value, SecretText):
+        raise PydanticCustomError("secret_url", "is in plaintext; keep it as a secret: "
+                                                "pulumi config set --secret --path 'gpupools:teams[N].alerts.slack.webhook' URL")
+    return value
+
+
+SecretUrl = Annotated[Any, AfterValidator(_secret_url)]
+EMAIL = r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$"
+
+
+class SlackReceiver(Model):
+    """Slack's incoming webhook, which names its channel; `channel` overrides it where the webhook allows."""
+
+    webhook: SecretUrl
+    channel: Annotated[str, StringConstraints(pattern=r"^[#@][a-z0-9][a-z0-9._-]{0,79}$")] | None = None
+
+
+class TeamAlerts(Model):
+    """Where a team hears about its GPUs: a Slack channel, e-mail addresses, or both."""
+
+    slack: SlackReceiver | None = None
+    email: Annotated[list[Annotated[str, StringConstraints(pattern=EMAIL, max_length=254)]], Field(min_length=1, max_length=10)] | None = None
+
+    @model_validator(mode="after")
+    def _some_channel(self) -> "TeamAlerts":
+        if self.slack is None and self.email is None:
+            raise PydanticCustomError("secret_url", "names no channel; give slack, email or both")
+        return self
 
 
 class Team(Model):
@@ -256,6 +317,8 @@ class Team(Model):
     lend: UnitsOrWord = "all"
     # The priority its workloads get by default, and the highest they may ask for.
     priority: Priority = "normal"
+    # Where Alertmanager tells the team about GPUs it holds idle.
+    alerts: TeamAlerts | None = None
 
     @property
     def namespace_name(self) -> str:
@@ -322,9 +385,14 @@ def read_stack_file(path: str | Path) -> dict[str, Any]:
 
 
 def _decode_secure(value: Any) -> Any:
-    """Encrypted values (`{secure: ...}`) cannot be read offline; keep a placeholder that says so."""
+    """Encrypted values (`{secure: ...}`) cannot be read offline; keep a placeholder that says so, also inside
+    structured values (`pulumi config set --secret --path` puts them there)."""
     if isinstance(value, dict) and set(value) == {"secure"}:
         return SecretPlaceholder()
+    if isinstance(value, dict):
+        return {k: _decode_secure(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_secure(v) for v in value]
     return value
 
 
@@ -333,6 +401,38 @@ class SecretPlaceholder(str):
 
     def __new__(cls) -> "SecretPlaceholder":
         return super().__new__(cls, "[secret]")
+
+
+class SecretText(str):
+    """A secret value the Pulumi engine decrypted: the real text, marked so it goes out only as a Pulumi secret."""
+
+    def __repr__(self) -> str:
+        return "SecretText('[secret]')"
+
+
+# Fields that hold credentials, by their path under a config key ("*" for every item of a list).
+SECRET_PATHS = {"teams": ("*", "alerts", "slack", "webhook"), "monitoring": ("smtp", "password")}
+
+
+def mark_secrets(values: dict[str, Any], secret_keys: set[str]) -> dict[str, Any]:
+    """Wrap the credential fields of keys Pulumi holds as secrets in `SecretText`, so validation knows they came
+    encrypted. Pulumi says only which top-level keys hold a secret; the credential fields are the ones that can."""
+    def walk(node: Any, path: tuple) -> Any:
+        if not path:
+            return SecretText(node) if isinstance(node, str) else node
+        head, rest = path[0], path[1:]
+        if head == "*" and isinstance(node, list):
+            return [walk(item, rest) for item in node]
+        if isinstance(node, dict) and head in node:
+            return {**node, head: walk(node[head], rest)}
+        return node
+
+    out = dict(values)
+    for name, path in SECRET_PATHS.items():
+        key = f"{NAMESPACE}:{name}"
+        if key in secret_keys and key in out:
+            out[key] = walk(out[key], path)
+    return out
 
 
 def split_namespaces(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[Problem]]:
@@ -423,6 +523,8 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
             message = "at least one pool is required"
         elif kind == "too_long" and loc[-1] == "pools":
             message = f"{len(given)} pools; a stack has at most {MAX_POOLS} (split larger fleets into several stacks)"
+        elif kind == "secret_url":  # the message is complete, and must not echo a credential
+            message = err["msg"]
         elif kind == "list_type":
             message = f"expected a list, got {describe(given)}"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from .alerting import RECEIVERS_SECRET, alertmanager_config, receivers_secret
 from .catalog import Catalog, load_catalog
 from .config import Idle, StackConfig
 from .pools import GPU_LABEL, POOL_LABEL, PoolPlan
@@ -33,6 +34,7 @@ GRAFANA_PASSWORD_KEY = "admin-password"
 DASHBOARD_LABEL = ("grafana_dashboard", "1")  # what the Grafana sidecar of kube-prometheus-stack looks for
 RULES_NAME = "gpupools-gpu"
 RULES_FILE = f"prometheus/{RULES_NAME}.rules.yaml"
+ALERTMANAGER_FILE = "alertmanager/gpupools-routes.yaml"
 GKE_QUOTA = "dcgm-exporter-quota"
 
 # kube-state-metrics exposes node labels only when allowed; `gpupools.io/pool` becomes `label_gpupools_io_pool`.
@@ -57,6 +59,14 @@ KUBELET_POD_RESOURCES = "/var/lib/kubelet/pod-resources"  # where dcgm-exporter 
 TEMPERATURE_CELSIUS = 85
 MEMORY_FULL_RATIO = 0.95
 NO_METRICS_FOR = "15m"  # a new node's exporter needs a few minutes before its first scrape
+# dcgm-exporter's XID gauge holds the last XID until another one comes; an XID is new while the gauge changed within this.
+XID_NEW_FOR = "10m"
+# XIDs that NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors) attributes to the application (a bad memory access,
+# a killed or hung context), whose immediate action is restarting the application, not the GPU: a warning for the
+# pod's owner. Every other XID, and any XID not listed, is treated as hardware or driver trouble: critical.
+APPLICATION_XIDS = (13, 31, 43, 45)
+# A gap in the metrics shorter than this (an exporter restart, a missed scrape) does not restart the idle alert's timer.
+IDLE_GAP = "15m"
 
 # --------------------------------------------------------------------------------------------------------------------
 # PromQL
@@ -64,10 +74,21 @@ NO_METRICS_FOR = "15m"  # a new node's exporter needs a few minutes before its f
 # Labels that identify who holds which GPU (or MIG instance) on which node; everything else is dropped.
 HOLDER_LABELS = ("Hostname", "gpu", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE", "namespace", "pod", "container")
 _BY = ", ".join(HOLDER_LABELS)
+# Labels of a physical GPU: health alerts fire once per GPU, not once per MIG instance or per pod sharing it.
+GPU_LABELS = ("Hostname", "gpu", "UUID", "modelName")
+_GPU_BY = ", ".join(GPU_LABELS)
 
 # Pool of each node, from kube-state-metrics, keyed by dcgm-exporter's Hostname (= the node name).
-NODE_POOL = (f'max by (Hostname, pool) (label_replace(label_replace(kube_node_labels{{{KSM_POOL_LABEL}!=""}}, '
-             f'"Hostname", "$1", "node", "(.*)"), "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))')
+def node_pool(window: int | None = None) -> str:
+    """Hostname -> pool series; with `window` (seconds), every node labelled at any time in it (the last label wins)."""
+    labels = f'kube_node_labels{{{KSM_POOL_LABEL}!=""}}'
+    if window is not None:
+        labels = f"last_over_time({labels}[{window}s])"
+    return (f'max by (Hostname, pool) (label_replace(label_replace({labels}, '
+            f'"Hostname", "$1", "node", "(.*)"), "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))')
+
+
+NODE_POOL = node_pool()
 NODE_GPU = f'label_replace(kube_node_labels{{{KSM_GPU_LABEL}!=""}}, "Hostname", "$1", "node", "(.*)")'
 
 
@@ -80,8 +101,22 @@ def with_pool(expr: str) -> str:
     return f"(({expr}) * on (Hostname) group_left (pool) {NODE_POOL}) or (({expr}) unless on (Hostname) {NODE_POOL})"
 
 
-# Whole GPUs report DCGM_FI_DEV_GPU_UTIL; MIG instances do not, but report the graphics engine's active ratio.
-UTILIZATION = (f"(max by ({_BY}) (DCGM_FI_DEV_GPU_UTIL)) or (max by ({_BY}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE) * 100)")
+
+
+def utilization(step: int | None = None) -> str:
+    """Utilization in percent per holder; with `step` (seconds), the highest raw sample within each step.
+
+    Whole GPUs report DCGM_FI_DEV_GPU_UTIL; MIG instances do not, but report the graphics engine's active ratio.
+    `max_over_time(metric[step])` sees every scraped sample, where a subquery `(...)[step:]` would only see the
+    instants of its own resolution and step over bursts between them.
+    """
+    def sample(metric: str) -> str:
+        return metric if step is None else f"max_over_time({metric}[{step}s])"
+
+    return f"(max by ({_BY}) ({sample('DCGM_FI_DEV_GPU_UTIL')})) or (max by ({_BY}) ({sample('DCGM_FI_PROF_GR_ENGINE_ACTIVE')}) * 100)"
+
+
+UTILIZATION = utilization()
 MEMORY_USED = f"max by ({_BY}) (DCGM_FI_DEV_FB_USED)"
 MEMORY_FREE = f"max by ({_BY}) (DCGM_FI_DEV_FB_FREE)"
 
@@ -91,6 +126,10 @@ MEM_RATIO = "gpupools:gpu_memory_used:ratio"
 PODS_PER_GPU = "gpupools:gpu_pods:count"
 PRICE = "gpupools:gpu_price_usd_per_hour"
 POD_COST = "gpupools:pod_gpu_cost_usd_per_hour"
+# The fraction of its physical GPU each holder holds (a 1g.5gb slice 1/7, one of three time-sliced pods 1/3), so
+# counts and averages weigh a slice or a shared GPU as the part of a GPU it is.
+SHARE = "gpupools:gpu_share:ratio"
+MIG_INSTANCES = "gpupools:mig_instances_per_gpu:count"
 # vgpu pools: how many vGPUs HAMi cuts each GPU into. A vGPU pod pays that share of its GPU, whoever else holds it.
 VGPU_SHARES = "gpupools:pool_vgpus_per_gpu:count"
 
@@ -179,6 +218,14 @@ def price_rules(prices: dict[str, Price], catalog: Catalog | None = None) -> lis
 # Rules
 
 
+def mig_rules(catalog: Catalog | None = None) -> list[dict]:
+    """One constant series per NVML model name and MIG profile: how many instances of that profile fit on one GPU."""
+    catalog = catalog or load_catalog()
+    return [{"record": MIG_INSTANCES, "expr": f"vector({count})", "labels": {"modelName": device, "GPU_I_PROFILE": profile}}
+            for name in sorted(catalog.gpus) for device in catalog.gpus[name].device_names
+            for profile, count in sorted(catalog.gpus[name].mig_profiles.items())]
+
+
 def share_rules(shares: dict[str, int]) -> list[dict]:
     """One constant series per vgpu pool: its vGPUs per GPU, from the stack."""
     return [{"record": VGPU_SHARES, "expr": f"vector({count})", "labels": {"pool": pool}} for pool, count in sorted(shares.items())]
@@ -195,9 +242,21 @@ def hami_rules() -> list[dict]:
     ]
 
 
+def share_expr() -> str:
+    """Each holder's fraction of its physical GPU: a vGPU pod 1/(vGPUs per GPU) on a vgpu pool, otherwise split among
+    the holders of the device (time-slicing, MPS), and a MIG instance further divided by its profile's instances per GPU
+    (a profile the catalog lacks counts as a whole GPU)."""
+    device = "Hostname, UUID, GPU_I_ID"
+    held = (f'(({UTIL}{{pod!=""}} * 0 + 1) / on (pool) group_left () {VGPU_SHARES}) or '
+            f"(({UTIL} * 0 + 1) / on ({device}) group_left () count by ({device}) ({UTIL}))")
+    return (f"(({held}) / on (modelName, GPU_I_PROFILE) group_left () {MIG_INSTANCES}) or "
+            f"(({held}) unless on (modelName, GPU_I_PROFILE) {MIG_INSTANCES})")
+
+
 def recording_rules() -> list[dict]:
     def avg(by: str) -> str:
-        return f"avg by ({by}) ({UTIL})"
+        """Utilization weighted by the share of the GPU each holder holds: a slice counts as the part of a GPU it is."""
+        return f"sum by ({by}) ({UTIL} * {SHARE}) / sum by ({by}) ({SHARE})"
 
     def mem(by: str) -> str:
         return f"sum by ({by}) ({MEM})"
@@ -205,6 +264,7 @@ def recording_rules() -> list[dict]:
     device = "Hostname, UUID, GPU_I_ID"
     return [
         {"record": UTIL, "expr": with_pool(UTILIZATION)},
+        {"record": SHARE, "expr": share_expr()},
         {"record": MEM, "expr": with_pool(MEMORY_USED)},
         {"record": MEM_RATIO, "expr": with_pool(f"{MEMORY_USED} / ({MEMORY_USED} + {MEMORY_FREE})")},
         {"record": "gpupools:pool_gpu_utilization:avg", "expr": avg("pool")},
@@ -215,6 +275,8 @@ def recording_rules() -> list[dict]:
         {"record": "gpupools:pod_gpu_memory_used:mib", "expr": mem("pool, namespace, pod")},
         # Physical GPUs per pool and model, counted once however they are shared or partitioned.
         {"record": "gpupools:pool_gpus:count", "expr": f"count by (pool, modelName) (count by (pool, modelName, Hostname, UUID) ({UTIL}))"},
+        # Physical GPUs held by pods, per namespace: slices and shared GPUs as their fraction.
+        {"record": "gpupools:namespace_gpus_held:sum", "expr": f'sum by (pool, namespace) ({SHARE}{{pod!=""}})'},
         # GPUs (or MIG instances) held by pods, per namespace.
         {"record": "gpupools:namespace_gpus_allocated:count",
          "expr": f'count by (pool, namespace) (count by (pool, namespace, {device}) ({UTIL}{{pod!=""}}))'},
@@ -230,12 +292,38 @@ def recording_rules() -> list[dict]:
     ]
 
 
+def xid_alerts(gpu_where: str) -> list[dict]:
+    """XID alerts that fire while an XID is new (the gauge changed within `XID_NEW_FOR`), once per physical GPU, as
+    `critical` for hardware and driver XIDs and `warning` for those the application causes."""
+    xid = f"max by ({_GPU_BY}) (DCGM_FI_DEV_XID_ERRORS)"
+    new = f"max by ({_GPU_BY}) (changes(DCGM_FI_DEV_XID_ERRORS[{XID_NEW_FOR}])) > 0"
+    application = " or ".join(f"{xid} == {code}" for code in APPLICATION_XIDS)
+    codes = ", ".join(str(code) for code in APPLICATION_XIDS)
+    return [
+        {"alert": "GpuXidError",
+         "expr": with_pool(f"(({xid} > 0) unless ({application})) and ({new})"),
+         "labels": {"severity": "critical"},
+         "annotations": {
+             "summary": "A GPU reported a hardware or driver XID error",
+             "description": gpu_where + " reported XID {{ $value }}; see NVIDIA's Xid catalog: the GPU may need a reset "
+                                        "or the node a drain."}},
+        {"alert": "GpuXidApplicationError",
+         "expr": with_pool(f"({application}) and ({new})"),
+         "labels": {"severity": "warning"},
+         "annotations": {
+             "summary": f"A GPU reported an XID caused by an application ({codes})",
+             "description": gpu_where + " reported XID {{ $value }}, which NVIDIA's Xid catalog attributes to the "
+                                        "application (an illegal memory access or a killed context): restart or fix the workload."}},
+    ]
+
+
 def alert_rules(idle: Idle) -> list[dict]:
     below, hours = percent(idle.utilization_below_percent), duration(idle.for_hours)
     gpu_where = "GPU {{ $labels.gpu }} ({{ $labels.modelName }}) on node {{ $labels.Hostname }}"
     return [
         {"alert": "GpuAllocatedButIdle",
-         "expr": f'{UTIL}{{pod!=""}} < {below}',
+         # The highest value over IDLE_GAP: a gap shorter than that (an exporter restart) keeps the series, and the timer.
+         "expr": f'max_over_time({UTIL}{{pod!=""}}[{IDLE_GAP}]) < {below}',
          "for": hours,
          "labels": {"severity": "warning"},
          "annotations": {
@@ -243,27 +331,37 @@ def alert_rules(idle: Idle) -> list[dict]:
              "description": ("Pod {{ $labels.namespace }}/{{ $labels.pod }} holds " + gpu_where
                              + f" (pool {{{{ $labels.pool }}}}) and used it at {{{{ $value | printf \"%.1f\" }}}}%; "
                              "free it for others, or run `gpupools idle` to see the cost.")}},
-        {"alert": "GpuXidError",
-         "expr": with_pool(f"max by ({_BY}) (DCGM_FI_DEV_XID_ERRORS) > 0"),
-         "labels": {"severity": "critical"},
-         "annotations": {
-             "summary": "A GPU reported an XID error",
-             "description": gpu_where + " reported XID {{ $value }}; see NVIDIA's XID catalog, the GPU may need a reset or the node a drain."}},
+        *xid_alerts(gpu_where),
         {"alert": "GpuTemperatureHigh",
-         "expr": with_pool(f"max by ({_BY}) (DCGM_FI_DEV_GPU_TEMP) > {TEMPERATURE_CELSIUS}"),
+         "expr": with_pool(f"max by ({_GPU_BY}) (DCGM_FI_DEV_GPU_TEMP) > {TEMPERATURE_CELSIUS}"),
          "for": "10m",
          "labels": {"severity": "warning"},
          "annotations": {
              "summary": f"A GPU has been above {TEMPERATURE_CELSIUS} °C for 10 minutes",
              "description": gpu_where + " is at {{ $value }} °C and will throttle."}},
         {"alert": "GpuMemoryNearlyFull",
-         "expr": f"{MEM_RATIO} > {MEMORY_FULL_RATIO:g}",
+         # Per GPU or MIG instance (each has its own memory), not per pod time-slicing the same memory.
+         "expr": f"max by (pool, {_GPU_BY}, GPU_I_ID, GPU_I_PROFILE) ({MEM_RATIO}) > {MEMORY_FULL_RATIO:g}",
          "for": "15m",
          "labels": {"severity": "warning"},
          "annotations": {
              "summary": f"GPU memory has been more than {MEMORY_FULL_RATIO:.0%} used for 15 minutes",
-             "description": gpu_where + " (pod {{ $labels.namespace }}/{{ $labels.pod }}) uses {{ $value | humanizePercentage }} of its memory; "
+             "description": gpu_where + " uses {{ $value | humanizePercentage }} of its memory; "
                             "the next allocation may fail with out-of-memory."}},
+        {"alert": "GpuRowRemapFailure",
+         "expr": with_pool(f"max by ({_GPU_BY}) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0"),
+         "labels": {"severity": "critical"},
+         "annotations": {
+             "summary": "A GPU failed to remap a memory row",
+             "description": gpu_where + " has memory rows it could not remap: its memory is no longer reliable; drain the node "
+                                        "and replace the GPU."}},
+        {"alert": "GpuRowRemapPending",
+         "expr": with_pool(f"max by ({_GPU_BY}) (increase(DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS[1h])) > 0"),
+         "labels": {"severity": "warning"},
+         "annotations": {
+             "summary": "A GPU remapped a memory row after an uncorrectable error; the remap waits for a GPU reset",
+             "description": gpu_where + " remapped rows for uncorrectable memory errors in the last hour. The remap takes "
+                                        "effect at the next GPU reset: drain the node and reset the GPU (or reboot)."}},
         {"alert": "GpuNodeWithoutDcgmMetrics",
          "expr": (f"group by (Hostname, {KSM_POOL_LABEL}, {KSM_GPU_LABEL}) ({NODE_GPU}) "
                   "unless on (Hostname) group by (Hostname) (DCGM_FI_DEV_GPU_TEMP)"),
@@ -280,7 +378,7 @@ def alert_rules(idle: Idle) -> list[dict]:
 def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None) -> list[dict]:
     """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them."""
     groups = [
-        {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + share_rules(shares or {})},
+        {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + mig_rules() + share_rules(shares or {})},
         {"name": "gpupools-gpu-recording", "rules": recording_rules()},
         {"name": "gpupools-gpu-alerts", "rules": alert_rules(idle)},
     ]
@@ -349,9 +447,11 @@ def fleet_dashboard(idle: Idle) -> dict:
     panels = [
         _panel("stat", "GPUs per pool", [_target('sum by (pool) (gpupools:pool_gpus:count{pool=~"$pool"})', "{{pool}}")], 0, 0, 8, 5,
                description="Physical GPUs reporting DCGM metrics, per pool.", reduceOptions={"calcs": ["lastNotNull"]}),
-        _panel("stat", "GPUs (or MIG instances) held by pods", [_target(f'count({UTIL}{{pool=~"$pool", pod!=""}})')], 8, 0, 4, 5),
-        _panel("stat", f"Held but idle now (< {below}%)", [_target(f"count({idle_now}) or vector(0)")], 12, 0, 4, 5,
-               description="Held by a pod and below the idle threshold at this moment; the alert waits for the configured hours."),
+        _panel("stat", "GPUs held by pods", [_target(f'sum({SHARE}{{pool=~"$pool", pod!=""}}) or vector(0)')], 8, 0, 4, 5,
+               description="Physical GPUs: a MIG slice, a vGPU or a time-slice counts as its fraction of the GPU."),
+        _panel("stat", f"Held but idle now (< {below}%)", [_target(f"sum({SHARE} and ({idle_now})) or vector(0)")], 12, 0, 4, 5,
+               description="Physical GPUs held by a pod and below the idle threshold at this moment, slices and shared GPUs as "
+                           "fractions; the alert waits for the configured hours."),
         _panel("stat", "GPU cost at list price", [_target("sum(gpupools:namespace_gpu_cost_usd_per_hour:sum)")], 16, 0, 8, 5,
                unit="currencyUSD", description="What the GPUs held by pods cost per hour at the catalog's lowest per-GPU list price."),
         _panel("timeseries", "Utilization per pool", [_target('gpupools:pool_gpu_utilization:avg{pool=~"$pool"}', "{{pool}}")],
@@ -377,7 +477,8 @@ def namespace_dashboard(vgpu: bool = False) -> dict:
     panels = [
         _panel("stat", "Hourly GPU cost at list price", [_target(f"sum(gpupools:namespace_gpu_cost_usd_per_hour:sum{{{sel}}})")],
                0, 0, 8, 5, unit="currencyUSD", description="The catalog's lowest per-GPU list price, shared among the pods holding a GPU."),
-        _panel("stat", "GPUs (or MIG instances) held", [_target(f"sum(gpupools:namespace_gpus_allocated:count{{{sel}}})")], 8, 0, 8, 5),
+        _panel("stat", "GPUs held", [_target(f"sum(gpupools:namespace_gpus_held:sum{{{sel}}})")], 8, 0, 8, 5,
+               description="Physical GPUs: a MIG slice, a vGPU or a time-slice counts as its fraction of the GPU."),
         _panel("stat", "Average utilization", [_target(f'avg({UTIL}{{{sel}, pod!=""}})')], 16, 0, 8, 5, unit="percent"),
         _panel("timeseries", "Hourly cost per namespace", [_target(f"gpupools:namespace_gpu_cost_usd_per_hour:sum{{{sel}}}", "{{namespace}}")],
                0, 5, 12, 8, unit="currencyUSD"),
@@ -428,6 +529,11 @@ def kube_prometheus_stack_values(stack: StackConfig) -> dict:
         "kube-state-metrics": {"metricLabelsAllowlist": [KSM_NODE_LABELS_ALLOWLIST]},
         "grafana": {"enabled": grafana},
     }
+    routes = alertmanager_config(stack)
+    if routes is not None:
+        # The chart merges `config` into its default (keeping its inhibit rules) and mounts each listed Secret
+        # under /etc/alertmanager/secrets/<name>/, where the receivers read their credentials.
+        values["alertmanager"] = {"config": routes, "alertmanagerSpec": {"secrets": [RECEIVERS_SECRET]}}
     if grafana:
         values["grafana"].update({
             # The password is generated and kept as a Pulumi secret; Grafana reads it from this Secret.
@@ -527,6 +633,10 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
                             "spec": {"hard": {"pods": "100"}, "scopeSelector": {"matchExpressions": [
                                 {"operator": "In", "scopeName": "PriorityClass", "values": ["system-node-critical", "system-cluster-critical"]}]}}})
     if m.prometheus == "install":
+        secret = receivers_secret(stack)
+        if secret is not None:
+            secret["metadata"]["namespace"] = NAMESPACE
+            out.objects.append(secret)
         out.releases.append(Release(KUBE_PROMETHEUS_STACK, KUBE_PROMETHEUS_STACK.default_version, kube_prometheus_stack_values(stack)))
         if m.grafana:
             out.grafana_secret = GRAFANA_ADMIN_SECRET
@@ -545,6 +655,9 @@ def rendered_files(stack: StackConfig) -> dict[str, str]:
     if not stack.monitoring.enabled:
         return {}
     files = {RULES_FILE: rules_file_text(rules_for(stack))}
+    routes = alertmanager_config(stack)
+    if routes is not None:  # credentials are files the Alertmanager mounts; the text holds none
+        files[ALERTMANAGER_FILE] = yaml.safe_dump(routes, sort_keys=False, allow_unicode=True, width=1000)
     if stack.monitoring.grafana:
         for filename, dashboard in dashboards(stack.monitoring.idle, bool(vgpu_shares(stack))).items():
             files[f"grafana/{filename}"] = json.dumps(dashboard, indent=2, sort_keys=True) + "\n"

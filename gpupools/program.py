@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pulumi
-from pulumi.runtime.config import CONFIG, get_config_env
+from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env
 
-from .config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values
+from .config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values, mark_secrets
 from .validate import validate_stack
 from .errors import ConfigError
 
@@ -15,7 +15,7 @@ def stack_config_from_pulumi() -> StackConfig:
     values = {**get_config_env(), **CONFIG.get()}
     wanted = {k: v for k, v in values.items() if k.partition(":")[0] in (NAMESPACE, *PROVIDER_NAMESPACES)}
     try:
-        return validate_stack(from_pulumi_values(wanted))
+        return validate_stack(mark_secrets(from_pulumi_values(wanted), set(get_config_secret_keys_env())))
     except ConfigError as exc:
         raise pulumi.RunError("invalid stack config:\n" + str(exc)) from None
 

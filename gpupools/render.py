@@ -5,10 +5,12 @@ Everything comes from the recorded plan, i.e. from the very inputs `pulumi up` w
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
 
+from .alerting import FROM_CONFIG
 from .config import StackConfig
 from .plan import SECRET, Plan, PlannedResource
 
@@ -45,7 +47,13 @@ def _holds_secret(value) -> bool:
 
 def withheld_note(path: str, obj: dict) -> str:
     """What to run instead of applying a manifest gpupools will not write with a placeholder credential."""
+    path_ = path
     meta = obj.get("metadata", {})
+    sources = meta.get("annotations", {}).get(FROM_CONFIG)
+    if obj.get("kind") == "Secret" and sources:  # values the stack holds as secrets: pulumi decrypts them on request
+        literals = " ".join(f"--from-literal={k}=\"$(pulumi config get --path '{path}')\"" for k, path in json.loads(sources).items())
+        return (f"{path_} not written: its values are the stack's secrets, which an offline render does not have; create it with "
+                f"kubectl create secret generic {meta.get('name')} --namespace {meta.get('namespace', 'default')} {literals}")
     if obj.get("kind") == "Secret" and isinstance(obj.get("stringData"), dict):
         literals = " ".join(f'--from-literal={k}="$(openssl rand -base64 24)"' if v == SECRET else f"--from-literal={k}={v}"
                             for k, v in obj["stringData"].items())

@@ -14,6 +14,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
+from .alerting import alerting_problems
 from .checks import semantic_problems
 from .config import Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
 from .errors import ConfigError, Problem
@@ -53,6 +54,7 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
     if stack is not None:
         problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software,
                                           stack.teams, stack.autoscaler, stack.providers, quotas=stack.quotas))
+        problems.extend(alerting_problems(stack))
         if not problems:
             problems.extend(scale_up_problems(stack))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -17,16 +18,22 @@ runner = CliRunner()
 class Answers:
     body: bytes = b""
     declared: int | None = None  # a Content-Length larger than the body makes a truncated answer
+    delay: float = 0  # seconds before answering: a slow server
+    status: int = 200
 
 
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's naming
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(200)
+        asked = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        time.sleep(Answers.delay)
+        # The scrape-interval probe gets no series (the report then steps by the minute); every other query the answer.
+        body = b'{"status": "success", "data": {"resultType": "matrix", "result": []}}' \
+            if b"count_over_time" in asked and Answers.status == 200 else Answers.body
+        self.send_response(Answers.status)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(Answers.declared or len(Answers.body)))
+        self.send_header("Content-Length", str(Answers.declared or len(body)))
         self.end_headers()
-        self.wfile.write(Answers.body)
+        self.wfile.write(body)
 
     def log_message(self, *args):
         pass
@@ -34,7 +41,11 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Quiet(ThreadingHTTPServer):
+        def handle_error(self, request, client_address):  # the slow-server test hangs up before the answer
+            pass
+
+    httpd = Quiet(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -46,8 +57,9 @@ def matrix(result) -> bytes:
     return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
 
 
+NOW = int(time.time())  # samples inside the report's window: it ignores what lies before
 GOOD_SERIES = {"metric": {"Hostname": "n1", "UUID": "GPU-1", "gpu": "0", "modelName": "NVIDIA L4", "namespace": "ml", "pod": "p"},
-               "values": [[1700000000, "0.5"], [1700000060, "1"]]}
+               "values": [[NOW - 120, "0.5"], [NOW - 60, "1"]]}
 
 
 @pytest.mark.parametrize("body, expected", [
@@ -85,13 +97,44 @@ def test_truncated_body_is_one_line_exit_1(server):
 
 def test_a_well_formed_answer_still_reports(server):
     Answers.body, Answers.declared = matrix([GOOD_SERIES]), None
-    result = runner.invoke(app, ["idle", "--prometheus", server, "--json"])
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
     assert result.exit_code == 0, result.stderr
-    (row,) = json.loads(result.stdout)
-    assert row["namespace"] == "ml" and row["max_utilization"] == 1
+    (row,) = json.loads(result.stdout)["idle"]
+    assert row["namespace"] == "ml" and row["max_utilization"] == 1 and row["hours_idle"] == pytest.approx(2 / 60, abs=1e-4)
 
 
 def test_nan_samples_do_not_prove_idleness(server):
-    Answers.body, Answers.declared = matrix([{**GOOD_SERIES, "values": [[1700000000, "NaN"], [1700000060, "0"]]}]), None
-    result = runner.invoke(app, ["idle", "--prometheus", server, "--json"])
-    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    Answers.body, Answers.declared = matrix([{**GOOD_SERIES, "values": [[NOW - 120, "NaN"], [NOW - 60, "0"]]}]), None
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--whole-window"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["idle"] == []
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
+    (row,) = json.loads(result.stdout)["idle"]  # only the step that reported 0 is idle
+    assert row["hours_idle"] == pytest.approx(1 / 60, abs=1e-4) and row["hours_seen"] == pytest.approx(2 / 60, abs=1e-4)
+
+
+def test_a_slow_server_is_called_slow_not_unreachable(server):
+    """No answer within --timeout: the message says the server was slow (it is reachable), exit 1."""
+    Answers.body, Answers.declared, Answers.delay = matrix([GOOD_SERIES]), None, 5
+    try:
+        result = runner.invoke(app, ["idle", "--prometheus", server, "--timeout", "1s"])
+    finally:
+        Answers.delay = 0
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: prometheus: ") and "was too slow: no answer within 1s" in line and "cannot reach" not in line
+
+
+def test_prometheus_own_timeout_is_called_slow(server):
+    """Prometheus gives up itself (errorType timeout, HTTP 503): the same message."""
+    Answers.body = json.dumps({"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}).encode()
+    Answers.declared, Answers.status = None, 503
+    try:
+        result = runner.invoke(app, ["idle", "--prometheus", server, "--timeout", "30s"])
+    finally:
+        Answers.status = 200
+    assert result.exit_code == 1 and "was too slow: no answer within 30s" in result.stderr
+
+
+def test_bad_timeout_is_exit_2():
+    result = runner.invoke(app, ["idle", "--prometheus", "http://127.0.0.1:9", "--timeout", "2d"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: --timeout: ")

@@ -41,8 +41,8 @@ def node_labels(node: str, pool: str, gpu: str) -> str:
     return f'kube_node_labels{{node="{node}",label_gpupools_io_pool="{pool}",label_gpupools_io_gpu="{gpu}",job="kube-state-metrics"}}'
 
 
-def write_rules(tmp_path, idle: Idle, strip_annotations: bool = False):
-    groups = monitoring.rule_groups(idle, PRICES)
+def write_rules(tmp_path, idle: Idle, strip_annotations: bool = False, shares: dict[str, int] | None = None):
+    groups = monitoring.rule_groups(idle, PRICES, shares)
     if strip_annotations:
         # promtool compares annotations verbatim; the unit tests check expressions, labels and timing, and
         # `promtool check rules` on the unmodified file checks the annotation templates.
@@ -112,6 +112,13 @@ def unit_tests() -> dict:
         {"series": series("DCGM_FI_DEV_GPU_TEMP", NODE_B, 0, A100), "values": "60x400"},
         {"series": series("DCGM_FI_DEV_XID_ERRORS", NODE_A, 0, A10G, IDLE), "values": "0x30 79x370"},
         {"series": series("DCGM_FI_DEV_XID_ERRORS", NODE_A, 1, A10G, BUSY), "values": "0x400"},
+        {"series": series("DCGM_FI_DEV_XID_ERRORS", NODE_B, 0, A100, ("team-c", "bursty")), "values": "0x59 31x60 79x280"},
+        # node-b GPU 2 (two MIG instances): every instance's series carries the GPU's temperature.
+        *[{"series": series("DCGM_FI_DEV_GPU_TEMP", NODE_B, 2, A100, ("team-d", f"mig{i}"), GPU_I_PROFILE="3g.40gb", GPU_I_ID=str(i)),
+           "values": "90x400"} for i in (1, 2)],
+        {"series": series("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", NODE_A, 1, A10G, BUSY), "values": "0x60 1x340"},
+        {"series": series("DCGM_FI_DEV_ROW_REMAP_FAILURE", NODE_A, 1, A10G, BUSY), "values": "0x400"},
+        {"series": series("DCGM_FI_DEV_ROW_REMAP_FAILURE", NODE_B, 0, A100), "values": "0x120 1x280"},
         # Memory: the busy pod has 23,900 of 24,000 MiB in use; the idle one 1,000.
         {"series": series("DCGM_FI_DEV_FB_USED", NODE_A, 1, A10G, BUSY), "values": "23900x400"},
         {"series": series("DCGM_FI_DEV_FB_FREE", NODE_A, 1, A10G, BUSY), "values": "100x400"},
@@ -131,14 +138,37 @@ def unit_tests() -> dict:
             {"eval_time": "4h1m", "alertname": "GpuAllocatedButIdle", "exp_alerts": idle_exp},
             {"eval_time": "6h", "alertname": "GpuAllocatedButIdle", "exp_alerts": idle_exp},
             {"eval_time": "20m", "alertname": "GpuXidError", "exp_alerts": []},
+            # XID 79 (fallen off the bus, hardware) at 31 m: critical while new, once for the GPU, quiet ten minutes on
+            # although the gauge still holds 79.
             {"eval_time": "40m", "alertname": "GpuXidError",
-             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, IDLE, "infer"), "severity": "critical"}}]},
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, pool="infer"), "severity": "critical"}}]},
+            {"eval_time": "45m", "alertname": "GpuXidError", "exp_alerts": []},
+            {"eval_time": "40m", "alertname": "GpuXidApplicationError", "exp_alerts": []},
+            # XID 31 (an illegal memory access, the application's) on node-b GPU 0 at 1 h, then XID 79 at 2 h.
+            {"eval_time": "1h5m", "alertname": "GpuXidApplicationError",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_B, 0, A100, pool="train"), "severity": "warning"}}]},
+            {"eval_time": "1h5m", "alertname": "GpuXidError", "exp_alerts": []},
+            {"eval_time": "1h30m", "alertname": "GpuXidApplicationError", "exp_alerts": []},
+            {"eval_time": "2h5m", "alertname": "GpuXidError",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_B, 0, A100, pool="train"), "severity": "critical"}}]},
+            {"eval_time": "2h5m", "alertname": "GpuXidApplicationError", "exp_alerts": []},
             {"eval_time": "5m", "alertname": "GpuTemperatureHigh", "exp_alerts": []},  # hot, but not for 10 minutes yet
+            # Hot GPUs alert once each: node-a GPU 0, and node-b GPU 2 whose two MIG instances both report 90 °C.
             {"eval_time": "15m", "alertname": "GpuTemperatureHigh",
-             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, IDLE, "infer"), "severity": "warning"}}]},
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, pool="infer"), "severity": "warning"}},
+                            {"exp_labels": {**alert_labels(NODE_B, 2, A100, pool="train"), "severity": "warning"}}]},
             {"eval_time": "10m", "alertname": "GpuMemoryNearlyFull", "exp_alerts": []},
             {"eval_time": "20m", "alertname": "GpuMemoryNearlyFull",
-             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 1, A10G, BUSY, "infer"), "severity": "warning"}}]},
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 1, A10G, pool="infer"), "severity": "warning"}}]},
+            # Row remapping: node-a GPU 1 remaps a row for an uncorrectable error at 1 h (pending until a reset),
+            # node-b GPU 0 fails to remap at 2 h.
+            {"eval_time": "50m", "alertname": "GpuRowRemapPending", "exp_alerts": []},
+            {"eval_time": "1h10m", "alertname": "GpuRowRemapPending",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 1, A10G, pool="infer"), "severity": "warning"}}]},
+            {"eval_time": "2h30m", "alertname": "GpuRowRemapPending", "exp_alerts": []},
+            {"eval_time": "1h", "alertname": "GpuRowRemapFailure", "exp_alerts": []},
+            {"eval_time": "2h1m", "alertname": "GpuRowRemapFailure",
+             "exp_alerts": [{"exp_labels": {**alert_labels(NODE_B, 0, A100, pool="train"), "severity": "critical"}}]},
             {"eval_time": "10m", "alertname": "GpuNodeWithoutDcgmMetrics", "exp_alerts": []},
             {"eval_time": "20m", "alertname": "GpuNodeWithoutDcgmMetrics",
              "exp_alerts": [{"exp_labels": {"Hostname": NODE_X, "label_gpupools_io_pool": "train", "label_gpupools_io_gpu": "A100-80GB",
@@ -147,8 +177,10 @@ def unit_tests() -> dict:
         "promql_expr_test": [
             # Pool attribution via kube_node_labels; the unlabelled case is covered by the idle report test.
             {"eval_time": "1h", "expr": "gpupools:pool_gpu_utilization:avg",
+             # Weighted by the share of the GPU held: each time-sliced pod is half a GPU, the 3g.40gb slice half an A100.
              "exp_samples": [{"labels": 'gpupools:pool_gpu_utilization:avg{pool="infer"}', "value": (2 + 80 + 2) / 3},
-                             {"labels": 'gpupools:pool_gpu_utilization:avg{pool="train"}', "value": (1 + 0 + 0 + 50) / 4}]},
+                             {"labels": 'gpupools:pool_gpu_utilization:avg{pool="train"}',
+                              "value": (1 * 1 + 0 * 0.5 + 0 * 0.5 + 50 * 0.5) / (1 + 0.5 + 0.5 + 0.5)}]},
             {"eval_time": "1h", "expr": 'gpupools:namespace_gpu_utilization:avg{namespace="team-d"}',
              "exp_samples": [{"labels": 'gpupools:namespace_gpu_utilization:avg{namespace="team-d",pool="train"}', "value": 50}]},
             {"eval_time": "1h", "expr": "gpupools:pool_gpus:count",
@@ -207,3 +239,74 @@ def test_idle_alert_names_the_pod_and_namespace():
     assert alert["for"] == "4h" and alert["expr"].endswith("< 5")
     assert "$labels.namespace" in alert["annotations"]["description"] and "$labels.pod" in alert["annotations"]["description"]
     assert monitoring.duration(1.5) == "90m" and monitoring.duration(0.01) == "36s"
+
+
+@needs_promtool
+def test_dashboard_stats_count_physical_gpus(tmp_path):
+    """The fleet dashboard's held and idle-now stats, and the share rule they use, on an A100 40GB in seven 1g.5gb
+    slices (six held, one free), an L4 time-sliced among three pods, two vGPU pods on a pool of four vGPUs per A10G,
+    and a whole GPU: pods and units would say 12 held; physical GPUs say 6/7 + 1 + 2/4 + 1."""
+    A100_40, L4 = "NVIDIA A100-SXM4-40GB", "NVIDIA L4"
+    rules = write_rules(tmp_path, Idle(), strip_annotations=True, shares={"vgpu": 4})
+    inputs = [{"series": node_labels("n-mig", "mig", "A100-40GB"), "values": "1x30"},
+              {"series": node_labels("n-slice", "slice", "L4"), "values": "1x30"},
+              {"series": node_labels("n-vgpu", "vgpu", "A10G"), "values": "1x30"},
+              {"series": node_labels("n-whole", "whole", "A10G"), "values": "1x30"}]
+    inputs += [{"series": series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "n-mig", 0, A100_40, ("team-m", f"m{i}") if i < 6 else None,
+                                 GPU_I_PROFILE="1g.5gb", GPU_I_ID=str(7 + i)), "values": ("0.5" if i == 0 else "0.01") + "x30"}
+               for i in range(7)]
+    inputs += [{"series": series("DCGM_FI_DEV_GPU_UTIL", "n-slice", 0, L4, ("team-s", f"s{i}")), "values": "1x30"} for i in range(3)]
+    inputs += [{"series": series("DCGM_FI_DEV_GPU_UTIL", "n-vgpu", 0, A10G, ("team-v", f"v{i}")), "values": "2x30"} for i in range(2)]
+    inputs += [{"series": series("DCGM_FI_DEV_GPU_UTIL", "n-whole", 0, A10G, ("team-w", "w")), "values": "90x30"}]
+    stats = {p["title"]: p["targets"][0]["expr"].replace('pool=~"$pool"', 'pool=~".*"')
+             for p in monitoring.fleet_dashboard(Idle())["panels"] if p["type"] == "stat"}
+    held, idle_now = stats["GPUs held by pods"], stats["Held but idle now (< 5%)"]
+    share = monitoring.SHARE
+
+    def one(expr: str, value: float) -> dict:
+        """promtool compares floats exactly; sums of sevenths differ in the last bit, so both sides are rounded."""
+        return {"eval_time": "10m", "expr": f"round({expr}, 0.0001)", "exp_samples": [{"labels": "{}", "value": round(value, 4)}]}
+
+    test = {"interval": "1m", "input_series": inputs, "promql_expr_test": [
+        one(held, 6 / 7 + 1 + 2 / 4 + 1),
+        one(idle_now, 5 / 7 + 1 + 2 / 4),  # the busy slice (50 %) and the busy whole GPU are not idle
+        one(f'sum({share}{{pool="mig"}})', 1), one(f'sum({share}{{pool="slice"}})', 1), one(f'sum({share}{{pool="vgpu"}})', 0.5),
+        {"eval_time": "10m", "expr": f'{share}{{pod="s0"}}',
+         "exp_samples": [{"labels": f'{share}{{{_labels(alert_labels("n-slice", 0, L4, ("team-s", "s0"), "slice"))}}}', "value": 1 / 3}]},
+        one('sum(gpupools:pool_gpu_utilization:avg{pool="mig"})', (50 + 6 * 1) / 7),  # a slice weighs 1/7, not 1/6 of the pool
+        one('sum(gpupools:namespace_gpus_held:sum{namespace="team-m"})', 6 / 7),
+    ]}
+    path = tmp_path / "shares.test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = promtool("test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_promtool
+def test_idle_alert_survives_an_exporter_restart(tmp_path):
+    """An exporter restart ends the series (a stale marker) and leaves a few minutes without samples: the idle alert
+    keeps its timer and fires 4 h after the GPU went idle, not 4 h after the restart."""
+    rules = write_rules(tmp_path, Idle(), strip_annotations=True)
+    holder = ("team-r", "restarted")
+    test = {"interval": "1m", "input_series": [
+        {"series": node_labels(NODE_A, "infer", "A10G"), "values": "1x400"},
+        {"series": series("DCGM_FI_DEV_GPU_UTIL", NODE_A, 0, A10G, holder), "values": "1x120 stale _x8 1x270"},
+    ], "alert_rule_test": [
+        {"eval_time": "3h59m", "alertname": "GpuAllocatedButIdle", "exp_alerts": []},
+        {"eval_time": "4h1m", "alertname": "GpuAllocatedButIdle",
+         "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, holder, "infer"), "severity": "warning"}}]},
+    ]}
+    path = tmp_path / "restart.test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = promtool("test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_xid_classes():
+    """Application XIDs are warnings, every other XID (and any unknown one) is critical."""
+    hardware, application = monitoring.xid_alerts("GPU")
+    assert (hardware["alert"], hardware["labels"]["severity"]) == ("GpuXidError", "critical")
+    assert (application["alert"], application["labels"]["severity"]) == ("GpuXidApplicationError", "warning")
+    for code in monitoring.APPLICATION_XIDS:
+        assert f"== {code}" in application["expr"] and f"== {code}" in hardware["expr"]  # kept out of the critical one
+    assert "changes(DCGM_FI_DEV_XID_ERRORS[10m])" in hardware["expr"] and "pod" not in hardware["expr"]
