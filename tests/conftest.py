@@ -158,3 +158,14 @@ def crd_rule_failures(obj, schema: dict, path: str = "") -> list[str]:
         for i, value in enumerate(obj):
             failures += crd_rule_failures(value, schema["items"], f"{path}/{i}")
     return failures
+
+
+def service_monitor_schema(ref: Path) -> dict:
+    """The pinned Prometheus Operator ServiceMonitor CRD's v1 schema (its YAML uses the `=` value tag)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+    crd = yaml.load((ref / "helm-charts" / "crds" / "crd-servicemonitors.yaml").read_text(), Loader=Loader)
+    return next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1")

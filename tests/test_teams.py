@@ -23,7 +23,7 @@ from gpupools.resourcequota import QUOTA_NAME, admission_policy_supported
 from gpupools.teams import plan_teams, pool_totals, quota_ratios, split_units
 from gpupools.validate import validate_stack
 
-from conftest import admission_denials, crd_rule_failures, has_path, needs_reference, stack_config, value_paths
+from conftest import admission_denials, crd_rule_failures, has_path, needs_reference, service_monitor_schema, stack_config, value_paths
 
 POOLS = [
     {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 6, "sharing": {"mode": "time-slicing", "replicas": 4}},
@@ -396,3 +396,13 @@ def test_policy_and_plan_agree_on_vgpu_capacity():
     expected = pool_totals(stack, plan_pools(stack))
     assert expected == {"l4": (8, 16), "a10": (1, 2)}
     assert queue_ratios(policy_resources(run_program(config, "test"))) == expected
+
+
+def test_kueue_service_monitor_validates_and_selects_the_charts_metrics_port():
+    jsonschema = pytest.importorskip("jsonschema")
+    ref = needs_reference()
+    (monitor,) = of_kind(objects(TEAMS), "ServiceMonitor")
+    jsonschema.validate(monitor, service_monitor_schema(ref))
+    upstream = yaml.safe_load((ref / "kueue" / "values.yaml").read_text())
+    assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in upstream["metricsService"]["ports"]}
+    assert monitor["metadata"]["namespace"] == kueue.CHART.namespace

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from conftest import POOL_RESOURCE, has_path, needs_reference, plan_of, stack_config, value_paths
+from conftest import POOL_RESOURCE, has_path, needs_reference, plan_of, service_monitor_schema, stack_config, value_paths
 from gpupools import monitoring
 from gpupools.cli import app
 from gpupools.config import Idle
@@ -316,13 +316,7 @@ def test_hami_metrics_are_scraped_by_service_monitors_matching_the_charts_servic
     mplan = monitoring.monitoring_plan(stack, plan_pools(stack))
     monitors = [o for o in mplan.objects if o["kind"] == "ServiceMonitor"]
     assert {m["spec"]["endpoints"][0]["port"] for m in monitors} == {"monitorport", "monitor"}
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
-    crd = yaml.load((ref / "helm-charts" / "crds" / "crd-servicemonitors.yaml").read_text(), Loader=Loader)
-    schema = next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1")
+    schema = service_monitor_schema(ref)
     for m in monitors:
         jsonschema.validate(m, schema)
         assert m["metadata"]["labels"]["release"] == "kube-prometheus-stack"
