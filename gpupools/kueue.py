@@ -25,7 +25,7 @@ from . import clouds
 from .config import StackConfig
 from .pools import POOL_LABEL, PoolPlan, toleration
 from .software import Chart, Release, namespace as software_namespace
-from .teams import MANAGED, TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_labels
+from .teams import MANAGED, TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_admission_policy, team_labels
 
 # The published chart points at registry.k8s.io/kueue/kueue:<appVersion> (the repository's values.yaml names a
 # staging image; the release script rewrites it), so the image is left to the chart.
@@ -148,42 +148,28 @@ def queue_policy(plan: TeamPlan) -> dict:
         return (f"has(object.metadata.labels) && {cel_string(key)} in object.metadata.labels ? "
                 f"object.metadata.labels[{cel_string(key)}] : ''")
 
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": f"gpupools-team-{team.name}-queue", "labels": team_labels(team)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace_name}},
-                "resourceRules": [
-                    {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]},
-                    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments", "statefulsets"]},
-                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
-                ],
-            },
-            "variables": [
-                {"name": "podSpec", "expression": "request.kind.kind == 'Pod' ? object.spec : object.spec.template.spec"},
-                {"name": "containers",
-                 "expression": "variables.podSpec.containers + (has(variables.podSpec.initContainers) ? variables.podSpec.initContainers : [])"},
-                {"name": "requestsGpu", "expression": requests_gpu_expression("variables.containers")},
-                {"name": "ownedByJob", "expression": ("request.kind.kind == 'Pod' && has(object.metadata.ownerReferences) && "
-                                                      "object.metadata.ownerReferences.exists(o, o.kind == 'Job' && o.apiVersion == 'batch/v1')")},
-                {"name": "queue", "expression": label(QUEUE_LABEL)},
-                {"name": "priority", "expression": label(PRIORITY_LABEL)},
-            ],
-            "validations": [
-                {"expression": f"!variables.requestsGpu || variables.ownedByJob || variables.queue == {cel_string(queue)}",
-                 "message": (f"GPU workloads in namespace {team.namespace_name} queue for team {team.name}'s GPU quota: "
-                             f"set label {QUEUE_LABEL}={queue}"),
-                 "reason": "Forbidden"},
-                {"expression": ("!variables.requestsGpu || variables.ownedByJob || variables.priority == '' || variables.priority in ["
-                                + ", ".join(cel_string(p) for p in allowed) + "]"),
-                 "message": f"team {team.name} may use the priority classes {', '.join(allowed)}; set label {PRIORITY_LABEL} to one of them",
-                 "reason": "Forbidden"},
-            ],
-        },
-    }
+    return team_admission_policy(
+        team, "queue",
+        [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]},
+         {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments", "statefulsets"]},
+         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+        [{"name": "podSpec", "expression": "request.kind.kind == 'Pod' ? object.spec : object.spec.template.spec"},
+         {"name": "containers",
+          "expression": "variables.podSpec.containers + (has(variables.podSpec.initContainers) ? variables.podSpec.initContainers : [])"},
+         {"name": "requestsGpu", "expression": requests_gpu_expression("variables.containers")},
+         {"name": "ownedByJob", "expression": ("request.kind.kind == 'Pod' && has(object.metadata.ownerReferences) && "
+                                               "object.metadata.ownerReferences.exists(o, o.kind == 'Job' && o.apiVersion == 'batch/v1')")},
+         {"name": "queue", "expression": label(QUEUE_LABEL)},
+         {"name": "priority", "expression": label(PRIORITY_LABEL)}],
+        [{"expression": f"!variables.requestsGpu || variables.ownedByJob || variables.queue == {cel_string(queue)}",
+          "message": (f"GPU workloads in namespace {team.namespace_name} queue for team {team.name}'s GPU quota: "
+                      f"set label {QUEUE_LABEL}={queue}"),
+          "reason": "Forbidden"},
+         {"expression": ("!variables.requestsGpu || variables.ownedByJob || variables.priority == '' || variables.priority in ["
+                         + ", ".join(cel_string(p) for p in allowed) + "]"),
+          "message": f"team {team.name} may use the priority classes {', '.join(allowed)}; set label {PRIORITY_LABEL} to one of them",
+          "reason": "Forbidden"}],
+    )
 
 
 def service_monitor(labels: dict[str, str]) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .config import StackConfig
 from .pools import POOL_LABEL
-from .teams import TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_labels
+from .teams import TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_admission_policy, team_labels
 
 QUOTA_NAME = "gpupools-gpu-quota"
 # ValidatingAdmissionPolicy admissionregistration.k8s.io/v1 is served from Kubernetes 1.30.
@@ -44,29 +44,16 @@ def admission_policy(plan: TeamPlan) -> dict:
     allowed_cel = "[" + ", ".join(cel_string(n) for n in allowed) + "]"
     on_team_pool = (f"has(object.spec.nodeSelector) && {cel_string(POOL_LABEL)} in object.spec.nodeSelector && "
                     f"object.spec.nodeSelector[{cel_string(POOL_LABEL)}] in {allowed_cel}")
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": f"gpupools-team-{team.name}-pools", "labels": team_labels(team)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace_name}},
-                "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
-            },
-            "variables": [
-                {"name": "containers",
-                 "expression": "object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"},
-                {"name": "requestsGpu", "expression": requests_gpu_expression("variables.containers")},
-            ],
-            "validations": [{
-                "expression": f"!variables.requestsGpu || ({on_team_pool})",
-                "message": (f"pods of team {team.name} that request GPUs must set nodeSelector {POOL_LABEL} to one of the "
-                            f"team's pools: {', '.join(allowed) or '(none)'}"),
-                "reason": "Forbidden",
-            }],
-        },
-    }
+    return team_admission_policy(
+        team, "pools",
+        [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+        [{"name": "containers", "expression": "object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"},
+         {"name": "requestsGpu", "expression": requests_gpu_expression("variables.containers")}],
+        [{"expression": f"!variables.requestsGpu || ({on_team_pool})",
+          "message": (f"pods of team {team.name} that request GPUs must set nodeSelector {POOL_LABEL} to one of the "
+                      f"team's pools: {', '.join(allowed) or '(none)'}"),
+          "reason": "Forbidden"}],
+    )
 
 
 def team_objects(stack: StackConfig, teams: list[TeamPlan]) -> list[dict]:

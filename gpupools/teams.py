@@ -94,6 +94,25 @@ def requests_gpu_expression(containers: str) -> str:
             f"(has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('{GPU_RESOURCE_PREFIX}')))))")
 
 
+def team_admission_policy(team: Team, suffix: str, resource_rules: list[dict], variables: list[dict],
+                          validations: list[dict]) -> dict:
+    """A ValidatingAdmissionPolicy that applies in the team's namespace only, failing closed."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": f"gpupools-team-{team.name}-{suffix}", "labels": team_labels(team)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace_name}},
+                "resourceRules": resource_rules,
+            },
+            "variables": variables,
+            "validations": validations,
+        },
+    }
+
+
 def admission_binding(policy: dict) -> dict:
     name = policy["metadata"]["name"]
     return {
