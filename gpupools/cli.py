@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import NoReturn, Optional
 
 import typer
 import yaml

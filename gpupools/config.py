@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, Problem, describe, field_path
 from .reading import ReadError, load_json, read_document
