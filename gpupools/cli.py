@@ -214,6 +214,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
     from .idle import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
                        parse_timeout, parse_url, parse_window, plot_available)
     from .idle import plot as draw
+    from .promapi import Prometheus
 
     teams = None
     if stack is not None or config is not None:
@@ -226,8 +227,9 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
             fail(Problem("--plot", f"{str(plot)!r} must be a .png file"))
         if plot is not None and not plot_available():
             fail(Problem("--plot", PLOT_HINT))
-        report = idle_report(url, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
-                             timeout=parse_timeout(timeout), plot=plot is not None)
+        prom = Prometheus(url, timeout=parse_timeout(timeout))
+        report = idle_report(prom, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
+                             plot=plot is not None)
     except ReportError as exc:
         fail(exc.problem, exc.code)
     totals = by_team(report, teams, chosen) if chosen is not None else None

@@ -19,27 +19,15 @@ import time
 from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import urlencode, urlsplit
 
 from .catalog import load_catalog
-from .errors import Problem, describe
-from .reading import ReadError, decode, load_answer_json, load_json
+from .errors import Problem
+from .promapi import Prometheus, ReportError, parse_url  # noqa: F401 - parse_url, ReportError: the CLI's
 from .monitoring import VGPU_SHARES, gpu_list_prices, node_pool, utilization
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
-# A day at one-minute steps is about 60 kB per GPU holder; 256 MiB is several thousand GPUs and still fits in memory.
-MAX_ANSWER_BYTES = 256 * 2**20
 _DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 _UNITS = (7 * 86400, 86400, 3600, 60, 1)
-
-
-class ReportError(Exception):
-    """A problem the user should read as one line; `code` is the exit status (2 bad input, 1 server trouble)."""
-
-    def __init__(self, problem: Problem, code: int):
-        super().__init__(str(problem))
-        self.problem = problem
-        self.code = code
 
 
 def _seconds(text: str, option: str) -> int:
@@ -75,22 +63,8 @@ def parse_below(text: str) -> float:
     return value
 
 
-def parse_url(text: str) -> str:
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ReportError(Problem("--prometheus", f"{text!r} is not an http(s) URL such as http://prometheus:9090"), 2)
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise ReportError(Problem("--prometheus", f"{text!r} has an invalid port"), 2) from None
-    return text.rstrip("/")
-
-
 # --------------------------------------------------------------------------------------------------------------------
-# Prometheus client
-
-
-DEFAULT_TIMEOUT = 120  # Prometheus' own default query timeout (--query.timeout=2m)
+# Options
 
 
 def parse_timeout(text: str) -> int:
@@ -98,121 +72,6 @@ def parse_timeout(text: str) -> int:
     if not 1 <= seconds <= 3600:
         raise ReportError(Problem("--timeout", f"{text!r} must be between 1s and 1h"), 2)
     return seconds
-
-
-def _slow(base: str, timeout: float) -> ReportError:
-    return ReportError(Problem("prometheus", f"{base} was too slow: no answer within {timeout:g}s (it is reachable; the query takes "
-                                             "longer there). Try a shorter --window or a longer --timeout"), 1)
-
-
-def query_range(base: str, query: str, start: float, end: float, step: int, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
-    """The `result` of /api/v1/query_range (a matrix), or ReportError with Prometheus' own message.
-
-    `timeout` goes to Prometheus too, so a slow query ends there with its own timeout error rather than running on
-    after we stopped waiting; either way the message says the server was slow, not that it could not be reached.
-    """
-    import socket
-    from http.client import HTTPException
-    from urllib.error import HTTPError, URLError
-    from urllib.request import Request, urlopen
-
-    body = urlencode({"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step), "timeout": f"{timeout:g}s"}).encode()
-    request = Request(f"{base}/api/v1/query_range", data=body, headers={"Content-Type": "application/x-www-form-urlencoded",
-                                                                         "Accept": "application/json"})
-    try:
-        with urlopen(request, timeout=timeout + 2) as response:  # Prometheus stops first, and says so
-            raw = response.read(MAX_ANSWER_BYTES + 1)
-            missing = getattr(response, "length", None)  # bytes Content-Length promised that never came
-    except HTTPError as exc:
-        try:
-            raw = exc.read(64 * 1024)
-        except (OSError, HTTPException):
-            raw = b""
-        message = _api_error(raw) or f"HTTP {exc.code} {exc.reason}"
-        if message.startswith("timeout:"):
-            raise _slow(base, timeout) from None
-        raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1) from None
-    except (socket.timeout, TimeoutError):
-        raise _slow(base, timeout) from None
-    except (URLError, OSError) as exc:
-        if isinstance(getattr(exc, "reason", None), (socket.timeout, TimeoutError)):
-            raise _slow(base, timeout) from None
-        reason = getattr(exc, "reason", exc)
-        raise ReportError(Problem("--prometheus", f"cannot reach {base}: {getattr(reason, 'strerror', None) or reason}"), 1) from None
-    except HTTPException as exc:  # a body cut short (IncompleteRead), a broken status line
-        raise ReportError(Problem("prometheus", f"{base} sent a broken answer: {describe(str(exc) or type(exc).__name__)}"), 1) from None
-    if missing and len(raw) <= MAX_ANSWER_BYTES:
-        raise ReportError(Problem("prometheus", f"{base} sent a broken answer: the body was cut short after {len(raw):,} bytes, "
-                                                f"{missing:,} bytes missing"), 1)
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise ReportError(Problem("prometheus", f"{base} answered with more than {MAX_ANSWER_BYTES // 2**20} MiB; "
-                                                f"use a shorter --window"), 1)
-    try:
-        doc = load_answer_json(decode(raw))
-    except ReadError as exc:
-        raise ReportError(Problem("--prometheus", f"{base} did not answer like a Prometheus API ({exc})"), 1) from None
-    if not isinstance(doc, dict) or doc.get("status") != "success":
-        message = _api_error(raw) or "unexpected answer"
-        raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1)
-    data = doc.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "matrix":
-        kind = data.get("resultType") if isinstance(data, dict) else None
-        raise ReportError(Problem("prometheus", f"{base} answered with {describe(kind)}, expected a matrix"), 1)
-    return matrix(data.get("result"), base)
-
-
-def matrix(result: Any, base: str) -> list[dict]:
-    """A matrix result as plain series ({metric: {str: str}, values: [(time, value)]}), or ReportError (exit 1).
-
-    Prometheus always answers this shape; anything else (a proxy's page, a truncated or hand-made answer) is
-    server trouble the user should read as one line, not as a traceback from deep inside the report.
-    """
-    def broken(where: str, what: str) -> ReportError:
-        return ReportError(Problem("prometheus", f"{base} answered with a malformed matrix: {where}: {what}"), 1)
-
-    if result is None:
-        return []
-    if not isinstance(result, list):
-        raise broken("result", f"expected a list of series, got {describe(result)}")
-    series_out = []
-    for i, series in enumerate(result):
-        if not isinstance(series, dict):
-            raise broken(f"result[{i}]", f"expected a series object, got {describe(series)}")
-        metric, values = series.get("metric"), series.get("values")
-        if not isinstance(metric, dict) or not all(isinstance(v, str) for v in metric.values()):
-            raise broken(f"result[{i}].metric", f"expected a mapping of label names to strings, got {describe(metric)}")
-        if not isinstance(values, list):
-            raise broken(f"result[{i}].values", f"expected a list of [time, \"value\"] samples, got {describe(values)}")
-        try:  # the shape Prometheus always sends, checked in one pass; anything else gets the exact message below
-            if all(type(t) in (int, float) and type(v) is str for t, v in values):
-                series_out.append({"metric": metric, "values": [(float(t), float(v)) for t, v in values]})
-                continue
-        except (TypeError, ValueError):  # not pairs, or a value that is not a number
-            pass
-        samples = []
-        for j, sample in enumerate(values):
-            if not (isinstance(sample, list) and len(sample) == 2 and isinstance(sample[0], (int, float))
-                    and not isinstance(sample[0], bool) and isinstance(sample[1], str)):
-                raise broken(f"result[{i}].values[{j}]", f"expected [time, \"value\"], got {describe(sample)}")
-            try:
-                value = float(sample[1])
-            except ValueError:
-                raise broken(f"result[{i}].values[{j}]", f"{describe(sample[1])} is not a number") from None
-            samples.append((float(sample[0]), value))
-        series_out.append({"metric": metric, "values": samples})
-    return series_out
-
-
-def _api_error(raw: bytes) -> str | None:
-    try:
-        doc = load_json(decode(raw))
-    except ReadError:
-        return None
-    if isinstance(doc, dict) and doc.get("error"):
-        kind, error = doc.get("errorType", "error"), doc["error"]
-        kind = kind if isinstance(kind, str) and len(kind) <= 40 else "error"
-        return f"{kind}: {error if isinstance(error, str) and len(error) <= 500 else describe(error, 500)}"
-    return None
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -290,9 +149,9 @@ def report_query(step: int) -> str:
     return utilization(step)
 
 
-def node_pools(url: str, at: float, window: int, timeout: float = DEFAULT_TIMEOUT) -> dict[str, str]:
+def node_pools(prom: Prometheus, at: float, window: int) -> dict[str, str]:
     """Node name -> pool, from kube-state-metrics' node labels seen in the window (empty without the allowlist)."""
-    result = query_range(url, node_pool(window), at, at, 60, timeout)
+    result = prom.query(node_pool(window), at)
     return {s["metric"]["Hostname"]: s["metric"]["pool"] for s in result if s["metric"].get("Hostname") and s["metric"].get("pool")}
 
 
@@ -390,41 +249,40 @@ def build_report(result: list[dict], window: int, step: int, below: float, min_i
     return report
 
 
-def vgpus_per_gpu(url: str, at: float, window: int, timeout: float = DEFAULT_TIMEOUT) -> dict[str, int]:
+def vgpus_per_gpu(prom: Prometheus, at: float, window: int) -> dict[str, int]:
     """vGPUs per GPU of each vgpu pool, from the stack's rules if this Prometheus ran them in the window (else empty,
     and vGPU holders are split among the pods holding the GPU like time-slices)."""
-    result = query_range(url, f"max by (pool) (last_over_time({VGPU_SHARES}[{window}s]))", at, at, 60, timeout)
-    return {s["metric"]["pool"]: int(s["values"][-1][1]) for s in result
-            if s["metric"].get("pool") and s["values"] and s["values"][-1][1] >= 1}
+    result = prom.query(f"max by (pool) (last_over_time({VGPU_SHARES}[{window}s]))", at)
+    return {s["metric"]["pool"]: int(s["value"]) for s in result if s["metric"].get("pool") and s["value"] >= 1}
 
 
 SCRAPES_PER_HOUR = "max(count_over_time(DCGM_FI_DEV_GPU_UTIL[1h]) or count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[1h]))"
 
 
-def scrape_step(url: str, at: float, timeout: float = DEFAULT_TIMEOUT) -> int:
+def scrape_step(prom: Prometheus, at: float) -> int:
     """The shortest scrape interval of the last hour, rounded up to whole minutes and at most the lookback.
 
     Steps shorter than the scrape interval hold no sample of their own (they would only repeat the last one), so
     they cost time and tell nothing; the fastest-scraped GPU sets the step, so none of its samples is merged away.
     """
-    result = query_range(url, SCRAPES_PER_HOUR, at, at, 60, timeout)
-    counts = [v for s in result for _, v in s["values"] if v >= 1]
+    counts = [s["value"] for s in prom.query(SCRAPES_PER_HOUR, at) if s["value"] >= 1]
     if not counts:
         return 60
     return min(LOOKBACK, max(60, math.ceil(3600 / max(counts) / 60) * 60))
 
 
-def idle_report(url: str, window: int, below: float, now: float | None = None, min_idle: int = 0,
-                whole_window: bool = False, timeout: float = DEFAULT_TIMEOUT, plot: bool = True) -> Report:
+def idle_report(prom: Prometheus | str, window: int, below: float, now: float | None = None, min_idle: int = 0,
+                whole_window: bool = False, plot: bool = True) -> Report:
     end = time.time() if now is None else now
-    step = max(step_for(window), scrape_step(url, end, timeout))
+    prom = Prometheus(prom) if isinstance(prom, str) else prom
+    step = max(step_for(window), scrape_step(prom, end))
     # Each instant covers the step before it, so the first instant is one step into the window: window / step steps.
     # The query starts up to LOOKBACK earlier, so a sample just before the window fills its first steps.
     start = end - window + step
     lead = math.ceil(LOOKBACK / step) * step
-    result = query_range(url, report_query(step), start - lead, end, step, timeout)
-    return build_report(result, window, step, below, min_idle, whole_window, vgpus_per_gpu(url, end, window, timeout),
-                        node_pools(url, end, window, timeout), since=start, plot=plot)
+    result = prom.query_range(report_query(step), start - lead, end, step)
+    return build_report(result, window, step, below, min_idle, whole_window, vgpus_per_gpu(prom, end, window),
+                        node_pools(prom, end, window), since=start, plot=plot)
 
 
 # --------------------------------------------------------------------------------------------------------------------

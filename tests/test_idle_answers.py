@@ -27,8 +27,8 @@ class Handler(BaseHTTPRequestHandler):
         asked = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         time.sleep(Answers.delay)
         # The scrape-interval probe gets no series (the report then steps by the minute); every other query the answer.
-        body = b'{"status": "success", "data": {"resultType": "matrix", "result": []}}' \
-            if b"count_over_time" in asked and Answers.status == 200 else Answers.body
+        body = b'{"status": "success", "data": {"resultType": "vector", "result": []}}' \
+            if self.path.endswith("/query") and Answers.status == 200 else Answers.body
         self.send_response(Answers.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(Answers.declared or len(body)))

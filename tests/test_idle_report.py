@@ -228,14 +228,14 @@ def test_rows_physical_totals_and_dollars_exact(prometheus, end, whole_window):
 
 def test_bursts_between_evaluation_instants_count(prometheus, end):
     """Scraped every 15 s, 70 % at :15 and :45: a subquery stepping on whole minutes sees 0 % all day, the report 70 %."""
-    from gpupools.idle import query_range
+    from gpupools.promapi import Prometheus
 
     start, stop = end + 30 - 24 * 3600 + 60, end + 30
-    subquery = query_range(prometheus, 'max_over_time((max by (pod) (DCGM_FI_DEV_GPU_UTIL{pod="bursty"}))[60s:])', start, stop, 60)
+    subquery = Prometheus(prometheus).query_range('max_over_time((max by (pod) (DCGM_FI_DEV_GPU_UTIL{pod="bursty"}))[60s:])', start, stop, 60)
     assert subquery and max(v for _, v in subquery[0]["values"]) == 0  # what a subquery would have called idle
     report = exact_report(prometheus, end, min_idle=0)
     assert "bursty" not in {g.pod for g in report.idle}
-    steps = query_range(prometheus, 'max by (pod) (max_over_time(DCGM_FI_DEV_GPU_UTIL{pod="bursty"}[60s]))', start, stop, 60)
+    steps = Prometheus(prometheus).query_range('max by (pod) (max_over_time(DCGM_FI_DEV_GPU_UTIL{pod="bursty"}[60s]))', start, stop, 60)
     assert len(steps[0]["values"]) == 1440 and {v for _, v in steps[0]["values"]} == {70}
 
 
