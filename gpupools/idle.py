@@ -16,14 +16,13 @@ from __future__ import annotations
 import math
 import re
 import time
-from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .catalog import load_catalog
 from .errors import Problem
 from .promapi import Prometheus, ReportError, parse_url  # noqa: F401 - parse_url, ReportError: the CLI's
-from .monitoring import VGPU_SHARES, gpu_list_prices, node_pool, utilization
+from .monitoring import HOLDER_LABELS, VGPU_SHARES, gpu_list_prices, node_pool
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
 _DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
@@ -140,113 +139,259 @@ def step_for(window: int) -> int:
     return max(60, math.ceil(window / MAX_POINTS))
 
 
-def report_query(step: int) -> str:
-    """Per holder and step, the highest utilization any scraped sample showed within that step.
-
-    No pool join here: joining at every step of every series costs most of the query's time on a large fleet; the
-    pools come from one instant query instead (`node_pools`).
-    """
-    return utilization(step)
-
-
-def node_pools(prom: Prometheus, at: float, window: int) -> dict[str, str]:
-    """Node name -> pool, from kube-state-metrics' node labels seen in the window (empty without the allowlist)."""
-    result = prom.query(node_pool(window), at)
-    return {s["metric"]["Hostname"]: s["metric"]["pool"] for s in result if s["metric"].get("Hostname") and s["metric"].get("pool")}
-
-
+UNALLOCATED = "(unallocated)"
+HOLDER = ", ".join(HOLDER_LABELS)
 LOOKBACK = 300  # Prometheus' default lookback: a series scraped at least this often counts as present throughout
+DEVICE = "Hostname, UUID, GPU_I_ID"  # one physical GPU, or one MIG instance of it: what time-slicing pods share
+# Steps per query: a day at one-minute steps is one query; longer windows are cut so that no query holds more than
+# this many steps of every holder (Prometheus' 11,000-point limit is for range queries, but its sample limit counts
+# a subquery's steps too: 8,192 holders x 1,440 steps is 11.8 million of the default 50 million).
+CHUNK_STEPS = 1440
+PARALLEL = 4  # queries in flight: Prometheus runs each query on one core, so a few at once use a server's cores
 
 
-def fill_gaps(values: list[tuple[float, float]], step: int) -> list[tuple[float, float]]:
-    """Steps between two samples at most `LOOKBACK` apart take the earlier sample's value, as an instant query would
-    see them, so a GPU scraped every 2 or 5 minutes is held for every step, not only for the steps with a sample.
-    Longer gaps (an exporter down, a node gone) stay gaps: neither idle nor busy. Nothing is extrapolated past
-    the first or last sample."""
-    if not values or abs(values[-1][0] - values[0][0] - (len(values) - 1) * step) < 1e-6:
-        return values  # a sample at every step: nothing to fill (the common case, checked in constant time)
-    out: list[tuple[float, float]] = []
-    for ts, v in values:
-        if out and step < ts - out[-1][0] <= LOOKBACK:
-            last_ts, last_v = out[-1]
-            out.extend((last_ts + k * step, last_v) for k in range(1, round((ts - last_ts) / step)))
-        out.append((ts, v))
-    return out
+@dataclass(frozen=True)
+class Steps:
+    """The report's time grid: `count` steps of `step` seconds, the last ending at `end`.
+
+    Each step is judged by the highest sample scraped within it (`max_over_time(metric[step])`), so a burst between
+    two evaluation instants still counts. With `fill`, a step with no sample of its own (a GPU scraped less often
+    than the step) takes the last sample before it when samples lie at most `LOOKBACK` before and after it, as an
+    instant query would see that GPU; a longer gap (an exporter down, a node gone) stays a gap, neither idle nor busy.
+    """
+
+    end: float
+    step: int
+    count: int
+    fill: bool = False
+
+    def chunks(self) -> list[Steps]:
+        """The grid cut into consecutive pieces of at most CHUNK_STEPS steps, latest first; counts add up."""
+        out, done = [], 0
+        while done < self.count:
+            size = min(CHUNK_STEPS, self.count - done)
+            out.append(Steps(self.end - done * self.step, self.step, size, self.fill))
+            done += size
+        return out
 
 
-def _device(m: dict) -> tuple[str, str, str]:
-    return m.get("Hostname", ""), m.get("UUID", ""), m.get("GPU_I_ID", "")
+def _offset(seconds: float) -> str:
+    """A PromQL offset; milliseconds, since older servers accept only whole units in durations."""
+    millis = round(seconds * 1000)
+    return f" offset {millis}ms" if millis else ""
 
 
-def build_report(result: list[dict], window: int, step: int, below: float, min_idle: int = 0, whole_window: bool = False,
-                 vgpus: dict[str, int] | None = None, pools: dict[str, str] | None = None, since: float | None = None,
-                 plot: bool = True) -> Report:
-    """Rows and physical totals from the per-step maxima of every holder.
+METRICS = (("DCGM_FI_DEV_GPU_UTIL", 1), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100))  # whole GPUs; MIG instances (a ratio)
 
-    Each step a holder is seen, it holds a share of a physical GPU: 1 / (instances of its MIG profile per GPU) for a
-    MIG instance, 1 / (vGPUs per GPU) on a vgpu pool (`vgpus`, from the stack's rules when Prometheus has them), and
-    otherwise split among the holders of the same device at that step (time-slicing and MPS give several). Hours
-    idle are wall-clock hours of the unit; GPU-hours and dollars weigh each idle step by the share.
+
+def step_sample(metric: str, grid: Steps, offset: float) -> str:
+    """Each raw series' value per step, for a subquery whose instants sit `offset` seconds after the steps' ends.
+
+    Subquery instants are whole multiples of the step since the epoch; the offset moves each step's samples back so
+    that steps end at the report's own end (now), not at the last whole minute. No aggregation happens per step:
+    per-step label work is what makes a subquery slow, so series are summed per holder only once, at the end.
+    """
+    own = f"max_over_time({metric}[{grid.step}s]{_offset(offset)})"
+    if not grid.fill:
+        return own
+    # last_over_time keeps the metric name where max_over_time drops it; `+ 0` drops it too, or the filled steps
+    # would form a series of their own next to the sampled ones.
+    before = f"last_over_time({metric}[{LOOKBACK}s]{_offset(offset)}) + 0"
+    after = f"count_over_time({metric}[{LOOKBACK}s]{_offset(offset - LOOKBACK)})"  # a negative offset looks ahead
+    return f"({own} or ({before} and {after}))"
+
+
+def per_step(grid: Steps, offset: float, uuids: list[str] | None = None) -> str:
+    """Utilization in percent per holder and step (the plot's series, and the share query's input)."""
+    def one(metric: str, scale: int) -> str:
+        return f"max by ({HOLDER}) ({step_sample(_on(metric, uuids), grid, offset)})" + (f" * {scale}" if scale != 1 else "")
+
+    return " or ".join(f"({one(metric, scale)})" for metric, scale in METRICS)
+
+
+def _per_holder(fn: str, expr_of) -> str:
+    """`fn` by holder of `expr_of(metric, scale)`; utilization where a holder reports it, else the engine ratio."""
+    return " or ".join(f"({fn} by ({HOLDER}) ({expr_of(metric, scale)}))" for metric, scale in METRICS)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """How one piece of the grid is asked: subquery instants fall on whole multiples of the step since the epoch, so
+    the query is asked at the first such instant at or after the piece's end (`at`) and every step's samples are
+    moved back by `offset`, which makes steps end at the report's own end (now), not at the last whole minute."""
+
+    grid: Steps
+
+    @property
+    def at(self) -> float:
+        return math.ceil(self.grid.end / self.grid.step) * self.grid.step
+
+    @property
+    def offset(self) -> float:
+        return self.at - self.grid.end
+
+    @property
+    def span(self) -> str:
+        """From at-(count-1)*step to at: `count` instants; the extra second keeps the range off an instant, so servers
+        that include a range's first instant and those that exclude it agree."""
+        return f"[{(self.grid.count - 1) * self.grid.step + 1}s:{self.grid.step}s]"
+
+    def sample(self, metric: str) -> str:
+        return step_sample(metric, self.grid, self.offset)
+
+    def idle(self, below: float) -> str:
+        """Steps below the threshold, per holder (only holders with at least one)."""
+        return _per_holder("sum", lambda m, scale: f"count_over_time(({self.sample(m)} < {below / scale:g}){self.span})")
+
+    def peak(self) -> str:
+        """The highest raw sample per holder; also every holder and GPU seen in the piece."""
+        within = f"[{self.grid.count * self.grid.step}s]{_offset(self.offset)}"
+        return _per_holder("max", lambda m, scale: f"max_over_time({m}{within})" + (f" * {scale}" if scale != 1 else ""))
+
+    def seen(self, uuids: list[str]) -> str:
+        """Steps with a sample, per holder of the given GPUs."""
+        return _per_holder("sum", lambda m, scale: f"count_over_time({self.sample(_on(m, uuids))}{self.span})")
+
+    def share(self, below: float, uuids: list[str]) -> str:
+        """Per holder of the given GPUs, the sum over its idle steps of 1 / (holders of the same device at that step):
+        the fraction of the physical GPU a time-slice held. It aggregates at every step, so it is asked only for
+        GPUs that had several holders in the window."""
+        util = per_step(self.grid, self.offset, uuids)
+        return f"sum_over_time(((({util}) < {below:g}) * 0 + on ({DEVICE}) group_left () (1 / count by ({DEVICE}) ({util}))){self.span})"
+
+
+def _on(metric: str, uuids: list[str] | None) -> str:
+    """`metric` limited to the given GPUs (a regex of literal UUIDs, which Prometheus matches as a set)."""
+    return f'{metric}{{UUID=~"{"|".join(_literal(u) for u in sorted(uuids))}"}}' if uuids else metric
+
+
+def _literal(text: str) -> str:
+    """`text` matched literally by a PromQL regex matcher: RE2 metacharacters escaped, backslashes doubled for the
+    PromQL string (Python's re.escape also escapes characters such as `-` that PromQL strings reject)."""
+    regex = "".join("\\" + c if c in ".+*?()|[]{}^$\\" else c for c in text)
+    return regex.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@dataclass
+class Holder:
+    """What Prometheus counted for one holder over the window (summed over the window's pieces)."""
+
+    labels: dict[str, str]
+    seen: int = 0  # counted only for holders idle long enough to be listed
+    idle: int = 0
+    share: float | None = None  # sum over idle steps of 1 / holders of the device; None: held alone, share = idle
+    peak: float = math.nan
+
+
+def _key(labels: dict[str, str]) -> tuple:
+    return tuple(labels.get(name, "") for name in HOLDER_LABELS)
+
+
+def _device(labels: dict[str, str]) -> tuple:
+    return tuple(labels.get(name, "") for name in ("Hostname", "UUID", "GPU_I_ID"))
+
+
+def _ask_all(prom: Prometheus, asks: list[tuple[str, str, float]]) -> list[tuple[str, list[dict]]]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not asks:
+        return []
+    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(asks))) as pool:
+        return list(pool.map(lambda ask: (ask[0], prom.query(ask[1], ask[2])), asks))
+
+
+def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1) -> list[Holder]:
+    """What Prometheus counts per holder, piece by piece, concurrently; only numbers travel, not steps.
+
+    First every holder's idle steps and peak (which also names every GPU seen); then, only for holders idle at least
+    `least` steps (the ones the report lists), the steps they were seen and, where several holders shared a device,
+    their shares. Series are counted one by one and summed per holder at the end, since per-step aggregation is what
+    makes a subquery slow; that is exact as long as one holder is not reported by two series at the same time (a
+    holder whose exporter restarted is two series one after the other, and counts right).
+    """
+    pieces = [Piece(g) for g in grid.chunks()]
+    holders: dict[tuple, Holder] = {}
+
+    def add(answers: list[tuple[str, list[dict]]]) -> None:
+        for name, result in answers:
+            for sample in result:
+                key, value = _key(sample["metric"]), sample["value"]
+                holder = holders.setdefault(key, Holder({k: v for k, v in sample["metric"].items() if v}))
+                if name == "peak":
+                    holder.peak = value if math.isnan(holder.peak) else max(holder.peak, value)
+                elif name == "share":
+                    holder.share = (holder.share or 0.0) + value
+                else:
+                    setattr(holder, name, min(getattr(holder, name) + round(value), grid.count))
+
+    add(_ask_all(prom, [(name, expr, p.at) for p in pieces for name, expr in (("idle", p.idle(below)), ("peak", p.peak()))]))
+    listed = sorted({h.labels.get("UUID", "") for h in holders.values() if h.idle >= least})
+    if listed:
+        per_device: dict[tuple, int] = {}
+        for h in holders.values():
+            per_device[_device(h.labels)] = per_device.get(_device(h.labels), 0) + 1
+        shared = sorted({h.labels.get("UUID", "") for h in holders.values()
+                         if h.idle >= least and per_device[_device(h.labels)] > 1})
+        add(_ask_all(prom, [("seen", p.seen(listed), p.at) for p in pieces]
+                     + [("share", p.share(below, shared), p.at) for p in pieces if shared]))
+        for h in holders.values():  # a holder of a shared GPU with no idle step in a piece has no share there
+            if h.share is None and h.labels.get("UUID", "") in shared:
+                h.share = 0.0
+    return list(holders.values())
+
+
+def build_report(holders: list[Holder], grid: Steps, window: int, below: float, min_idle: int = 0, whole_window: bool = False,
+                 vgpus: dict[str, int] | None = None, pools: dict[str, str] | None = None) -> Report:
+    """Rows and physical totals from what Prometheus counted per holder.
+
+    A holder holds a share of a physical GPU: 1 / (instances of its MIG profile per GPU) for a MIG instance,
+    1 / (vGPUs per GPU) on a vgpu pool (`vgpus`, from the stack's rules when Prometheus has them), and otherwise
+    split among the holders of the same device at each step (time-slicing and MPS give several). Hours idle are
+    wall-clock hours of the unit; GPU-hours and dollars weigh each idle step by the share.
     """
     catalog = load_catalog()
     prices = gpu_list_prices(None, catalog)
-    vgpus = vgpus or {}
-    # `since`: the window's first step; earlier steps only serve to fill the first ones.
-    def within(values: list) -> list:
-        if since is None or not values or values[0][0] >= since - 1e-6:
-            return values
-        return values[bisect_left(values, since - 1e-6, key=lambda sample: sample[0]):]  # samples come in time order
-
-    result = [{"metric": series["metric"], "values": within(fill_gaps(series["values"], step))} for series in result]
-    result = [series for series in result if series["values"]]
-    devices_at: dict[tuple, dict[float, int]] = {}  # (node, UUID, GPU instance) -> timestamp -> holders
-    for series in result:
-        counts = devices_at.setdefault(_device(series["metric"]), {})
-        for ts, _ in series["values"]:
-            counts[ts] = counts.get(ts, 0) + 1
+    vgpus, pools, step = vgpus or {}, pools or {}, grid.step
     report = Report(window_seconds=window, below=below, min_idle_seconds=min_idle, whole_window=whole_window,
-                    gpus_seen=len({(node, uuid) for node, uuid, _ in devices_at}))
-    per_ns: dict[str, dict[float, list[float]]] = {}
-    for series in result:
-        m = series["metric"]
-        values = series["values"]
-        if plot:  # utilization per namespace and step: only the plot needs it, and it touches every sample
-            points = per_ns.setdefault(m.get("namespace") or "(unallocated)", {})
-            for ts, v in values:
-                points.setdefault(ts, []).append(v)
-        # A NaN sample (no data) proves nothing, so it is not idle.
-        idle_at = [ts for ts, v in values if v < below]
-        if not idle_at or (whole_window and len(idle_at) < len(values)) or len(idle_at) * step < min_idle:
+                    gpus_seen=len({(h.labels.get("Hostname"), h.labels.get("UUID")) for h in holders}))
+    for h in holders:
+        m = h.labels
+        if not h.idle or (whole_window and h.idle < h.seen) or h.idle * step < min_idle or not h.seen:
             continue
         model = catalog.gpu_by_device_name(m.get("modelName", ""))
         profile, pod = m.get("GPU_I_PROFILE"), m.get("pod")
-        pool = m.get("pool") or (pools or {}).get(m.get("Hostname", ""))
-        holders = devices_at[_device(m)]
+        pool = m.get("pool") or pools.get(m.get("Hostname", ""))
         mig = 1.0
         if profile:
             count = model.mig_profiles.get(profile) if model else None
             mig = 1 / count if count else math.nan
         if pod and pool in vgpus:
-            unit, shares = "vgpu", [mig / vgpus[pool] for _ in idle_at]
-        else:
-            unit = "mig" if profile else "time-slice" if any(holders[ts] > 1 for ts in idle_at) else "gpu"
-            shares = [mig / holders[ts] for ts in idle_at]
-        gpu_hours = sum(shares) * step / 3600
-        share = None if math.isnan(gpu_hours) else sum(shares) / len(shares)
+            unit, shares = "vgpu", h.idle * mig / vgpus[pool]
+        else:  # a time-slice held less than a whole device at some idle step
+            alone = h.share is None or h.share >= h.idle - 1e-6
+            unit = "mig" if profile else "gpu" if alone else "time-slice"
+            shares = (h.idle if h.share is None else h.share) * mig
+        gpu_hours = shares * step / 3600
+        share = None if math.isnan(gpu_hours) else shares / h.idle
         usd = prices[model.name].usd_per_hour if model is not None and model.name in prices else None
         report.idle.append(IdleGpu(
             namespace=m.get("namespace") or None, pod=pod or None, node=m.get("Hostname", "?"), pool=pool or None,
             gpu=m.get("gpu", "?") + (f" {profile}" if profile else ""), model=m.get("modelName", "?"),
             catalog_gpu=model.name if model else None, unit=unit, share=None if share is None else round(share, 4),
-            hours_idle=round(len(idle_at) * step / 3600, 4), hours_seen=round(len(values) * step / 3600, 4),
+            hours_idle=round(h.idle * step / 3600, 4), hours_seen=round(h.seen * step / 3600, 4),
             gpu_hours_idle=None if share is None else round(gpu_hours, 4),
-            max_utilization=round(max(v for _, v in values), 2),
+            max_utilization=round(h.peak, 2) if not math.isnan(h.peak) else math.nan,
             usd_per_hour=None if usd is None or share is None else round(usd * share, 4),
             wasted_usd=None if usd is None or share is None else round(usd * gpu_hours, 2),
             exact_usd=None if usd is None or share is None else usd * gpu_hours))
     report.idle.sort(key=lambda g: (g.wasted_usd is None, -(g.wasted_usd or 0), -g.hours_idle, g.namespace or "", g.pod or ""))
-    report.by_namespace = {ns: sorted((ts, sum(vs) / len(vs)) for ts, vs in points.items()) for ns, points in sorted(per_ns.items())}
     return report
+
+
+def namespace_series(prom: Prometheus, grid: Steps) -> dict[str, list[tuple[float, float]]]:
+    """Average utilization per namespace and step, for the plot: one range query, a few series."""
+    result = prom.query_range(f'avg by (namespace) ({per_step(grid, 0)})', grid.end - (grid.count - 1) * grid.step, grid.end, grid.step)
+    return {s["metric"].get("namespace") or UNALLOCATED: s["values"] for s in sorted(result, key=lambda s: s["metric"].get("namespace", ""))}
 
 
 def vgpus_per_gpu(prom: Prometheus, at: float, window: int) -> dict[str, int]:
@@ -256,40 +401,54 @@ def vgpus_per_gpu(prom: Prometheus, at: float, window: int) -> dict[str, int]:
     return {s["metric"]["pool"]: int(s["value"]) for s in result if s["metric"].get("pool") and s["value"] >= 1}
 
 
-SCRAPES_PER_HOUR = "max(count_over_time(DCGM_FI_DEV_GPU_UTIL[1h]) or count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[1h]))"
+def node_pools(prom: Prometheus, at: float, window: int) -> dict[str, str]:
+    """Node name -> pool, from kube-state-metrics' node labels seen in the window (empty without the allowlist)."""
+    result = prom.query(node_pool(window), at)
+    return {s["metric"]["Hostname"]: s["metric"]["pool"] for s in result if s["metric"].get("Hostname") and s["metric"].get("pool")}
 
 
-def scrape_step(prom: Prometheus, at: float) -> int:
-    """The shortest scrape interval of the last hour, rounded up to whole minutes and at most the lookback.
+_PER_HOUR = "count_over_time({m}[1h])"
+# Samples per hour of the fastest-scraped GPU, and of the slowest among those scraped throughout the last hour.
+FASTEST = f"max({_PER_HOUR.format(m='DCGM_FI_DEV_GPU_UTIL')} or {_PER_HOUR.format(m='DCGM_FI_PROF_GR_ENGINE_ACTIVE')})"
+SLOWEST = (f"min(({_PER_HOUR.format(m='DCGM_FI_DEV_GPU_UTIL')} and DCGM_FI_DEV_GPU_UTIL offset 1h) "
+           f"or ({_PER_HOUR.format(m='DCGM_FI_PROF_GR_ENGINE_ACTIVE')} and DCGM_FI_PROF_GR_ENGINE_ACTIVE offset 1h))")
 
-    Steps shorter than the scrape interval hold no sample of their own (they would only repeat the last one), so
-    they cost time and tell nothing; the fastest-scraped GPU sets the step, so none of its samples is merged away.
+
+def grid_for(window: int, end: float, fastest: float | None, slowest: float | None) -> Steps:
+    """Steps no shorter than the fastest scrape interval (rounded up to whole minutes, at most the lookback), so
+    none holds only a repeat of the last sample; gaps are filled only when some GPU is scraped less often than that.
     """
-    counts = [s["value"] for s in prom.query(SCRAPES_PER_HOUR, at) if s["value"] >= 1]
-    if not counts:
-        return 60
-    return min(LOOKBACK, max(60, math.ceil(3600 / max(counts) / 60) * 60))
+    step = step_for(window)
+    if fastest:
+        step = max(step, min(LOOKBACK, math.ceil(3600 / fastest / 60) * 60))
+    # A GPU scraped every `step` seconds has 3600 / step samples an hour; one fewer is a scrape missed, not a slower
+    # interval. Without the probe's answer (a GPU that appeared within the hour), fill rather than lose steps.
+    fill = slowest is None or slowest < 3600 / step - 1
+    return Steps(end=end, step=step, count=window // step, fill=fill)
 
 
 def idle_report(prom: Prometheus | str, window: int, below: float, now: float | None = None, min_idle: int = 0,
-                whole_window: bool = False, plot: bool = True) -> Report:
-    end = time.time() if now is None else now
+                whole_window: bool = False, plot: bool = False) -> Report:
+    from concurrent.futures import ThreadPoolExecutor
+
     prom = Prometheus(prom) if isinstance(prom, str) else prom
-    step = max(step_for(window), scrape_step(prom, end))
-    # Each instant covers the step before it, so the first instant is one step into the window: window / step steps.
-    # The query starts up to LOOKBACK earlier, so a sample just before the window fills its first steps.
-    start = end - window + step
-    lead = math.ceil(LOOKBACK / step) * step
-    result = prom.query_range(report_query(step), start - lead, end, step)
-    return build_report(result, window, step, below, min_idle, whole_window, vgpus_per_gpu(prom, end, window),
-                        node_pools(prom, end, window), since=start, plot=plot)
+    end = time.time() if now is None else now
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        fastest, slowest, vgpus, pools = pool.map(lambda ask: ask(), [
+            lambda: max((s["value"] for s in prom.query(FASTEST, end)), default=None),
+            lambda: min((s["value"] for s in prom.query(SLOWEST, end)), default=None),
+            lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window)])
+    grid = grid_for(window, end, fastest, slowest)
+    report = build_report(collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step))), grid, window, below, min_idle, whole_window, vgpus, pools)
+    if plot and report.gpus_seen:
+        report.by_namespace = namespace_series(prom, grid)
+    return report
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # Grouping by team
 
 NO_TEAM = "(no team)"
-UNALLOCATED = "(unallocated)"
 
 
 def parse_by(text: str, teams: dict[str, str] | None) -> list[str] | None:

@@ -388,7 +388,7 @@ def test_plot_without_matplotlib_is_a_hint_exit_2(monkeypatch, tmp_path):
 def test_prometheus_error_is_one_line_exit_1(prometheus, monkeypatch):
     import gpupools.idle as idle
 
-    monkeypatch.setattr(idle, "report_query", lambda step: "sum(")  # Prometheus rejects this with a parse error
+    monkeypatch.setattr(idle, "step_sample", lambda metric, grid, offset: "sum(")  # Prometheus rejects this with a parse error
     result = run("idle", "--prometheus", prometheus)
     assert result.exit_code == 1
     assert result.stderr.startswith("error: prometheus: ") and "bad_data" in result.stderr
