@@ -23,7 +23,8 @@ from typing import Any
 from .catalog import load_catalog
 from .errors import Problem
 from .promapi import Prometheus, ReportError, parse_url  # noqa: F401 - parse_url, ReportError: the CLI's
-from .monitoring import VGPU_SHARES, gpu_list_prices, node_pool, utilization
+from .prices import gpu_list_prices
+from .promql import VGPU_SHARES, node_pool, utilization
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
 _DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
