@@ -8,7 +8,7 @@ stayed below the threshold, and a holder is listed once its idle steps add up to
 
 Counting is in physical GPUs: a MIG instance is its profile's fraction of the GPU, a vGPU its pool's fraction, and
 a time-sliced GPU is split among the pods holding it at each step, so totals add up to GPUs that exist. Waste is
-priced with `monitoring.gpu_list_prices()` (the lowest per-GPU list price in the catalog) times those fractions.
+priced with `prices.gpu_list_prices()` (the lowest per-GPU list price in the catalog) times those fractions.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 from .catalog import load_catalog
 from .errors import Problem
 from .promapi import Prometheus, ReportError, parse_url  # noqa: F401 - parse_url, ReportError: the CLI's
-from .monitoring import HOLDER_LABELS, VGPU_SHARES, gpu_list_prices, node_pool
+from .prices import gpu_list_prices
+from .promql import HOLDER_LABELS, VGPU_SHARES, node_pool
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
 _DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from gpupools.catalog import load_catalog
 from gpupools.cli import app
-from gpupools.monitoring import VGPU_SHARES
+from gpupools.promql import VGPU_SHARES
 
 from conftest import ROOT
 

@@ -12,6 +12,9 @@ import yaml
 
 from gpupools import monitoring
 from gpupools.config import Idle
+from gpupools.dashboards import dashboards
+from gpupools.prices import gpu_list_prices
+from gpupools.rules import price_rules, rule_groups
 from gpupools.validate import validate_stack
 from gpupools.plan import run_program
 from gpupools.pools import plan_pools
@@ -149,10 +152,10 @@ def test_prices_come_from_the_catalog():
     from gpupools.catalog import load_catalog
 
     cat = load_catalog()
-    aws = monitoring.gpu_list_prices("aws")
+    aws = gpu_list_prices("aws")
     a100 = [i.price / i.gpus for i in cat.instances["aws"].values() if i.gpu and i.gpu.name == "A100-80GB"]
     assert aws["A100-80GB"].usd_per_hour == pytest.approx(min(a100), abs=1e-4)
-    rules = monitoring.price_rules(aws)
+    rules = price_rules(aws)
     whole = [r for r in rules if r["labels"] == {"gpupools_gpu": "A100-80GB", "modelName": "NVIDIA A100-SXM4-80GB"}]
     assert whole and float(whole[0]["expr"][7:-1]) == pytest.approx(min(a100), abs=1e-3)
     mig = [r for r in rules if r["labels"].get("GPU_I_PROFILE") == "3g.40gb" and r["labels"]["modelName"] == "NVIDIA A100-SXM4-80GB"]
@@ -167,8 +170,8 @@ def test_prices_come_from_the_catalog():
 
 
 def all_exprs() -> list[str]:
-    exprs = [r["expr"] for g in monitoring.rule_groups(Idle(), monitoring.gpu_list_prices()) for r in g["rules"]]
-    for board in monitoring.dashboards(Idle()).values():
+    exprs = [r["expr"] for g in rule_groups(Idle(), gpu_list_prices()) for r in g["rules"]]
+    for board in dashboards(Idle()).values():
         exprs += [t["expr"] for panel in board["panels"] for t in panel["targets"]]
         exprs += [v["definition"] for v in board["templating"]["list"] if "definition" in v]
     return exprs
@@ -187,8 +190,8 @@ def test_every_dcgm_metric_is_a_default_counter():
 
 
 def test_dashboards_only_query_recorded_or_known_series():
-    recorded = {r["record"] for g in monitoring.rule_groups(Idle(), monitoring.gpu_list_prices()) for r in g["rules"] if "record" in r}
-    for name, board in monitoring.dashboards(Idle()).items():
+    recorded = {r["record"] for g in rule_groups(Idle(), gpu_list_prices()) for r in g["rules"] if "record" in r}
+    for name, board in dashboards(Idle()).items():
         for panel in board["panels"]:
             for target in panel["targets"]:
                 names = set(re.findall(r"\bgpupools:[a-z_:]+", target["expr"]))

@@ -12,12 +12,16 @@ import yaml
 
 from gpupools import monitoring
 from gpupools.config import Idle
+from gpupools.dashboards import fleet_dashboard
+from gpupools.prices import Price
+from gpupools.promql import SHARE, duration
+from gpupools.rules import APPLICATION_XIDS, alert_rules, rule_groups, rules_file_text, xid_alerts
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian/Ubuntu: apt-get install prometheus)")
 
 A10G, A100 = "NVIDIA A10G", "NVIDIA A100-SXM4-80GB"
-PRICES = {"A10G": monitoring.Price("A10G", 1.0, "test"), "A100-80GB": monitoring.Price("A100-80GB", 4.0, "test")}
+PRICES = {"A10G": Price("A10G", 1.0, "test"), "A100-80GB": Price("A100-80GB", 4.0, "test")}
 
 
 def series(metric: str, node: str, gpu: int, model: str, holder: tuple[str, str] | None = None, **extra) -> str:
@@ -42,7 +46,7 @@ def node_labels(node: str, pool: str, gpu: str) -> str:
 
 
 def write_rules(tmp_path, idle: Idle, strip_annotations: bool = False, shares: dict[str, int] | None = None):
-    groups = monitoring.rule_groups(idle, PRICES, shares)
+    groups = rule_groups(idle, PRICES, shares)
     if strip_annotations:
         # promtool compares annotations verbatim; the unit tests check expressions, labels and timing, and
         # `promtool check rules` on the unmodified file checks the annotation templates.
@@ -50,7 +54,7 @@ def write_rules(tmp_path, idle: Idle, strip_annotations: bool = False, shares: d
             for rule in group["rules"]:
                 rule.pop("annotations", None)
     path = tmp_path / "gpupools-gpu.rules.yaml"
-    path.write_text(monitoring.rules_file_text(groups))
+    path.write_text(rules_file_text(groups))
     return path
 
 
@@ -235,10 +239,10 @@ def test_idle_alert_follows_stack_config(tmp_path):
 
 
 def test_idle_alert_names_the_pod_and_namespace():
-    alert = next(r for r in monitoring.alert_rules(Idle()) if r["alert"] == "GpuAllocatedButIdle")
+    alert = next(r for r in alert_rules(Idle()) if r["alert"] == "GpuAllocatedButIdle")
     assert alert["for"] == "4h" and alert["expr"].endswith("< 5")
     assert "$labels.namespace" in alert["annotations"]["description"] and "$labels.pod" in alert["annotations"]["description"]
-    assert monitoring.duration(1.5) == "90m" and monitoring.duration(0.01) == "36s"
+    assert duration(1.5) == "90m" and duration(0.01) == "36s"
 
 
 @needs_promtool
@@ -259,9 +263,9 @@ def test_dashboard_stats_count_physical_gpus(tmp_path):
     inputs += [{"series": series("DCGM_FI_DEV_GPU_UTIL", "n-vgpu", 0, A10G, ("team-v", f"v{i}")), "values": "2x30"} for i in range(2)]
     inputs += [{"series": series("DCGM_FI_DEV_GPU_UTIL", "n-whole", 0, A10G, ("team-w", "w")), "values": "90x30"}]
     stats = {p["title"]: p["targets"][0]["expr"].replace('pool=~"$pool"', 'pool=~".*"')
-             for p in monitoring.fleet_dashboard(Idle())["panels"] if p["type"] == "stat"}
+             for p in fleet_dashboard(Idle())["panels"] if p["type"] == "stat"}
     held, idle_now = stats["GPUs held by pods"], stats["Held but idle now (< 5%)"]
-    share = monitoring.SHARE
+    share = SHARE
 
     def one(expr: str, value: float) -> dict:
         """promtool compares floats exactly; sums of sevenths differ in the last bit, so both sides are rounded."""
@@ -304,9 +308,9 @@ def test_idle_alert_survives_an_exporter_restart(tmp_path):
 
 def test_xid_classes():
     """Application XIDs are warnings, every other XID (and any unknown one) is critical."""
-    hardware, application = monitoring.xid_alerts("GPU")
+    hardware, application = xid_alerts("GPU")
     assert (hardware["alert"], hardware["labels"]["severity"]) == ("GpuXidError", "critical")
     assert (application["alert"], application["labels"]["severity"]) == ("GpuXidApplicationError", "warning")
-    for code in monitoring.APPLICATION_XIDS:
+    for code in APPLICATION_XIDS:
         assert f"== {code}" in application["expr"] and f"== {code}" in hardware["expr"]  # kept out of the critical one
     assert "changes(DCGM_FI_DEV_XID_ERRORS[10m])" in hardware["expr"] and "pod" not in hardware["expr"]

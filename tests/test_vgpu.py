@@ -15,8 +15,11 @@ from conftest import POOL_RESOURCE, has_path, needs_reference, plan_of, service_
 from gpupools import monitoring
 from gpupools.cli import app
 from gpupools.config import Idle
+from gpupools.dashboards import namespace_dashboard
 from gpupools.errors import ConfigError
 from gpupools.pools import plan_pools
+from gpupools.prices import gpu_list_prices
+from gpupools.rules import rule_groups, rules_file_text
 from gpupools.scaleup import scale_ups
 from gpupools.sharing import (
     DEPLOY_DEVICE_PLUGIN_LABEL,
@@ -329,14 +332,14 @@ def test_hami_metrics_are_scraped_by_service_monitors_matching_the_charts_servic
 
 
 def test_namespace_dashboard_gets_vgpu_panels_from_recorded_series():
-    board = monitoring.namespace_dashboard(vgpu=True)
-    recorded = {r["record"] for g in monitoring.rule_groups(Idle(), monitoring.gpu_list_prices(), {"infer": 4}) for r in g["rules"] if "record" in r}
+    board = namespace_dashboard(vgpu=True)
+    recorded = {r["record"] for g in rule_groups(Idle(), gpu_list_prices(), {"infer": 4}) for r in g["rules"] if "record" in r}
     vgpu_panels = [p for p in board["panels"] if "HAMi" in p["title"]]
     assert len(vgpu_panels) == 2
     for panel in vgpu_panels:
         for target in panel["targets"]:
             assert set(re.findall(r"\bgpupools:[a-z_:]+", target["expr"])) <= recorded
-    assert not [p for p in monitoring.namespace_dashboard()["panels"] if "HAMi" in p["title"]]
+    assert not [p for p in namespace_dashboard()["panels"] if "HAMi" in p["title"]]
 
 
 PROMTOOL = shutil.which("promtool")
@@ -346,11 +349,11 @@ PROMTOOL = shutil.which("promtool")
 def test_a_vgpu_costs_its_share_of_the_gpu_and_hami_use_is_recorded_per_namespace(tmp_path):
     from test_rules import A10G, PRICES, node_labels, series
 
-    groups = monitoring.rule_groups(Idle(), PRICES, {"infer": 4})
+    groups = rule_groups(Idle(), PRICES, {"infer": 4})
     for group in groups:
         for rule in group["rules"]:
             rule.pop("annotations", None)
-    (tmp_path / "r.yaml").write_text(monitoring.rules_file_text(groups))
+    (tmp_path / "r.yaml").write_text(rules_file_text(groups))
     hami = 'hami_vgpu_memory_used_bytes{{namespace="{ns}",pod="{pod}",container="main",vdevice_index="0",device_uuid="GPU-x"}}'
     limit = hami.replace("used", "limit")
     test = {

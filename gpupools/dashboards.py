@@ -1,0 +1,108 @@
+"""Grafana dashboards built in code, so every panel queries a series the recording rules produce. The same JSON goes
+into the ConfigMaps the Grafana sidecar loads and into the files `gpupools render` writes.
+"""
+
+from __future__ import annotations
+
+from .config import Idle
+from .promql import POD_COST, PODS_PER_GPU, SHARE, UTIL, percent
+
+_DS = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def _target(expr: str, legend: str = "", ref: str = "A", instant: bool = False) -> dict:
+    target = {"datasource": _DS, "expr": expr, "legendFormat": legend, "refId": ref}
+    if instant:
+        target.update(instant=True, format="table", range=False)
+    return target
+
+
+def _panel(kind: str, title: str, targets: list[dict], x: int, y: int, w: int, h: int, unit: str = "", description: str = "",
+           **options) -> dict:
+    panel = {"type": kind, "title": title, "description": description, "datasource": _DS, "targets": targets,
+             "gridPos": {"x": x, "y": y, "w": w, "h": h},
+             "fieldConfig": {"defaults": {"unit": unit}, "overrides": []}, "options": options}
+    return panel
+
+
+def _dashboard(uid: str, title: str, panels: list[dict], variables: list[dict], description: str) -> dict:
+    for i, panel in enumerate(panels, start=1):
+        panel["id"] = i
+    return {
+        "uid": uid, "title": title, "description": description, "tags": ["gpupools", "gpu"], "timezone": "browser",
+        "schemaVersion": 39, "version": 1, "editable": True, "refresh": "1m", "time": {"from": "now-24h", "to": "now"},
+        "templating": {"list": [{"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+                                 "current": {}, "hide": 0}] + variables},
+        "panels": panels, "annotations": {"list": []},
+    }
+
+
+def _query_var(name: str, label: str, query: str) -> dict:
+    return {"name": name, "label": label, "type": "query", "datasource": _DS, "query": {"query": query, "refId": name},
+            "definition": query, "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "sort": 1}
+
+
+def fleet_dashboard(idle: Idle) -> dict:
+    below = percent(idle.utilization_below_percent)
+    idle_now = f'{UTIL}{{pool=~"$pool", pod!=""}} < {below}'
+    panels = [
+        _panel("stat", "GPUs per pool", [_target('sum by (pool) (gpupools:pool_gpus:count{pool=~"$pool"})', "{{pool}}")], 0, 0, 8, 5,
+               description="Physical GPUs reporting DCGM metrics, per pool.", reduceOptions={"calcs": ["lastNotNull"]}),
+        _panel("stat", "GPUs held by pods", [_target(f'sum({SHARE}{{pool=~"$pool", pod!=""}}) or vector(0)')], 8, 0, 4, 5,
+               description="Physical GPUs: a MIG slice, a vGPU or a time-slice counts as its fraction of the GPU."),
+        _panel("stat", f"Held but idle now (< {below}%)", [_target(f"sum({SHARE} and ({idle_now})) or vector(0)")], 12, 0, 4, 5,
+               description="Physical GPUs held by a pod and below the idle threshold at this moment, slices and shared GPUs as "
+                           "fractions; the alert waits for the configured hours."),
+        _panel("stat", "GPU cost at list price", [_target("sum(gpupools:namespace_gpu_cost_usd_per_hour:sum)")], 16, 0, 8, 5,
+               unit="currencyUSD", description="What the GPUs held by pods cost per hour at the catalog's lowest per-GPU list price."),
+        _panel("timeseries", "Utilization per pool", [_target('gpupools:pool_gpu_utilization:avg{pool=~"$pool"}', "{{pool}}")],
+               0, 5, 12, 8, unit="percent"),
+        _panel("timeseries", "Utilization per namespace",
+               [_target('gpupools:namespace_gpu_utilization:avg{pool=~"$pool", namespace!=""}', "{{namespace}} ({{pool}})")],
+               12, 5, 12, 8, unit="percent"),
+        _panel("timeseries", "GPU memory used per pool", [_target('gpupools:pool_gpu_memory_used:mib{pool=~"$pool"}', "{{pool}}")],
+               0, 13, 12, 8, unit="mbytes"),
+        _panel("timeseries", "Sharing: pods per GPU (average over GPUs held)",
+               [_target(f'avg by (pool) ({PODS_PER_GPU}{{pool=~"$pool"}})', "{{pool}}")], 12, 13, 12, 8,
+               description="Above 1 where time-slicing or MPS lets several pods hold one GPU."),
+        _panel("table", f"Idle GPUs: held by a pod, below {below}% now", [_target(idle_now, instant=True)], 0, 21, 24, 9,
+               unit="percent", description="Run `gpupools idle --prometheus URL` for hours idle and wasted cost over a window."),
+    ]
+    pool_var = _query_var("pool", "Pool", f"label_values({UTIL}, pool)")
+    return _dashboard("gpupools-fleet", "GPU fleet overview (gpupools)", panels, [pool_var],
+                      "GPUs per pool, utilization per pool and namespace, memory, idle GPUs and sharing.")
+
+
+def namespace_dashboard(vgpu: bool = False) -> dict:
+    sel = 'namespace=~"$namespace"'
+    panels = [
+        _panel("stat", "Hourly GPU cost at list price", [_target(f"sum(gpupools:namespace_gpu_cost_usd_per_hour:sum{{{sel}}})")],
+               0, 0, 8, 5, unit="currencyUSD", description="The catalog's lowest per-GPU list price, shared among the pods holding a GPU."),
+        _panel("stat", "GPUs held", [_target(f"sum(gpupools:namespace_gpus_held:sum{{{sel}}})")], 8, 0, 8, 5,
+               description="Physical GPUs: a MIG slice, a vGPU or a time-slice counts as its fraction of the GPU."),
+        _panel("stat", "Average utilization", [_target(f'avg({UTIL}{{{sel}, pod!=""}})')], 16, 0, 8, 5, unit="percent"),
+        _panel("timeseries", "Hourly cost per namespace", [_target(f"gpupools:namespace_gpu_cost_usd_per_hour:sum{{{sel}}}", "{{namespace}}")],
+               0, 5, 12, 8, unit="currencyUSD"),
+        _panel("timeseries", "Utilization per pod", [_target(f"gpupools:pod_gpu_utilization:avg{{{sel}}}", "{{namespace}}/{{pod}}")],
+               12, 5, 12, 8, unit="percent"),
+        _panel("timeseries", "GPU memory used per pod", [_target(f"gpupools:pod_gpu_memory_used:mib{{{sel}}}", "{{namespace}}/{{pod}}")],
+               0, 13, 12, 8, unit="mbytes"),
+        _panel("table", "Cost per pod now", [_target(f"sort_desc({POD_COST}{{{sel}}})", instant=True)], 12, 13, 12, 8, unit="currencyUSD"),
+    ]
+    if vgpu:
+        panels += [
+            _panel("timeseries", "vGPU memory per namespace (HAMi): used and limit",
+                   [_target(f"gpupools:namespace_vgpu_memory_used:bytes{{{sel}}}", "{{namespace}} used"),
+                    _target(f"gpupools:namespace_vgpu_memory_limit:bytes{{{sel}}}", "{{namespace}} limit", ref="B")], 0, 21, 12, 8, unit="bytes",
+                   description="GPU memory the namespace's vGPU pods use, against the limits HAMi enforces in their containers."),
+            _panel("timeseries", "vGPU compute per namespace (HAMi)", [_target(f"gpupools:namespace_vgpu_utilization:avg{{{sel}}}", "{{namespace}}")],
+                   12, 21, 12, 8, unit="percent", description="SM utilization HAMi measures inside each vGPU pod, averaged per namespace."),
+        ]
+    ns_var = _query_var("namespace", "Namespace", f'label_values({UTIL}{{pod!=""}}, namespace)')
+    return _dashboard("gpupools-namespaces", "GPU usage and cost per namespace (gpupools)", panels, [ns_var],
+                      "Per-namespace GPU usage and hourly cost at list price.")
+
+
+def dashboards(idle: Idle, vgpu: bool = False) -> dict[str, dict]:
+    """File name -> Grafana dashboard JSON model; `vgpu`: the stack has vgpu pools, whose HAMi metrics get panels."""
+    return {"gpupools-fleet.json": fleet_dashboard(idle), "gpupools-namespaces.json": namespace_dashboard(vgpu)}

@@ -1,0 +1,97 @@
+"""PromQL shared by the recording rules, the dashboards and the idle report, so all of them see the same GPUs,
+holders and pools. Names and expression strings only: nothing here knows which rule or panel uses them.
+"""
+
+from __future__ import annotations
+
+from .pools import GPU_LABEL, POOL_LABEL
+
+# Every DCGM metric gpupools queries is in dcgm-exporter's default-counters.csv, so nothing depends on a custom
+# counter list. Series are expected with the labels dcgm-exporter itself emits (Hostname, gpu, UUID, modelName, and
+# for GPUs held by a pod: namespace, pod, container); the monitoring plan's scrape relabeling keeps them that way.
+
+# kube-state-metrics exposes node labels only when allowed; `gpupools.io/pool` becomes `label_gpupools_io_pool`.
+KSM_NODE_LABELS_ALLOWLIST = f"nodes=[{POOL_LABEL},{GPU_LABEL}]"
+KSM_POOL_LABEL = "label_" + POOL_LABEL.replace(".", "_").replace("/", "_").replace("-", "_")
+KSM_GPU_LABEL = "label_" + GPU_LABEL.replace(".", "_").replace("/", "_").replace("-", "_")
+
+# Labels that identify who holds which GPU (or MIG instance) on which node; everything else is dropped.
+HOLDER_LABELS = ("Hostname", "gpu", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE", "namespace", "pod", "container")
+_BY = ", ".join(HOLDER_LABELS)
+# Labels of a physical GPU: health alerts fire once per GPU, not once per MIG instance or per pod sharing it.
+GPU_LABELS = ("Hostname", "gpu", "UUID", "modelName")
+GPU_BY = ", ".join(GPU_LABELS)
+
+# Pool of each node, from kube-state-metrics, keyed by dcgm-exporter's Hostname (= the node name).
+def node_pool(window: int | None = None) -> str:
+    """Hostname -> pool series; with `window` (seconds), every node labelled at any time in it (the last label wins)."""
+    labels = f'kube_node_labels{{{KSM_POOL_LABEL}!=""}}'
+    if window is not None:
+        labels = f"last_over_time({labels}[{window}s])"
+    return (f'max by (Hostname, pool) (label_replace(label_replace({labels}, '
+            f'"Hostname", "$1", "node", "(.*)"), "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))')
+
+
+NODE_POOL = node_pool()
+NODE_GPU = f'label_replace(kube_node_labels{{{KSM_GPU_LABEL}!=""}}, "Hostname", "$1", "node", "(.*)")'
+
+
+def with_pool(expr: str) -> str:
+    """Add a `pool` label where kube-state-metrics knows the node's pool, and keep the series unchanged where not.
+
+    Without the allowlist (an existing Prometheus not yet configured) alerts and the idle report still work; only
+    the pool is missing.
+    """
+    return f"(({expr}) * on (Hostname) group_left (pool) {NODE_POOL}) or (({expr}) unless on (Hostname) {NODE_POOL})"
+
+
+def utilization(step: int | None = None) -> str:
+    """Utilization in percent per holder; with `step` (seconds), the highest raw sample within each step.
+
+    Whole GPUs report DCGM_FI_DEV_GPU_UTIL; MIG instances do not, but report the graphics engine's active ratio.
+    `max_over_time(metric[step])` sees every scraped sample, where a subquery `(...)[step:]` would only see the
+    instants of its own resolution and step over bursts between them.
+    """
+    def sample(metric: str) -> str:
+        return metric if step is None else f"max_over_time({metric}[{step}s])"
+
+    return f"(max by ({_BY}) ({sample('DCGM_FI_DEV_GPU_UTIL')})) or (max by ({_BY}) ({sample('DCGM_FI_PROF_GR_ENGINE_ACTIVE')}) * 100)"
+
+
+UTILIZATION = utilization()
+MEMORY_USED = f"max by ({_BY}) (DCGM_FI_DEV_FB_USED)"
+MEMORY_FREE = f"max by ({_BY}) (DCGM_FI_DEV_FB_FREE)"
+
+# The series the recording rules write, which the dashboards and the idle report read.
+UTIL = "gpupools:gpu_utilization:percent"
+MEM = "gpupools:gpu_memory_used:mib"
+MEM_RATIO = "gpupools:gpu_memory_used:ratio"
+PODS_PER_GPU = "gpupools:gpu_pods:count"
+PRICE = "gpupools:gpu_price_usd_per_hour"
+POD_COST = "gpupools:pod_gpu_cost_usd_per_hour"
+# The fraction of its physical GPU each holder holds (a 1g.5gb slice 1/7, one of three time-sliced pods 1/3), so
+# counts and averages weigh a slice or a shared GPU as the part of a GPU it is.
+SHARE = "gpupools:gpu_share:ratio"
+MIG_INSTANCES = "gpupools:mig_instances_per_gpu:count"
+# vgpu pools: how many vGPUs HAMi cuts each GPU into. A vGPU pod pays that share of its GPU, whoever else holds it.
+VGPU_SHARES = "gpupools:pool_vgpus_per_gpu:count"
+
+# HAMi's own metrics (chart 2.10.0): per container and vGPU from the device plugin's monitor (cmd/vGPUmonitor),
+# allocations from the scheduler. Both carry namespace and pod of the workload.
+HAMI_MEMORY_USED = "hami_vgpu_memory_used_bytes"
+HAMI_MEMORY_LIMIT = "hami_vgpu_memory_limit_bytes"
+HAMI_UTILIZATION = "hami_container_device_utilization_ratio"
+
+
+def duration(hours: float) -> str:
+    """Prometheus duration for a (possibly fractional) number of hours, exact to the second."""
+    seconds = round(hours * 3600)
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
+def percent(value: float) -> str:
+    return f"{value:g}"
