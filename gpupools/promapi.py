@@ -75,7 +75,7 @@ class Prometheus:
         than running on after we stopped waiting; either way the message says the server was slow, not unreachable."""
         from http.client import HTTPException
         from urllib.error import HTTPError, URLError
-        from urllib.request import Request, urlopen
+        from urllib.request import Request
 
         base, timeout = self.url, self.timeout
         url = f"{base}/api/v1/{endpoint}"
@@ -89,7 +89,7 @@ class Prometheus:
             headers.update(self.signer(self.method, url, dict(headers), body))
         request = Request(url, data=body if self.method == "POST" else None, headers=headers, method=self.method)
         try:
-            with urlopen(request, timeout=timeout + 2, context=self.ssl_context) as response:  # Prometheus stops first
+            with _opener(self.ssl_context).open(request, timeout=timeout + 2) as response:  # Prometheus stops first
                 raw = response.read(MAX_ANSWER_BYTES + 1)
                 missing = getattr(response, "length", None)  # bytes Content-Length promised that never came
         except HTTPError as exc:
@@ -97,6 +97,9 @@ class Prometheus:
                 raw = exc.read(64 * 1024)
             except (OSError, HTTPException):
                 raw = b""
+            if 300 <= exc.code < 400:
+                where = describe(exc.headers.get("Location") or "elsewhere", 200)
+                raise ReportError(Problem("--prometheus", f"{base} redirects to {where}; give the URL it redirects to"), 1) from None
             if exc.code in (401, 403):  # the server is there and answered: only the credentials are wrong
                 detail = _refusal(raw)
                 raise ReportError(Problem("prometheus", f"{base} refused authentication (HTTP {exc.code} {exc.reason})"
@@ -136,6 +139,18 @@ class Prometheus:
             got = data.get("resultType") if isinstance(data, dict) else None
             raise ReportError(Problem("prometheus", f"{base} answered with {describe(got)}, expected a {kind}"), 1)
         return data
+
+
+def _opener(context: ssl.SSLContext | None):
+    """urllib without redirects: it would resend a token or tenant to wherever the Location points, and turn the
+    POSTed query into a GET without it."""
+    from urllib.request import HTTPRedirectHandler, HTTPSHandler, build_opener
+
+    class NoRedirect(HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            return None
+
+    return build_opener(HTTPSHandler(context=context), NoRedirect)
 
 
 def _slow(base: str, timeout: float) -> ReportError:

@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpupools.cli import app
-from gpupools.promauth import AZURE_SCOPE, GCP_SCOPE, AuthOptions, aws_region, resolve_kind
+from gpupools.promauth import AuthOptions, aws_region, resolve_kind
 
 from test_idle_report import GPUS_SEEN, end, prometheus  # noqa: F401 - the real Prometheus fixture and its history
 
@@ -47,9 +47,11 @@ class Gate:
 
 
 class Handler(BaseHTTPRequestHandler):
-    def _answer(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def _answer(self, status: int, body: bytes, content_type: str = "application/json", headers: dict | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -69,7 +71,7 @@ class Handler(BaseHTTPRequestHandler):
         Gate.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body})
         refusal = Gate.check(self, body) if Gate.check else None
         if refusal is not None:
-            return self._answer(refusal[0], refusal[1].encode(), "text/plain")
+            return self._answer(refusal[0], refusal[1].encode(), "text/plain", *refusal[2:])
         path = self.path[self.path.index("/api/v1/"):]  # the workspace or project prefix is the gate's, not Prometheus'
         forwarded = urllib.request.Request(Gate.upstream + path, data=body if self.command == "POST" else None, method=self.command,
                                            headers={"Content-Type": self.headers.get("Content-Type", "application/x-www-form-urlencoded")})
@@ -275,7 +277,7 @@ def google_account(gate, tmp_path, monkeypatch):
 def test_google_token_from_application_default_credentials(google_account):
     assert_reported(idle(google_account, "--prometheus-auth", "gcp"))
     (asked,) = Gate.google_asked  # one token for all queries
-    assert asked["scope"] == GCP_SCOPE and asked["iss"] == "idle-report@gpupools-test.iam.gserviceaccount.com"
+    assert asked["scope"] == "https://www.googleapis.com/auth/monitoring.read" and asked["iss"] == "idle-report@gpupools-test.iam.gserviceaccount.com"
     # Google's query API takes its parameters in the URL and no body
     assert all(s["method"] == "GET" and s["body"] == b"" and "query=" in s["path"] for s in Gate.seen)
 
@@ -316,7 +318,7 @@ def test_azure_token_from_managed_identity(azure_identity):
     assert_reported(idle(azure_identity, "--prometheus-auth", "azure"))
     assert Gate.azure_asked and all(a["header"] == IDENTITY_HEADER for a in Gate.azure_asked)
     # App Service's protocol takes the resource, i.e. the scope without /.default
-    assert {a["query"]["resource"] for a in Gate.azure_asked} == {AZURE_SCOPE.removesuffix("/.default")}
+    assert {a["query"]["resource"] for a in Gate.azure_asked} == {"https://prometheus.monitor.azure.com"}
 
 
 def test_azure_identity_endpoint_refusing_is_one_line_exit_1(azure_identity, monkeypatch):
@@ -361,6 +363,17 @@ def test_missing_tenant_and_wrong_token_are_refused(gate, monkeypatch, tmp_path)
     assert_refused(idle(gate, "--prometheus-auth", "bearer"), "HTTP 401", "no org id")
     (tmp_path / "token").write_text("not-the-token")
     assert_refused(idle(gate, "--token-file", str(tmp_path / "token"), "--tenant", "team-a|team-b"), "HTTP 403", "forbidden")
+
+
+def test_redirects_are_not_followed_with_credentials(gate, tmp_path):
+    """urllib would resend the token and tenant to wherever Location points; the report stops and names it."""
+    (tmp_path / "token").write_text(BEARER)
+    Gate.check = lambda handler, body: (302, "moved", {"Location": "http://127.0.0.1:9/stolen/api/v1/query"})
+    result = idle(gate, "--token-file", str(tmp_path / "token"), "--tenant", "team-a")
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line == f"error: --prometheus: {gate} redirects to 'http://127.0.0.1:9/stolen/api/v1/query'; give the URL it redirects to"
+    assert len(Gate.seen) == 1
 
 
 # --- A private CA ---
