@@ -216,7 +216,9 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
          aws_region: Optional[str] = typer.Option(None, "--aws-region", help="aws: the workspace's region (default: from the AMP URL)"),
          token_file: Optional[Path] = typer.Option(None, "--token-file", help="bearer: file holding the token "
                                                    "(default: $GPUPOOLS_PROMETHEUS_TOKEN; never on the command line)"),
-         tenant: Optional[str] = typer.Option(None, "--tenant", help="Thanos/Mimir/Cortex tenant, sent as X-Scope-OrgID (a|b: several)"),
+         tenant: Optional[str] = typer.Option(None, "--tenant", help="Mimir/Cortex/Thanos tenant, sent as X-Scope-OrgID (a|b: several)"),
+         tenant_header: Optional[str] = typer.Option(None, "--tenant-header", help="Header for --tenant instead of X-Scope-OrgID, "
+                                                     "e.g. THANOS-TENANT"),
          ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="PEM bundle of a private CA for an https --prometheus")) -> None:
     """Find GPUs held idle over a window: who holds them, for how long, in physical GPU-hours, and the waste at list price."""
     from .idle import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
@@ -235,7 +237,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
             fail(Problem("--plot", f"{str(plot)!r} must be a .png file"))
         if plot is not None and not plot_available():
             fail(Problem("--plot", PLOT_HINT))
-        prom = connect(url, parse_timeout(timeout), AuthOptions(auth, aws_region, token_file, tenant, ca_file))
+        prom = connect(url, parse_timeout(timeout), AuthOptions(auth, aws_region, token_file, tenant, ca_file, tenant_header))
         report = idle_report(prom, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
                              plot=plot is not None)
     except ReportError as exc:

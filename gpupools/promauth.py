@@ -26,6 +26,7 @@ from .promapi import Prometheus, ReportError, Signer
 
 KINDS = ("auto", "none", "bearer", "aws", "gcp", "azure")
 TOKEN_ENV = "GPUPOOLS_PROMETHEUS_TOKEN"
+TENANT_HEADER = "X-Scope-OrgID"
 AMP_SERVICE = "aps"  # SigV4 service name of Amazon Managed Service for Prometheus
 # Read-only is enough: the report only queries
 GCP_SCOPE = "https://www.googleapis.com/auth/monitoring.read"
@@ -39,6 +40,8 @@ _AZURE_HOST = re.compile(r".+\.prometheus\.monitor\.azure\.(com|us|cn)")
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 # Mimir's and Cortex's tenant IDs; `|` joins several for a federated query
 _TENANT = re.compile(r"[A-Za-z0-9!\-_.*'()]{1,150}")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")  # an HTTP token (RFC 9110)
+_NOT_TENANT_HEADERS = {"authorization", "host", "content-type", "content-length", "accept", "x-amz-date", "x-amz-security-token"}
 _TOKEN = re.compile(r"[\x21-\x7e]+")  # what an HTTP header carries unescaped
 _MAX_TOKEN_BYTES = 64 * 1024
 
@@ -52,6 +55,7 @@ class AuthOptions:
     token_file: Path | None = None
     tenant: str | None = None
     ca_file: Path | None = None
+    tenant_header: str | None = None
 
 
 def missing_extra(kind: str, library: str) -> ReportError:
@@ -68,8 +72,10 @@ def connect(url: str, timeout: float, options: AuthOptions, environ: Mapping[str
     if options.token_file is not None and kind != "bearer":
         raise ReportError(Problem("--token-file", f"only with --prometheus-auth bearer (this is {kind})"), 2)
     headers: dict[str, str] = {}
+    if options.tenant_header is not None and options.tenant is None:
+        raise ReportError(Problem("--tenant-header", "only with --tenant"), 2)
     if options.tenant is not None:
-        headers["X-Scope-OrgID"] = parse_tenant(options.tenant)
+        headers[tenant_header(options.tenant_header)] = parse_tenant(options.tenant)
     context = ca_context(options.ca_file, parts.scheme) if options.ca_file is not None else None
     signer: Signer | None = None
     method = "POST"
@@ -102,6 +108,15 @@ def resolve_kind(kind: str, host: str, options: AuthOptions, environ: Mapping[st
     if options.token_file is not None or environ.get(TOKEN_ENV):
         return "bearer"
     return "none"
+
+
+def tenant_header(name: str | None) -> str:
+    """Mimir's and Cortex's header unless told otherwise; Thanos reads THANOS-TENANT unless configured."""
+    if name is None:
+        return TENANT_HEADER
+    if not _HEADER_NAME.fullmatch(name) or name.lower() in _NOT_TENANT_HEADERS:
+        raise ReportError(Problem("--tenant-header", f"{name!r} is not a header name for a tenant, such as {TENANT_HEADER} or THANOS-TENANT"), 2)
+    return name
 
 
 def parse_tenant(text: str) -> str:

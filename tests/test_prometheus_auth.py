@@ -357,6 +357,18 @@ def test_bearer_token_from_environment(gate, monkeypatch):
     assert_reported(idle(gate, "--prometheus-auth", "bearer", "--tenant", "team-a|team-b"))
 
 
+def test_thanos_tenant_header(gate, monkeypatch):
+    def thanos_check(handler, body):
+        if handler.headers.get("THANOS-TENANT") != "team-a" or "X-Scope-OrgID" in handler.headers:
+            return 403, "tenant header missing"
+        return None
+
+    Gate.check = thanos_check
+    monkeypatch.setenv("GPUPOOLS_PROMETHEUS_TOKEN", BEARER)
+    assert_reported(idle(gate, "--tenant", "team-a", "--tenant-header", "THANOS-TENANT"))
+    assert all(s["headers"]["Authorization"] == f"Bearer {BEARER}" for s in Gate.seen)  # auto: the environment's token
+
+
 def test_missing_tenant_and_wrong_token_are_refused(gate, monkeypatch, tmp_path):
     Gate.check = mimir_check
     monkeypatch.setenv("GPUPOOLS_PROMETHEUS_TOKEN", BEARER)
@@ -433,6 +445,9 @@ def write(path: Path, data: bytes) -> str:
     (["--prometheus-auth", "bearer", "--token-file", "{token}", "--tenant", "team/a"], "--tenant", "is not a tenant ID"),
     (["--prometheus-auth", "none", "--tenant", ".."], "--tenant", "is not a tenant ID"),
     (["--prometheus-auth", "none", "--tenant", "a b"], "--tenant", "is not a tenant ID"),
+    (["--tenant-header", "THANOS-TENANT"], "--tenant-header", "only with --tenant"),
+    (["--tenant", "a", "--tenant-header", "Tenant: a"], "--tenant-header", "is not a header name"),
+    (["--tenant", "a", "--tenant-header", "Authorization"], "--tenant-header", "is not a header name"),
     (["--prometheus-auth", "aws"], "--aws-region", "does not name a region"),
     (["--prometheus-auth", "aws", "--aws-region", "eu west 1"], "--aws-region", "is not an AWS region"),
     (["--prometheus-auth", "bearer", "--token-file", "{token}", "--aws-region", "us-east-1"], "--aws-region", "only with --prometheus-auth aws"),
