@@ -156,6 +156,11 @@ def assert_refused(result, *words: str) -> str:
     return line
 
 
+def requires_bearer(token: str, refusal: str):
+    """A gate that forwards only requests carrying `token`, and answers others 401 as the service would."""
+    return lambda handler, body: None if handler.headers.get("Authorization") == f"Bearer {token}" else (401, refusal)
+
+
 # --- SigV4 (Amazon Managed Service for Prometheus) ---
 
 def sigv4_check(handler, body: bytes):
@@ -265,12 +270,7 @@ def google_account(gate, tmp_path, monkeypatch):
     path.write_text(json.dumps(account))
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
 
-    def bearer_check(handler, body):
-        if handler.headers.get("Authorization") != f"Bearer {GOOGLE_TOKEN}":
-            return 401, "Request had invalid authentication credentials."
-        return None
-
-    Gate.check = bearer_check
+    Gate.check = requires_bearer(GOOGLE_TOKEN, "Request had invalid authentication credentials.")
     return f"{gate}/v1/projects/gpupools-test/location/global/prometheus"
 
 
@@ -305,12 +305,7 @@ def azure_identity(gate, monkeypatch):
     monkeypatch.setenv("IDENTITY_ENDPOINT", f"{gate}/msi/token")
     monkeypatch.setenv("IDENTITY_HEADER", IDENTITY_HEADER)
 
-    def bearer_check(handler, body):
-        if handler.headers.get("Authorization") != f"Bearer {AZURE_TOKEN}":
-            return 401, '{"error": {"code": "InvalidAuthenticationToken", "message": "The access token is invalid."}}'
-        return None
-
-    Gate.check = bearer_check
+    Gate.check = requires_bearer(AZURE_TOKEN, '{"error": {"code": "InvalidAuthenticationToken", "message": "The access token is invalid."}}')
     return f"{gate}/amw"
 
 
