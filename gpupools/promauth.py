@@ -16,6 +16,7 @@ import os
 import re
 import ssl
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -95,6 +96,7 @@ def connect(url: str, timeout: float, options: AuthOptions, environ: Mapping[str
 
 def resolve_kind(kind: str, host: str, options: AuthOptions, environ: Mapping[str, str]) -> str:
     """`auto` picks the managed service by its host, else a bearer token when one is given, else none."""
+    kind = kind.lower()
     if kind not in KINDS:
         raise ReportError(Problem("--prometheus-auth", f"{kind!r} is not an authentication gpupools knows; allowed: {', '.join(KINDS)}"), 2)
     if kind != "auto":
@@ -235,10 +237,12 @@ def gcp_signer() -> Signer:
     except ImportError:
         raise missing_extra("gcp", "google-auth") from None
     try:
-        credentials, _project = google.auth.default(scopes=[GCP_SCOPE])
+        with warnings.catch_warnings():  # e.g. "end user credentials without a quota project": advice, not for this report
+            warnings.simplefilter("ignore")
+            credentials, _project = google.auth.default(scopes=[GCP_SCOPE])
     except exceptions.DefaultCredentialsError as exc:
         raise ReportError(Problem("--prometheus-auth", f"gcp: no Application Default Credentials: {_first_line(exc)}"), 2) from None
-    transport = Request(urllib3.PoolManager())
+    transport = Request(urllib3.PoolManager(timeout=urllib3.Timeout(total=60)))
 
     def sign(method: str, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
         if not credentials.valid:
