@@ -71,8 +71,9 @@ class Prometheus:
         return matrix(data.get("result"), self.url)
 
     def _post(self, endpoint: str, params: dict[str, str], kind: str) -> dict:
-        """POST a query; `timeout` goes to Prometheus too, so a slow query ends there with its own timeout error rather
-        than running on after we stopped waiting; either way the message says the server was slow, not unreachable."""
+        """Send a query (POST, or GET for a service that takes no body); `timeout` goes to Prometheus too, so a slow
+        query ends there with its own timeout error rather than running on after we stopped waiting; either way the
+        message says the server was slow, not unreachable."""
         from http.client import HTTPException
         from urllib.error import HTTPError, URLError
         from urllib.request import Request
