@@ -209,12 +209,22 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
          by: Optional[str] = typer.Option(None, "--by", help="team, or team=NAME[,NAME]: totals per team (needs --stack or --config)"),
          stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
          as_json: bool = JsonOpt,
-         plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw utilization per namespace into this PNG", dir_okay=False)) -> None:
+         plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw utilization per namespace into this PNG", dir_okay=False),
+         auth: str = typer.Option("auto", "--prometheus-auth", metavar="KIND",
+                                  help="auto | none | bearer | aws (SigV4, AMP) | gcp (Google ADC) | azure (Entra). "
+                                       "auto: by the URL's host, else bearer when a token is given, else none"),
+         aws_region: Optional[str] = typer.Option(None, "--aws-region", help="aws: the workspace's region (default: from the AMP URL)"),
+         token_file: Optional[Path] = typer.Option(None, "--token-file", help="bearer: file holding the token "
+                                                   "(default: $GPUPOOLS_PROMETHEUS_TOKEN; never on the command line)"),
+         tenant: Optional[str] = typer.Option(None, "--tenant", help="Mimir/Cortex/Thanos tenant, sent as X-Scope-OrgID (a|b: several)"),
+         tenant_header: Optional[str] = typer.Option(None, "--tenant-header", help="Header for --tenant instead of X-Scope-OrgID, "
+                                                     "e.g. THANOS-TENANT"),
+         ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="PEM bundle of a private CA for an https --prometheus")) -> None:
     """Find GPUs held idle over a window: who holds them, for how long, in physical GPU-hours, and the waste at list price."""
     from .idle import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
                        parse_timeout, parse_url, parse_window, plot_available)
     from .idle import plot as draw
-    from .promapi import Prometheus
+    from .promauth import AuthOptions, connect
 
     teams = None
     if stack is not None or config is not None:
@@ -227,7 +237,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
             fail(Problem("--plot", f"{str(plot)!r} must be a .png file"))
         if plot is not None and not plot_available():
             fail(Problem("--plot", PLOT_HINT))
-        prom = Prometheus(url, timeout=parse_timeout(timeout))
+        prom = connect(url, parse_timeout(timeout), AuthOptions(auth, aws_region, token_file, tenant, ca_file, tenant_header))
         report = idle_report(prom, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
                              plot=plot is not None)
     except ReportError as exc:

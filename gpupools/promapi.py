@@ -9,6 +9,7 @@ user reads as one line, not a traceback from deep inside a report.
 from __future__ import annotations
 
 import socket
+import ssl
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlencode, urlsplit
@@ -54,6 +55,10 @@ class Prometheus:
     timeout: float = DEFAULT_TIMEOUT
     headers: dict[str, str] = field(default_factory=dict)
     signer: Signer | None = None
+    # GET for services whose query API takes its parameters in the URL only (Google's documents an empty body)
+    method: str = "POST"
+    # A private CA's bundle for https endpoints; None trusts the system's CAs
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
 
     def query(self, expr: str, at: float) -> list[dict]:
         """An instant query's vector as [{metric: {str: str}, value: float}]."""
@@ -66,20 +71,26 @@ class Prometheus:
         return matrix(data.get("result"), self.url)
 
     def _post(self, endpoint: str, params: dict[str, str], kind: str) -> dict:
-        """POST a query; `timeout` goes to Prometheus too, so a slow query ends there with its own timeout error rather
-        than running on after we stopped waiting; either way the message says the server was slow, not unreachable."""
+        """Send a query (POST, or GET for a service that takes no body); `timeout` goes to Prometheus too, so a slow
+        query ends there with its own timeout error rather than running on after we stopped waiting; either way the
+        message says the server was slow, not unreachable."""
         from http.client import HTTPException
         from urllib.error import HTTPError, URLError
-        from urllib.request import Request, urlopen
+        from urllib.request import Request
 
         base, timeout = self.url, self.timeout
         url = f"{base}/api/v1/{endpoint}"
-        body = urlencode({**params, "timeout": f"{timeout:g}s"}).encode()
-        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json", **self.headers}
+        fields = urlencode({**params, "timeout": f"{timeout:g}s"})
+        if self.method == "GET":
+            url, body, headers = f"{url}?{fields}", b"", {"Accept": "application/json", **self.headers}
+        else:
+            body = fields.encode()
+            headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json", **self.headers}
         if self.signer is not None:
-            headers.update(self.signer("POST", url, dict(headers), body))
+            headers.update(self.signer(self.method, url, dict(headers), body))
+        request = Request(url, data=body if self.method == "POST" else None, headers=headers, method=self.method)
         try:
-            with urlopen(Request(url, data=body, headers=headers), timeout=timeout + 2) as response:  # Prometheus stops first
+            with _opener(self.ssl_context).open(request, timeout=timeout + 2) as response:  # Prometheus stops first
                 raw = response.read(MAX_ANSWER_BYTES + 1)
                 missing = getattr(response, "length", None)  # bytes Content-Length promised that never came
         except HTTPError as exc:
@@ -87,6 +98,14 @@ class Prometheus:
                 raw = exc.read(64 * 1024)
             except (OSError, HTTPException):
                 raw = b""
+            if 300 <= exc.code < 400:
+                where = describe(exc.headers.get("Location") or "elsewhere", 200)
+                raise ReportError(Problem("--prometheus", f"{base} redirects to {where}; give the URL it redirects to"), 1) from None
+            if exc.code in (401, 403):  # the server is there and answered: only the credentials are wrong
+                detail = _refusal(raw)
+                raise ReportError(Problem("prometheus", f"{base} refused authentication (HTTP {exc.code} {exc.reason})"
+                                                        + (f": {detail}" if detail else "")
+                                                        + "; check --prometheus-auth and its credentials"), 1) from None
             message = _api_error(raw) or f"HTTP {exc.code} {exc.reason}"
             if message.startswith("timeout:"):
                 raise _slow(base, timeout) from None
@@ -97,6 +116,9 @@ class Prometheus:
             if isinstance(getattr(exc, "reason", None), (socket.timeout, TimeoutError)):
                 raise _slow(base, timeout) from None
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise ReportError(Problem("--prometheus", f"cannot verify {base}'s certificate ({reason.verify_message}); "
+                                                          "a private CA's bundle goes in --ca-file"), 1) from None
             raise ReportError(Problem("--prometheus", f"cannot reach {base}: {getattr(reason, 'strerror', None) or reason}"), 1) from None
         except HTTPException as exc:  # a body cut short (IncompleteRead), a broken status line
             raise ReportError(Problem("prometheus", f"{base} sent a broken answer: {describe(str(exc) or type(exc).__name__)}"), 1) from None
@@ -118,6 +140,18 @@ class Prometheus:
             got = data.get("resultType") if isinstance(data, dict) else None
             raise ReportError(Problem("prometheus", f"{base} answered with {describe(got)}, expected a {kind}"), 1)
         return data
+
+
+def _opener(context: ssl.SSLContext | None):
+    """urllib without redirects: it would resend a token or tenant to wherever the Location points, and turn the
+    POSTed query into a GET without it."""
+    from urllib.request import HTTPRedirectHandler, HTTPSHandler, build_opener
+
+    class NoRedirect(HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            return None
+
+    return build_opener(HTTPSHandler(context=context), NoRedirect)
 
 
 def _slow(base: str, timeout: float) -> ReportError:
@@ -180,6 +214,24 @@ def vector(result: Any, base: str) -> list[dict]:
         metric = _labels(series, i, base, "vector")
         out.append({"metric": metric, "value": _sample(series.get("value"), f"result[{i}].value", base, "vector")[1]})
     return out
+
+
+def _refusal(raw: bytes) -> str | None:
+    """What a server said when it refused credentials, in a few words: gateways answer in JSON of their own shape
+    ({"message": ...}, {"error": {"message": ...}}) or in plain text, not as the Prometheus API does."""
+    try:
+        doc = load_json(decode(raw))
+    except ReadError:
+        doc = None
+    if isinstance(doc, dict):
+        error = doc.get("error")
+        text = doc.get("message") or doc.get("Message") or (error.get("message") if isinstance(error, dict) else error)
+    else:
+        text = raw.decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()] if isinstance(text, str) else []
+    if not lines or lines[0].startswith("<"):  # nothing, or an HTML error page
+        return None
+    return lines[0] if len(lines[0]) <= 200 else lines[0][:197] + "..."
 
 
 def _api_error(raw: bytes) -> str | None:
