@@ -48,7 +48,7 @@ def write_fleet(path: Path, gpus: int, end: int, scrape: int = SCRAPE) -> None:
         out.write("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
         for g in range(gpus):
             node, index = f"node-{g // 8:05d}", g % 8
-            labels = (f'gpu="{index}",UUID="GPU-{g:08d}",modelName="{MODEL}",Hostname="{node}",namespace="team-{g % 16}",'
+            labels = (f'gpu="{index}",UUID="GPU-{g:08x}-{g % 65536:04x}-4{g % 4096:03x}-8{g % 4096:03x}-{g * 2654435761 % 2**48:012x}",modelName="{MODEL}",Hostname="{node}",namespace="team-{g % 16}",'
                       f'pod="job-{g}",container="main",instance="10.0.{g // 2048}.{g // 8 % 256}:9400",job="nvidia-dcgm-exporter"')
             for k, t in enumerate(times):
                 value = 1 if g % 3 == 0 else 20 + (g * 7 + k * 13) % 70

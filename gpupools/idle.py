@@ -202,10 +202,10 @@ def step_sample(metric: str, grid: Steps, offset: float) -> str:
     return f"({own} or ({before} and {after}))"
 
 
-def per_step(grid: Steps, offset: float, uuids: list[str] | None = None) -> str:
+def per_step(grid: Steps, offset: float, gpus: str | None = None) -> str:
     """Utilization in percent per holder and step (the plot's series, and the share query's input)."""
     def one(metric: str, scale: int) -> str:
-        return f"max by ({HOLDER}) ({step_sample(_on(metric, uuids), grid, offset)})" + (f" * {scale}" if scale != 1 else "")
+        return f"max by ({HOLDER}) ({step_sample(_on(metric, gpus), grid, offset)})" + (f" * {scale}" if scale != 1 else "")
 
     return " or ".join(f"({one(metric, scale)})" for metric, scale in METRICS)
 
@@ -249,21 +249,31 @@ class Piece:
         within = f"[{self.grid.count * self.grid.step}s]{_offset(self.offset)}"
         return _per_holder("max", lambda m, scale: f"max_over_time({m}{within})" + (f" * {scale}" if scale != 1 else ""))
 
-    def seen(self, uuids: list[str]) -> str:
+    def seen(self, gpus: str | None) -> str:
         """Steps with a sample, per holder of the given GPUs."""
-        return _per_holder("sum", lambda m, scale: f"count_over_time({self.sample(_on(m, uuids))}{self.span})")
+        return _per_holder("sum", lambda m, scale: f"count_over_time({self.sample(_on(m, gpus))}{self.span})")
 
-    def share(self, below: float, uuids: list[str]) -> str:
+    def share(self, below: float, gpus: str | None) -> str:
         """Per holder of the given GPUs, the sum over its idle steps of 1 / (holders of the same device at that step):
         the fraction of the physical GPU a time-slice held. It aggregates at every step, so it is asked only for
         GPUs that had several holders in the window."""
-        util = per_step(self.grid, self.offset, uuids)
+        util = per_step(self.grid, self.offset, gpus)
         return f"sum_over_time(((({util}) < {below:g}) * 0 + on ({DEVICE}) group_left () (1 / count by ({DEVICE}) ({util}))){self.span})"
 
 
-def _on(metric: str, uuids: list[str] | None) -> str:
-    """`metric` limited to the given GPUs (a regex of literal UUIDs, which Prometheus matches as a set)."""
-    return f'{metric}{{UUID=~"{"|".join(_literal(u) for u in sorted(uuids))}"}}' if uuids else metric
+# Longer GPU lists query every GPU instead: the result is the same (holders outside the list are dropped). Servers
+# that take the query in the URL (Google's) keep it under common URL limits; a form body can hold thousands of GPUs.
+MAX_SELECTOR = {"GET": 6000, "POST": 1 << 20}
+
+
+def gpu_regex(uuids: list[str], limit: int) -> str | None:
+    """A regex matching exactly these GPUs (literal UUIDs, which Prometheus matches as a set), or None when too long."""
+    regex = "|".join(_literal(u) for u in sorted(uuids))
+    return regex if regex and len(regex) <= limit else None
+
+
+def _on(metric: str, gpus: str | None) -> str:
+    return f'{metric}{{UUID=~"{gpus}"}}' if gpus else metric
 
 
 def _literal(text: str) -> str:
@@ -333,8 +343,9 @@ def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1) -> list
             per_device[_device(h.labels)] = per_device.get(_device(h.labels), 0) + 1
         shared = sorted({h.labels.get("UUID", "") for h in holders.values()
                          if h.idle >= least and per_device[_device(h.labels)] > 1})
-        add(_ask_all(prom, [("seen", p.seen(listed), p.at) for p in pieces]
-                     + [("share", p.share(below, shared), p.at) for p in pieces if shared]))
+        limit = MAX_SELECTOR.get(prom.method, MAX_SELECTOR["GET"])
+        add(_ask_all(prom, [("seen", p.seen(gpu_regex(listed, limit)), p.at) for p in pieces]
+                     + [("share", p.share(below, gpu_regex(shared, limit)), p.at) for p in pieces if shared]))
         for h in holders.values():  # a holder of a shared GPU with no idle step in a piece has no share there
             if h.share is None and h.labels.get("UUID", "") in shared:
                 h.share = 0.0

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import ssl
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -244,13 +245,16 @@ def gcp_signer() -> Signer:
         raise ReportError(Problem("--prometheus-auth", f"gcp: no Application Default Credentials: {_first_line(exc)}"), 2) from None
     transport = Request(urllib3.PoolManager(timeout=urllib3.Timeout(total=60)))
 
+    lock = threading.Lock()  # the report asks several queries at once; one token serves them all
+
     def sign(method: str, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
-        if not credentials.valid:
-            try:
-                credentials.refresh(transport)
-            except exceptions.GoogleAuthError as exc:
-                raise ReportError(Problem("--prometheus-auth", f"gcp: cannot get an access token: {_first_line(exc)}"), 1) from None
-        return {"Authorization": f"Bearer {credentials.token}"}
+        with lock:
+            if not credentials.valid:
+                try:
+                    credentials.refresh(transport)
+                except exceptions.GoogleAuthError as exc:
+                    raise ReportError(Problem("--prometheus-auth", f"gcp: cannot get an access token: {_first_line(exc)}"), 1) from None
+            return {"Authorization": f"Bearer {credentials.token}"}
 
     return sign
 
@@ -268,15 +272,17 @@ def azure_signer() -> Signer:
     logging.getLogger("azure").propagate = False
     credential = DefaultAzureCredential()
     cached: list = []
+    lock = threading.Lock()  # the report asks several queries at once; one token serves them all
 
     def sign(method: str, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
-        if not cached or cached[0].expires_on - 60 < time.time():
-            try:
-                cached[:] = [credential.get_token(AZURE_SCOPE)]
-            except ClientAuthenticationError as exc:
-                raise ReportError(Problem("--prometheus-auth", f"azure: cannot get a token for {AZURE_SCOPE}: "
-                                                               f"{_first_line(exc.message or exc)}"), 1) from None
-        return {"Authorization": f"Bearer {cached[0].token}"}
+        with lock:
+            if not cached or cached[0].expires_on - 60 < time.time():
+                try:
+                    cached[:] = [credential.get_token(AZURE_SCOPE)]
+                except ClientAuthenticationError as exc:
+                    raise ReportError(Problem("--prometheus-auth", f"azure: cannot get a token for {AZURE_SCOPE}: "
+                                                                   f"{_first_line(exc.message or exc)}"), 1) from None
+            return {"Authorization": f"Bearer {cached[0].token}"}
 
     return sign
 

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 import pytest
 from typer.testing import CliRunner
@@ -24,11 +25,11 @@ class Answers:
 
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's naming
-        asked = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        asked = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())["query"][0]
         time.sleep(Answers.delay)
-        # The scrape-interval probe gets no series (the report then steps by the minute); every other query the answer.
-        body = b'{"status": "success", "data": {"resultType": "vector", "result": []}}' \
-            if self.path.endswith("/query") and Answers.status == 200 else Answers.body
+        # The probes (scrape intervals, node pools, vGPU shares) get no series; the report's own queries the answer.
+        probe = "[1h]" in asked or "kube_node_labels" in asked or "pool_vgpus" in asked
+        body = vector([]) if probe and Answers.status == 200 else Answers.body(asked) if callable(Answers.body) else Answers.body
         self.send_response(Answers.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(Answers.declared or len(body)))
@@ -53,26 +54,26 @@ def server():
     httpd.server_close()
 
 
-def matrix(result) -> bytes:
-    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+def vector(result) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
 
 
-NOW = int(time.time())  # samples inside the report's window: it ignores what lies before
-GOOD_SERIES = {"metric": {"Hostname": "n1", "UUID": "GPU-1", "gpu": "0", "modelName": "NVIDIA L4", "namespace": "ml", "pod": "p"},
-               "values": [[NOW - 120, "0.5"], [NOW - 60, "1"]]}
+NOW = int(time.time())
+LABELS = {"Hostname": "n1", "UUID": "GPU-1", "gpu": "0", "modelName": "NVIDIA L4", "namespace": "ml", "pod": "p"}
+GOOD = {"metric": LABELS, "value": [NOW, "2"]}
 
 
 @pytest.mark.parametrize("body, expected", [
-    (matrix([{**GOOD_SERIES, "metric": ["Hostname", "n1"]}]), "result[0].metric: expected a mapping of label names to strings"),
-    (matrix([{**GOOD_SERIES, "metric": {"Hostname": 7}}]), "result[0].metric: expected a mapping"),
-    (matrix([{**GOOD_SERIES, "values": [[1700000000]]}]), "result[0].values[0]: expected [time, \"value\"]"),
-    (matrix([{**GOOD_SERIES, "values": [[1700000000, 0.5]]}]), "result[0].values[0]: expected [time, \"value\"]"),
-    (matrix([{**GOOD_SERIES, "values": [[1700000000, "idle"]]}]), "result[0].values[0]: 'idle' is not a number"),
-    (matrix([{**GOOD_SERIES, "values": {"a": 1}}]), "result[0].values: expected a list"),
-    (matrix(["series"]), "result[0]: expected a series object"),
-    (matrix({"a": 1}), "result: expected a list of series"),
-    (json.dumps({"status": "success", "data": ["matrix"]}).encode(), "expected a matrix"),
-    (json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode(), "answered with 'vector', expected a matrix"),
+    (vector([{**GOOD, "metric": ["Hostname", "n1"]}]), "result[0].metric: expected a mapping of label names to strings"),
+    (vector([{**GOOD, "metric": {"Hostname": 7}}]), "result[0].metric: expected a mapping"),
+    (vector([{**GOOD, "value": [1700000000]}]), "result[0].value: expected [time, \"value\"]"),
+    (vector([{**GOOD, "value": [1700000000, 0.5]}]), "result[0].value: expected [time, \"value\"]"),
+    (vector([{**GOOD, "value": [1700000000, "idle"]}]), "result[0].value: 'idle' is not a number"),
+    (vector([{**GOOD, "value": {"a": 1}}]), "result[0].value: expected [time, \"value\"]"),
+    (vector(["series"]), "result[0]: expected a series object"),
+    (vector({"a": 1}), "result: expected a list of series"),
+    (json.dumps({"status": "success", "data": ["vector"]}).encode(), "expected a vector"),
+    (json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode(), "answered with 'matrix', expected a vector"),
     (json.dumps({"status": "error", "errorType": "bad_data", "error": ["x"] * 1000}).encode(), "bad_data"),
     (b'{"status": "success", "data": ' + b"[" * 5000, "nested more than"),
     (b"<html>proxy error</html>", "did not answer like a Prometheus API"),
@@ -88,33 +89,35 @@ def test_malformed_answers_are_one_line_exit_1(server, body, expected):
 
 
 def test_truncated_body_is_one_line_exit_1(server):
-    Answers.body, Answers.declared = matrix([GOOD_SERIES])[:40], 4000
+    Answers.body, Answers.declared = vector([GOOD])[:40], 4000
     result = runner.invoke(app, ["idle", "--prometheus", server])
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: prometheus: ") and "broken answer" in line
 
 
+def counted(asked: str) -> bytes:
+    """What Prometheus would count for one L4 held by `ml/p`: 90 idle one-minute steps of 100 seen, peak 3 %."""
+    if "< 5" in asked:
+        return vector([{**GOOD, "value": [NOW, "90"]}])
+    if asked.startswith("(max by"):
+        return vector([{**GOOD, "value": [NOW, "3"]}])
+    return vector([{**GOOD, "value": [NOW, "100"]}])
+
+
 def test_a_well_formed_answer_still_reports(server):
-    Answers.body, Answers.declared = matrix([GOOD_SERIES]), None
+    Answers.body, Answers.declared = counted, None
     result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
     assert result.exit_code == 0, result.stderr
     (row,) = json.loads(result.stdout)["idle"]
-    assert row["namespace"] == "ml" and row["max_utilization"] == 1 and row["hours_idle"] == pytest.approx(2 / 60, abs=1e-4)
-
-
-def test_nan_samples_do_not_prove_idleness(server):
-    Answers.body, Answers.declared = matrix([{**GOOD_SERIES, "values": [[NOW - 120, "NaN"], [NOW - 60, "0"]]}]), None
-    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--whole-window"])
-    assert result.exit_code == 0 and json.loads(result.stdout)["idle"] == []
-    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
-    (row,) = json.loads(result.stdout)["idle"]  # only the step that reported 0 is idle
-    assert row["hours_idle"] == pytest.approx(1 / 60, abs=1e-4) and row["hours_seen"] == pytest.approx(2 / 60, abs=1e-4)
+    assert (row["namespace"], row["max_utilization"], row["unit"]) == ("ml", 3, "gpu")
+    assert row["hours_idle"] == pytest.approx(1.5) and row["hours_seen"] == pytest.approx(100 / 60, abs=1e-4)
+    assert json.loads(runner.invoke(app, ["idle", "--prometheus", server, "--json", "--whole-window"]).stdout)["idle"] == []
 
 
 def test_a_slow_server_is_called_slow_not_unreachable(server):
     """No answer within --timeout: the message says the server was slow (it is reachable), exit 1."""
-    Answers.body, Answers.declared, Answers.delay = matrix([GOOD_SERIES]), None, 5
+    Answers.body, Answers.declared, Answers.delay = vector([GOOD]), None, 5
     try:
         result = runner.invoke(app, ["idle", "--prometheus", server, "--timeout", "1s"])
     finally:

@@ -6,6 +6,7 @@ before it starts, ending a minute before now, so the report's range query sees i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -74,6 +75,7 @@ def history():
         (gpu_series(NODE_A, 3, A10G, ("team-f", "gappy")), util, lambda h: None if 5 <= h < 7 else 1),  # exporter down for 2 h
         (gpu_series(NODE_A, 4, A10G, ("team-g", "bursty")), util, burst, 15),
         (gpu_series(NODE_A, 5, A10G, ("team-h", "partial")), util, lambda h: 60 if h >= 20 else 2),  # idle for the last 20 h
+        (gpu_series(NODE_A, 7, A10G, ("team-n", "no-data")), util, lambda h: "NaN" if h < 12 else 1),  # NaN proves nothing
         (gpu_series(NODE_B, 0, A100, ("team-b", "trainer")), util, lambda h: 90),
         (gpu_series(NODE_B, 1, A100, ("team-b", "stuck")), util, lambda h: 50 if 9.9 < h < 10.1 else 1),  # one burst
         (gpu_series(NODE_B, 2, A100, ("team-c", "eval")), util, lambda h: 3 if h < 6 else None),  # last 6 h only
@@ -184,6 +186,7 @@ EXPECT = {
     ("team-f", "gappy"): (22, 1, "A10G", NODE_A, "infer", "gpu"),  # two hours without metrics are not idle hours
     ("team-a", "slow-scrape"): (24, 1, "A10G", NODE_A, "infer", "gpu"),
     ("team-h", "partial"): (20, 1, "A10G", NODE_A, "infer", "gpu"),  # busy until 20 h ago, idle since
+    ("team-n", "no-data"): (12, 1, "A10G", NODE_A, "infer", "gpu"),  # seen for 24 h, but the last 12 h said NaN
     ("team-b", "stuck"): (24 - 11 / 60, 1, "A100-80GB", NODE_B, "train", "gpu"),  # eleven busy minutes
     ("team-c", "eval"): (6, 1, "A100-80GB", NODE_B, "train", "gpu"),
     ("team-d", "mig-pod"): (24, 1 / 2, "A100-80GB", NODE_B, "train", "mig"),  # 3g.40gb: two per A100 80GB
@@ -192,8 +195,8 @@ EXPECT = {
     **{("team-s", f"slice-{i}"): (24, 1 / 3, "L4", NODE_E, "slice", "time-slice") for i in range(3)},
     **{("team-v", f"vgpu-{i}"): (24, 1 / 4, "A10G", NODE_F, "vgpu", "vgpu") for i in range(2)},  # a quarter each, not a half
 }
-WHOLE_WINDOW = {holder for holder in EXPECT if holder not in {("team-h", "partial"), ("team-b", "stuck")}}
-GPUS_SEEN = 7 + 4 + 1 + 1 + 1 + 1  # physical GPUs on nodes A, B, C (T4), D (MIG), E (time-sliced), F (vGPU)
+WHOLE_WINDOW = {holder for holder in EXPECT if holder not in {("team-h", "partial"), ("team-b", "stuck"), ("team-n", "no-data")}}
+GPUS_SEEN = 8 + 4 + 1 + 1 + 1 + 1  # physical GPUs on nodes A, B, C (T4), D (MIG), E (time-sliced), F (vGPU)
 
 
 def exact_report(url: str, end: int, **options):
@@ -217,6 +220,8 @@ def test_rows_physical_totals_and_dollars_exact(prometheus, end, whole_window):
         assert row.gpu_hours_idle == pytest.approx(hours * share, abs=0.005), holder
         assert row.wasted_usd == pytest.approx(hours * share * PRICES[gpu], abs=0.005), holder
     assert report.gpus_seen == GPUS_SEEN
+    if not whole_window:  # NaN samples count as seen, not as idle
+        assert rows[("team-n", "no-data")].hours_seen == pytest.approx(24, abs=0.005)
     assert report.gpus_idle == pytest.approx(sum(e[1] for e in expect.values()), abs=0.01)
     assert report.gpu_hours_idle == pytest.approx(sum(e[0] * e[1] for e in expect.values()), abs=0.01)
     assert report.total_wasted == pytest.approx(sum(e[0] * e[1] * PRICES[e[2]] for e in expect.values()), abs=0.02)
@@ -224,6 +229,44 @@ def test_rows_physical_totals_and_dollars_exact(prometheus, end, whole_window):
     assert sum(rows[("team-m", f"mig-{i}")].gpu_hours_idle for i in range(6)) == pytest.approx(24 * 6 / 7, abs=0.01)
     assert sum(rows[("team-s", f"slice-{i}")].gpu_hours_idle for i in range(3)) == pytest.approx(24, abs=0.01)
     assert sum(rows[("team-v", f"vgpu-{i}")].gpu_hours_idle for i in range(2)) == pytest.approx(12, abs=0.01)
+
+
+def rows_of(report) -> dict:
+    return {(g.namespace, g.pod): (g.hours_idle, g.hours_seen, g.share, g.gpu_hours_idle, g.unit, g.max_utilization) for g in report.idle}
+
+
+def test_pieces_add_up_to_the_whole_window(prometheus, end, monkeypatch):
+    """A window cut into pieces (as long windows are, to stay within Prometheus' limits) gives the same report."""
+    import gpupools.idle as idle
+
+    whole = rows_of(exact_report(prometheus, end, min_idle=0))
+    monkeypatch.setattr(idle, "CHUNK_STEPS", 97)  # 1,440 steps in 15 pieces, the last one short
+    assert len(idle.Steps(end + 30, 60, 1440).chunks()) == 15
+    assert rows_of(exact_report(prometheus, end, min_idle=0)) == whole
+
+
+def test_gap_filling_only_changes_gpus_scraped_slower_than_the_step(prometheus, end, monkeypatch):
+    """Filling steps without a sample of their own is needed here (one GPU is scraped every 5 minutes, the step is
+    one minute) and costs time, so it is used only then; without it every other holder counts the same."""
+    import gpupools.idle as idle
+
+    filled = rows_of(exact_report(prometheus, end, min_idle=0))
+    choose = idle.grid_for
+    monkeypatch.setattr(idle, "grid_for", lambda *args: dataclasses.replace(choose(*args), fill=False))
+    unfilled = rows_of(exact_report(prometheus, end, min_idle=0))
+    slow = ("team-a", "slow-scrape")
+    assert filled[slow][0] == pytest.approx(24, abs=0.005) and unfilled[slow][0] == pytest.approx(24 / 5, abs=0.02)
+    assert {h: r for h, r in filled.items() if h != slow} == {h: r for h, r in unfilled.items() if h != slow}
+
+
+def test_grid_fills_only_for_slower_scrapes():
+    from gpupools.idle import grid_for
+
+    assert grid_for(86400, 0, fastest=60, slowest=60) == grid_for(86400, 0, 60, 59)  # one missed scrape is no slower interval
+    assert not grid_for(86400, 0, 60, 59).fill and grid_for(86400, 0, 60, 12).fill  # a GPU scraped every 5 minutes
+    assert grid_for(86400, 0, 240, 12).step == 60 and grid_for(86400, 0, 12, 12).step == 300 and not grid_for(86400, 0, 12, 12).fill
+    assert grid_for(7 * 86400, 0, 240, 240).step == 420  # a week: 1,440 steps of 7 minutes
+    assert grid_for(86400, 0, None, None).fill  # nothing scraped within the hour: no claim about intervals
 
 
 def test_bursts_between_evaluation_instants_count(prometheus, end):
