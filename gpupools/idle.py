@@ -23,7 +23,7 @@ from .catalog import load_catalog
 from .errors import Problem
 from .promapi import Prometheus, ReportError, parse_url  # noqa: F401 - parse_url, ReportError: the CLI's
 from .prices import gpu_list_prices
-from .promql import HOLDER_LABELS, VGPU_SHARES, node_pool
+from .promql import DEVICE, HOLDER_LABELS, IDLE_BELOW, IDLE_STEP, STEP_SECONDS, STEP_UTIL, VGPU_SHARES, node_pool, threshold
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
 _DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
@@ -112,6 +112,8 @@ class Report:
     min_idle_seconds: int  # holders idle for less are not listed; the whole window when `whole_window`
     whole_window: bool
     gpus_seen: int  # physical GPUs that reported metrics
+    step_seconds: int = 60  # how finely idleness is judged
+    counted_from: str = "raw samples"  # or "recorded idle steps", when the stack's rules cover the window
     idle: list[IdleGpu] = field(default_factory=list)
     # namespace -> [(timestamp, average utilization)], for the plot
     by_namespace: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
@@ -132,7 +134,8 @@ class Report:
 
     def as_json(self) -> dict:
         return {"window_seconds": self.window_seconds, "below": self.below, "min_idle_seconds": self.min_idle_seconds,
-                "whole_window": self.whole_window, "gpus_seen": self.gpus_seen, "gpus_idle": self.gpus_idle,
+                "whole_window": self.whole_window, "step_seconds": self.step_seconds, "counted_from": self.counted_from,
+                "gpus_seen": self.gpus_seen, "gpus_idle": self.gpus_idle,
                 "gpu_hours_idle": self.gpu_hours_idle, "wasted_usd": self.total_wasted, "idle": [g.as_json() for g in self.idle]}
 
 
@@ -143,7 +146,6 @@ def step_for(window: int) -> int:
 UNALLOCATED = "(unallocated)"
 HOLDER = ", ".join(HOLDER_LABELS)
 LOOKBACK = 300  # Prometheus' default lookback: a series scraped at least this often counts as present throughout
-DEVICE = "Hostname, UUID, GPU_I_ID"  # one physical GPU, or one MIG instance of it: what time-slicing pods share
 # Steps per query: a day at one-minute steps is one query; longer windows are cut so that no query holds more than
 # this many steps of every holder (Prometheus' 11,000-point limit is for range queries, but its sample limit counts
 # a subquery's steps too: 8,192 holders x 1,440 steps is 11.8 million of the default 50 million).
@@ -283,6 +285,45 @@ def _literal(text: str) -> str:
     return regex.replace("\\", "\\\\").replace('"', '\\"')
 
 
+@dataclass(frozen=True)
+class RecordedPiece:
+    """The same questions as `Piece`, answered from the stack's recorded idle steps (`rules.idle_step_rules`): plain
+    range functions over one sample per holder and step, no subquery, so about as fast as one pass over the data."""
+
+    grid: Steps
+    below: float
+
+    @property
+    def at(self) -> float:
+        return self.grid.end
+
+    def _series(self, name: str, gpus: str | None = None) -> str:
+        matchers = f'{IDLE_BELOW}="{threshold(self.below)}"' + (f',UUID=~"{gpus}"' if gpus else "")
+        # A millisecond short of the piece: an evaluation exactly at its start belongs to the piece before, whether the
+        # server's ranges include their first instant (Prometheus 2) or not (Prometheus 3).
+        return f"{name}{{{matchers}}}[{self.grid.count * self.grid.step * 1000 - 1}ms]"
+
+    def idle(self, below: float) -> str:
+        return f"sum by ({HOLDER}) (count_over_time({self._series(IDLE_STEP)}))"
+
+    def peak(self) -> str:
+        return f"max by ({HOLDER}) (max_over_time({self._series(STEP_UTIL)}))"
+
+    def seen(self, gpus: str | None) -> str:
+        return f"sum by ({HOLDER}) (count_over_time({self._series(STEP_UTIL, gpus)}))"
+
+    def share(self, below: float, gpus: str | None) -> str:
+        return f"sum by ({HOLDER}) (sum_over_time({self._series(IDLE_STEP, gpus)}))"
+
+
+def recorded_throughout(prom: Prometheus, end: float, window: int, below: float) -> bool:
+    """Whether this Prometheus recorded idle steps at this threshold both at the window's start and now, so the
+    recorded series cover the window (rules installed an hour ago cannot answer for the last day)."""
+    recorded = f'{STEP_UTIL}{{{IDLE_BELOW}="{threshold(below)}"}}'
+    first = f"count(count_over_time({recorded}[{LOOKBACK}s] offset {window - LOOKBACK}s))"
+    return bool(prom.query(f"{first} and count(count_over_time({recorded}[{LOOKBACK}s]))", end))
+
+
 @dataclass
 class Holder:
     """What Prometheus counted for one holder over the window (summed over the window's pieces)."""
@@ -311,7 +352,7 @@ def _ask_all(prom: Prometheus, asks: list[tuple[str, str, float]]) -> list[tuple
         return list(pool.map(lambda ask: (ask[0], prom.query(ask[1], ask[2])), asks))
 
 
-def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1) -> list[Holder]:
+def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorded: bool = False) -> list[Holder]:
     """What Prometheus counts per holder, piece by piece, concurrently; only numbers travel, not steps.
 
     First every holder's idle steps and peak (which also names every GPU seen); then, only for holders idle at least
@@ -320,7 +361,7 @@ def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1) -> list
     makes a subquery slow; that is exact as long as one holder is not reported by two series at the same time (a
     holder whose exporter restarted is two series one after the other, and counts right).
     """
-    pieces = [Piece(g) for g in grid.chunks()]
+    pieces = [RecordedPiece(g, below) if recorded else Piece(g) for g in grid.chunks()]
     holders: dict[tuple, Holder] = {}
 
     def add(answers: list[tuple[str, list[dict]]]) -> None:
@@ -364,7 +405,7 @@ def build_report(holders: list[Holder], grid: Steps, window: int, below: float, 
     catalog = load_catalog()
     prices = gpu_list_prices(None, catalog)
     vgpus, pools, step = vgpus or {}, pools or {}, grid.step
-    report = Report(window_seconds=window, below=below, min_idle_seconds=min_idle, whole_window=whole_window,
+    report = Report(window_seconds=window, below=below, min_idle_seconds=min_idle, whole_window=whole_window, step_seconds=step,
                     gpus_seen=len({(h.labels.get("Hostname"), h.labels.get("UUID")) for h in holders}))
     for h in holders:
         m = h.labels
@@ -445,13 +486,16 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
 
     prom = Prometheus(prom) if isinstance(prom, str) else prom
     end = time.time() if now is None else now
-    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        fastest, slowest, vgpus, pools = pool.map(lambda ask: ask(), [
+    with ThreadPoolExecutor(max_workers=PARALLEL + 1) as pool:
+        recorded, fastest, slowest, vgpus, pools = pool.map(lambda ask: ask(), [
+            lambda: recorded_throughout(prom, end, window, below),
             lambda: max((s["value"] for s in prom.query(FASTEST, end)), default=None),
             lambda: min((s["value"] for s in prom.query(SLOWEST, end)), default=None),
             lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window)])
-    grid = grid_for(window, end, fastest, slowest)
-    report = build_report(collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step))), grid, window, below, min_idle, whole_window, vgpus, pools)
+    grid = Steps(end, STEP_SECONDS, window // STEP_SECONDS) if recorded else grid_for(window, end, fastest, slowest)
+    holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)), recorded)
+    report = build_report(holders, grid, window, below, min_idle, whole_window, vgpus, pools)
+    report.counted_from = "recorded idle steps" if recorded else "raw samples"
     if plot and report.gpus_seen:
         report.by_namespace = namespace_series(prom, grid)
     return report

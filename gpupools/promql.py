@@ -59,6 +59,36 @@ def utilization(step: int | None = None) -> str:
 
 
 UTILIZATION = utilization()
+
+# Idle steps, recorded: a group evaluated every STEP_SECONDS records each holder's highest sample since the previous
+# evaluation, so every scraped sample is seen once and `gpupools idle` counts idle minutes with plain range functions
+# over these series instead of a subquery over raw samples.
+STEP_SECONDS = 60
+STEP_UTIL = "gpupools:gpu_utilization_step_max:percent"
+IDLE_STEP = "gpupools:gpu_idle_step_share:ratio"  # present at idle steps only, valued at the share of the device held
+IDLE_BELOW = "gpupools_idle_below"  # the threshold these series were recorded with, so a report uses only its own
+DEVICE = "Hostname, UUID, GPU_I_ID"  # one physical GPU, or one MIG instance of it: what time-slicing pods share
+
+
+def step_utilization() -> str:
+    """Each holder's highest sample of the last step, or its latest sample when the step had none (a GPU scraped less
+    often than the step); the instant selector's lookback stops at a stale marker, so an exporter gone is a gap."""
+    def sample(metric: str) -> str:
+        return f"max_over_time({metric}[{STEP_SECONDS}s]) or {metric}"
+
+    return f"(max by ({_BY}) ({sample('DCGM_FI_DEV_GPU_UTIL')})) or (max by ({_BY}) ({sample('DCGM_FI_PROF_GR_ENGINE_ACTIVE')}) * 100)"
+
+
+def threshold(below: float) -> str:
+    """How a threshold is written in the IDLE_BELOW label: 5, 2.5."""
+    return f"{below:g}"
+
+
+def idle_step_share(below: float) -> str:
+    """Present for a holder at each step it stayed below `below`, valued at the fraction of its device it held then
+    (time-slicing and MPS give several holders per device)."""
+    recorded = f'{STEP_UTIL}{{{IDLE_BELOW}="{threshold(below)}"}}'
+    return f"({recorded} < {below:g}) * 0 + on ({DEVICE}) group_left () (1 / count by ({DEVICE}) ({recorded}))"
 MEMORY_USED = f"max by ({_BY}) (DCGM_FI_DEV_FB_USED)"
 MEMORY_FREE = f"max by ({_BY}) (DCGM_FI_DEV_FB_FREE)"
 

@@ -15,6 +15,8 @@ from .promql import (
     HAMI_MEMORY_LIMIT,
     HAMI_MEMORY_USED,
     HAMI_UTILIZATION,
+    IDLE_BELOW,
+    IDLE_STEP,
     KSM_GPU_LABEL,
     KSM_NODE_LABELS_ALLOWLIST,
     KSM_POOL_LABEL,
@@ -28,11 +30,16 @@ from .promql import (
     PODS_PER_GPU,
     PRICE,
     SHARE,
+    STEP_SECONDS,
+    STEP_UTIL,
     UTIL,
     UTILIZATION,
     VGPU_SHARES,
     duration,
+    idle_step_share,
     percent,
+    step_utilization,
+    threshold,
     with_pool,
 )
 
@@ -226,12 +233,23 @@ def alert_rules(idle: Idle) -> list[dict]:
     ]
 
 
+def idle_step_rules(idle: Idle) -> dict:
+    """The group `gpupools idle` reads when it is installed: its interval is the step, so each evaluation's
+    `max_over_time(...[step])` sees exactly the samples since the previous one."""
+    below = idle.utilization_below_percent
+    return {"name": "gpupools-gpu-idle-steps", "interval": f"{STEP_SECONDS}s", "rules": [
+        {"record": STEP_UTIL, "expr": step_utilization(), "labels": {IDLE_BELOW: threshold(below)}},
+        {"record": IDLE_STEP, "expr": idle_step_share(below)},
+    ]}
+
+
 def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None) -> list[dict]:
     """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them."""
     groups = [
         {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + mig_rules() + share_rules(shares or {})},
         {"name": "gpupools-gpu-recording", "rules": recording_rules()},
         {"name": "gpupools-gpu-alerts", "rules": alert_rules(idle)},
+        idle_step_rules(idle),
     ]
     if shares:
         groups.append({"name": "gpupools-vgpu-recording", "rules": hami_rules()})

@@ -6,6 +6,7 @@ before it starts, ending a minute before now, so the report's range query sees i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpupools.catalog import load_catalog
@@ -130,20 +132,15 @@ def end() -> int:
     return int(time.time()) // 60 * 60 - 60
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory, end):
-    needs_prometheus()
-    work = tmp_path_factory.mktemp("prometheus")
-    write_openmetrics(work / "history.om", end)
-    data = work / "data"
-    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(work / "history.om"), str(data)],
-                   check=True, capture_output=True, timeout=300)
-    (work / "prometheus.yml").write_text("global:\n  evaluation_interval: 1m\n  scrape_interval: 1m\n")
+@contextlib.contextmanager
+def serving(data: Path, log: Path):
+    """A Prometheus on 127.0.0.1 over `data`, stopped afterwards; yields its URL."""
+    (data.parent / "prometheus.yml").write_text("global:\n  evaluation_interval: 1m\n  scrape_interval: 1m\n")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={data.parent / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
                              f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
-                            stdout=subprocess.DEVNULL, stderr=open(work / "prometheus.log", "w"))
+                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
     try:
         deadline = time.time() + 60
         while True:
@@ -154,7 +151,7 @@ def prometheus(tmp_path_factory, end):
             except OSError:
                 pass
             if proc.poll() is not None or time.time() > deadline:
-                pytest.fail("prometheus did not start: " + (work / "prometheus.log").read_text()[-2000:])
+                pytest.fail("prometheus did not start: " + log.read_text()[-2000:])
             time.sleep(0.3)
         yield url
     finally:
@@ -163,6 +160,54 @@ def prometheus(tmp_path_factory, end):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def history_blocks(work: Path, end: int) -> Path:
+    write_openmetrics(work / "history.om", end)
+    data = work / "data"
+    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(work / "history.om"), str(data)],
+                   check=True, capture_output=True, timeout=300)
+    return data
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory, end):
+    needs_prometheus()
+    work = tmp_path_factory.mktemp("prometheus")
+    with serving(history_blocks(work, end), work / "prometheus.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory, end):
+    """The same history plus the stack's idle-step rules, as if they had run all along, evaluated over the history by
+    `promtool tsdb create-blocks-from rules` through a running server's API.
+
+    promtool evaluates each rule on its own, so a rule cannot read another's output; the second rule is given the
+    first's expression in place of the series it records, which is what a rule group computes when its rules run
+    one after the other at the same instant (the group itself is checked by `promtool test rules` in test_rules.py).
+    """
+    from gpupools.config import Idle
+    from gpupools.promql import IDLE_BELOW, STEP_UTIL
+    from gpupools.rules import idle_step_rules
+
+    needs_prometheus()
+    work = tmp_path_factory.mktemp("recorded")
+    data = history_blocks(work, end)
+    group = idle_step_rules(Idle())
+    step, idle = group["rules"]
+    series = f'{STEP_UTIL}{{{IDLE_BELOW}="5"}}'
+    assert series in idle["expr"]
+    inlined = {**idle, "expr": idle["expr"].replace(series, f"({step['expr']})"), "labels": step["labels"]}
+    (work / "rules.yml").write_text(yaml.safe_dump({"groups": [{**group, "rules": [step, inlined]}]}))
+    with serving(data, work / "backfill.log") as url:
+        subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "rules", f"--url={url}", f"--start={end - (HOURS - 1) * 3600}",
+                        f"--end={end + 30}", f"--output-dir={work / 'blocks'}", "--quiet", str(work / "rules.yml")],
+                       check=True, capture_output=True, timeout=600)
+    for block in (work / "blocks").iterdir():
+        shutil.move(str(block), data / block.name)
+    with serving(data, work / "prometheus.log") as url:
+        yield url
 
 
 def lowest_price_per_gpu(gpu: str) -> float:
@@ -267,6 +312,46 @@ def test_grid_fills_only_for_slower_scrapes():
     assert grid_for(86400, 0, 240, 12).step == 60 and grid_for(86400, 0, 12, 12).step == 300 and not grid_for(86400, 0, 12, 12).fill
     assert grid_for(7 * 86400, 0, 240, 240).step == 420  # a week: 1,440 steps of 7 minutes
     assert grid_for(86400, 0, None, None).fill  # nothing scraped within the hour: no claim about intervals
+
+
+def test_recorded_idle_steps_give_the_same_report(recorded, end):
+    """Where the stack's idle-step rules ran over the whole window the report reads them (no subquery) and says so;
+    rows, shares and dollars equal those counted from raw samples on the same server.
+
+    Asked at a rule evaluation, both count the same samples; between evaluations the recorded steps lag by up to a
+    step. One difference is by design: a rule sees a GPU through its latest sample for up to five minutes, which a
+    live Prometheus cuts at the stale marker a failed scrape (or a rule's vanished output) leaves; backfilled
+    history has no stale markers, so there the exporter gap starts a few minutes later.
+    """
+    from gpupools.idle import idle_report
+    from gpupools.promapi import Prometheus
+    from gpupools.promql import STEP_UTIL
+
+    (last,) = Prometheus(recorded).query(f"max(timestamp({STEP_UTIL}))", end + 30)
+    report = idle_report(recorded, 24 * 3600, 5.0, now=last["value"])
+    assert report.counted_from == "recorded idle steps" and report.step_seconds == 60
+    with pytest.MonkeyPatch.context() as patch:  # the same server, counted from raw samples
+        patch.setattr("gpupools.idle.recorded_throughout", lambda *args: False)
+        raw_report = idle_report(recorded, 24 * 3600, 5.0, now=last["value"])
+    assert raw_report.counted_from == "raw samples"
+    rows, raw = rows_of(report), rows_of(raw_report)
+    gappy = ("team-f", "gappy")
+    assert raw[gappy][0] == pytest.approx(22, abs=0.005) and 22 < rows[gappy][0] <= 22 + 10 / 60
+    assert set(rows) == set(raw) and len(rows) > 20
+    for holder, row in raw.items():
+        if holder != gappy:
+            pairs = list(zip(rows[holder], row))
+            assert all(a == b if isinstance(b, str) else a == pytest.approx(b, abs=1e-3) for a, b in pairs), (holder, rows[holder], row)
+    assert report.gpus_seen == raw_report.gpus_seen == GPUS_SEEN
+    others = lambda r: sum(g.exact_usd or 0 for g in r.idle if g.pod != "gappy")  # noqa: E731
+    assert others(report) == pytest.approx(others(raw_report), abs=0.01)
+
+
+def test_recorded_steps_are_used_only_where_they_cover_the_window(recorded, end):
+    from gpupools.idle import idle_report
+
+    assert idle_report(recorded, 48 * 3600, 5.0, now=end + 30).counted_from == "raw samples"  # recorded for 25 h only
+    assert idle_report(recorded, 24 * 3600, 2.5, now=end + 30).counted_from == "raw samples"  # recorded at 5 %, not 2.5 %
 
 
 def test_bursts_between_evaluation_instants_count(prometheus, end):
@@ -478,3 +563,5 @@ def test_bad_input_and_unreachable(args, field, code):
     assert result.exit_code == code
     assert result.stderr.startswith(f"error: {field}: ")
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+

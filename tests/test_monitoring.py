@@ -53,7 +53,8 @@ def test_install_with_operator(cloud):
     assert "dcgm-exporter" not in rel  # the operator brings its own
     rule = p.get(RULE, "prometheusrule-gpupools-monitoring-gpupools-gpu")
     assert rule.inputs["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    assert {g["name"] for g in rule.inputs["spec"]["groups"]} == {"gpupools-gpu-prices", "gpupools-gpu-recording", "gpupools-gpu-alerts"}
+    assert {g["name"] for g in rule.inputs["spec"]["groups"]} == {"gpupools-gpu-prices", "gpupools-gpu-recording", "gpupools-gpu-alerts",
+                                                                  "gpupools-gpu-idle-steps"}
     assert all(r.parent == "gpu-monitoring" for r in p.resources if r.parent_type == MONITORING.split(":")[-1])
     assert len(p.of_type(MONITORING)) == 1
 
@@ -143,7 +144,7 @@ def test_render_writes_the_rules_file_and_dashboards():
     config = stack_config("gcp")
     files = rendered_files(validate_stack(config), plan(config))
     doc = yaml.safe_load(files["prometheus/gpupools-gpu.rules.yaml"])
-    assert [g["name"] for g in doc["groups"]] == ["gpupools-gpu-prices", "gpupools-gpu-recording", "gpupools-gpu-alerts"]
+    assert [g["name"] for g in doc["groups"]] == ["gpupools-gpu-prices", "gpupools-gpu-recording", "gpupools-gpu-alerts", "gpupools-gpu-idle-steps"]
     assert json.loads(files["grafana/gpupools-fleet.json"])["title"].startswith("GPU fleet overview")
     assert "dcgm-exporter.values.yaml" in files
 
