@@ -2,14 +2,16 @@
 
 A synthetic fleet (8 H100s per node, every GPU held by a pod, a third of them idle, one sample per GPU every
 5 minutes over 25 hours) is backfilled with `promtool tsdb create-blocks-from openmetrics` into a Prometheus
-started on 127.0.0.1. The floor is the single instant query that reads every sample of the window once,
-`max_over_time(DCGM_FI_DEV_GPU_UTIL[24h])` grouped by holder; the report is `idle_report` over the same 24 hours
-(every query it sends: the per-step maxima, node pools, vGPU shares). Both are timed three times; medians are
-compared. Run:
+started on 127.0.0.1, together with the idle steps the stack's rule group records once a minute (the same values
+the rules compute from those samples). The floor is the single instant query that reads every sample of the
+window once, `max_over_time(DCGM_FI_DEV_GPU_UTIL[24h])` grouped by holder. The report is `idle_report` over the
+same 24 hours, every query it sends included, counted both ways: from the recorded idle steps (what a stack with
+gpupools' rules gets) and from raw samples (`--raw`, any Prometheus). Each is timed three times; medians are
+compared, and both ways must list the same rows. Run:
 
     python benchmarks/idle_scale.py                 # 1,024 GPUs
     python benchmarks/idle_scale.py --gpus 1024 8192
-    python benchmarks/idle_scale.py --scrape 300 30  # also a fleet scraped every 30 s
+    python benchmarks/idle_scale.py --scrape 300 60  # also a fleet scraped every minute
     python benchmarks/idle_scale.py --json
 
 Needs `prometheus` and `promtool` (Debian/Ubuntu: apt-get install prometheus). Targets: at most 3x the floor and
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpupools.idle import idle_report  # noqa: E402
+from gpupools.promql import IDLE_BELOW, IDLE_STEP, IDLE_STEPS_RAN, STEP_SECONDS, STEP_UTIL  # noqa: E402
 
 MODEL = "NVIDIA H100 80GB HBM3"
 SCRAPE = 300
@@ -42,17 +45,46 @@ HOURS = 25
 FLOOR = "max by (Hostname, UUID, namespace, pod) (max_over_time(DCGM_FI_DEV_GPU_UTIL[24h]))"
 
 
+def utilization(g: int, k: int) -> int:
+    """GPU g's k-th sample: a third of the GPUs idle at 1 %, the rest busy between 20 and 89 %."""
+    return 1 if g % 3 == 0 else 20 + (g * 7 + k * 13) % 70
+
+
 def write_fleet(path: Path, gpus: int, end: int, scrape: int = SCRAPE) -> None:
     times = [end - i * scrape for i in range(HOURS * 3600 // scrape, -1, -1)]
+    # The rule group runs every minute, 20 s after the scrapes: each evaluation records the highest sample since the
+    # last one, or the latest sample when a slower scrape brought none; the idle series only where it is below 5 %.
+    steps = [end - i * STEP_SECONDS + 20 for i in range((HOURS * 3600 - scrape) // STEP_SECONDS, -1, -1)]
+    # OpenMetrics wants each family's samples together: one file per family, joined at the end.
+    names = ("DCGM_FI_DEV_GPU_UTIL", STEP_UTIL, IDLE_STEP)
+    parts = {name: path.with_suffix(f".{i}") for i, name in enumerate(names)}
+    families: dict[str, list[str]] = {name: [] for name in names}
+    files = {name: part.open("w") for name, part in parts.items()}
     with path.open("w") as out:
-        out.write("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
         for g in range(gpus):
             node, index = f"node-{g // 8:05d}", g % 8
-            labels = (f'gpu="{index}",UUID="GPU-{g:08x}-{g % 65536:04x}-4{g % 4096:03x}-8{g % 4096:03x}-{g * 2654435761 % 2**48:012x}",modelName="{MODEL}",Hostname="{node}",namespace="team-{g % 16}",'
-                      f'pod="job-{g}",container="main",instance="10.0.{g // 2048}.{g // 8 % 256}:9400",job="nvidia-dcgm-exporter"')
+            holder = (f'gpu="{index}",UUID="GPU-{g:08x}-{g % 65536:04x}-4{g % 4096:03x}-8{g % 4096:03x}-{g * 2654435761 % 2**48:012x}",'
+                      f'modelName="{MODEL}",Hostname="{node}",namespace="team-{g % 16}",pod="job-{g}",container="main"')
+            raw = f'{holder},instance="10.0.{g // 2048}.{g // 8 % 256}:9400",job="nvidia-dcgm-exporter"'
             for k, t in enumerate(times):
-                value = 1 if g % 3 == 0 else 20 + (g * 7 + k * 13) % 70
-                out.write(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {value} {t}\n")
+                families["DCGM_FI_DEV_GPU_UTIL"].append(f"DCGM_FI_DEV_GPU_UTIL{{{raw}}} {utilization(g, k)} {t}")
+            recorded = f'{holder},{IDLE_BELOW}="5"'
+            for t in steps:
+                value = utilization(g, (t - times[0]) // scrape)  # the latest sample at or before t
+                families[STEP_UTIL].append(f"{STEP_UTIL}{{{recorded}}} {value} {t}")
+                if value < 5:
+                    families[IDLE_STEP].append(f"{IDLE_STEP}{{{recorded}}} 1 {t}")
+            if g % 512 == 511 or g == gpus - 1:  # in batches, so memory stays flat at 8,192 GPUs
+                for name, lines in families.items():
+                    files[name].write("".join(line + "\n" for line in lines))
+                    lines.clear()
+        for name in names:
+            files[name].close()
+            out.write(f"# TYPE {name} gauge\n")
+            with parts[name].open() as part:
+                shutil.copyfileobj(part, out)
+            parts[name].unlink()
+        out.write(f"# TYPE {IDLE_STEPS_RAN} gauge\n" + "".join(f'{IDLE_STEPS_RAN}{{{IDLE_BELOW}="5"}} 1 {t}\n' for t in steps))
         out.write("# TYPE kube_node_labels gauge\n")
         for n in range((gpus + 7) // 8):
             for t in times[::max(1, 300 // scrape)]:
@@ -107,15 +139,21 @@ def measure(gpus: int, prometheus: str, promtool: str, scrape: int = SCRAPE) -> 
                     time.sleep(0.2)
             at = end + 30
             holders = instant(url, FLOOR, at)  # also warms the head and caches, for both
-            report = idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600)
-            assert holders == gpus and report.gpus_seen == gpus, (holders, report.gpus_seen)
+            recorded = idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600)
+            raw = idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600, raw=True)
+            assert holders == gpus and recorded.gpus_seen == raw.gpus_seen == gpus, (holders, recorded.gpus_seen, raw.gpus_seen)
+            assert recorded.counted_from == "recorded idle steps" and raw.counted_from == "raw samples"
+            rows = [{(g.pod, round(g.hours_idle, 2), g.gpu_hours_idle) for g in r.idle} for r in (recorded, raw)]
+            assert rows[0] == rows[1] and len(rows[0]) == len(range(0, gpus, 3)), "both ways must list the same idle GPUs"
             floor = median_seconds(lambda: instant(url, FLOOR, at))
-            full = median_seconds(lambda: idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600))
+            from_rules = median_seconds(lambda: idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600))
+            from_raw = median_seconds(lambda: idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600, raw=True))
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    return {"gpus": gpus, "scrape_s": scrape, "idle_rows": len(report.idle), "floor_s": round(floor, 3), "report_s": round(full, 3),
-            "ratio": round(full / floor, 1)}
+    return {"gpus": gpus, "scrape_s": scrape, "idle_rows": len(recorded.idle), "floor_s": round(floor, 3),
+            "recorded_s": round(from_rules, 3), "recorded_ratio": round(from_rules / floor, 1),
+            "raw_s": round(from_raw, 3), "raw_ratio": round(from_raw / floor, 1)}
 
 
 def main() -> None:
@@ -124,6 +162,8 @@ def main() -> None:
     parser.add_argument("--scrape", type=int, nargs="+", default=[SCRAPE], help="scrape intervals in seconds (default 300)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if any(s < STEP_SECONDS or s % STEP_SECONDS for s in args.scrape):
+        parser.error(f"--scrape: whole minutes only (the recorded steps are written for one sample per step at most)")
     prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
     if not (prometheus and promtool):
         sys.exit("prometheus and promtool are needed (Debian/Ubuntu: apt-get install prometheus)")
@@ -131,9 +171,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'GPUS':>6}  {'SCRAPE':>6}  {'IDLE ROWS':>9}  {'FLOOR (s)':>9}  {'REPORT (s)':>10}  {'RATIO':>6}")
+    print(f"{'GPUS':>6}  {'SCRAPE':>6}  {'IDLE ROWS':>9}  {'FLOOR (s)':>9}  {'RECORDED (s)':>12}  {'RATIO':>6}  {'RAW (s)':>8}  {'RATIO':>6}")
     for r in rows:
-        print(f"{r['gpus']:>6}  {r['scrape_s']:>5}s  {r['idle_rows']:>9}  {r['floor_s']:>9.3f}  {r['report_s']:>10.3f}  {r['ratio']:>5.1f}x")
+        print(f"{r['gpus']:>6}  {r['scrape_s']:>5}s  {r['idle_rows']:>9}  {r['floor_s']:>9.3f}  {r['recorded_s']:>12.3f}  "
+              f"{r['recorded_ratio']:>5.1f}x  {r['raw_s']:>8.3f}  {r['raw_ratio']:>5.1f}x")
 
 
 if __name__ == "__main__":

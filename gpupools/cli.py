@@ -205,6 +205,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
          below: str = typer.Option("5", "--below", help="A step is idle when utilization stayed below this percentage"),
          min_idle: str = typer.Option("1h", "--min-idle", help="List holders idle at least this long within the window (0: any idle step)"),
          whole_window: bool = typer.Option(False, "--whole-window", help="List only holders idle at every step they were seen"),
+         raw: bool = typer.Option(False, "--raw", help="Count from raw samples even where gpupools' recorded idle steps cover the window"),
          timeout: str = typer.Option("2m", "--timeout", help="How long one Prometheus query may take (sent to Prometheus too)"),
          by: Optional[str] = typer.Option(None, "--by", help="team, or team=NAME[,NAME]: totals per team (needs --stack or --config)"),
          stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
@@ -239,7 +240,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
             fail(Problem("--plot", PLOT_HINT))
         prom = connect(url, parse_timeout(timeout), AuthOptions(auth, aws_region, token_file, tenant, ca_file, tenant_header))
         report = idle_report(prom, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
-                             plot=plot is not None)
+                             plot=plot is not None, raw=raw)
     except ReportError as exc:
         fail(exc.problem, exc.code)
     totals = by_team(report, teams, chosen) if chosen is not None else None

@@ -23,7 +23,7 @@ from .catalog import load_catalog
 from .errors import Problem
 from .promapi import Prometheus, ReportError, parse_url  # noqa: F401 - parse_url, ReportError: the CLI's
 from .prices import gpu_list_prices
-from .promql import DEVICE, HOLDER_LABELS, IDLE_BELOW, IDLE_STEP, STEP_SECONDS, STEP_UTIL, VGPU_SHARES, node_pool, threshold
+from .promql import DEVICE, HOLDER_LABELS, IDLE_BELOW, IDLE_STEP, IDLE_STEPS_RAN, STEP_SECONDS, STEP_UTIL, VGPU_SHARES, node_pool, threshold
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
 _DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
@@ -318,10 +318,10 @@ class RecordedPiece:
 
 def recorded_throughout(prom: Prometheus, end: float, window: int, below: float) -> bool:
     """Whether this Prometheus recorded idle steps at this threshold both at the window's start and now, so the
-    recorded series cover the window (rules installed an hour ago cannot answer for the last day)."""
-    recorded = f'{STEP_UTIL}{{{IDLE_BELOW}="{threshold(below)}"}}'
-    first = f"count(count_over_time({recorded}[{LOOKBACK}s] offset {window - LOOKBACK}s))"
-    return bool(prom.query(f"{first} and count(count_over_time({recorded}[{LOOKBACK}s]))", end))
+    recorded series cover the window (rules installed an hour ago cannot answer for the last day). One series
+    answers: the group's own count of its evaluations."""
+    ran = f'{IDLE_STEPS_RAN}{{{IDLE_BELOW}="{threshold(below)}"}}'
+    return bool(prom.query(f"count_over_time({ran}[{LOOKBACK}s] offset {window - LOOKBACK}s) and count_over_time({ran}[{LOOKBACK}s])", end))
 
 
 @dataclass
@@ -352,16 +352,30 @@ def _ask_all(prom: Prometheus, asks: list[tuple[str, str, float]]) -> list[tuple
         return list(pool.map(lambda ask: (ask[0], prom.query(ask[1], ask[2])), asks))
 
 
-def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorded: bool = False) -> list[Holder]:
+def pieces_of(grid: Steps, below: float, recorded: bool) -> list[Piece | RecordedPiece]:
+    return [RecordedPiece(g, below) if recorded else Piece(g) for g in grid.chunks()]
+
+
+def first_questions(pieces: list, below: float) -> list[tuple[str, str, float]]:
+    """What can be asked before any answer: every holder's idle steps, and (from raw samples) its peak, which also
+    names every GPU seen; from recorded steps, the shares instead, as cheap as the idle steps they sum over."""
+    recorded = isinstance(pieces[0], RecordedPiece)
+    return [(name, expr, p.at) for p in pieces
+            for name, expr in (("idle", p.idle(below)), ("share", p.share(below, None)) if recorded else ("peak", p.peak()))]
+
+
+def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorded: bool = False,
+            first: list[tuple[str, list[dict]]] | None = None, raw_peaks: bool = False) -> list[Holder]:
     """What Prometheus counts per holder, piece by piece, concurrently; only numbers travel, not steps.
 
-    First every holder's idle steps and peak (which also names every GPU seen); then, only for holders idle at least
-    `least` steps (the ones the report lists), the steps they were seen and, where several holders shared a device,
-    their shares. Series are counted one by one and summed per holder at the end, since per-step aggregation is what
-    makes a subquery slow; that is exact as long as one holder is not reported by two series at the same time (a
-    holder whose exporter restarted is two series one after the other, and counts right).
+    First every holder's idle steps (`first`, when already asked); then, for holders idle at least `least` steps
+    (the ones the report lists), the steps they were seen, every holder's peak, and the shares of devices several
+    holders shared. From raw samples, series are counted one by one and summed per holder at the end, since per-step
+    aggregation is what makes a subquery slow; that is exact as long as one holder is not reported by two series at
+    the same time (a holder whose exporter restarted is two series one after the other, and counts right).
+    `raw_peaks`: read peaks from raw samples, when those are sparser than the recorded steps.
     """
-    pieces = [RecordedPiece(g, below) if recorded else Piece(g) for g in grid.chunks()]
+    pieces = pieces_of(grid, below, recorded)
     holders: dict[tuple, Holder] = {}
 
     def add(answers: list[tuple[str, list[dict]]]) -> None:
@@ -376,20 +390,23 @@ def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorde
                 else:
                     setattr(holder, name, min(getattr(holder, name) + round(value), grid.count))
 
-    add(_ask_all(prom, [(name, expr, p.at) for p in pieces for name, expr in (("idle", p.idle(below)), ("peak", p.peak()))]))
+    add(first if first is not None else _ask_all(prom, first_questions(pieces, below)))
     listed = sorted({h.labels.get("UUID", "") for h in holders.values() if h.idle >= least})
-    if listed:
+    limit = MAX_SELECTOR.get(prom.method, MAX_SELECTOR["GET"])
+    then = [("seen", p.seen(gpu_regex(listed, limit)), p.at) for p in pieces] if listed else []
+    if recorded:
+        then += [("peak", p.peak(), p.at) for p in (pieces_of(grid, below, False) if raw_peaks else pieces)]
+    elif listed:
         per_device: dict[tuple, int] = {}
         for h in holders.values():
             per_device[_device(h.labels)] = per_device.get(_device(h.labels), 0) + 1
         shared = sorted({h.labels.get("UUID", "") for h in holders.values()
                          if h.idle >= least and per_device[_device(h.labels)] > 1})
-        limit = MAX_SELECTOR.get(prom.method, MAX_SELECTOR["GET"])
-        add(_ask_all(prom, [("seen", p.seen(gpu_regex(listed, limit)), p.at) for p in pieces]
-                     + [("share", p.share(below, gpu_regex(shared, limit)), p.at) for p in pieces if shared]))
+        then += [("share", p.share(below, gpu_regex(shared, limit)), p.at) for p in pieces if shared]
         for h in holders.values():  # a holder of a shared GPU with no idle step in a piece has no share there
-            if h.share is None and h.labels.get("UUID", "") in shared:
+            if h.labels.get("UUID", "") in shared:
                 h.share = 0.0
+    add(_ask_all(prom, then))
     return list(holders.values())
 
 
@@ -481,19 +498,32 @@ def grid_for(window: int, end: float, fastest: float | None, slowest: float | No
 
 
 def idle_report(prom: Prometheus | str, window: int, below: float, now: float | None = None, min_idle: int = 0,
-                whole_window: bool = False, plot: bool = False) -> Report:
+                whole_window: bool = False, plot: bool = False, raw: bool = False) -> Report:
+    """The report as of `now`; from the stack's recorded idle steps where they cover the window (fast), else (or
+    with `raw`) from raw samples."""
     from concurrent.futures import ThreadPoolExecutor
 
     prom = Prometheus(prom) if isinstance(prom, str) else prom
     end = time.time() if now is None else now
-    with ThreadPoolExecutor(max_workers=PARALLEL + 1) as pool:
-        recorded, fastest, slowest, vgpus, pools = pool.map(lambda ask: ask(), [
-            lambda: recorded_throughout(prom, end, window, below),
+    recorded_grid = Steps(end, STEP_SECONDS, window // STEP_SECONDS)
+    with ThreadPoolExecutor(max_workers=PARALLEL + 2) as pool:
+        probes = [pool.submit(ask) for ask in (
+            lambda: not raw and recorded_throughout(prom, end, window, below),
             lambda: max((s["value"] for s in prom.query(FASTEST, end)), default=None),
             lambda: min((s["value"] for s in prom.query(SLOWEST, end)), default=None),
-            lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window)])
-    grid = Steps(end, STEP_SECONDS, window // STEP_SECONDS) if recorded else grid_for(window, end, fastest, slowest)
-    holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)), recorded)
+            lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window))]
+        # Asked before knowing whether the steps were recorded: where they were not, the answers are empty and quick.
+        ahead = [] if raw else [(name, pool.submit(prom.query, expr, at))
+                                for name, expr, at in first_questions(pieces_of(recorded_grid, below, True), below)]
+        recorded, fastest, slowest, vgpus, pools = (probe.result() for probe in probes)
+        first = [(name, answer.result()) for name, answer in ahead] if recorded else None
+    if recorded:  # raw samples are the cheaper source of peaks when GPUs are scraped less than once a step
+        grid = recorded_grid
+        holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)), True, first,
+                          raw_peaks=fastest is not None and fastest < 3600 / STEP_SECONDS)
+    else:
+        grid = grid_for(window, end, fastest, slowest)
+        holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)))
     report = build_report(holders, grid, window, below, min_idle, whole_window, vgpus, pools)
     report.counted_from = "recorded idle steps" if recorded else "raw samples"
     if plot and report.gpus_seen:

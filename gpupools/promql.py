@@ -67,6 +67,9 @@ STEP_SECONDS = 60
 STEP_UTIL = "gpupools:gpu_utilization_step_max:percent"
 IDLE_STEP = "gpupools:gpu_idle_step_share:ratio"  # present at idle steps only, valued at the share of the device held
 IDLE_BELOW = "gpupools_idle_below"  # the threshold these series were recorded with, so a report uses only its own
+# One series per evaluation of the group: whether (and since when) the steps were recorded, asked of one series
+# rather than of every GPU's.
+IDLE_STEPS_RAN = "gpupools:gpu_idle_steps_recorded:count"
 DEVICE = "Hostname, UUID, GPU_I_ID"  # one physical GPU, or one MIG instance of it: what time-slicing pods share
 
 

@@ -17,6 +17,7 @@ from .promql import (
     HAMI_UTILIZATION,
     IDLE_BELOW,
     IDLE_STEP,
+    IDLE_STEPS_RAN,
     KSM_GPU_LABEL,
     KSM_NODE_LABELS_ALLOWLIST,
     KSM_POOL_LABEL,
@@ -240,6 +241,7 @@ def idle_step_rules(idle: Idle) -> dict:
     return {"name": "gpupools-gpu-idle-steps", "interval": f"{STEP_SECONDS}s", "rules": [
         {"record": STEP_UTIL, "expr": step_utilization(), "labels": {IDLE_BELOW: threshold(below)}},
         {"record": IDLE_STEP, "expr": idle_step_share(below)},
+        {"record": IDLE_STEPS_RAN, "expr": "vector(1)", "labels": {IDLE_BELOW: threshold(below)}},
     ]}
 
 

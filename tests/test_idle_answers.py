@@ -27,8 +27,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's naming
         asked = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())["query"][0]
         time.sleep(Answers.delay)
-        # The probes (scrape intervals, node pools, vGPU shares) get no series; the report's own queries the answer.
-        probe = "[1h]" in asked or "kube_node_labels" in asked or "pool_vgpus" in asked
+        # The probes (scrape intervals, node pools, vGPU shares, recorded steps) get no series; the report's own queries the answer.
+        probe = any(text in asked for text in ("[1h]", "kube_node_labels", "pool_vgpus", "gpu_idle_steps_recorded"))
         body = vector([]) if probe and Answers.status == 200 else Answers.body(asked) if callable(Answers.body) else Answers.body
         self.send_response(Answers.status)
         self.send_header("Content-Type", "application/json")

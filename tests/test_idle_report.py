@@ -195,11 +195,11 @@ def recorded(tmp_path_factory, end):
     work = tmp_path_factory.mktemp("recorded")
     data = history_blocks(work, end)
     group = idle_step_rules(Idle())
-    step, idle = group["rules"]
+    step, idle, ran = group["rules"]
     series = f'{STEP_UTIL}{{{IDLE_BELOW}="5"}}'
     assert series in idle["expr"]
     inlined = {**idle, "expr": idle["expr"].replace(series, f"({step['expr']})"), "labels": step["labels"]}
-    (work / "rules.yml").write_text(yaml.safe_dump({"groups": [{**group, "rules": [step, inlined]}]}))
+    (work / "rules.yml").write_text(yaml.safe_dump({"groups": [{**group, "rules": [step, inlined, ran]}]}))
     with serving(data, work / "backfill.log") as url:
         subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "rules", f"--url={url}", f"--start={end - (HOURS - 1) * 3600}",
                         f"--end={end + 30}", f"--output-dir={work / 'blocks'}", "--quiet", str(work / "rules.yml")],
@@ -330,9 +330,7 @@ def test_recorded_idle_steps_give_the_same_report(recorded, end):
     (last,) = Prometheus(recorded).query(f"max(timestamp({STEP_UTIL}))", end + 30)
     report = idle_report(recorded, 24 * 3600, 5.0, now=last["value"])
     assert report.counted_from == "recorded idle steps" and report.step_seconds == 60
-    with pytest.MonkeyPatch.context() as patch:  # the same server, counted from raw samples
-        patch.setattr("gpupools.idle.recorded_throughout", lambda *args: False)
-        raw_report = idle_report(recorded, 24 * 3600, 5.0, now=last["value"])
+    raw_report = idle_report(recorded, 24 * 3600, 5.0, now=last["value"], raw=True)  # the same server, from raw samples
     assert raw_report.counted_from == "raw samples"
     rows, raw = rows_of(report), rows_of(raw_report)
     gappy = ("team-f", "gappy")
@@ -345,10 +343,22 @@ def test_recorded_idle_steps_give_the_same_report(recorded, end):
     assert report.gpus_seen == raw_report.gpus_seen == GPUS_SEEN
     others = lambda r: sum(g.exact_usd or 0 for g in r.idle if g.pod != "gappy")  # noqa: E731
     assert others(report) == pytest.approx(others(raw_report), abs=0.01)
+    # Peaks read from raw samples (the cheaper source when GPUs are scraped less than once a minute) are the same.
+    from gpupools.idle import Steps, collect
+
+    grid = Steps(last["value"], 60, 1440)
+    peaks = [{tuple(sorted(h.labels.items())): (h.peak, h.idle, h.seen, h.share) for h in collect(Prometheus(recorded), grid, 5.0, 60, True, raw_peaks=raw_peaks)}
+             for raw_peaks in (False, True)]
+    assert len(peaks[0]) == 26, set(peaks[1]) - set(peaks[0])
+    assert peaks[0] == peaks[1]
 
 
 def test_recorded_steps_are_used_only_where_they_cover_the_window(recorded, end):
     from gpupools.idle import idle_report
+
+    doc = json.loads(run("idle", "--prometheus", recorded, "--json").stdout)
+    assert doc["counted_from"] == "recorded idle steps" and doc["step_seconds"] == 60
+    assert json.loads(run("idle", "--prometheus", recorded, "--json", "--raw").stdout)["counted_from"] == "raw samples"
 
     assert idle_report(recorded, 48 * 3600, 5.0, now=end + 30).counted_from == "raw samples"  # recorded for 25 h only
     assert idle_report(recorded, 24 * 3600, 2.5, now=end + 30).counted_from == "raw samples"  # recorded at 5 %, not 2.5 %

@@ -314,3 +314,48 @@ def test_xid_classes():
     for code in APPLICATION_XIDS:
         assert f"== {code}" in application["expr"] and f"== {code}" in hardware["expr"]  # kept out of the critical one
     assert "changes(DCGM_FI_DEV_XID_ERRORS[10m])" in hardware["expr"] and "pod" not in hardware["expr"]
+
+
+@needs_promtool
+def test_idle_steps_see_every_sample_once(tmp_path):
+    """The group `gpupools idle` reads, evaluated as Prometheus does (every minute, rules in order at one instant):
+    a burst between two evaluations counts, a time-sliced GPU is split between its pods, a GPU scraped every 5
+    minutes is held between its samples, an exporter that stopped (stale marker) is a gap, and a MIG instance is
+    judged by its engine ratio."""
+    from gpupools.promql import IDLE_BELOW, IDLE_STEP, STEP_UTIL
+
+    rules = write_rules(tmp_path, Idle(), strip_annotations=True)
+    util, engine = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    slice_a, slice_b, mig = ("team-e", "a"), ("team-e", "b"), ("team-d", "mig")
+    inputs = [  # one value every 15 s
+        {"series": series(util, NODE_A, 0, A10G, ("team-g", "bursty")), "values": " ".join(["0 70 0 0"] * 20)},
+        {"series": series(util, NODE_A, 1, A10G, slice_a), "values": "1x80"},
+        {"series": series(util, NODE_A, 1, A10G, slice_b), "values": "1x80"},
+        {"series": series(util, NODE_A, 2, A10G, ("team-s", "slow")), "values": " ".join(["2 _x19"] * 4)},
+        {"series": series(util, NODE_A, 3, A10G, ("team-f", "stopped")), "values": "1x8 stale"},
+        {"series": series(engine, NODE_B, 2, A100, mig, GPU_I_PROFILE="3g.40gb", GPU_I_ID="1"), "values": "0.01x80"},
+    ]
+
+    def labelled(name: str, node: str, gpu: int, model: str, holder, **extra) -> str:
+        labels = {**alert_labels(node, gpu, model, holder, **extra), IDLE_BELOW: "5"}
+        return name + "{" + _labels(labels) + "}"
+
+    def expect(name: str, at: str, *rows) -> dict:
+        return {"expr": name, "eval_time": at, "exp_samples": [{"labels": labelled(name, *row[:4], **row[5]) if len(row) > 5
+                                                                          else labelled(name, *row[:4]), "value": row[4]} for row in rows]}
+
+    whole = [(NODE_A, 0, A10G, ("team-g", "bursty"), 70), (NODE_A, 1, A10G, slice_a, 1), (NODE_A, 1, A10G, slice_b, 1),
+             (NODE_A, 2, A10G, ("team-s", "slow"), 2)]
+    mig_row = (NODE_B, 2, A100, mig, 1, {"GPU_I_PROFILE": "3g.40gb", "GPU_I_ID": "1"})
+    checks = [
+        expect(STEP_UTIL, "2m", *whole, (NODE_A, 3, A10G, ("team-f", "stopped"), 1), mig_row),
+        expect(STEP_UTIL, "4m", *whole, mig_row),  # the stale marker at 2m15s ends "stopped"
+        expect(STEP_UTIL, "7m", *whole, mig_row),  # "slow" is held between its samples at 5m and 10m
+        expect(IDLE_STEP, "4m", (NODE_A, 1, A10G, slice_a, 0.5), (NODE_A, 1, A10G, slice_b, 0.5), (NODE_A, 2, A10G, ("team-s", "slow"), 1),
+               (NODE_B, 2, A100, mig, 1, {"GPU_I_PROFILE": "3g.40gb", "GPU_I_ID": "1"})),
+    ]
+    test = {"interval": "15s", "input_series": inputs, "promql_expr_test": checks}
+    path = tmp_path / "idle-steps.test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = promtool("test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
