@@ -163,7 +163,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if any(s < STEP_SECONDS or s % STEP_SECONDS for s in args.scrape):
-        parser.error(f"--scrape: whole minutes only (the recorded steps are written for one sample per step at most)")
+        parser.error("--scrape: whole minutes only (the recorded steps are written for one sample per step at most)")
     prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
     if not (prometheus and promtool):
         sys.exit("prometheus and promtool are needed (Debian/Ubuntu: apt-get install prometheus)")

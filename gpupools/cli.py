@@ -223,8 +223,9 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
          ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="PEM bundle of a private CA for an https --prometheus")) -> None:
     """Find GPUs held idle over a window: who holds them, for how long, in physical GPU-hours, and the waste at list price."""
     from .idle import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
-                       parse_timeout, parse_url, parse_window, plot_available)
+                       parse_timeout, parse_window, plot_available)
     from .idle import plot as draw
+    from .promapi import parse_url
     from .promauth import AuthOptions, connect
 
     teams = None

@@ -1,10 +1,11 @@
 """`gpupools idle`: which GPUs sat idle over a window, who held them, and what that cost at list price.
 
-It asks Prometheus (HTTP API, stdlib urllib) for the same per-GPU utilization the recording rules compute, so it
-works against any Prometheus that scrapes dcgm-exporter, with or without gpupools' rules installed. One range
-query gives every GPU holder's highest utilization per step over every scraped sample; a step is idle when that
-stayed below the threshold, and a holder is listed once its idle steps add up to `--min-idle` (or, with
-`--whole-window`, only when every step it was seen was idle).
+It works against any Prometheus that scrapes dcgm-exporter, with or without gpupools' rules installed, and counts
+inside Prometheus, so only a few numbers per GPU holder travel: its idle steps, the steps it was seen, its peak and
+its share of the device. Each step is judged by the highest sample scraped within it; a holder is listed once its
+idle steps add up to `--min-idle` (or, with `--whole-window`, only when every step it was seen was idle). Where the
+stack's rule group has recorded idle steps over the whole window, those are read with plain range functions;
+elsewhere the same judgement runs as a subquery over the raw series.
 
 Counting is in physical GPUs: a MIG instance is its profile's fraction of the GPU, a vGPU its pool's fraction, and
 a time-sliced GPU is split among the pods holding it at each step, so totals add up to GPUs that exist. Waste is
@@ -17,11 +18,10 @@ import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from .catalog import load_catalog
 from .errors import Problem
-from .promapi import Prometheus, ReportError, parse_url  # noqa: F401 - parse_url, ReportError: the CLI's
+from .promapi import Prometheus, ReportError
 from .prices import gpu_list_prices
 from .promql import DEVICE, HOLDER_LABELS, IDLE_BELOW, IDLE_STEP, IDLE_STEPS_RAN, STEP_SECONDS, STEP_UTIL, VGPU_SHARES, node_pool, threshold
 

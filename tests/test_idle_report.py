@@ -290,6 +290,23 @@ def test_pieces_add_up_to_the_whole_window(prometheus, end, monkeypatch):
     assert rows_of(exact_report(prometheus, end, min_idle=0)) == whole
 
 
+def test_gpu_lists_too_long_for_a_request_ask_for_every_gpu(prometheus, end, monkeypatch):
+    """The second round asks only about the listed holders' GPUs; where that list would not fit the request (Google's
+    API takes queries in the URL), it asks about every GPU instead and keeps the same rows."""
+    import gpupools.idle as idle
+
+    listed = rows_of(exact_report(prometheus, end, min_idle=0))
+    asked: list[str] = []
+    ask = idle.Prometheus.query
+    monkeypatch.setattr(idle.Prometheus, "query", lambda self, expr, at: asked.append(expr) or ask(self, expr, at))
+    monkeypatch.setattr(idle, "MAX_SELECTOR", {"GET": 40, "POST": 40})
+    assert rows_of(exact_report(prometheus, end, min_idle=0)) == listed
+    assert asked and not any("UUID=~" in expr for expr in asked)
+    assert idle.gpu_regex(["GPU-1", "GPU-2"], 40) == "GPU-1|GPU-2" and idle.gpu_regex(["GPU-1"] * 10, 40) is None
+    # Regex metacharacters escaped for RE2, then backslashes and quotes escaped for the PromQL string.
+    assert (idle._literal("GPU-a.b"), idle._literal('x"y'), idle._literal("a\\b")) == (r"GPU-a\\.b", r'x\"y', r"a\\\\b")
+
+
 def test_gap_filling_only_changes_gpus_scraped_slower_than_the_step(prometheus, end, monkeypatch):
     """Filling steps without a sample of their own is needed here (one GPU is scraped every 5 minutes, the step is
     one minute) and costs time, so it is used only then; without it every other holder counts the same."""
