@@ -458,9 +458,14 @@ def build_report(holders: list[Holder], grid: Steps, window: int, below: float, 
     return report
 
 
-def namespace_series(prom: Prometheus, grid: Steps) -> dict[str, list[tuple[float, float]]]:
-    """Average utilization per namespace and step, for the plot: one range query, a few series."""
-    result = prom.query_range(f'avg by (namespace) ({per_step(grid, 0)})', grid.end - (grid.count - 1) * grid.step, grid.end, grid.step)
+def namespace_series(prom: Prometheus, grid: Steps, recorded_below: float | None = None) -> dict[str, list[tuple[float, float]]]:
+    """Average utilization per namespace and step, for the plot: one range query, a few series; from the recorded
+    steps (`recorded_below`: their threshold) where the report counted from them."""
+    if recorded_below is None:
+        util = per_step(grid, 0)
+    else:  # the latest recorded step at each instant (a step's length of lookback, so no step is shown twice)
+        util = f'last_over_time({STEP_UTIL}{{{IDLE_BELOW}="{threshold(recorded_below)}"}}[{grid.step}s])'
+    result = prom.query_range(f"avg by (namespace) ({util})", grid.end - (grid.count - 1) * grid.step, grid.end, grid.step)
     return {s["metric"].get("namespace") or UNALLOCATED: s["values"] for s in sorted(result, key=lambda s: s["metric"].get("namespace", ""))}
 
 
@@ -527,7 +532,7 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
     report = build_report(holders, grid, window, below, min_idle, whole_window, vgpus, pools)
     report.counted_from = "recorded idle steps" if recorded else "raw samples"
     if plot and report.gpus_seen:
-        report.by_namespace = namespace_series(prom, grid)
+        report.by_namespace = namespace_series(prom, grid, below if recorded else None)
     return report
 
 

@@ -290,6 +290,17 @@ def test_pieces_add_up_to_the_whole_window(prometheus, end, monkeypatch):
     assert rows_of(exact_report(prometheus, end, min_idle=0)) == whole
 
 
+def test_recorded_pieces_add_up_to_the_whole_window(recorded, end, monkeypatch):
+    """Recorded steps over a long window are read in pieces of a day; cut finer, the report is the same."""
+    import gpupools.idle as idle
+
+    whole = exact_report(recorded, end, min_idle=0)
+    monkeypatch.setattr(idle, "CHUNK_STEPS", 97)
+    pieces = exact_report(recorded, end, min_idle=0)
+    assert whole.counted_from == pieces.counted_from == "recorded idle steps"
+    assert rows_of(pieces) == rows_of(whole) and len(rows_of(whole)) > 20
+
+
 def test_gpu_lists_too_long_for_a_request_ask_for_every_gpu(prometheus, end, monkeypatch):
     """The second round asks only about the listed holders' GPUs; where that list would not fit the request (Google's
     API takes queries in the URL), it asks about every GPU instead and keeps the same rows."""
@@ -518,6 +529,23 @@ def test_by_bad_input(tmp_path, by, says):
     assert len(result.stderr.strip().splitlines()) == 1
     without = run("idle", "--prometheus", "http://127.0.0.1:9", "--by", "team")
     assert without.exit_code == 2 and without.stderr.startswith("error: --by: ") and "--stack" in without.stderr
+
+
+def test_plot_series_from_recorded_steps_match_raw(recorded, end):
+    """Asked at a rule evaluation, the plot's points from recorded steps are those from raw samples."""
+    from gpupools.idle import idle_report
+    from gpupools.promapi import Prometheus
+    from gpupools.promql import STEP_UTIL
+
+    (last,) = Prometheus(recorded).query(f"max(timestamp({STEP_UTIL}))", end + 30)
+    fast = idle_report(recorded, 24 * 3600, 5.0, now=last["value"], plot=True)
+    raw = idle_report(recorded, 24 * 3600, 5.0, now=last["value"], plot=True, raw=True)
+    assert fast.counted_from == "recorded idle steps" and set(fast.by_namespace) == set(raw.by_namespace)
+    gappy = "team-f"  # five minutes longer in backfilled history, as in the report (no stale markers)
+    for ns, points in raw.by_namespace.items():
+        if ns != gappy:
+            assert [t for t, _ in fast.by_namespace[ns]] == pytest.approx([t for t, _ in points], abs=0.01), ns
+            assert [v for _, v in fast.by_namespace[ns]] == pytest.approx([v for _, v in points], abs=1e-6, nan_ok=True), ns
 
 
 def test_plot(prometheus, tmp_path):
