@@ -263,9 +263,10 @@ class Piece:
         return f"sum_over_time(((({util}) < {below:g}) * 0 + on ({DEVICE}) group_left () (1 / count by ({DEVICE}) ({util}))){self.span})"
 
 
-# Longer GPU lists query every GPU instead: the result is the same (holders outside the list are dropped). Servers
-# that take the query in the URL (Google's) keep it under common URL limits; a form body can hold thousands of GPUs.
-MAX_SELECTOR = {"GET": 6000, "POST": 1 << 20}
+# Longer GPU lists query every GPU instead: the result is the same (holders outside the list are dropped). A query
+# repeats the list up to four times; servers that take the query in the URL (Google's) keep it under common URL
+# limits (8 KiB), while a form body can hold thousands of GPUs.
+MAX_SELECTOR = {"GET": 1000, "POST": 1 << 20}
 
 
 def gpu_regex(uuids: list[str], limit: int) -> str | None:
