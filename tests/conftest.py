@@ -160,12 +160,16 @@ def crd_rule_failures(obj, schema: dict, path: str = "") -> list[str]:
     return failures
 
 
-def service_monitor_schema(ref: Path) -> dict:
-    """The pinned Prometheus Operator ServiceMonitor CRD's v1 schema (its YAML uses the `=` value tag)."""
+def prometheus_operator_schema(ref: Path, plural: str) -> dict:
+    """A pinned Prometheus Operator CRD's v1 schema, e.g. `servicemonitors` (its YAML uses the `=` value tag)."""
 
     class Loader(yaml.SafeLoader):
         pass
 
     Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
-    crd = yaml.load((ref / "helm-charts" / "crds" / "crd-servicemonitors.yaml").read_text(), Loader=Loader)
+    crd = yaml.load((ref / "helm-charts" / "crds" / f"crd-{plural}.yaml").read_text(), Loader=Loader)
     return next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1")
+
+
+def service_monitor_schema(ref: Path) -> dict:
+    return prometheus_operator_schema(ref, "servicemonitors")

@@ -140,6 +140,24 @@ def test_idle_config_reaches_the_deployed_alert():
     assert alert["for"] == "2h" and alert["expr"].endswith("< 10")
 
 
+@pytest.mark.parametrize("cloud", ["aws", "azure", "gcp"])
+def test_prometheus_rule_matches_the_pinned_crd(cloud):
+    """The PrometheusRule a stack deploys, per-group intervals and rule labels included, against the pinned CRD."""
+    import jsonschema
+
+    from conftest import needs_reference, prometheus_operator_schema
+
+    # Not checked as a schema: one of its patterns is Go's `(?i)` in a place Python's re refuses; it is not ours.
+    validator = jsonschema.Draft7Validator(prometheus_operator_schema(needs_reference(), "prometheusrules"))
+    p = plan(stack_config(cloud, monitoring={"idle": {"utilizationBelowPercent": 2.5, "forHours": 2}}))
+    rule = p.get(RULE, "prometheusrule-gpupools-monitoring-gpupools-gpu").inputs
+    assert [e.message for e in validator.iter_errors(rule)] == []
+    steps = next(g for g in rule["spec"]["groups"] if g["name"] == "gpupools-gpu-idle-steps")
+    assert steps["interval"] == "60s" and {r["labels"]["gpupools_idle_below"] for r in steps["rules"] if "labels" in r} == {"2.5"}
+    broken = {**rule, "spec": {"groups": [{**steps, "interval": "1 minute"}]}}
+    assert any("does not match" in e.message for e in validator.iter_errors(broken))
+
+
 def test_render_writes_the_rules_file_and_dashboards():
     config = stack_config("gcp")
     files = rendered_files(validate_stack(config), plan(config))
