@@ -285,26 +285,22 @@ def queue_alerts() -> list[dict]:
     in_use = f"sum by (cluster_queue) ({KUEUE_QUOTA_USED}) > 0"
     queue = "ClusterQueue {{ $labels.cluster_queue }} (namespace {{ $labels.namespace }})"
     look = "`kubectl -n {{ $labels.namespace }} get workloads` shows each one's reason."
+    def alert(name: str, expr: str, wait: str, summary: str, why: str) -> dict:
+        return {"alert": name, "expr": expr, "for": wait, "labels": {"severity": "warning"},
+                "annotations": {"summary": summary, "description": f"{queue} has {{{{ $value }}}} workload(s) waiting {why} {look}"}}
+
     return [
-        {"alert": QUEUE_BLOCKED_ALERT,
-         "expr": f"({waiting}) unless on (cluster_queue) ({in_use}) unless on (cluster_queue) ({kueue_admitted(QUEUE_BLOCKED_FOR)})",
-         "for": QUEUE_BLOCKED_FOR,
-         "labels": {"severity": "warning"},
-         "annotations": {
-             "summary": f"A team's GPU workloads have waited {QUEUE_BLOCKED_FOR} while the team uses none of its quota",
-             "description": (queue + " has {{ $value }} workload(s) waiting, has admitted none for " + QUEUE_BLOCKED_FOR
-                             + " and runs nothing on its quota: they cannot fit. They ask for more GPUs than the team's quota "
-                               "and what it may borrow, for a GPU resource or pool the team has no quota on, or the "
-                               "ClusterQueue is inactive. " + look)}},
-        {"alert": QUEUE_WAITING_ALERT,
-         "expr": f"({waiting}) and on (cluster_queue) ({in_use}) unless on (cluster_queue) ({kueue_admitted(QUEUE_WAITING_FOR)})",
-         "for": QUEUE_WAITING_FOR,
-         "labels": {"severity": "warning"},
-         "annotations": {
-             "summary": f"A team's GPU workloads have waited {QUEUE_WAITING_FOR} behind its running work",
-             "description": (queue + " has {{ $value }} workload(s) waiting and has admitted none for " + QUEUE_WAITING_FOR
-                             + ": the team's quota is held by running work and the cohort has none to lend. They start "
-                               "when running work ends; stop idle work, or ask for more quota. " + look)}},
+        alert(QUEUE_BLOCKED_ALERT,
+              f"({waiting}) unless on (cluster_queue) ({in_use}) unless on (cluster_queue) ({kueue_admitted(QUEUE_BLOCKED_FOR)})",
+              QUEUE_BLOCKED_FOR, f"A team's GPU workloads have waited {QUEUE_BLOCKED_FOR} while the team uses none of its quota",
+              f"and has admitted none for {QUEUE_BLOCKED_FOR} while it runs nothing on its quota: they cannot fit. They ask for "
+              "more GPUs than the team's quota and what it may borrow, for a GPU resource or pool the team has no quota on, "
+              "or the ClusterQueue is inactive."),
+        alert(QUEUE_WAITING_ALERT,
+              f"({waiting}) and on (cluster_queue) ({in_use}) unless on (cluster_queue) ({kueue_admitted(QUEUE_WAITING_FOR)})",
+              QUEUE_WAITING_FOR, f"A team's GPU workloads have waited {QUEUE_WAITING_FOR} behind its running work",
+              f"and has admitted none for {QUEUE_WAITING_FOR}: the team's quota is held by running work and the cohort has "
+              "none to lend. They start when running work ends; stop idle work, or ask for more quota."),
     ]
 
 

@@ -63,6 +63,14 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120)
 
 
+def run_promtool_test(tmp_path, rules, test: dict) -> None:
+    """One `promtool test rules` case against `rules`, evaluated every minute as the rules are in Prometheus."""
+    path = tmp_path / "rules.test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = promtool("test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 @needs_promtool
 @pytest.mark.parametrize("idle", [Idle(), Idle(utilization_below_percent=12.5, for_hours=1.5)])
 def test_rules_file_passes_promtool_check(tmp_path, idle):
@@ -281,10 +289,7 @@ def test_dashboard_stats_count_physical_gpus(tmp_path):
         one('sum(gpupools:pool_gpu_utilization:avg{pool="mig"})', (50 + 6 * 1) / 7),  # a slice weighs 1/7, not 1/6 of the pool
         one('sum(gpupools:namespace_gpus_held:sum{namespace="team-m"})', 6 / 7),
     ]}
-    path = tmp_path / "shares.test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
-    result = promtool("test", "rules", str(path))
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_promtool_test(tmp_path, rules, test)
 
 
 @needs_promtool
@@ -301,10 +306,7 @@ def test_idle_alert_survives_an_exporter_restart(tmp_path):
         {"eval_time": "4h1m", "alertname": "GpuAllocatedButIdle",
          "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, holder, "infer"), "severity": "warning"}}]},
     ]}
-    path = tmp_path / "restart.test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
-    result = promtool("test", "rules", str(path))
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_promtool_test(tmp_path, rules, test)
 
 
 def test_xid_classes():
@@ -356,10 +358,7 @@ def test_idle_steps_see_every_sample_once(tmp_path):
                (NODE_B, 2, A100, mig, 1, {"GPU_I_PROFILE": "3g.40gb", "GPU_I_ID": "1"})),
     ]
     test = {"interval": "15s", "input_series": inputs, "promql_expr_test": checks}
-    path = tmp_path / "idle-steps.test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
-    result = promtool("test", "rules", str(path))
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_promtool_test(tmp_path, rules, test)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -419,13 +418,6 @@ def queue_inputs() -> list[dict]:
 
 def queue_alert(queue: str) -> dict:
     return {"exp_labels": {"cluster_queue": queue, "namespace": QUEUES[queue], "severity": "warning"}}
-
-
-def run_promtool_test(tmp_path, rules, test: dict) -> None:
-    path = tmp_path / "queues.test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
-    result = promtool("test", "rules", str(path))
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @needs_promtool
