@@ -1,4 +1,4 @@
-"""Owners told: Alertmanager routes each team's idle-GPU alerts to the channel the stack names for the team.
+"""Owners told: Alertmanager routes each team's idle-GPU and queue alerts to the channel the stack names for the team.
 
 Pure, like `monitoring.py`: the result is the Alertmanager configuration as data, and the receivers' credentials
 as a separate mapping. The configuration never holds a credential: Slack webhooks and the SMTP password are read
@@ -14,6 +14,8 @@ from .config import StackConfig, Team
 RECEIVERS_SECRET = "gpupools-alertmanager-receivers"
 SECRETS_DIR = "/etc/alertmanager/secrets"  # where the chart's Alertmanager mounts `alertmanagerSpec.secrets`
 IDLE_ALERT = "GpuAllocatedButIdle"
+QUEUE_BLOCKED_ALERT = "GpuTeamQueueBlocked"
+QUEUE_WAITING_ALERT = "GpuTeamQueueWaiting"
 NULL_RECEIVER = "null"  # kube-prometheus-stack's default route ends here; alerts nobody claims stay silent
 SMTP_PASSWORD_KEY = "smtp-password"
 
@@ -34,12 +36,18 @@ def alerting_teams(stack: StackConfig) -> list[Team]:
     return [t for t in stack.teams if t.alerts is not None]
 
 
+def team_alert_names(stack: StackConfig) -> list[str]:
+    """The alerts a team can act on itself: its idle GPUs and, on Kueue, its queue."""
+    return [IDLE_ALERT] + ([QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT] if stack.quotas == "kueue" else [])
+
+
 def alertmanager_config(stack: StackConfig) -> dict | None:
-    """Routes and receivers: the idle alert of a team's namespace goes to that team; everything else to the
-    chart's default. None when no team names a channel."""
+    """Routes and receivers: the idle alert of a team's namespace, and with Kueue quotas the alerts on its queue, go
+    to that team; everything else to the chart's default. None when no team names a channel."""
     teams = alerting_teams(stack)
     if not teams:
         return None
+    names = team_alert_names(stack)
     receivers: list[dict] = [{"name": NULL_RECEIVER}]
     routes = []
     for team in teams:
@@ -56,7 +64,7 @@ def alertmanager_config(stack: StackConfig) -> dict | None:
             receiver["email_configs"] = [{"to": ", ".join(alerts.email), "send_resolved": True}]
         receivers.append(receiver)
         routes.append({"receiver": receiver_name(team),
-                       "matchers": [f'alertname="{IDLE_ALERT}"', f'namespace="{team.namespace_name}"'],
+                       "matchers": [f'alertname=~"{"|".join(names)}"', f'namespace="{team.namespace_name}"'],
                        "group_by": ["alertname", "namespace"], "repeat_interval": "12h"})
     config: dict = {"route": {"receiver": NULL_RECEIVER, "group_by": ["alertname", "namespace"], "routes": routes},
                     "receivers": receivers}

@@ -5,7 +5,21 @@ into the ConfigMaps the Grafana sidecar loads and into the files `gpupools rende
 from __future__ import annotations
 
 from .config import Idle
-from .promql import POD_COST, PODS_PER_GPU, SHARE, UTIL, percent
+from .promql import (
+    KUEUE_PENDING_BY_TEAM,
+    KUEUE_QUOTA_BORROWED,
+    KUEUE_QUOTA_NOMINAL,
+    KUEUE_QUOTA_PENDING,
+    KUEUE_QUOTA_USED,
+    KUEUE_TEAM_QUEUE,
+    KUEUE_WAIT_P90,
+    KUEUE_WAIT_WINDOW,
+    POD_COST,
+    PODS_PER_GPU,
+    SHARE,
+    UTIL,
+    percent,
+)
 
 _DS = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -103,6 +117,42 @@ def namespace_dashboard(vgpu: bool = False) -> dict:
                       "Per-namespace GPU usage and hourly cost at list price.")
 
 
-def dashboards(idle: Idle, vgpu: bool = False) -> dict[str, dict]:
-    """File name -> Grafana dashboard JSON model; `vgpu`: the stack has vgpu pools, whose HAMi metrics get panels."""
-    return {"gpupools-fleet.json": fleet_dashboard(idle), "gpupools-namespaces.json": namespace_dashboard(vgpu)}
+def queues_dashboard() -> dict:
+    """Per team queue: what waits, the quota it holds against its share, and how long admission takes. Quota is in
+    the units of each GPU resource (GPUs, MIG slices, vGPUs), so each resource is its own line, never summed."""
+    sel = 'cluster_queue=~"$queue"'
+    panels = [
+        _panel("stat", "Workloads waiting now", [_target(f"sum({KUEUE_PENDING_BY_TEAM}{{{sel}}}) or vector(0)")], 0, 0, 12, 5,
+               description="Pending workloads of the selected teams' queues, active and inadmissible."),
+        _panel("stat", "Longest p90 admission wait", [_target(f"max({KUEUE_WAIT_P90}{{{sel}}})")], 12, 0, 12, 5, unit="s",
+               description=f"The highest 90th percentile among the selected queues, over the last {KUEUE_WAIT_WINDOW}."),
+        _panel("timeseries", "Pending workloads per team: active and inadmissible",
+               [_target(f"{KUEUE_PENDING_BY_TEAM}{{{sel}}}", "{{cluster_queue}} {{status}}")], 0, 5, 12, 8,
+               description="Active: in the queue, tried in turn. Inadmissible: tried and did not fit, waiting until "
+                           "quota frees up in the cohort. A queue that stays inadmissible while its team uses no quota "
+                           "holds work that cannot fit (alert GpuTeamQueueBlocked)."),
+        _panel("timeseries", "GPU quota per team: used, nominal and borrowed",
+               [_target(f"{KUEUE_QUOTA_USED}{{{sel}}}", "{{cluster_queue}} {{resource}} used"),
+                _target(f"{KUEUE_QUOTA_NOMINAL}{{{sel}}}", "{{cluster_queue}} {{resource}} nominal", ref="B"),
+                _target(f"{KUEUE_QUOTA_BORROWED}{{{sel}}}", "{{cluster_queue}} {{resource}} borrowed", ref="C")], 12, 5, 12, 8,
+               description="Quota held by admitted workloads against the team's nominal quota, in units of each GPU "
+                           "resource; borrowed is what it holds above nominal on a pool, lent by other teams."),
+        _panel("timeseries", "GPUs asked for by waiting work", [_target(f"{KUEUE_QUOTA_PENDING}{{{sel}}}", "{{cluster_queue}} {{resource}}")],
+               0, 13, 12, 8, description="The GPU resources pending workloads request, before Kueue picks a pool for them."),
+        _panel("timeseries", f"Admission wait, p90 over {KUEUE_WAIT_WINDOW}", [_target(f"{KUEUE_WAIT_P90}{{{sel}}}", "{{cluster_queue}}")],
+               12, 13, 12, 8, unit="s",
+               description="From creation (or requeue after eviction) to admission, for workloads admitted in the window; "
+                           "empty where none were."),
+    ]
+    queue_var = _query_var("queue", "Team queue", f"label_values({KUEUE_TEAM_QUEUE}, cluster_queue)")
+    return _dashboard("gpupools-queues", "GPU queues (gpupools)", panels, [queue_var],
+                      "Kueue queues per team: pending workloads, GPU quota used against nominal and borrowed, admission wait.")
+
+
+def dashboards(idle: Idle, vgpu: bool = False, queues: bool = False) -> dict[str, dict]:
+    """File name -> Grafana dashboard JSON model; `vgpu`: the stack has vgpu pools, whose HAMi metrics get panels;
+    `queues`: teams queue on Kueue, whose queues get a dashboard."""
+    boards = {"gpupools-fleet.json": fleet_dashboard(idle), "gpupools-namespaces.json": namespace_dashboard(vgpu)}
+    if queues:
+        boards["gpupools-queues.json"] = queues_dashboard()
+    return boards

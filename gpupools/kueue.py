@@ -118,6 +118,14 @@ def cluster_queue(plan: TeamPlan) -> dict:
     }
 
 
+def queue_namespaces(stack: StackConfig) -> dict[str, str]:
+    """Each team's ClusterQueue and its namespace, so alerts on a queue reach the team that owns it; none when the
+    stack's quotas are not Kueue's."""
+    if stack.quotas != "kueue":
+        return {}
+    return {t.name: t.namespace_name for t in stack.teams}
+
+
 def local_queue(plan: TeamPlan) -> dict:
     return {"apiVersion": API_VERSION, "kind": "LocalQueue",
             "metadata": {"name": plan.team.name, "namespace": plan.team.namespace_name, "labels": team_labels(plan.team)},

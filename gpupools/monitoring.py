@@ -13,6 +13,7 @@ import yaml
 from .alerting import RECEIVERS_SECRET, alertmanager_config, receivers_secret
 from .config import StackConfig
 from .dashboards import dashboards
+from .kueue import queue_namespaces
 from .pools import GPU_LABEL, PoolPlan
 from .promql import KSM_NODE_LABELS_ALLOWLIST
 from .rules import rules_file_text, rules_for, vgpu_shares
@@ -166,7 +167,8 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
     if not m.enabled:
         return None
     vgpu = bool(hami_served(plans))
-    out = MonitoringPlan(rules=rules_for(stack), dashboards=dashboards(m.idle, vgpu) if m.grafana else {})
+    queues = bool(queue_namespaces(stack))
+    out = MonitoringPlan(rules=rules_for(stack), dashboards=dashboards(m.idle, vgpu, queues) if m.grafana else {})
     standalone = needs_standalone_exporter(stack)
     out.objects.append(namespace(NAMESPACE, privileged=standalone))
     if standalone and stack.cloud == "gcp":
@@ -201,6 +203,6 @@ def rendered_files(stack: StackConfig) -> dict[str, str]:
     if routes is not None:  # credentials are files the Alertmanager mounts; the text holds none
         files[ALERTMANAGER_FILE] = yaml.safe_dump(routes, sort_keys=False, allow_unicode=True, width=1000)
     if stack.monitoring.grafana:
-        for filename, dashboard in dashboards(stack.monitoring.idle, bool(vgpu_shares(stack))).items():
+        for filename, dashboard in dashboards(stack.monitoring.idle, bool(vgpu_shares(stack)), bool(queue_namespaces(stack))).items():
             files[f"grafana/{filename}"] = json.dumps(dashboard, indent=2, sort_keys=True) + "\n"
     return files

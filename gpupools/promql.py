@@ -128,3 +128,41 @@ def duration(hours: float) -> str:
 
 def percent(value: float) -> str:
     return f"{value:g}"
+
+# Kueue 0.19.2's own series (pkg/metrics/metrics.go), scraped from its controller. ClusterQueue series name the queue
+# in `cluster_queue`; the scrape adds the *controller's* namespace and pod, so a team's namespace comes from the
+# stack's own map of queue to namespace (KUEUE_TEAM_QUEUE), never from the series. The quota and usage series exist only
+# with `metrics.enableClusterQueueResources`, which gpupools sets.
+KUEUE_PENDING = "kueue_pending_workloads"  # gauge, status "active" (in the heap) or "inadmissible" (tried, did not fit)
+KUEUE_ADMITTED = "kueue_admitted_workloads_total"  # counter, per priority_class
+KUEUE_ADMISSION_WAIT = "kueue_admission_wait_time_seconds"  # histogram: created or requeued until admitted
+KUEUE_USAGE = "kueue_cluster_queue_resource_usage"  # per cohort, flavor and resource: what admitted workloads hold
+KUEUE_NOMINAL = "kueue_cluster_queue_nominal_quota"
+KUEUE_RESOURCE_PENDING = "kueue_cluster_queue_resource_pending"  # per resource, before a flavor is chosen
+# Kueue's controllers run on every replica, so with two replicas the follower exports the same gauges again; only
+# the leader (or a single replica, "standalone") admits, and only its series are the queue's.
+KUEUE_LEADER = 'replica_role!="follower"'
+
+KUEUE_TEAM_QUEUE = "gpupools:kueue_team_queue:info"  # one constant series per team: cluster_queue -> namespace
+KUEUE_PENDING_BY_TEAM = "gpupools:kueue_pending_workloads:max"
+KUEUE_QUOTA_USED = "gpupools:kueue_quota_used:sum"
+KUEUE_QUOTA_NOMINAL = "gpupools:kueue_quota_nominal:sum"
+KUEUE_QUOTA_BORROWED = "gpupools:kueue_quota_borrowed:sum"
+KUEUE_QUOTA_PENDING = "gpupools:kueue_quota_pending:sum"
+KUEUE_WAIT_P90 = "gpupools:kueue_admission_wait_seconds:p90"
+KUEUE_WAIT_WINDOW = "30m"  # admissions are sparse; a shorter rate window is mostly empty
+
+
+def kueue(metric: str, by: str) -> str:
+    """One series per `by` from the leader's export, so a second scrape of the same state never counts twice."""
+    return f"max by ({by}) ({metric}{{{KUEUE_LEADER}}})"
+
+
+def to_team(expr: str) -> str:
+    """Keep the queues of the stack's teams, with their namespace: what Alertmanager routes a team's alerts on."""
+    return f"({expr}) * on (cluster_queue) group_left (namespace) {KUEUE_TEAM_QUEUE}"
+
+
+def kueue_admitted(window: str) -> str:
+    """Queues that admitted a workload within `window`."""
+    return f"sum by (cluster_queue) (increase({KUEUE_ADMITTED}{{{KUEUE_LEADER}}}[{window}])) > 0"

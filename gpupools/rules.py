@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import yaml
 
+from .alerting import QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT
 from .catalog import Catalog, load_catalog
 from .config import Idle, StackConfig
+from .kueue import queue_namespaces
 from .prices import Price, gpu_list_prices
 from .promql import (
     GPU_BY,
@@ -21,6 +23,20 @@ from .promql import (
     KSM_GPU_LABEL,
     KSM_NODE_LABELS_ALLOWLIST,
     KSM_POOL_LABEL,
+    KUEUE_ADMISSION_WAIT,
+    KUEUE_LEADER,
+    KUEUE_NOMINAL,
+    KUEUE_PENDING,
+    KUEUE_PENDING_BY_TEAM,
+    KUEUE_QUOTA_BORROWED,
+    KUEUE_QUOTA_NOMINAL,
+    KUEUE_QUOTA_PENDING,
+    KUEUE_QUOTA_USED,
+    KUEUE_RESOURCE_PENDING,
+    KUEUE_TEAM_QUEUE,
+    KUEUE_USAGE,
+    KUEUE_WAIT_P90,
+    KUEUE_WAIT_WINDOW,
     MEM,
     MEM_RATIO,
     MEMORY_FREE,
@@ -38,9 +54,12 @@ from .promql import (
     VGPU_SHARES,
     duration,
     idle_step_share,
+    kueue,
+    kueue_admitted,
     percent,
     step_utilization,
     threshold,
+    to_team,
     with_pool,
 )
 
@@ -56,6 +75,11 @@ XID_NEW_FOR = "10m"
 APPLICATION_XIDS = (13, 31, 43, 45)
 # A gap in the metrics shorter than this (an exporter restart, a missed scrape) does not restart the idle alert's timer.
 IDLE_GAP = "15m"
+# A team's queue that admits nothing: with none of its quota in use, work that fits is admitted within seconds (taking
+# back lent quota by preemption takes minutes), so half an hour means it cannot fit; with its quota busy, waiting is the
+# queue doing its job, worth telling the team only once nothing has moved for an hour.
+QUEUE_BLOCKED_FOR = "30m"
+QUEUE_WAITING_FOR = "1h"
 
 
 def price_rules(prices: dict[str, Price], catalog: Catalog | None = None) -> list[dict]:
@@ -234,6 +258,52 @@ def alert_rules(idle: Idle) -> list[dict]:
     ]
 
 
+def kueue_rules(queues: dict[str, str]) -> list[dict]:
+    """Per team queue, with the team's namespace: pending workloads, GPU quota held by admitted work against the
+    nominal quota and above it (borrowed, per flavor), GPUs that waiting work asks for, and the 90th percentile of
+    the wait for admission."""
+    used, nominal = kueue(KUEUE_USAGE, "cluster_queue, flavor, resource"), kueue(KUEUE_NOMINAL, "cluster_queue, flavor, resource")
+    wait = f"sum by (cluster_queue, le) (rate({KUEUE_ADMISSION_WAIT}_bucket{{{KUEUE_LEADER}}}[{KUEUE_WAIT_WINDOW}]))"
+    return [
+        *({"record": KUEUE_TEAM_QUEUE, "expr": "vector(1)", "labels": {"cluster_queue": queue, "namespace": namespace}}
+          for queue, namespace in sorted(queues.items())),
+        {"record": KUEUE_PENDING_BY_TEAM, "expr": to_team(kueue(KUEUE_PENDING, "cluster_queue, status"))},
+        {"record": KUEUE_QUOTA_USED, "expr": to_team(f"sum by (cluster_queue, resource) ({used})")},
+        {"record": KUEUE_QUOTA_NOMINAL, "expr": to_team(f"sum by (cluster_queue, resource) ({nominal})")},
+        # Borrowing is per flavor: quota unused on one pool does not offset borrowing on another.
+        {"record": KUEUE_QUOTA_BORROWED, "expr": to_team(f"sum by (cluster_queue, resource) (clamp_min({used} - {nominal}, 0))")},
+        {"record": KUEUE_QUOTA_PENDING, "expr": to_team(kueue(KUEUE_RESOURCE_PENDING, "cluster_queue, resource"))},
+        {"record": KUEUE_WAIT_P90, "expr": to_team(f"histogram_quantile(0.9, {wait})")},
+    ]
+
+
+def queue_alerts() -> list[dict]:
+    """Alerts for a team's own queue, carrying its `namespace` so its owners are told. With BestEffortFIFO a workload
+    that did not fit is counted `inadmissible` until something in the cohort changes, whether it waits for quota in
+    use or can never fit, so the status cannot tell the two apart; the team's quota in use can."""
+    waiting = f"sum by (cluster_queue, namespace) ({KUEUE_PENDING_BY_TEAM}) > 0"
+    in_use = f"sum by (cluster_queue) ({KUEUE_QUOTA_USED}) > 0"
+    queue = "ClusterQueue {{ $labels.cluster_queue }} (namespace {{ $labels.namespace }})"
+    look = "`kubectl -n {{ $labels.namespace }} get workloads` shows each one's reason."
+    def alert(name: str, expr: str, wait: str, summary: str, why: str) -> dict:
+        return {"alert": name, "expr": expr, "for": wait, "labels": {"severity": "warning"},
+                "annotations": {"summary": summary, "description": f"{queue} has {{{{ $value }}}} workload(s) waiting {why} {look}"}}
+
+    return [
+        alert(QUEUE_BLOCKED_ALERT,
+              f"({waiting}) unless on (cluster_queue) ({in_use}) unless on (cluster_queue) ({kueue_admitted(QUEUE_BLOCKED_FOR)})",
+              QUEUE_BLOCKED_FOR, f"A team's GPU workloads have waited {QUEUE_BLOCKED_FOR} while the team uses none of its quota",
+              f"and has admitted none for {QUEUE_BLOCKED_FOR} while it runs nothing on its quota: they cannot fit. They ask for "
+              "more GPUs than the team's quota and what it may borrow, for a GPU resource or pool the team has no quota on, "
+              "or the ClusterQueue is inactive."),
+        alert(QUEUE_WAITING_ALERT,
+              f"({waiting}) and on (cluster_queue) ({in_use}) unless on (cluster_queue) ({kueue_admitted(QUEUE_WAITING_FOR)})",
+              QUEUE_WAITING_FOR, f"A team's GPU workloads have waited {QUEUE_WAITING_FOR} behind its running work",
+              f"and has admitted none for {QUEUE_WAITING_FOR}: the team's quota is held by running work and the cohort has "
+              "none to lend. They start when running work ends; stop idle work, or ask for more quota."),
+    ]
+
+
 def idle_step_rules(idle: Idle) -> dict:
     """The group `gpupools idle` reads when it is installed: its interval is the step, so each evaluation's
     `max_over_time(...[step])` sees exactly the samples since the previous one."""
@@ -245,8 +315,10 @@ def idle_step_rules(idle: Idle) -> dict:
     ]}
 
 
-def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None) -> list[dict]:
-    """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them."""
+def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None,
+                queues: dict[str, str] | None = None) -> list[dict]:
+    """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them. `queues`: each team's Kueue
+    ClusterQueue and namespace; the queue rules and alerts come with them."""
     groups = [
         {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + mig_rules() + share_rules(shares or {})},
         {"name": "gpupools-gpu-recording", "rules": recording_rules()},
@@ -255,6 +327,8 @@ def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | N
     ]
     if shares:
         groups.append({"name": "gpupools-vgpu-recording", "rules": hami_rules()})
+    if queues:
+        groups.append({"name": "gpupools-kueue", "rules": kueue_rules(queues) + queue_alerts()})
     return groups
 
 
@@ -263,7 +337,7 @@ def vgpu_shares(stack: StackConfig) -> dict[str, int]:
 
 
 def rules_for(stack: StackConfig) -> list[dict]:
-    return rule_groups(stack.monitoring.idle, gpu_list_prices(stack.cloud), vgpu_shares(stack))
+    return rule_groups(stack.monitoring.idle, gpu_list_prices(stack.cloud), vgpu_shares(stack), queue_namespaces(stack))
 
 
 def rules_file_text(groups: list[dict]) -> str:

@@ -121,7 +121,26 @@ def test_amtool_checks_and_routes(tmp_path):
     assert route("alertname=GpuAllocatedButIdle", "namespace=research", "pod=notebook-1") == "team-research"
     assert route("alertname=GpuAllocatedButIdle", "namespace=search-prod") == "team-search"
     assert route("alertname=GpuAllocatedButIdle", "namespace=quiet") == "null"  # no channel named: the default
-    assert route("alertname=GpuXidError", "namespace=research") == "null"  # only the idle alert goes to owners
+    assert route("alertname=GpuXidError", "namespace=research") == "null"  # only the team's own alerts go to owners
+    # The queue alerts carry the team's namespace (the rules put it there from the stack's teams).
+    assert route("alertname=GpuTeamQueueBlocked", "namespace=search-prod", "cluster_queue=search") == "team-search"
+    assert route("alertname=GpuTeamQueueWaiting", "namespace=research", "cluster_queue=research") == "team-research"
+    assert route("alertname=GpuTeamQueueWaiting", "namespace=quiet", "cluster_queue=quiet") == "null"
+    assert route("alertname=GpuTeamQueueBlocked", "namespace=kueue-system", "cluster_queue=search") == "null"
+
+
+def test_queue_alerts_route_to_teams_only_on_kueue():
+    """Teams on ResourceQuota have no queue, so their routes name only the idle alert; on Kueue the routes name
+    exactly the alerts the rules define for a team's queue."""
+    from gpupools.rules import queue_alerts
+
+    def matchers(**keys) -> set[str]:
+        routes = alerting.alertmanager_config(validate_stack(engine_view({**config(), **keys})))["route"]["routes"]
+        return {m for r in routes for m in r["matchers"] if m.startswith("alertname")}
+
+    names = [alerting.IDLE_ALERT] + [a["alert"] for a in queue_alerts()]
+    assert matchers() == {'alertname=~"' + "|".join(names) + '"'}
+    assert matchers(**{"gpupools:quotas": "resourcequota"}) == {f'alertname=~"{alerting.IDLE_ALERT}"'}
 
 
 def first_error(tmp_path, raw) -> tuple[int, str]:

@@ -77,6 +77,20 @@ def test_grafana_password_is_generated_and_secret():
         assert json.loads(doc)["uid"].startswith("gpupools-")
 
 
+def test_teams_on_kueue_get_the_queue_rules_and_dashboard():
+    """Kueue quotas bring the queue group and the queue dashboard; ResourceQuota teams have no queues to watch."""
+    teams = [{"name": "research", "gpus": 1}]
+    for quotas, has_queues in (("kueue", True), ("resourcequota", False)):
+        p = plan(stack_config("aws", teams=teams, quotas=quotas))
+        boards = {r.inputs["metadata"]["name"] for r in p.of_type(CONFIGMAP) if r.inputs["metadata"]["labels"].get("grafana_dashboard") == "1"}
+        assert ("gpupools-dashboard-queues" in boards) is has_queues, quotas
+        groups = {g["name"] for g in p.get(RULE, "prometheusrule-gpupools-monitoring-gpupools-gpu").inputs["spec"]["groups"]}
+        assert ("gpupools-kueue" in groups) is has_queues, quotas
+    files = rendered_files(validate_stack(stack_config("aws", teams=teams)), plan(stack_config("aws", teams=teams)))
+    assert json.loads(files["grafana/gpupools-queues.json"])["title"] == "GPU queues (gpupools)"
+    assert "gpupools-kueue" in [g["name"] for g in yaml.safe_load(files["prometheus/gpupools-gpu.rules.yaml"])["groups"]]
+
+
 def test_gke_cloud_installer_gets_standalone_exporter():
     p = plan(stack_config("gcp"))
     rel = releases(p)
@@ -209,11 +223,14 @@ def test_every_dcgm_metric_is_a_default_counter():
 
 
 def test_dashboards_only_query_recorded_or_known_series():
-    recorded = {r["record"] for g in rule_groups(Idle(), gpu_list_prices()) for r in g["rules"] if "record" in r}
-    for name, board in dashboards(Idle()).items():
+    groups = rule_groups(Idle(), gpu_list_prices(), {"vgpu": 4}, {"research": "research"})
+    recorded = {r["record"] for g in groups for r in g["rules"] if "record" in r}
+    boards = dashboards(Idle(), vgpu=True, queues=True)
+    assert "gpupools-queues.json" in boards
+    for name, board in boards.items():
         for panel in board["panels"]:
             for target in panel["targets"]:
-                names = set(re.findall(r"\bgpupools:[a-z_:]+", target["expr"]))
+                names = set(re.findall(r"\bgpupools:[a-z0-9_:]+", target["expr"]))
                 assert names and names <= recorded, (name, panel["title"], names - recorded)
         assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
 

@@ -45,8 +45,9 @@ def node_labels(node: str, pool: str, gpu: str) -> str:
     return f'kube_node_labels{{node="{node}",label_gpupools_io_pool="{pool}",label_gpupools_io_gpu="{gpu}",job="kube-state-metrics"}}'
 
 
-def write_rules(tmp_path, idle: Idle, strip_annotations: bool = False, shares: dict[str, int] | None = None):
-    groups = rule_groups(idle, PRICES, shares)
+def write_rules(tmp_path, idle: Idle, strip_annotations: bool = False, shares: dict[str, int] | None = None,
+                queues: dict[str, str] | None = None):
+    groups = rule_groups(idle, PRICES, shares, queues)
     if strip_annotations:
         # promtool compares annotations verbatim; the unit tests check expressions, labels and timing, and
         # `promtool check rules` on the unmodified file checks the annotation templates.
@@ -62,10 +63,18 @@ def promtool(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120)
 
 
+def run_promtool_test(tmp_path, rules, test: dict) -> None:
+    """One `promtool test rules` case against `rules`, evaluated every minute as the rules are in Prometheus."""
+    path = tmp_path / "rules.test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = promtool("test", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 @needs_promtool
 @pytest.mark.parametrize("idle", [Idle(), Idle(utilization_below_percent=12.5, for_hours=1.5)])
 def test_rules_file_passes_promtool_check(tmp_path, idle):
-    result = promtool("check", "rules", str(write_rules(tmp_path, idle)))
+    result = promtool("check", "rules", str(write_rules(tmp_path, idle, queues={"research": "research", "search": "search-prod"})))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
@@ -280,10 +289,7 @@ def test_dashboard_stats_count_physical_gpus(tmp_path):
         one('sum(gpupools:pool_gpu_utilization:avg{pool="mig"})', (50 + 6 * 1) / 7),  # a slice weighs 1/7, not 1/6 of the pool
         one('sum(gpupools:namespace_gpus_held:sum{namespace="team-m"})', 6 / 7),
     ]}
-    path = tmp_path / "shares.test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
-    result = promtool("test", "rules", str(path))
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_promtool_test(tmp_path, rules, test)
 
 
 @needs_promtool
@@ -300,10 +306,7 @@ def test_idle_alert_survives_an_exporter_restart(tmp_path):
         {"eval_time": "4h1m", "alertname": "GpuAllocatedButIdle",
          "exp_alerts": [{"exp_labels": {**alert_labels(NODE_A, 0, A10G, holder, "infer"), "severity": "warning"}}]},
     ]}
-    path = tmp_path / "restart.test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
-    result = promtool("test", "rules", str(path))
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_promtool_test(tmp_path, rules, test)
 
 
 def test_xid_classes():
@@ -355,7 +358,140 @@ def test_idle_steps_see_every_sample_once(tmp_path):
                (NODE_B, 2, A100, mig, 1, {"GPU_I_PROFILE": "3g.40gb", "GPU_I_ID": "1"})),
     ]
     test = {"interval": "15s", "input_series": inputs, "promql_expr_test": checks}
-    path = tmp_path / "idle-steps.test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
-    result = promtool("test", "rules", str(path))
-    assert result.returncode == 0, result.stdout + result.stderr
+    run_promtool_test(tmp_path, rules, test)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Kueue queues
+
+# Team ClusterQueue -> namespace, as the stack gives them.
+QUEUES = {"research": "research", "search": "search-prod", "quiet": "quiet", "moving": "moving", "bursty": "bursty"}
+GPU = "nvidia.com/gpu"
+
+
+def kueue_series(metric: str, follower: bool = False, **labels) -> str:
+    """A Kueue series as Prometheus stores it from the ServiceMonitor: the target's namespace, pod and service are the
+    controller's (kueue-system), and each of the two replicas exports with its `replica_role`."""
+    replica = 1 if follower else 0
+    base = {"namespace": "kueue-system", "pod": f"kueue-controller-manager-{replica}", "service": "kueue-controller-manager-metrics-service",
+            "endpoint": "https", "job": "kueue-controller-manager-metrics-service", "instance": f"10.0.0.{9 + replica}:8443",
+            "replica_role": "follower" if follower else "leader", **labels}
+    return metric + "{" + ",".join(f'{k}="{v}"' for k, v in base.items()) + "}"
+
+
+def queue_inputs() -> list[dict]:
+    """research: two workloads that cannot fit, no quota in use, nothing ever admitted. search: one workload behind
+    running work that holds its quota (4 of 4 on a10g, 3 of 1 on l4: 2 borrowed), its last admission before the
+    window. quiet: nothing waits, though the follower still shows three. moving: waits while admitting every minute.
+    bursty: nothing in use at each scrape, but short workloads keep being admitted. other: not a team's queue."""
+    def pending(queue: str, active: int, inadmissible: int, follower: bool = False) -> list[dict]:
+        return [{"series": kueue_series("kueue_pending_workloads", follower, cluster_queue=queue, status=status), "values": f"{n}x150"}
+                for status, n in (("active", active), ("inadmissible", inadmissible))]
+
+    def quota(queue: str, flavor: str, used: int, nominal: int, follower: bool = False) -> list[dict]:
+        labels = {"cohort": "gpupools", "cluster_queue": queue, "flavor": flavor, "resource": GPU}
+        return [{"series": kueue_series("kueue_cluster_queue_resource_usage", follower, **labels), "values": f"{used}x150"},
+                {"series": kueue_series("kueue_cluster_queue_nominal_quota", follower, **labels), "values": f"{nominal}x150"}]
+
+    def admitted(queue: str, values: str) -> dict:
+        return {"series": kueue_series("kueue_admitted_workloads_total", cluster_queue=queue, priority_class="normal"), "values": values}
+
+    def wait_buckets(follower: bool) -> list[dict]:
+        """The leader admits ten workloads a minute, each after 2.5 to 5 s; the follower's copy, if counted, would
+        put them under 1 s."""
+        per_minute = {"1": 100 if follower else 0, "2.5": 100 if follower else 0, "5": 10, "10": 10, "+Inf": 10}
+        return [{"series": kueue_series("kueue_admission_wait_time_seconds_bucket", follower, cluster_queue="search",
+                                        priority_class="normal", le=le), "values": f"0+{n}x150"} for le, n in per_minute.items()]
+
+    return [
+        *pending("research", 0, 2), *pending("research", 0, 7, follower=True), *quota("research", "a10g", 0, 4),
+        *pending("search", 1, 0), *quota("search", "a10g", 4, 4), *quota("search", "l4", 3, 1), *quota("search", "a10g", 4, 4, follower=True),
+        admitted("search", "3x150"),
+        {"series": kueue_series("kueue_cluster_queue_resource_pending", cluster_queue="search", resource=GPU), "values": "2x150"},
+        *wait_buckets(False), *wait_buckets(True),
+        *pending("quiet", 0, 0), *pending("quiet", 0, 3, follower=True), *quota("quiet", "a10g", 0, 2),
+        *pending("moving", 1, 0), *quota("moving", "a10g", 2, 2), admitted("moving", "0+1x150"),
+        *pending("bursty", 0, 1), *quota("bursty", "a10g", 0, 2), admitted("bursty", "0+1x150"),
+        *pending("other", 0, 5), *quota("other", "a10g", 0, 1),
+    ]
+
+
+def queue_alert(queue: str) -> dict:
+    return {"exp_labels": {"cluster_queue": queue, "namespace": QUEUES[queue], "severity": "warning"}}
+
+
+@needs_promtool
+def test_queue_alerts_fire_for_the_team_and_carry_its_namespace(tmp_path):
+    """A queue that waits with none of its quota in use and admits nothing is blocked after 30 minutes; one that waits
+    behind its own running work and admits nothing waits after an hour. Both carry the team's namespace, not the
+    controller's. A queue that admits, or waits on the follower's word only, or is no team's, stays quiet."""
+    from gpupools.alerting import QUEUE_BLOCKED_ALERT as BLOCKED, QUEUE_WAITING_ALERT as WAITING
+
+    rules = write_rules(tmp_path, Idle(), strip_annotations=True, queues=QUEUES)
+    run_promtool_test(tmp_path, rules, {"interval": "1m", "input_series": queue_inputs(), "alert_rule_test": [
+        {"eval_time": "29m", "alertname": BLOCKED, "exp_alerts": []},
+        {"eval_time": "31m", "alertname": BLOCKED, "exp_alerts": [queue_alert("research")]},
+        {"eval_time": "2h", "alertname": BLOCKED, "exp_alerts": [queue_alert("research")]},
+        {"eval_time": "59m", "alertname": WAITING, "exp_alerts": []},
+        {"eval_time": "61m", "alertname": WAITING, "exp_alerts": [queue_alert("search")]},
+        {"eval_time": "2h", "alertname": WAITING, "exp_alerts": [queue_alert("search")]},
+    ]})
+
+
+@needs_promtool
+def test_queue_recording_rules_count_the_leader_once(tmp_path):
+    """Per team and resource: quota used, nominal and borrowed (per flavor: unused a10g quota does not offset l4
+    borrowing), what waiting work asks for, and the p90 admission wait, none doubled or skewed by the follower."""
+    from gpupools.promql import (KUEUE_PENDING_BY_TEAM, KUEUE_QUOTA_BORROWED, KUEUE_QUOTA_NOMINAL, KUEUE_QUOTA_PENDING,
+                                 KUEUE_QUOTA_USED, KUEUE_WAIT_P90)
+
+    rules = write_rules(tmp_path, Idle(), strip_annotations=True, queues=QUEUES)
+    search = {"cluster_queue": "search", "namespace": "search-prod", "resource": GPU}
+
+    def one(name: str, labels: dict, value: float, at: str = "10m") -> dict:
+        return {"eval_time": at, "expr": f'round({name}{{cluster_queue="{labels["cluster_queue"]}"}}, 0.001)',
+                "exp_samples": [{"labels": "{" + _labels(labels) + "}", "value": value}]}
+
+    run_promtool_test(tmp_path, rules, {"interval": "1m", "input_series": queue_inputs(), "promql_expr_test": [
+        {"eval_time": "10m", "expr": f'{KUEUE_PENDING_BY_TEAM}{{cluster_queue="research"}}',
+         "exp_samples": [{"labels": f'{KUEUE_PENDING_BY_TEAM}{{cluster_queue="research",namespace="research",status="{st}"}}', "value": n}
+                         for st, n in (("active", 0), ("inadmissible", 2))]},
+        {"eval_time": "10m", "expr": f'{KUEUE_PENDING_BY_TEAM}{{cluster_queue="other"}}', "exp_samples": []},
+        one(KUEUE_QUOTA_USED, search, 7), one(KUEUE_QUOTA_NOMINAL, search, 5), one(KUEUE_QUOTA_BORROWED, search, 2),
+        one(KUEUE_QUOTA_PENDING, search, 2),
+        # All admissions fell between 2.5 and 5 s: the 90th percentile interpolates to 2.5 + 0.9 x 2.5.
+        one(KUEUE_WAIT_P90, {"cluster_queue": "search", "namespace": "search-prod"}, 4.75, at="1h"),
+    ]})
+
+
+@needs_promtool
+def test_queue_dashboard_queries_on_kueue_series(tmp_path):
+    """The queue dashboard's stats, with every team selected: the teams' waiting workloads (the other queue's five
+    not among them) and the longest p90 wait."""
+    from gpupools.dashboards import queues_dashboard
+
+    rules = write_rules(tmp_path, Idle(), strip_annotations=True, queues=QUEUES)
+    stats = {p["title"]: p["targets"][0]["expr"].replace('"$queue"', '".*"') for p in queues_dashboard()["panels"] if p["type"] == "stat"}
+    run_promtool_test(tmp_path, rules, {"interval": "1m", "input_series": queue_inputs(), "promql_expr_test": [
+        {"eval_time": "1h", "expr": stats["Workloads waiting now"], "exp_samples": [{"labels": "{}", "value": 2 + 1 + 0 + 1 + 1}]},
+        {"eval_time": "1h", "expr": f'round({stats["Longest p90 admission wait"]}, 0.001)', "exp_samples": [{"labels": "{}", "value": 4.75}]},
+    ]})
+
+
+def test_queue_rules_only_with_kueue_teams():
+    """Kueue's groups come with teams on Kueue quotas; ResourceQuota teams, and stacks without teams, have no queues."""
+    from gpupools.rules import rules_for
+    from gpupools.validate import validate_stack
+
+    from conftest import stack_config
+
+    teams = [{"name": "research", "gpus": 1}, {"name": "search", "namespace": "search-prod", "gpus": 1}]
+
+    def groups(**keys) -> dict:
+        return {g["name"]: g for g in rules_for(validate_stack(stack_config("aws", **keys)))}
+
+    kueue = groups(teams=teams)["gpupools-kueue"]
+    info = [r["labels"] for r in kueue["rules"] if r.get("record") == "gpupools:kueue_team_queue:info"]
+    assert info == [{"cluster_queue": "research", "namespace": "research"}, {"cluster_queue": "search", "namespace": "search-prod"}]
+    assert "gpupools-kueue" not in groups(teams=teams, quotas="resourcequota")
+    assert "gpupools-kueue" not in groups()
