@@ -580,26 +580,11 @@ def test_prometheus_error_is_one_line_exit_1(prometheus, monkeypatch):
 
 def test_no_dcgm_metrics_message(tmp_path):
     needs_prometheus()
-    # A Prometheus with no data at all, on another free port.
-    port = free_port()
-    (tmp_path / "p.yml").write_text("global: {}\n")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'p.yml'}", f"--storage.tsdb.path={tmp_path / 'd'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"{url}/-/ready", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.2)
+    with serving(tmp_path / "d", tmp_path / "prometheus.log") as url:  # a Prometheus with no data at all
         result = run("idle", "--prometheus", url)
         assert result.exit_code == 0
         assert "no DCGM GPU metrics" in result.stdout
         assert json.loads(run("idle", "--prometheus", url, "--json").stdout)["idle"] == []
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 @pytest.mark.parametrize("args, field, code", [
