@@ -36,8 +36,8 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpupools.idle import idle_report  # noqa: E402
-from gpupools.promql import IDLE_BELOW, IDLE_STEP, IDLE_STEPS_RAN, STEP_SECONDS, STEP_UTIL  # noqa: E402
+from gpupools.idle.report import idle_report  # noqa: E402
+from gpupools.monitoring.promql import IDLE_BELOW, IDLE_STEP, IDLE_STEPS_RAN, STEP_SECONDS, STEP_UTIL  # noqa: E402
 
 MODEL = "NVIDIA H100 80GB HBM3"
 SCRAPE = 300

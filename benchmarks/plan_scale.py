@@ -39,8 +39,8 @@ def stack(pools: int) -> dict:
 
 
 def time_plan(pools: int) -> tuple[float, int]:
-    from gpupools.validate import validate_stack
-    from gpupools.plan import run_program
+    from gpupools.validation.stack import validate_stack
+    from gpupools.cli.planrun import run_program
 
     config = stack(pools)
     start = time.perf_counter()
@@ -52,7 +52,7 @@ def time_plan(pools: int) -> tuple[float, int]:
 def time_floor(resources: int) -> float:
     import pulumi
 
-    from gpupools.plan import run_program
+    from gpupools.cli.planrun import run_program
 
     def bare() -> None:
         for i in range(resources):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env
 
-from .config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values, mark_secrets
-from .validate import validate_stack
-from .errors import ConfigError
+from gpupools.stack.config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values, mark_secrets
+from gpupools.validation.stack import validate_stack
+from gpupools.stack.errors import ConfigError
+from gpupools.components.platform import GpuPlatform
 
 
 def stack_config_from_pulumi() -> StackConfig:
@@ -21,8 +22,6 @@ def stack_config_from_pulumi() -> StackConfig:
 
 
 def main() -> None:
-    from gpupools.components.platform import GpuPlatform
-
     stack = stack_config_from_pulumi()
     platform = GpuPlatform("gpupools", stack)
     pulumi.export("clusterName", platform.cluster.name)

@@ -75,8 +75,8 @@ def stack_file(tmp_path):
 
 def plan_of(config: dict, stack: str = "test"):
     """Run the real program under the mock engine, as `gpupools plan` does."""
-    from gpupools.validate import validate_stack
-    from gpupools.plan import run_program
+    from gpupools.validation.stack import validate_stack
+    from gpupools.cli.planrun import run_program
 
     validate_stack(config)  # the CLI validates first; a test stack must be valid too
     return run_program(config, stack)

@@ -11,13 +11,12 @@ import re
 
 from datetime import date
 
-from ..autoscaling import CLUSTER_AUTOSCALER, KARPENTER, NodeTemplate
-from ..catalog import Catalog, Hardware
-from ..config import Cluster, Pool, Sharing
-from ..errors import Problem
-from ..pools import PoolPlan, spell_taint
-from ..providers import AWS_REGION
-from ._common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems
+from gpupools.core.catalog import Catalog, Hardware
+from gpupools.stack.config import Cluster, Pool, Sharing
+from gpupools.stack.errors import Problem
+from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
+from gpupools.stack.providers import AWS_REGION
+from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems
 
 NAME = "aws"
 SERVICE = "EKS"
@@ -155,12 +154,10 @@ def launch_template_args(plan: PoolPlan) -> dict:
 
 
 def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, launch_template_id, launch_template_version, kubernetes_version: str | None,
-                    autoscaler: str = CLUSTER_AUTOSCALER) -> dict:
-    """`autoscaler` karpenter: the group is the pool's fixed floor of `minNodes`, Karpenter adds the rest."""
-    from ..cluster_autoscaler import node_labels
-
+                    labels: dict[str, str], floor: bool = False) -> dict:
+    """`floor`: the group is the pool's fixed floor of `minNodes` (Karpenter adds the rest); otherwise it scales from
+    `minNodes` to `maxNodes`. `labels` are the nodes' labels, as the pool's autoscaler needs them."""
     pool = plan.pool
-    floor = autoscaler == KARPENTER
     scaling = ({"min_size": pool.min_nodes, "max_size": pool.min_nodes, "desired_size": pool.min_nodes} if floor
                else {"min_size": pool.min_nodes, "max_size": pool.max_nodes, "desired_size": pool.min_nodes})
     args = {
@@ -171,7 +168,7 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
         "ami_type": ami_type(pool),
         "capacity_type": "SPOT" if pool.spot else "ON_DEMAND",
         "instance_types": [pool.instance_type],
-        "labels": dict(plan.labels) if floor else node_labels(plan),
+        "labels": dict(labels),
         "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
         "scaling_config": scaling,
         "update_config": {"max_unavailable": 1},
@@ -353,16 +350,8 @@ def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dic
     return zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
 
 
-def node_template(plan: PoolPlan, autoscaler: str) -> NodeTemplate | None:
-    """What Karpenter or cluster-autoscaler believes a new node of the pool offers; None: nobody scales it."""
-    if autoscaler == KARPENTER:
-        from ..karpenter import node_template as karpenter_template
-
-        return karpenter_template(plan)
-    if autoscaler == CLUSTER_AUTOSCALER:
-        from ..cluster_autoscaler import node_template as asg_template
-
-        return asg_template(plan)
+def node_template(plan: PoolPlan) -> NodeTemplate | None:
+    """EKS has no managed autoscaler: Karpenter and cluster-autoscaler picture new nodes themselves."""
     return None
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from ..autoscaling import NodeTemplate
-from ..catalog import Catalog, Hardware
-from ..config import Cluster, Pool, Sharing
-from ..errors import Problem
-from ..pools import PoolPlan, Taint, spell_taint
-from ._common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed
+from gpupools.core.catalog import Catalog, Hardware
+from gpupools.stack.config import Cluster, Pool, Sharing
+from gpupools.stack.errors import Problem
+from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
+from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed
+from gpupools.stack.providers import provider_value
 
 NAME = "azure"
 SERVICE = "AKS"
@@ -137,8 +137,6 @@ def identity_args(cluster: Cluster) -> dict:
 def deployer_principal_type(providers: dict, environ) -> str:
     """Who runs `pulumi up`, as a role assignment must name it (Azure refuses a mismatched principalType): an
     application or managed identity when the provider is given a client ID or told to use MSI, else a user."""
-    from ..providers import provider_value
-
     client_id, _ = provider_value(NAME, "azure-native:clientId", providers, environ)
     msi = str(providers.get("azure-native:useMsi", environ.get("ARM_USE_MSI", ""))).lower() == "true"
     return "ServicePrincipal" if client_id or msi else "User"
@@ -254,7 +252,7 @@ def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dic
             for i, zone in enumerate(pool.zones or []) if zone not in ZONES]
 
 
-def node_template(plan: PoolPlan, autoscaler: str) -> NodeTemplate:
+def node_template(plan: PoolPlan) -> NodeTemplate:
     """The AKS cluster autoscaler builds an empty pool's node from its VM size: `nvidia.com/gpu` is the size's GPU
     count (whatever sharing later makes of it), the labels and taints are the agent pool's, plus AKS's spot taint."""
     labels = {**plan.labels, "kubernetes.azure.com/agentpool": plan.name, "node.kubernetes.io/instance-type": plan.pool.instance_type}

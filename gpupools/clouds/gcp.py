@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 from datetime import date
 
-from ..autoscaling import NodeTemplate
-from ..catalog import Catalog, Hardware, load_catalog, zone_region
-from ..config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
-from ..errors import Problem
-from ..pools import PoolPlan, spell_taint
-from ..sharing import GPU_RESOURCE
-from ._common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
+from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
+from gpupools.stack.config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
+from gpupools.stack.errors import Problem
+from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
+from gpupools.core.sharing import GPU_RESOURCE
+from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
 
 NAME = "gcp"
 SERVICE = "GKE"
@@ -352,7 +351,7 @@ def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dic
                     f"{', '.join(offered) or 'none'}") for i, zone in enumerate(wanted) if zone not in offered]
 
 
-def node_template(plan: PoolPlan, autoscaler: str) -> NodeTemplate:
+def node_template(plan: PoolPlan) -> NodeTemplate:
     """GKE's autoscaler builds an empty pool's node from the pool's config: its labels and taints, and
     `nvidia.com/gpu` from the accelerator count. GKE's own sharing and partitions are part of that config
     (GKE documents scale-from-zero for time-sharing, MPS and GPU partitions); what the GPU Operator advertises

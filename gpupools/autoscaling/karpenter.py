@@ -1,0 +1,316 @@
+"""Karpenter on EKS: the controller's chart values and IAM, the interruption queue, and per GPU pool a NodePool
+(and, where the pool's unit is not what EC2 reports, a NodeOverlay) that Karpenter provisions from.
+
+Pinned to Karpenter 1.14.1 (chart `oci://public.ecr.aws/karpenter/karpenter`; APIs `karpenter.sh/v1`,
+`karpenter.k8s.aws/v1`, `karpenter.sh/v1alpha1` NodeOverlay behind the `nodeOverlay` feature gate). Pure:
+values that exist only after deployment (role names, subnet IDs, the queue ARN) are parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from gpupools.clouds.aws import bottlerocket_settings
+from gpupools.core.pools import NodeTemplate, PoolPlan
+from gpupools.core.sharing import GPU_RESOURCE
+from gpupools.pools.software import Chart
+
+CHART = Chart("karpenter", "oci://public.ecr.aws/karpenter/karpenter", "", "kube-system", "1.14.1")
+SERVICE_ACCOUNT = "karpenter"
+NAME_PREFIX = "gpupools-"
+
+NODE_POOL_API = "karpenter.sh/v1"
+NODE_CLASS_API = "karpenter.k8s.aws/v1"
+NODE_OVERLAY_API = "karpenter.sh/v1alpha1"
+
+# EC2 reports one `nvidia.com/gpu` per physical GPU, which is what Karpenter puts in an instance type's capacity.
+# Time-slicing, MPS and MIG change what the node really advertises once the GPU software runs; a NodeOverlay
+# tells Karpenter's scheduling simulation so.
+ROOT_VOLUME_GB = 100
+BOTTLEROCKET_ROOT_GB = 4  # Bottlerocket's OS volume; images and containers live on the data volume
+# Nodes live for at most 30 days (Karpenter's default), so AMI and kernel updates reach long-lived pools too.
+EXPIRE_AFTER = "720h"
+# An empty GPU node goes away after this long; a node running pods is never consolidated (WhenEmpty).
+CONSOLIDATE_AFTER = "10m"
+# Pods carrying this annotation block voluntary disruption (drift, consolidation) of their node.
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+# The EventBridge events Karpenter handles from its interruption queue: spot interruptions and rebalance
+# recommendations, scheduled maintenance, and instances stopping or terminating underneath it.
+INTERRUPTION_EVENTS = {
+    "scheduled-change": {"source": ["aws.health"], "detail-type": ["AWS Health Event"]},
+    "spot-interruption": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    "rebalance": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
+    "instance-state-change": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
+    "capacity-reservation": {"source": ["aws.ec2"], "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"]},
+}
+# The node role of Karpenter's getting-started template (the managed node groups keep their own role, whose
+# access entry EKS manages).
+NODE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+)
+QUEUE_RETENTION_SECONDS = 300
+
+
+def queue_name(cluster_name: str) -> str:
+    return f"karpenter-{cluster_name}"
+
+
+def node_pool_name(plan: PoolPlan) -> str:
+    return NAME_PREFIX + plan.name
+
+
+@dataclass(frozen=True)
+class NodeClassSpec:
+    """What an EC2NodeClass fixes for the nodes made from it; pools that agree on all of it share one."""
+
+    family: str  # al2023 | bottlerocket
+    disk_gb: int
+    user_data: str | None  # Bottlerocket settings TOML
+
+    @property
+    def alias(self) -> str:
+        return f"{self.family}@latest"
+
+
+def node_class_spec(plan: PoolPlan) -> NodeClassSpec:
+    family = plan.pool.os or "al2023"
+    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan))
+
+
+def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
+    """Readable and stable: the family, the disk when not the default, and for Bottlerocket the sharing it sets up."""
+    parts = [NAME_PREFIX + spec.family]
+    if spec.disk_gb != ROOT_VOLUME_GB:
+        parts.append(f"{spec.disk_gb}g")
+    if spec.user_data is not None:
+        m = plan.mechanism
+        parts.append({"none": "whole", "time-slicing": f"ts{m.replicas}", "mps": f"mps{m.replicas}"}.get(m.mode) or f"mig-{m.mig_profile}")
+    return "-".join(parts).replace("+", ".")
+
+
+def node_classes(plans: list[PoolPlan]) -> dict[str, NodeClassSpec]:
+    """Every distinct EC2NodeClass the pools need, by name."""
+    out: dict[str, NodeClassSpec] = {}
+    for plan in plans:
+        spec = node_class_spec(plan)
+        out[node_class_name(spec, plan)] = spec
+    return out
+
+
+def block_devices(spec: NodeClassSpec) -> list[dict]:
+    """Encrypted gp3 volumes. Listing mappings replaces Karpenter's defaults, so Bottlerocket gets both its volumes."""
+    def ebs(size: int) -> dict:
+        return {"volumeSize": f"{size}Gi", "volumeType": "gp3", "encrypted": True, "deleteOnTermination": True}
+
+    if spec.family == "bottlerocket":
+        return [{"deviceName": "/dev/xvda", "ebs": ebs(BOTTLEROCKET_ROOT_GB)}, {"deviceName": "/dev/xvdb", "ebs": ebs(spec.disk_gb)}]
+    return [{"deviceName": "/dev/xvda", "ebs": ebs(spec.disk_gb)}]
+
+
+def ec2_node_class(name: str, spec: NodeClassSpec, node_role_name: str, subnet_ids: list[str], security_group_ids: list[str]) -> dict:
+    """Nodes in the cluster's own subnets and security group, IMDSv2 only (hop limit 2, as on the managed node groups)."""
+    body: dict = {
+        "role": node_role_name,
+        "amiSelectorTerms": [{"alias": spec.alias}],
+        "subnetSelectorTerms": [{"id": s} for s in subnet_ids],
+        "securityGroupSelectorTerms": [{"id": g} for g in security_group_ids],
+        "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled", "httpPutResponseHopLimit": 2, "httpTokens": "required"},
+        "blockDeviceMappings": block_devices(spec),
+        "tags": {"gpupools.io/node-class": name},
+    }
+    if spec.user_data is not None:
+        body["userData"] = spec.user_data
+    return {"apiVersion": NODE_CLASS_API, "kind": "EC2NodeClass", "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpupools"}},
+            "spec": body}
+
+
+def karpenter_nodes(plan: PoolPlan) -> int:
+    """Nodes Karpenter may start: the pool's ceiling less the floor a managed node group keeps running."""
+    return plan.pool.max_nodes - plan.pool.min_nodes
+
+
+def requirements(plan: PoolPlan, zones: list[str] | None) -> list[dict]:
+    reqs = [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [plan.pool.instance_type]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot" if plan.pool.spot else "on-demand"]},
+    ]
+    if zones:
+        reqs.append({"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(zones)})
+    return reqs
+
+
+def node_pool(plan: PoolPlan, node_class: str) -> dict:
+    """One NodePool per GPU pool: only its instance type and capacity type, the pool's labels and GPU taint, capped
+    at the pool's node count, and never consolidating a node that runs pods."""
+    return {
+        "apiVersion": NODE_POOL_API, "kind": "NodePool",
+        "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name}},
+        "spec": {
+            "template": {
+                "metadata": {"labels": dict(plan.labels)},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
+                    "requirements": requirements(plan, plan.pool.zones),
+                    "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.taints],
+                    "expireAfter": EXPIRE_AFTER,
+                },
+            },
+            "limits": {"nodes": str(karpenter_nodes(plan))},
+            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": CONSOLIDATE_AFTER},
+        },
+    }
+
+
+def overlay_capacity(plan: PoolPlan) -> dict[str, int]:
+    """What the node will advertise where it differs from EC2's count (`gpus_per_node` x nvidia.com/gpu).
+
+    A NodeOverlay's capacity replaces an instance type's value for the same resource (karpenter core
+    `InstanceType.ApplyCapacityOverlay`: `lo.Assign`), so time-sliced GPUs are counted as their shares too, and
+    adds the resources HAMi's scheduler accounts for on vgpu pools.
+    """
+    ec2 = {GPU_RESOURCE: plan.hardware.gpus_per_node}
+    return {name: count for name, count in plan.autoscaler_resources.items() if ec2.get(name) != count}
+
+
+def node_overlay(plan: PoolPlan) -> dict | None:
+    capacity = overlay_capacity(plan)
+    if not capacity:
+        return None
+    return {
+        "apiVersion": NODE_OVERLAY_API, "kind": "NodeOverlay",
+        "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name}},
+        "spec": {
+            "requirements": [
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": [node_pool_name(plan)]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [plan.pool.instance_type]},
+            ],
+            "capacity": {name: str(count) for name, count in capacity.items()},
+        },
+    }
+
+
+def node_template(plan: PoolPlan) -> NodeTemplate:
+    """Karpenter's picture of a new node: the NodePool's labels plus the well-known ones it sets from the
+    requirements, its taints, EC2's GPU count, and whatever the NodeOverlay adds or replaces."""
+    pool_obj = node_pool(plan, "-")
+    labels = dict(pool_obj["spec"]["template"]["metadata"]["labels"])
+    labels["karpenter.sh/nodepool"] = node_pool_name(plan)
+    for req in pool_obj["spec"]["template"]["spec"]["requirements"]:
+        if req["operator"] == "In" and len(req["values"]) == 1:
+            labels[req["key"]] = req["values"][0]
+    allocatable = {GPU_RESOURCE: plan.hardware.gpus_per_node}
+    overlay = node_overlay(plan)
+    source = f"NodePool {node_pool_name(plan)}"
+    if overlay is not None:
+        allocatable.update({k: int(v) for k, v in overlay["spec"]["capacity"].items()})
+        source += f" + NodeOverlay {overlay['metadata']['name']}"
+    return NodeTemplate("Karpenter", source, labels, plan.taints, allocatable)
+
+
+def helm_values(cluster_name: str, cluster_endpoint, queue: str, node_overlays: bool, service_monitor: dict | None) -> dict:
+    """Two controller replicas on the system nodes (the chart keeps them off nodes Karpenter made)."""
+    values: dict = {
+        "settings": {
+            "clusterName": cluster_name,
+            "clusterEndpoint": cluster_endpoint,
+            "interruptionQueue": queue,
+            "featureGates": {"nodeOverlay": node_overlays},
+        },
+        "serviceAccount": {"name": SERVICE_ACCOUNT},
+        "controller": {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+    }
+    if service_monitor is not None:
+        values["serviceMonitor"] = {"enabled": True, "additionalLabels": dict(service_monitor)}
+    return values
+
+
+def queue_policy(queue_arn: str) -> str:
+    """EventBridge (and SQS itself) may send to the queue; nothing may reach it without TLS."""
+    return json.dumps({"Version": "2012-10-17", "Id": "EC2InterruptionPolicy", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}, "Action": "sqs:SendMessage", "Resource": queue_arn},
+        {"Sid": "DenyHTTP", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": queue_arn,
+         "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+    ]})
+
+
+def controller_policies(partition: str, region: str, account: str, cluster: str, queue_arn: str, node_role_arn: str) -> dict[str, dict]:
+    """The controller's permissions, statement for statement those of Karpenter 1.14.1's getting-started
+    CloudFormation template (KarpenterController{NodeLifecycle,IAMIntegration,EKSIntegration,Interruption,
+    ZonalShift,ResourceDiscovery}Policy): EC2 launches and deletions only for resources tagged as this cluster's
+    and a NodePool's, instance profiles only for its EC2NodeClasses, PassRole only for the node role."""
+    ec2 = f"arn:{partition}:ec2:{region}"
+    owned = f"kubernetes.io/cluster/{cluster}"
+    profile = f"arn:{partition}:iam::{account}:instance-profile/*"
+    cluster_arn = f"arn:{partition}:eks:{region}:{account}:cluster/{cluster}"
+    launched = [f"{ec2}:*:{kind}/*" for kind in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")]
+    nodepool_tagged = {"StringEquals": {f"aws:ResourceTag/{owned}": "owned"}, "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"}}
+    request_tags = {f"aws:RequestTag/{owned}": "owned", "aws:RequestTag/eks:eks-cluster-name": cluster}
+
+    def doc(*statements: dict) -> dict:
+        return {"Version": "2012-10-17", "Statement": list(statements)}
+
+    return {
+        "node-lifecycle": doc(
+            {"Sid": "AllowScopedEC2InstanceAccessActions", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+             "Resource": [f"{ec2}::image/*", f"{ec2}::snapshot/*", f"{ec2}:*:security-group/*", f"{ec2}:*:subnet/*",
+                          f"{ec2}:*:capacity-reservation/*", f"{ec2}:*:placement-group/*"]},
+            {"Sid": "AllowScopedEC2LaunchTemplateAccessActions", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+             "Resource": f"{ec2}:*:launch-template/*", "Condition": nodepool_tagged},
+            {"Sid": "AllowScopedEC2InstanceActionsWithTags", "Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+             "Resource": launched, "Condition": {"StringEquals": request_tags, "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"}}},
+            {"Sid": "AllowScopedResourceCreationTagging", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": launched,
+             "Condition": {"StringEquals": {**request_tags, "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]},
+                           "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"}}},
+            {"Sid": "AllowScopedResourceTagging", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": f"{ec2}:*:instance/*",
+             "Condition": {**nodepool_tagged, "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": cluster},
+                           "ForAllValues:StringEquals": {"aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]}}},
+            {"Sid": "AllowScopedDeletion", "Effect": "Allow", "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+             "Resource": [f"{ec2}:*:instance/*", f"{ec2}:*:launch-template/*"], "Condition": nodepool_tagged},
+        ),
+        "iam-integration": doc(
+            {"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": node_role_arn,
+             "Condition": {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}}},
+            {"Sid": "AllowScopedInstanceProfileCreationActions", "Effect": "Allow", "Action": ["iam:CreateInstanceProfile"], "Resource": profile,
+             "Condition": {"StringEquals": {**request_tags, "aws:RequestTag/topology.kubernetes.io/region": region},
+                           "StringLike": {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
+            {"Sid": "AllowScopedInstanceProfileTagActions", "Effect": "Allow", "Action": ["iam:TagInstanceProfile"], "Resource": profile,
+             "Condition": {"StringEquals": {f"aws:ResourceTag/{owned}": "owned", "aws:ResourceTag/topology.kubernetes.io/region": region,
+                                            **request_tags, "aws:RequestTag/topology.kubernetes.io/region": region},
+                           "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*", "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
+            {"Sid": "AllowScopedInstanceProfileActions", "Effect": "Allow", "Resource": profile,
+             "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"],
+             "Condition": {"StringEquals": {f"aws:ResourceTag/{owned}": "owned", "aws:ResourceTag/topology.kubernetes.io/region": region},
+                           "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"}}},
+        ),
+        "eks-integration": doc(
+            {"Sid": "AllowAPIServerEndpointDiscovery", "Effect": "Allow", "Action": "eks:DescribeCluster", "Resource": cluster_arn}),
+        "interruption": doc(
+            {"Sid": "AllowInterruptionQueueActions", "Effect": "Allow", "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
+             "Resource": queue_arn}),
+        "zonal-shift": doc(
+            {"Sid": "AllowZonalShiftStatusReadOnly", "Effect": "Allow", "Action": ["arc-zonal-shift:GetManagedResource"], "Resource": "*",
+             "Condition": {"StringEquals": {"arc-zonal-shift:ResourceIdentifier": cluster_arn}}}),
+        "resource-discovery": doc(
+            {"Sid": "AllowRegionalReadActions", "Effect": "Allow", "Resource": "*",
+             "Action": ["ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus",
+                        "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates", "ec2:DescribePlacementGroups",
+                        "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"],
+             "Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
+            {"Sid": "AllowSSMReadActions", "Effect": "Allow", "Action": "ssm:GetParameter", "Resource": f"arn:{partition}:ssm:{region}::parameter/aws/service/*"},
+            {"Sid": "AllowPricingReadActions", "Effect": "Allow", "Action": "pricing:GetProducts", "Resource": "*"},
+            {"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Action": "iam:ListInstanceProfiles", "Resource": "*"},
+            {"Sid": "AllowInstanceProfileReadActions", "Effect": "Allow", "Action": "iam:GetInstanceProfile", "Resource": profile},
+        ),
+    }
+
+
+def controller_policy(partition: str, region: str, account: str, cluster: str, queue_arn: str, node_role_arn: str) -> str:
+    """All of `controller_policies` as one inline policy document (about 6 KB, within IAM's 10 KB per role)."""
+    docs = controller_policies(partition, region, account, cluster, queue_arn, node_role_arn)
+    return json.dumps({"Version": "2012-10-17", "Statement": [s for d in docs.values() for s in d["Statement"]]}, separators=(",", ":"))

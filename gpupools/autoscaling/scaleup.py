@@ -1,0 +1,68 @@
+"""The scale-up check for a whole stack: for every pool, does the Job `gpupools workload` prints wake it from zero?
+
+It asks the pool's autoscaler for its picture of a new node (`templates.node_template`) and lets `choice.decide`
+compare it with that very Job's pod (`pools.pods.pod_spec`). Validation refuses `minNodes: 0` on a pool that
+cannot scale up from zero under the autoscaler the stack installs; `gpupools plan` shows every verdict.
+"""
+
+from __future__ import annotations
+
+from gpupools.autoscaling.choice import KARPENTER, NONE, ScaleUp, decide, resolve_autoscaler, why_not
+from gpupools.autoscaling.templates import node_template
+from gpupools.core.pools import PoolPlan
+from gpupools.core.sharing import GPU_RESOURCE
+from gpupools.pools.planning import plan_pools
+from gpupools.pools.pods import gpu_limits, pod_spec
+from gpupools.stack.config import StackConfig
+from gpupools.stack.errors import Problem
+
+PROBE_IMAGE = "scale-up-check"
+
+NO_AUTOSCALER = ("gpupools installs no autoscaler (gpupools:autoscaler: none); the node group carries cluster-autoscaler's "
+                 "node-template tags for one you run")
+
+
+def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
+    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    pool = plan.pool
+    if pool.min_nodes == pool.max_nodes:
+        return ScaleUp(plan.name, None, False, f"fixed at {pool.min_nodes} nodes (minNodes = maxNodes), nothing to scale")
+    template = node_template(stack.cloud, plan, autoscaler)
+    pod = pod_spec(stack, plan, gpu_limits(plan, 1), PROBE_IMAGE)
+    verdict = decide(plan.name, template, pod, plan.mechanism.resource, plan.units_per_node, NO_AUTOSCALER)
+    if plan.mechanism.mode == "vgpu" and verdict.from_zero:
+        # The check's Job names memory only if the pool sets memoryPerPod; most vGPU pods name memory and compute.
+        named = pod_spec(stack, plan, gpu_limits(plan, 1, gpu_memory="1%", gpu_cores=1), PROBE_IMAGE)
+        reason = why_not(template, named) if template is not None else None
+        if reason is not None:
+            verdict = ScaleUp(verdict.pool, verdict.autoscaler, True, verdict.detail, verdict.notes + (
+                f"pods that name a vGPU memory or compute share do not wake the pool from zero: {reason}; keep minNodes at 1 or more "
+                f"if such pods must start it",))
+    if autoscaler == KARPENTER and pool.min_nodes > 0:
+        floor = (f"managed node group {pool.name}-floor keeps {pool.min_nodes} node(s) running; Karpenter adds up to "
+                 f"{pool.max_nodes - pool.min_nodes} more",)
+        verdict = ScaleUp(verdict.pool, verdict.autoscaler, verdict.from_zero, verdict.detail, floor + verdict.notes)
+    return verdict
+
+
+def scale_ups(stack: StackConfig, plans: list[PoolPlan] | None = None) -> list[ScaleUp]:
+    return [pool_scale_up(stack, plan) for plan in (plans if plans is not None else plan_pools(stack))]
+
+
+def _hint(plan: PoolPlan) -> str:
+    if plan.mechanism.mode == "mig" and plan.mechanism.resource != GPU_RESOURCE:
+        return ("set gpuSoftware.migStrategy: single (MIG slices are then advertised as nvidia.com/gpu, which the autoscaler counts), "
+                "or minNodes: 1 or more")
+    return "set minNodes: 1 or more"
+
+
+def scale_up_problems(stack: StackConfig) -> list[Problem]:
+    """A pool allowed to sit at zero nodes must be wakeable by its own workload, unless the user runs the autoscaler."""
+    if resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == NONE:
+        return []
+    problems = []
+    plans = plan_pools(stack)
+    for index, (plan, verdict) in enumerate(zip(plans, scale_ups(stack, plans))):
+        if plan.pool.min_nodes == 0 and not verdict.from_zero:
+            problems.append(Problem(f"pools[{index}].minNodes", f"0 would leave pool {plan.name!r} stuck at zero nodes: {verdict.detail}; {_hint(plan)}"))
+    return problems

@@ -1,0 +1,30 @@
+"""What each autoscaler believes a new node of a pool offers, and what a managed node group tells it.
+
+The autoscaler side asks the cloud, never the other way round: Karpenter and cluster-autoscaler build their own
+picture of a node (NodePool and NodeOverlay, Auto Scaling group tags), the managed autoscalers of AKS and GKE
+build theirs from the cloud's pool config (`node_template` of the cloud module).
+"""
+
+from __future__ import annotations
+
+from gpupools.autoscaling import cluster_autoscaler, karpenter
+from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER
+from gpupools.clouds.registry import cloud_module
+from gpupools.core.pools import NodeTemplate, PoolPlan
+
+
+def node_template(cloud: str, plan: PoolPlan, autoscaler: str) -> NodeTemplate | None:
+    """The picture of a new node the pool's autoscaler scales from; None: nobody scales the pool."""
+    if autoscaler == KARPENTER:
+        return karpenter.node_template(plan)
+    if autoscaler == CLUSTER_AUTOSCALER:
+        return cluster_autoscaler.node_template(plan)
+    if autoscaler == CLOUD:
+        return cloud_module(cloud).node_template(plan)
+    return None
+
+
+def node_group_labels(plan: PoolPlan, autoscaler: str) -> dict[str, str]:
+    """An EKS managed node group's labels: as Karpenter's fixed floor the pool's own, under cluster-autoscaler also
+    the GPU label it reads."""
+    return dict(plan.labels) if autoscaler == KARPENTER else cluster_autoscaler.node_labels(plan)

@@ -1,0 +1,311 @@
+"""The `gpupools` command line: plan, render, workload, catalog, check, idle.
+
+Every user mistake ends as `error: <field>: <what is wrong>` lines on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn, Optional
+
+import typer
+import yaml
+
+from gpupools.stack.errors import ConfigError, Problem
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Shared, monitored, policy-checked GPU node pools on EKS, AKS and GKE.")
+
+EXIT_USAGE = 2
+
+
+def fail(problems: list[Problem] | Problem | str, code: int = EXIT_USAGE) -> NoReturn:
+    if isinstance(problems, (Problem, str)):
+        problems = [problems]
+    for p in problems:
+        typer.echo(str(p) if isinstance(p, Problem) else f"error: {p}", err=True)
+    raise typer.Exit(code)
+
+
+def project_dir() -> Path:
+    """The nearest directory with a Pulumi.yaml, so `--stack` works from anywhere inside a project."""
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / "Pulumi.yaml").exists():
+            return d
+    return Path(__file__).resolve().parent.parent
+
+
+def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
+    if stack and config:
+        fail("give either --stack or --config, not both")
+    if config is not None:
+        name = config.name
+        name = name[len("Pulumi."):-len(".yaml")] if name.startswith("Pulumi.") and name.endswith((".yaml", ".yml")) else config.stem
+        return config, name
+    if not stack:
+        fail("give --stack NAME (stacks/Pulumi.NAME.yaml) or --config FILE")
+    root = project_dir()
+    stacks_dir = root / "stacks"
+    from gpupools.stack.reading import ReadError, read_document
+
+    try:
+        meta = read_document(root / "Pulumi.yaml")
+        if isinstance(meta, dict) and isinstance(meta.get("stackConfigDir", "."), str):
+            stacks_dir = root / meta.get("stackConfigDir", ".")
+    except (OSError, ReadError):
+        pass
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        fail(Problem("--stack", f"no stack {stack!r} ({path} does not exist); known stacks: {', '.join(known) or 'none'}"))
+    return path, stack
+
+
+def load(stack: str | None, config: Path | None):
+    """Read and validate a stack file once; everything after this works on typed objects."""
+    from gpupools.stack.config import read_stack_file
+    from gpupools.validation.stack import validate_stack
+
+    path, name = stack_path(stack, config)
+    try:
+        raw = read_stack_file(path)
+        return raw, validate_stack(raw), name
+    except ConfigError as exc:
+        fail(exc.problems)
+
+
+StackOpt = typer.Option(None, "--stack", "-s", help="Stack name: reads stacks/Pulumi.NAME.yaml")
+ConfigOpt = typer.Option(None, "--config", "-c", help="Path of any stack file", dir_okay=False)
+JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON on stdout")
+
+
+def run_plan(raw: dict, name: str):
+    from gpupools.cli.planrun import run_program
+
+    return run_program(raw, name)
+
+
+def read_previous_plan(path: Path, stack: str) -> dict:
+    """A previous `plan --json`, read with the stack-file limits, or exit 2 naming the file."""
+    from gpupools.stack.reading import ReadError, load_json, read_document
+    from gpupools.cli.replacement import previous_plan_problems
+
+    try:
+        doc = read_document(path, load_json)
+    except OSError as exc:
+        fail(Problem("--against", f"{path}: cannot read: {exc.strerror}"))
+    except ReadError as exc:
+        fail(Problem("--against", f"{path}: {exc}"))
+    problems = previous_plan_problems(doc, stack)
+    if problems:
+        fail([Problem("--against", f"{path}: {p}") for p in problems])
+    return doc
+
+
+@app.command()
+def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt,
+         against: Optional[Path] = typer.Option(None, "--against", dir_okay=False,
+                                                help="A previous `plan --json`: mark each pool change that replaces the pool")) -> None:
+    """Show what `pulumi up` would create, offline, by running the program under Pulumi's mock engine."""
+    raw, typed, name = load(stack, config)
+    previous = read_previous_plan(against, name) if against is not None else None
+    result = run_plan(raw, name)
+    from gpupools.cli.replacement import pool_changes
+
+    changes = pool_changes(previous, result) if previous is not None else None
+    if as_json:
+        if changes is None:
+            typer.echo(result.to_json())
+        else:
+            doc = {**result.as_json(), "changes": [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields)}
+                                                   for c in changes]}
+            typer.echo(json.dumps(doc, indent=2, sort_keys=True))
+        return
+    from gpupools.cli.planreport import print_plan
+
+    print_plan(typed, result, changes=changes)
+
+
+@app.command()
+def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azure | gcp"), as_json: bool = JsonOpt) -> None:
+    """List the GPU instance types gpupools knows, with GPUs, MIG profiles and list prices."""
+    from gpupools.core.catalog import CLOUDS
+    from gpupools.cli.planreport import catalog_rows, print_catalog
+
+    if cloud is not None and cloud not in CLOUDS:
+        fail(Problem("--cloud", f"{cloud!r} is not a cloud gpupools supports; allowed: {', '.join(CLOUDS)}"))
+    rows = catalog_rows(cloud)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    print_catalog(rows)
+
+
+@app.command()
+def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
+           out: Path = typer.Option(..., "--out", "-o", help="Directory to write into", file_okay=False)) -> None:
+    """Write each Helm release's values and every other Kubernetes object as YAML, for review or kubectl."""
+    from gpupools.cli.render import write_rendered
+
+    raw, typed, name = load(stack, config)
+    result = run_plan(raw, name)
+    try:
+        written, withheld = write_rendered(typed, result, out)
+    except OSError as exc:
+        fail(Problem("--out", f"cannot write to {str(out)!r}: {exc.strerror}"))
+    for path in written:
+        typer.echo(str(path))
+    for note in withheld:
+        typer.echo(note)
+
+
+@app.command()
+def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
+             pool: Optional[str] = typer.Option(None, "--pool", "-p", help="Pool the Job should run on (with --team: optional on Kueue)"),
+             team: Optional[str] = typer.Option(None, "--team", "-t", help="Queue for this team's GPU quota, in its namespace"),
+             priority: Optional[str] = typer.Option(None, "--priority", help="With --team on Kueue: high, normal or low (default: the team's)"),
+             image: str = typer.Option("nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04", "--image", help="Container image"),
+             units: int = typer.Option(1, "--units", min=1, help="Schedulable GPU units to request"),
+             gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="vgpu pools: memory per vGPU, e.g. 8Gi, 3000Mi or 25%"),
+             gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU")) -> None:
+    """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
+    from gpupools.pools.planning import plan_pool, plan_pools
+    from gpupools.cli.workload import job_manifest, team_job, workload_problems
+
+    _, typed, _ = load(stack, config)
+    if team is not None:
+        try:
+            job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores)
+        except ConfigError as exc:
+            fail(exc.problems)
+        typer.echo(yaml.safe_dump(job, sort_keys=False), nl=False)
+        return
+    names = [p.name for p in typed.pools]
+    if pool is None:
+        fail(Problem("--pool", f"give --pool (one of {', '.join(names)}) or --team"))
+    if priority is not None:
+        fail(Problem("--priority", "only with --team"))
+    if pool not in names:
+        fail(Problem("--pool", f"{pool!r} is not a pool of this stack; pools: {', '.join(names)}"))
+    plan_ = plan_pool(typed, typed.pool(pool))
+    problems = workload_problems(plan_, units, gpu_memory, gpu_cores)
+    if problems:
+        fail(problems)
+    typer.echo(yaml.safe_dump(job_manifest(typed, plan_, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores),
+                              sort_keys=False), nl=False)
+
+
+# --- idle ---
+@app.command()
+def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://localhost:9090"),
+         window: str = typer.Option("24h", "--window", help="How far back to look: 24h, 7d, 90m ..."),
+         below: str = typer.Option("5", "--below", help="A step is idle when utilization stayed below this percentage"),
+         min_idle: str = typer.Option("1h", "--min-idle", help="List holders idle at least this long within the window (0: any idle step)"),
+         whole_window: bool = typer.Option(False, "--whole-window", help="List only holders idle at every step they were seen"),
+         raw: bool = typer.Option(False, "--raw", help="Count from raw samples even where gpupools' recorded idle steps cover the window"),
+         timeout: str = typer.Option("2m", "--timeout", help="How long one Prometheus query may take (sent to Prometheus too)"),
+         by: Optional[str] = typer.Option(None, "--by", help="team, or team=NAME[,NAME]: totals per team (needs --stack or --config)"),
+         stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
+         as_json: bool = JsonOpt,
+         plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw utilization per namespace into this PNG", dir_okay=False),
+         auth: str = typer.Option("auto", "--prometheus-auth", metavar="KIND",
+                                  help="auto | none | bearer | aws (SigV4, AMP) | gcp (Google ADC) | azure (Entra). "
+                                       "auto: by the URL's host, else bearer when a token is given, else none"),
+         aws_region: Optional[str] = typer.Option(None, "--aws-region", help="aws: the workspace's region (default: from the AMP URL)"),
+         token_file: Optional[Path] = typer.Option(None, "--token-file", help="bearer: file holding the token "
+                                                   "(default: $GPUPOOLS_PROMETHEUS_TOKEN; never on the command line)"),
+         tenant: Optional[str] = typer.Option(None, "--tenant", help="Mimir/Cortex/Thanos tenant, sent as X-Scope-OrgID (a|b: several)"),
+         tenant_header: Optional[str] = typer.Option(None, "--tenant-header", help="Header for --tenant instead of X-Scope-OrgID, "
+                                                     "e.g. THANOS-TENANT"),
+         ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="PEM bundle of a private CA for an https --prometheus")) -> None:
+    """Find GPUs held idle over a window: who holds them, for how long, in physical GPU-hours, and the waste at list price."""
+    from gpupools.idle.report import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
+                       parse_timeout, parse_window, plot_available)
+    from gpupools.idle.report import plot as draw
+    from gpupools.idle.promapi import parse_url
+    from gpupools.idle.promauth import AuthOptions, connect
+
+    teams = None
+    if stack is not None or config is not None:
+        teams = {t.name: t.namespace_name for t in load(stack, config)[1].teams}
+    try:
+        chosen = parse_by(by, teams) if by is not None else None
+        url, seconds, threshold = parse_url(prometheus), parse_window(window), parse_below(below)
+        least = seconds if whole_window else parse_min_idle(min_idle, seconds)
+        if plot is not None and plot.suffix.lower() != ".png":
+            fail(Problem("--plot", f"{str(plot)!r} must be a .png file"))
+        if plot is not None and not plot_available():
+            fail(Problem("--plot", PLOT_HINT))
+        prom = connect(url, parse_timeout(timeout), AuthOptions(auth, aws_region, token_file, tenant, ca_file, tenant_header))
+        report = idle_report(prom, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window,
+                             plot=plot is not None, raw=raw)
+    except ReportError as exc:
+        fail(exc.problem, exc.code)
+    totals = by_team(report, teams, chosen) if chosen is not None else None
+    if as_json:
+        doc = report.as_json()
+        if totals is not None:
+            doc["by_team"] = [vars(t) for t in totals]
+        typer.echo(json.dumps(doc, indent=2))
+    elif totals is not None and report.gpus_seen:
+        typer.echo(format_teams(report, totals))
+    elif report.gpus_seen == 0:
+        typer.echo(f"no DCGM GPU metrics at {url} in the last {window}: is dcgm-exporter scraped by this Prometheus?")
+    elif not report.idle:
+        typer.echo(f"no idle GPUs: none of the {report.gpus_seen} GPUs was held below {threshold:g}% "
+                   + ("for the whole window" if whole_window else f"for {min_idle} or more") + f" in the last {window}")
+    else:
+        typer.echo(format_table(report))
+    if plot is not None:
+        if report.gpus_seen == 0:
+            typer.echo(f"--plot: nothing to draw, {str(plot)!r} not written", err=True)
+            return
+        try:
+            draw(report, str(plot))
+        except OSError as exc:
+            fail(Problem("--plot", f"cannot write {str(plot)!r}: {exc.strerror}"))
+        typer.echo(f"plot written to {plot}", err=as_json)
+# --- end idle ---
+
+
+# --- gpupools check ---
+
+
+@app.command()
+def check(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
+          policy_config: Optional[Path] = typer.Option(None, "--policy-config", help="JSON as for pulumi preview --policy-pack-config",
+                                                       dir_okay=False),
+          as_json: bool = JsonOpt) -> None:
+    """Run the policy pack offline on the planned resources; exit 1 when a mandatory policy is violated."""
+    from gpupools.cli.policycheck import policy_settings, print_result, read_policy_config, run_policies
+    from gpupools.policies.pack import POLICIES
+
+    try:
+        settings = policy_settings(read_policy_config(policy_config) if policy_config else {}, POLICIES)
+    except ConfigError as exc:
+        fail(exc.problems)
+    raw, _typed, name = load(stack, config)
+    result = run_policies(run_plan(raw, name), settings)
+    if as_json:
+        typer.echo(json.dumps(result.as_json(), indent=2))
+    else:
+        print_result(result, name)
+    if result.mandatory:
+        raise typer.Exit(1)
+
+
+# --- end gpupools check ---
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Human output: the plan per pool, and the catalog."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from datetime import date
+
+from gpupools.clouds.registry import cloud_module
+from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, NONE, ScaleUp, resolve_autoscaler
+from gpupools.core.catalog import load_catalog
+from gpupools.clouds.common import past_standard_support
+from gpupools.stack.config import StackConfig
+from gpupools.queues.kueue import CHART as KUEUE_CHART, QUEUE_LABEL
+from gpupools.cli.planrun import Plan
+from gpupools.stack.providers import provider_notes
+from gpupools.queues.engine import cohort_line, team_rows
+from gpupools.cli.replacement import PoolChange, sharing_change_note
+from gpupools.core.pools import PoolPlan
+from gpupools.pools.planning import plan_pools
+from gpupools.autoscaling.scaleup import scale_ups
+from gpupools.core.sharing import resolve_installer
+
+AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
+                    NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
+
+
+def version_warnings(stack: StackConfig, today: date) -> list[str]:
+    module = cloud_module(stack.cloud)
+    minor = stack.cluster.kubernetes_version
+    release = past_standard_support(module.KUBERNETES_RELEASES, minor, today) if minor else None
+    if release is None:
+        return []
+    return [f"Kubernetes {minor} left {module.SERVICE} standard support on {release.end_of_standard}"
+            + (f"; extended support (billed extra) ends {release.end_of_extended}" if release.end_of_extended else "")]
+
+POOL_TYPES = {"aws": "gpupools:index:EksGpuNodePool", "azure": "gpupools:index:AksGpuNodePool", "gcp": "gpupools:index:GkeGpuNodePool"}
+
+
+def cluster_control_lines(stack: StackConfig) -> list[str]:
+    """A new cluster's hardening controls as this stack sets them; for an existing one, which are read and which
+    are not checked (gpupools changes nothing there and assumes nothing either)."""
+    module = cloud_module(stack.cloud)
+    controls = module.cluster_controls(stack.cluster)
+    if stack.cluster.create:
+        return [f"cluster control: {c.name}: {c.setting}" + (f" (policy {c.policy})" if c.policy != "-" else "") for c in controls]
+    read = module.READ_ON_EXISTING
+    lines = [f"cluster control: {name}: {how}" for name, how in read.items()]
+    unchecked = [c.name for c in controls if c.name not in read]
+    lines.append(f"cluster controls not checked (existing cluster, not changed by gpupools): {', '.join(unchecked)}")
+    return lines
+
+
+def money(value: float) -> str:
+    return f"${value:,.3f}/h" if value < 10 else f"${value:,.2f}/h"
+
+
+def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None) -> Table:
+    pool, hw, m = plan.pool, plan.hardware, plan.mechanism
+    table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    created = result.children(POOL_TYPES[stack.cloud], pool.name)
+    table.add_row("creates", ", ".join(f"{r.type} {r.name}" for r in created) or "-")
+    if changes is not None:
+        mine = {(r.type, r.name) for r in created}
+        for change in changes:
+            if (change.type, change.name) in mine:
+                table.add_row("change", change.summary)
+    table.add_row("instance", f"{pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB)"
+                  + (", spot" if pool.spot else ", on-demand"))
+    table.add_row("nodes", f"min {pool.min_nodes}, max {pool.max_nodes}" + (f", zones {', '.join(pool.zones)}" if pool.zones else ""))
+    table.add_row("scale-up", scale_up.summary)
+    for note in scale_up.notes:
+        table.add_row("", note)
+    table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
+    table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
+    table.add_row("sharing", m.description)
+    karpenter = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER
+    table.add_row("", sharing_change_note(stack.cloud, m.installer, pool.os, karpenter))
+    unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
+    per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
+    table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}")
+    table.add_row("price", f"{money(plan.price_per_unit)} per {unit}, {money(hw.price_per_gpu)} per whole GPU "
+                  f"(list price {hw.price_read})")
+    return table
+
+
+def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None) -> None:
+    """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
+    console = console or Console(highlight=False, width=140)
+    module = cloud_module(stack.cloud)
+    plans = plan_pools(stack)
+    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    how = "new" if stack.cluster.create else "existing, looked up by name"
+    default = f"{module.DEFAULT_KUBERNETES_VERSION} (default)" if module.DEFAULT_KUBERNETES_VERSION else "the release channel's default"
+    version = stack.cluster.kubernetes_version or (default if stack.cluster.create else "as running")
+    console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
+                  f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)]}")
+    for warning in version_warnings(stack, date.today()):
+        console.print(f"[yellow]warning[/yellow]: {warning}")
+    for note in provider_notes(stack.cloud, stack.providers):
+        console.print(f"note: {note}", markup=False)
+    for line in cluster_control_lines(stack):
+        console.print(line, markup=False)
+    for plan, verdict in zip(plans, scale_ups(stack, plans)):
+        console.print(pool_table(stack, plan, result, verdict, changes))
+    for change in changes or []:
+        if change.action == "delete":
+            console.print(f"change: {change.summary} (no longer in the stack)", markup=False)
+    counts: dict[str, int] = {}
+    for r in result.resources:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    summary = Table(title="all resources", title_justify="left", box=box.SIMPLE, pad_edge=False)
+    summary.add_column("type")
+    summary.add_column("count", justify="right")
+    for typ, n in sorted(counts.items()):
+        summary.add_row(typ, str(n))
+    console.print(summary)
+    releases = result.of_type("kubernetes:helm.sh/v3:Release")
+    for r in releases:
+        source = f" from {r.inputs['repositoryOpts']['repo']}" if r.inputs.get("repositoryOpts") else ""
+        console.print(f"helm release {r.inputs.get('name')}: chart {r.inputs.get('chart')} {r.inputs.get('version')}{source} "
+                      f"in namespace {r.inputs.get('namespace')}")
+    low = sum(p.hourly_cost(p.pool.min_nodes) for p in plans)
+    high = sum(p.hourly_cost(p.pool.max_nodes) for p in plans)
+    gpus = sum(p.max_gpus for p in plans)
+    console.print(f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
+                  f"on-demand list prices; spot pools usually cost less.")
+    if stack.teams:
+        console.print(team_table(stack, plans))
+        console.print(cohort_line(stack, plans))
+    console.print(f"{len(result.resources)} resources.")
+
+
+def team_table(stack: StackConfig, plans: list[PoolPlan]) -> Table:
+    rows = team_rows(stack, plans)
+    kueue_mode = stack.quotas == "kueue"
+    if kueue_mode:
+        title = (f"teams: Kueue {KUEUE_CHART.default_version}, one cohort; units per pool are each team's nominal quota, "
+                 f"workloads set label {QUEUE_LABEL}=<queue>")
+    else:
+        title = "teams: ResourceQuotas, units per pool summed per GPU resource into each namespace's hard limit"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
+    columns = ["team", "namespace"] + (["queue", "priority"] if kueue_mode else []) + [p.name for p in plans]
+    columns += ["borrow", "lend"] if kueue_mode else []
+    for col in columns:
+        table.add_column(col, justify="right" if col in {p.name for p in plans} else "left")
+    for row in rows:
+        units = [str(row["units"][p.name]) if p.name in row["units"] else "-" for p in plans]
+        cells = [row["team"], row["namespace"]] + ([row["queue"], row["priority"]] if kueue_mode else []) + units
+        table.add_row(*(cells + ([row["borrow"], row["lend"]] if kueue_mode else [])))
+    return table
+
+
+def catalog_rows(cloud: str | None) -> list[dict]:
+    catalog = load_catalog()
+    rows = []
+    for name_cloud, types in catalog.instances.items():
+        if cloud and name_cloud != cloud:
+            continue
+        for it in types.values():
+            if it.gpu is None:
+                continue
+            rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
+                         "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
+                         "priceRead": it.price_read, "accelerator": it.accelerator})
+        if name_cloud == "gcp":
+            n1 = [it.name for it in types.values() if it.gpu is None]
+            for acc in catalog.gcp_accelerators.values():
+                rows.append({"cloud": "gcp", "instanceType": f"n1 ({', '.join(n1)}) + {acc.name}", "gpu": acc.gpu.name,
+                             "gpus": "/".join(map(str, acc.counts)), "gpuMemoryGb": acc.gpu.memory_gb, "mig": [],
+                             "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name})
+    return rows
+
+
+def print_catalog(rows: list[dict], console: Console | None = None) -> None:
+    console = console or Console(highlight=False, width=200)
+    table = Table(box=box.SIMPLE_HEAD)
+    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "USD/h", "USD/GPU-h", "read"):
+        table.add_column(col, justify="right" if col in ("GPUs", "GB/GPU", "USD/h", "USD/GPU-h") else "left")
+    for r in rows:
+        mig = ", ".join(r["mig"]) if r["mig"] else "-"
+        price = f"{r['pricePerHour']:.3f}" if r["pricePerHour"] is not None else "machine + GPUs"
+        table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, price,
+                      f"{r['pricePerGpuHour']:.3f}", r["priceRead"])
+    console.print(table)
+    console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in load_catalog().price_region.items()) + ".")

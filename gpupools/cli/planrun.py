@@ -1,0 +1,346 @@
+"""`gpupools plan`: run the real Pulumi program in-process under Pulumi's mock engine and record what it creates.
+
+No cloud account, no Pulumi CLI, no network. Each registration is recorded as the engine would see it
+(type token, logical name, parent, camelCase inputs); the mocks answer with plausible outputs (IDs, ARNs,
+endpoints) so that dependent resources get concrete inputs. Invokes such as "find the existing cluster"
+get plausible answers too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from google.protobuf import json_format
+
+from gpupools.stack.config import to_pulumi_values
+from gpupools.stack.providers import provider_value
+
+PROJECT = "gpupools"
+SECRET = "[secret]"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
+PROGRAM = Path(__file__).resolve().parent.parent / "__main__.py"
+
+
+@dataclass
+class PlannedResource:
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]
+    custom: bool
+    parent_type: str | None = None
+    version: str = ""  # the provider plugin version the registration asked for
+    depends_on: tuple[tuple[str, str], ...] = ()  # (type, name) of every explicit dependency
+
+    def depends(self, type_token: str, name: str | None = None) -> bool:
+        return any(t == type_token and (name is None or n == name) for t, n in self.depends_on)
+
+    def as_json(self) -> dict:
+        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs}
+
+
+@dataclass
+class Plan:
+    stack: str
+    cloud: str | None
+    resources: list[PlannedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    # Warnings the program logs, from the mocks' answers: kept for tests, never shown as findings about real clouds.
+    warnings: list[str] = field(default_factory=list)
+
+    def of_type(self, type_token: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def get(self, type_token: str, name: str) -> PlannedResource:
+        for r in self.resources:
+            if r.type == type_token and r.name == name:
+                return r
+        raise KeyError(f"{type_token} {name}")
+
+    def children(self, parent_type: str, parent_name: str) -> list[PlannedResource]:
+        return [r for r in self.resources if r.parent == parent_name and r.parent_type == parent_type]
+
+    def as_json(self) -> dict:
+        return {
+            "project": PROJECT,
+            "stack": self.stack,
+            "cloud": self.cloud,
+            "resources": [r.as_json() for r in sorted(self.resources, key=lambda r: (r.type, r.name))],
+            "outputs": self.outputs,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_json(), indent=2, sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    """Struct values as JSON: secrets masked, resource references as URNs, whole floats as ints."""
+    if isinstance(value, dict):
+        sig = value.get(_SIG_KEY)
+        if sig == _SECRET_SIG:
+            return SECRET
+        if sig == _RESOURCE_SIG:
+            return value.get("urn")
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _urn_name(urn: str) -> str | None:
+    return urn.rsplit("::", 1)[-1] if urn else None
+
+
+def _fake_id(*parts: str) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:12]
+
+
+_MOCK_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nmock\n-----END CERTIFICATE-----\n").decode()
+
+
+# EC2 IDs carry a type prefix that other APIs check (Karpenter's CRDs require `subnet-...`, `sg-...`).
+_EC2_ID_PREFIX = {"aws:ec2/subnet:Subnet": "subnet", "aws:ec2/vpc:Vpc": "vpc", "aws:ec2/securityGroup:SecurityGroup": "sg",
+                  "aws:ec2/launchTemplate:LaunchTemplate": "lt", "aws:ec2/natGateway:NatGateway": "nat", "aws:ec2/eip:Eip": "eipalloc",
+                  "aws:ec2/internetGateway:InternetGateway": "igw", "aws:ec2/routeTable:RouteTable": "rtb"}
+
+
+def _resource_id(typ: str, name: str, inputs: dict | None = None) -> str:
+    if typ == "azure-native:containerservice:ManagedCluster" and inputs:
+        return (f"/subscriptions/33333333-3333-3333-3333-333333333333/resourceGroups/{inputs.get('resourceGroupName')}"
+                f"/providers/Microsoft.ContainerService/managedClusters/{inputs.get('resourceName', name)}")
+    prefix = _EC2_ID_PREFIX.get(typ)
+    rid = _fake_id(typ, name)
+    return f"{prefix}-0{rid[:16]}" if prefix else f"{name}-{rid}"
+
+
+def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
+    """Outputs the real providers would compute, shaped like theirs, so downstream inputs are concrete."""
+    rid = _fake_id(typ, name)
+    out = dict(inputs)
+    if typ == "aws:eks/cluster:Cluster":
+        out.update(endpoint=f"https://{rid.upper()}.gr7.{region}.eks.amazonaws.com", certificateAuthority={"data": _MOCK_CA},
+                   arn=f"arn:aws:eks:{region}:123456789012:cluster/{inputs.get('name', name)}",
+                   vpcConfig={**inputs.get("vpcConfig", {}), "clusterSecurityGroupId": f"sg-{rid[:17]}"})
+    elif typ == "aws:eks/nodeGroup:NodeGroup":
+        out.update(resources=[{"autoscalingGroups": [{"name": f"eks-{inputs.get('nodeGroupName', name)}-{rid}"}]}],
+                   arn=f"arn:aws:eks:{region}:123456789012:nodegroup/{inputs.get('clusterName')}/{inputs.get('nodeGroupName', name)}/{rid}")
+    elif typ == "aws:sqs/queue:Queue":
+        queue = inputs.get("name", name)
+        out.update(arn=f"arn:aws:sqs:{region}:123456789012:{queue}", url=f"https://sqs.{region}.amazonaws.com/123456789012/{queue}")
+    elif typ == "aws:cloudwatch/eventRule:EventRule":
+        out.update(name=f"{name}-{rid[:7]}", arn=f"arn:aws:events:{region}:123456789012:rule/{name}-{rid[:7]}")
+
+    elif typ == "aws:iam/role:Role":
+        out.update(arn=f"arn:aws:iam::123456789012:role/{name}-{rid[:7]}", name=f"{name}-{rid[:7]}")
+    elif typ == "aws:kms/key:Key":
+        key_id = f"{rid[:8]}-{rid[8:12]}-4{rid[:3]}-8{rid[3:6]}-{rid}"
+        out.update(keyId=key_id, arn=f"arn:aws:kms:{region}:123456789012:key/{key_id}")
+    elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+        out.update(latestVersion=1, arn=f"arn:aws:ec2:{region}:123456789012:launch-template/lt-{rid}")
+    elif typ == "azure-native:containerservice:ManagedCluster":
+        out.update(name=inputs.get("resourceName", name), fqdn=f"{name}-{rid[:8]}.hcp.westeurope.azmk8s.io")
+    elif typ == "gcp:container/cluster:Cluster":
+        out.update(endpoint="203.0.113.10", masterAuth={"clusterCaCertificate": _MOCK_CA})
+    elif typ.startswith("random:index/randomPassword"):
+        out.update(result="mock-password-" + rid)
+    return out
+
+
+_MOCK_ADDON_VERSIONS = {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1", "eks-pod-identity-agent": "v1.3.8-eksbuild.2"}
+
+
+def _invoke_result(token: str, args: dict, region: str) -> dict:
+    if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+        return {"names": [f"{region}{z}" for z in "abc"], "zoneIds": [f"euc1-az{i}" for i in (1, 2, 3)], "id": region}
+    if token == "aws:eks/getCluster:getCluster":
+        name = args.get("name", "cluster")
+        return {"name": name, "endpoint": f"https://{_fake_id(name).upper()}.gr7.{region}.eks.amazonaws.com",
+                "certificateAuthorities": [{"data": _MOCK_CA}], "arn": f"arn:aws:eks:{region}:123456789012:cluster/{name}",
+                "vpcConfig": {"subnetIds": ["subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"], "vpcId": "vpc-0a1b2c3d4e5f60000",
+                              "clusterSecurityGroupId": "sg-0a1b2c3d4e5f60000",
+                              # What EKS gives a cluster created without saying otherwise.
+                              "endpointPublicAccess": True, "endpointPrivateAccess": False, "publicAccessCidrs": ["0.0.0.0/0"]},
+                "enabledClusterLogTypes": [], "accessConfigs": [{"authenticationMode": "CONFIG_MAP"}],
+                "version": "1.35", "status": "ACTIVE"}
+    if token == "aws:eks/getAddon:getAddon":
+        return {"addonName": args.get("addonName"), "clusterName": args.get("clusterName"), "addonVersion": "v1.3.8-eksbuild.2", "id": "addon"}
+    if token == "aws:eks/getAddonVersion:getAddonVersion":
+        # A version string shaped like EKS's (v<version>-eksbuild.<n>); the real one is resolved at deploy time.
+        addon, minor = args.get("addonName", "addon"), args.get("kubernetesVersion", "1.35")
+        version = f"v{minor}.0-eksbuild.1" if addon == "kube-proxy" else _MOCK_ADDON_VERSIONS.get(addon, "v1.0.0-eksbuild.1")
+        return {"addonName": addon, "kubernetesVersion": minor, "mostRecent": args.get("mostRecent", False), "version": version, "id": addon}
+    if token == "aws:ec2/getSubnets:getSubnets":
+        # Existing subnets: the mock puts the first one in each zone asked for, in order.
+        filters = {f["name"]: f["values"] for f in args.get("filters", [])}
+        ids, zones = filters.get("subnet-id", []), filters.get("availability-zone", [])
+        return {"ids": ids[:len(zones)] or ids[:1], "id": region}
+    if token == "aws:index/getCallerIdentity:getCallerIdentity":
+        return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/planner", "userId": "AIDAPLANNER", "id": "123456789012"}
+    if token == "aws:index/getPartition:getPartition":
+        return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
+    if token == "aws:index/getRegion:getRegion":
+        return {"name": region, "region": region, "endpoint": f"ec2.{region}.amazonaws.com", "id": region}
+    if token == "azure-native:containerservice:getManagedCluster":
+        # What AKS gave a cluster created without saying otherwise: public API server, local accounts, no network policy.
+        return {"name": args.get("resourceName"), "location": "westeurope", "kubernetesVersion": "1.33", "disableLocalAccounts": False,
+                "networkProfile": {"networkPlugin": "kubenet", "networkPolicy": "none"}}
+    if token == "azure-native:containerservice:listManagedClusterUserCredentials":
+        # As AKS answers for an Entra ID cluster with format exec: a kubelogin user that logs in by device code.
+        cluster = args.get("resourceName", "cluster")
+        kubeconfig = json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster, "cluster": {
+            "server": f"https://{cluster}.hcp.westeurope.azmk8s.io:443", "certificate-authority-data": _MOCK_CA}}],
+            "users": [{"name": f"clusterUser_{cluster}", "user": {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "kubelogin",
+                "args": ["get-token", "--login", "devicecode", "--server-id", "6dae42f8-4368-4678-94ff-3960e28e3630",
+                         "--client-id", "80faf920-1908-4b52-b5ef-a8e7bedfc67a", "--tenant-id", "00000000-0000-0000-0000-000000000000",
+                         "--environment", "AzurePublicCloud"]}}}]})
+        return {"kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(kubeconfig.encode()).decode()}]}
+    if token == "azure-native:authorization:getClientConfig":
+        return {"clientId": "11111111-1111-1111-1111-111111111111", "objectId": "22222222-2222-2222-2222-222222222222",
+                "subscriptionId": "33333333-3333-3333-3333-333333333333", "tenantId": "00000000-0000-0000-0000-000000000000"}
+    if token == "gcp:container/getCluster:getCluster":
+        project = args.get("project") or "mock-project"
+        return {"name": args.get("name"), "location": args.get("location"), "endpoint": "203.0.113.20",
+                "masterAuths": [{"clusterCaCertificate": _MOCK_CA}], "workloadIdentityConfigs": [{"workloadPool": f"{project}.svc.id.goog"}],
+                # A public standard cluster on the Regular channel, as GKE creates one by default.
+                "privateClusterConfigs": [{"enablePrivateNodes": False, "enablePrivateEndpoint": False}], "masterAuthorizedNetworksConfigs": [],
+                "enableShieldedNodes": True, "datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [], "releaseChannels": [{"channel": "REGULAR"}]}
+    if token == "gcp:organizations/getClientConfig:getClientConfig":
+        return {"project": "mock-project", "region": "us-central1", "zone": "us-central1-a", "accessToken": "[secret]", "id": "client"}
+    return {}
+
+
+def _make_monitor(plan: Plan, region: str):
+    from pulumi.runtime import mocks
+
+    class Recorder(mocks.Mocks):
+        def new_resource(self, args: mocks.MockResourceArgs):
+            return _resource_id(args.typ, args.name, args.inputs), _resource_outputs(args.typ, args.name, args.inputs, region)
+
+        def call(self, args: mocks.MockCallArgs):
+            return _invoke_result(args.token, args.args, region)
+
+    class RecordingMonitor(mocks.MockMonitor):
+        def RegisterResource(self, request):
+            if request.type != "pulumi:pulumi:Stack":
+                inputs = _plain(json_format.MessageToDict(request.object))
+                parent_type = request.parent.split("::")[2].split("$")[-1] if request.parent else None
+                # The implicit stack resource is not part of the plan: top-level resources have no parent.
+                parent = None if parent_type in (None, "pulumi:pulumi:Stack") else _urn_name(request.parent)
+                depends_on = tuple((urn.split("::")[2].split("$")[-1], urn.split("::")[3]) for urn in request.dependencies)
+                plan.resources.append(PlannedResource(request.type, request.name, parent, inputs, bool(request.custom),
+                                                      parent_type if parent else None, request.version, depends_on))
+            return super().RegisterResource(request)
+
+        def RegisterResourceOutputs(self, request):
+            if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
+                plan.outputs = _plain(json_format.MessageToDict(request.outputs))
+            return super().RegisterResourceOutputs(request)
+
+    return RecordingMonitor(Recorder())
+
+
+def _collector(plan: Plan) -> "logging.Logger":
+    """A logger that keeps the program's warnings in the plan instead of printing them."""
+    import logging
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                plan.warnings.append(record.getMessage())
+
+    logger = logging.getLogger(f"gpupools.cli.planrun.{id(plan)}")
+    logger.handlers[:] = [Keep()]
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+async def _wait_for_quiescence(await_all_outstanding_tasks: bool = True) -> None:
+    """Pulumi's `wait_for_rpcs`, waiting on each batch of outstanding outputs at once.
+
+    The SDK's loop waits with FIRST_COMPLETED and re-arms a callback on every pending output each time, which
+    is quadratic in the number of outputs; a plan of hundreds of pools spent most of its time there. Waiting
+    for the whole batch gives the same end state (every RPC and output settled, the first error re-raised).
+    """
+    from pulumi.runtime.settings import SETTINGS, _get_rpc_manager
+
+    rpc_manager = _get_rpc_manager()
+    while True:
+        while rpc_manager.rpcs:
+            await asyncio.sleep(0)
+            await rpc_manager.rpcs.pop()
+        if rpc_manager.unhandled_exception is not None:
+            raise rpc_manager.unhandled_exception.with_traceback(rpc_manager.exception_traceback)
+        while await_all_outstanding_tasks:
+            with SETTINGS.lock:
+                pending = list(SETTINGS.outputs)
+                SETTINGS.outputs.clear()
+            if not pending:
+                break
+            await asyncio.wait(pending)
+            for task in pending:
+                await task
+        if not rpc_manager.rpcs:
+            break
+
+
+def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] | None = None) -> Plan:
+    """Run `program` (default: the project's `__main__.py`) with the given stack config under mocks."""
+    from pulumi.runtime import mocks, settings
+    from pulumi.runtime.config import set_all_config
+    from pulumi.runtime.stack import run_in_stack
+
+    cloud = config.get("gpupools:cloud")
+    plan = Plan(stack=stack, cloud=cloud if isinstance(cloud, str) else None)
+    # The region the mocks answer with: the stack's, or the one the AWS provider would take from the environment.
+    aws_region = provider_value("aws", "aws:region", config)[0] if cloud == "aws" else None
+    region = str(aws_region or config.get("gcp:region") or "eu-central-1")
+    secret_keys = [k for k, v in config.items() if v == SECRET]
+    set_all_config(to_pulumi_values(config), secret_keys)
+    monitor = _make_monitor(plan, region)
+    settings.ROOT.set(None)
+    settings.configure(mocks.MockSettings(
+        monitor=monitor,
+        monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
+        engine=mocks.MockEngine(_collector(plan)),
+        project=PROJECT,
+        stack=stack,
+        dry_run=False,
+        organization="organization",
+        callbacks=None,
+    ))
+
+    def default_program() -> None:
+        if PROGRAM.exists():
+            runpy.run_path(str(PROGRAM), run_name="__main__")
+        else:  # installed without the project checkout: the same program, from the package
+            from gpupools.program import main
+
+            main()
+
+    from pulumi.runtime import stack as engine_stack
+
+    sdk_wait = engine_stack.wait_for_rpcs
+    engine_stack.wait_for_rpcs = _wait_for_quiescence
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(run_in_stack(program or default_program))
+    finally:
+        engine_stack.wait_for_rpcs = sdk_wait
+        asyncio.set_event_loop(None)
+        loop.close()
+        settings.ROOT.set(None)
+    return plan

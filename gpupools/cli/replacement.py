@@ -1,0 +1,102 @@
+"""Which planned changes replace a GPU pool: the node group or node pool is deleted and created again, so every
+GPU node in it is drained at once.
+
+The fields are the ones each provider marks as forcing replacement:
+- EKS `aws:eks/nodeGroup:NodeGroup` (pulumi-aws is bridged from the Terraform AWS provider; ForceNew in
+  `internal/service/eks/node_group.go`): amiType, capacityType, clusterName, diskSize, instanceTypes,
+  launchTemplate id or name (not its version), nodeGroupName(Prefix), nodeRoleArn, remoteAccess, subnetIds.
+- AKS `azure-native:containerservice:AgentPool` (pulumi-azure-native `forceNewMap` plus the resource path):
+  vmSize, gpuInstanceProfile, agentPoolName, resourceGroupName, resourceName.
+- GKE `gcp:container/nodePool:NodePool` (bridged from the Terraform Google provider; ForceNew in
+  `resource_container_node_pool.go` and `node_config.go`): name, cluster, location, project, initialNodeCount,
+  maxPodsPerNode, and in nodeConfig: guestAccelerators (every field, GKE's sharing and MIG partitions
+  included), metadata, spot, preemptible, serviceAccount, oauthScopes, shieldedInstanceConfig, localSsdCount,
+  minCpuPlatform, reservationAffinity, gvnic.
+Everything else (labels, taints, scaling limits, launch template versions, node locations) changes in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpupools.cli.planrun import Plan
+
+REPLACING: dict[str, tuple[str, ...]] = {
+    "aws:eks/nodeGroup:NodeGroup": ("amiType", "capacityType", "clusterName", "diskSize", "instanceTypes", "launchTemplate.id",
+                                    "launchTemplate.name", "nodeGroupName", "nodeGroupNamePrefix", "nodeRoleArn", "remoteAccess", "subnetIds"),
+    "azure-native:containerservice:AgentPool": ("vmSize", "gpuInstanceProfile", "agentPoolName", "resourceGroupName", "resourceName"),
+    "gcp:container/nodePool:NodePool": ("name", "namePrefix", "cluster", "location", "project", "initialNodeCount", "maxPodsPerNode",
+                                        "nodeConfig.guestAccelerators", "nodeConfig.metadata", "nodeConfig.spot", "nodeConfig.preemptible",
+                                        "nodeConfig.serviceAccount", "nodeConfig.oauthScopes", "nodeConfig.shieldedInstanceConfig",
+                                        "nodeConfig.localSsdCount", "nodeConfig.minCpuPlatform", "nodeConfig.reservationAffinity",
+                                        "nodeConfig.gvnic"),
+}
+
+_MISSING = object()
+
+
+def _at(inputs: Any, path: str) -> Any:
+    current = inputs
+    for step in path.split("."):
+        if not isinstance(current, dict) or step not in current:
+            return _MISSING
+        current = current[step]
+    return current
+
+
+@dataclass(frozen=True)
+class PoolChange:
+    type: str
+    name: str
+    action: str  # "create", "replace", "update", "same", "delete"
+    fields: tuple[str, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        if self.action == "replace":
+            return f"REPLACES {self.type} {self.name} (deleted and created again, every node drained): {', '.join(self.fields)} changed"
+        return {"create": f"creates {self.type} {self.name}", "update": f"updates {self.type} {self.name} in place",
+                "same": f"no change to {self.type} {self.name}", "delete": f"deletes {self.type} {self.name}"}[self.action]
+
+
+def pool_changes(previous: dict, plan: Plan) -> list[PoolChange]:
+    """Every pool resource of `plan` compared with the same resource (type and name) in a previous `plan --json`."""
+    before = {(r.get("type"), r.get("name")): r.get("inputs") or {} for r in previous.get("resources") or [] if isinstance(r, dict)}
+    changes, seen = [], set()
+    for resource in plan.resources:
+        fields = REPLACING.get(resource.type)
+        if fields is None:
+            continue
+        key = (resource.type, resource.name)
+        seen.add(key)
+        if key not in before:
+            changes.append(PoolChange(resource.type, resource.name, "create"))
+            continue
+        old, new = before[key], resource.inputs
+        replacing = tuple(f for f in fields if _at(old, f) != _at(new, f))
+        action = "replace" if replacing else ("same" if old == new else "update")
+        changes.append(PoolChange(resource.type, resource.name, action, replacing))
+    changes += [PoolChange(t, n, "delete") for (t, n) in before if t in REPLACING and (t, n) not in seen]
+    return changes
+
+
+def previous_plan_problems(doc: Any, stack: str) -> list[str]:
+    """Why a file cannot serve as the previous plan, if it cannot."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("resources"), list):
+        return ["expected the JSON of `gpupools plan --json` (an object with a resources list)"]
+    if doc.get("stack") not in (None, stack):
+        return [f"is the plan of stack {doc.get('stack')!r}, not {stack!r}"]
+    return []
+
+
+def sharing_change_note(cloud: str, installer: str, os: str | None, karpenter: bool = False) -> str:
+    """What a change of this pool's sharing (mode, replicas, MIG profile) does on its cloud."""
+    if cloud == "gcp" and installer == "cloud":
+        return "a sharing change (mode, replicas, migProfile) REPLACES this node pool: GKE's guestAccelerators cannot change in place"
+    if karpenter:
+        return ("a sharing change updates a ConfigMap and the NodePool's node labels; Karpenter replaces the nodes gracefully "
+                "(drift), the pool stays")
+    if os == "bottlerocket":
+        return "a sharing change makes a new launch template version; EKS rolls the nodes, the node group stays"
+    return "a sharing change updates a ConfigMap and node labels in place; the pool is not replaced"

@@ -1,0 +1,160 @@
+"""Lookups every cloud module needs in the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from gpupools.core.catalog import Catalog, Hardware, InstanceType
+from gpupools.stack.config import Pool
+from gpupools.stack.errors import Problem
+
+KIND = {"aws": "instance type", "azure": "VM size", "gcp": "machine type"}
+
+
+def _a(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def lookup_instance(cloud: str, pool: Pool, catalog: Catalog, path: str) -> tuple[InstanceType | None, list[Problem]]:
+    found = catalog.instance(cloud, pool.instance_type)
+    if found is not None:
+        return found, []
+    where = f"{path}.instanceType"
+    other = catalog.cloud_of(pool.instance_type)
+    if other is not None:
+        return None, [Problem(where, f"{pool.instance_type!r} is {_a(other)} {other} {KIND[other]}, but this stack's cloud is {cloud}; pick {_a(cloud)} {cloud} {KIND[cloud]} (gpupools catalog --cloud {cloud})")]
+    closest = catalog.closest(cloud, pool.instance_type)
+    hint = f"closest known: {', '.join(closest)}" if closest else f"see `gpupools catalog --cloud {cloud}`"
+    return None, [Problem(where, f"unknown {cloud} GPU {KIND[cloud]} {pool.instance_type!r}; {hint}")]
+
+
+def hardware_of(instance: InstanceType) -> Hardware:
+    assert instance.gpu is not None
+    return Hardware(instance.name, instance.gpu, instance.gpus, instance.price, instance.price_read, instance.accelerator)
+
+
+def resolve_listed(cloud: str, pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
+    """Clouds whose instance types carry their GPUs: the catalog line is the whole answer."""
+    instance, problems = lookup_instance(cloud, pool, catalog, path)
+    return (hardware_of(instance) if instance else None), problems
+
+
+def reject_fields(obj, path: str, cloud: str, fields: dict[str, tuple[str, str]]) -> list[Problem]:
+    """Fields that only another cloud understands are mistakes, not silently ignored settings."""
+    problems = []
+    for attr, (alias, owner) in fields.items():
+        value = getattr(obj, attr)
+        if value is not None:
+            problems.append(Problem(f"{path}.{alias}", f"{value!r} is not used on {cloud}; {alias} applies to {owner} only"))
+    return problems
+
+
+# Cluster fields that belong to one cloud each.
+CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("location", "gcp"), "subnet_ids": ("subnetIds", "aws"),
+                  "secrets_encryption": ("secretsEncryption", "aws"), "control_plane_logs": ("controlPlaneLogs", "aws"),
+                  "log_retention_days": ("logRetentionDays", "aws"), "authentication_mode": ("authenticationMode", "aws"),
+                  "managed_addons": ("managedAddons", "aws"), "local_accounts": ("localAccounts", "azure"),
+                  "azure_policy": ("azurePolicy", "azure"),
+                  "defender_workspace_id": ("defenderWorkspaceId", "azure"), "network_policy": ("networkPolicy", "azure and gcp"),
+                  "private_nodes": ("privateNodes", "gcp"), "release_channel": ("releaseChannel", "gcp"), "production": ("production", "gcp"),
+                  "binary_authorization": ("binaryAuthorization", "gcp")}
+
+
+def shared_cluster_problems(cluster, cloud: str) -> list[Problem]:
+    """Fields of another cloud, and an API endpoint whose access settings contradict each other."""
+    problems = reject_fields(cluster, "cluster", cloud, {k: v for k, v in CLUSTER_FIELDS.items() if cloud not in v[1].split(" and ")})
+    cidrs, access = cluster.authorized_cidrs, cluster.endpoint_access
+    if access == "restricted" and not cidrs:
+        problems.append(Problem("cluster.authorizedCidrs", "empty, but endpointAccess is restricted: list the networks that may reach the "
+                                                           "Kubernetes API (such as 203.0.113.0/24), or set endpointAccess: private"))
+    elif access in ("private", "public") and cidrs:
+        problems.append(Problem("cluster.authorizedCidrs", f"given, but endpointAccess is {access}; authorized ranges apply to a restricted "
+                                                           f"endpoint only (drop endpointAccess, or set it to restricted)"))
+    elif access is None and cidrs is not None and not cidrs:
+        problems.append(Problem("cluster.authorizedCidrs", "empty: list the networks that may reach the Kubernetes API, or leave it out "
+                                                           "for a private endpoint"))
+    return problems
+
+
+@dataclass(frozen=True)
+class Control:
+    """One hardening control of a new cluster: what it is, what this stack gets, the key that switches it, and the
+    policy that proves it. `gpupools plan` prints them; README's table is these rows for a stack that says nothing."""
+
+    name: str
+    setting: str
+    key: str
+    policy: str
+
+
+def endpoint_control(cluster) -> Control:
+    mode = cluster.endpoint_mode
+    setting = {"private": "private", "public": "public to any address",
+               "restricted": f"restricted to {', '.join(cluster.authorized_cidrs or [])}"}[mode]
+    return Control("API endpoint", setting, "endpointAccess, authorizedCidrs", "cluster-endpoint-restricted")
+
+
+def on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """One Kubernetes minor on one managed service: when it came, when standard support ends, and when any paid
+    extended (or long-term) support ends; None where the service offers none for everyone."""
+
+    minor: str
+    released: date
+    end_of_standard: date
+    end_of_extended: date | None = None
+
+
+def minor_key(minor: str) -> tuple[int, int]:
+    major, _, rest = minor.partition(".")
+    return int(major), int(rest)
+
+
+def newest(releases: dict[str, KubernetesRelease]) -> str:
+    """New clusters get the newest minor of the table: the longest standard support ahead of them."""
+    return max(releases, key=minor_key)
+
+
+def supported_minors(releases: dict[str, KubernetesRelease], today: date) -> list[str]:
+    return sorted((m for m, r in releases.items() if r.end_of_standard >= today), key=minor_key)
+
+
+def past_standard_support(releases: dict[str, KubernetesRelease], minor: str, today: date) -> KubernetesRelease | None:
+    release = releases.get(minor)
+    return release if release is not None and release.end_of_standard < today else None
+
+
+def version_problems(cluster, releases: dict[str, KubernetesRelease], service: str, today: date) -> list[Problem]:
+    """A version the service does not offer is an error; one past standard support is an error for a new
+    cluster unless the service still sells extended support for it (the policy pack then flags it)."""
+    minor = cluster.kubernetes_version
+    if minor is None:
+        return []
+    where = "cluster.kubernetesVersion"
+    supported = ", ".join(supported_minors(releases, today))
+    release = releases.get(minor)
+    if release is None:
+        return [Problem(where, f"{minor!r} is not a Kubernetes version {service} offers; supported: {supported}")]
+    if release.end_of_standard >= today or not cluster.create:
+        return []
+    if release.end_of_extended is None or release.end_of_extended < today:
+        return [Problem(where, f"{minor!r} left {service} support on {release.end_of_extended or release.end_of_standard}; "
+                               f"{service} creates no new clusters on it; supported: {supported}")]
+    return []
+
+
+def zone_letter_problems(pool: Pool, path: str, region: str | None, example: str) -> list[Problem]:
+    """Zones named <region><letter> (AWS) or <region>-<letter> (GCP) must belong to the cluster's region."""
+    if not pool.zones or region is None:
+        return []
+    problems = []
+    for i, zone in enumerate(pool.zones):
+        suffix = zone[len(region):] if zone.startswith(region) else ""
+        if not suffix or not suffix.lstrip("-").isalpha() or len(suffix.lstrip("-")) != 1:
+            problems.append(Problem(f"{path}.zones[{i}]", f"{zone!r} is not a zone of region {region}; zones there are named like {example}"))
+    return problems

@@ -1,0 +1,1 @@
+"""Thin Pulumi ComponentResources (gpupools:index:<Type>) that turn the plans into resources, one module per cloud."""

@@ -1,0 +1,317 @@
+"""EKS: the cluster (new, or an existing one found by name), GPU pools, and the autoscaler that scales them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from gpupools.autoscaling import cluster_autoscaler as ca
+from gpupools.autoscaling import karpenter
+from gpupools.autoscaling.choice import CLUSTER_AUTOSCALER, KARPENTER, resolve_autoscaler
+from gpupools.autoscaling.templates import node_group_labels
+from gpupools.clouds import aws as decide
+from gpupools.stack.config import StackConfig
+from gpupools.core.pools import PoolPlan
+from gpupools.pools.software import Release
+
+from gpupools.components import kube
+from gpupools.components.base import ClusterHandle, Component
+from gpupools.components.gpu_software import helm_release
+from gpupools.components.wire import CloudResource, invoke
+
+
+def resource(token: str, name: str, inputs: dict, opts: pulumi.ResourceOptions, outputs: tuple[str, ...] = ()) -> CloudResource:
+    """An AWS resource by type token (`ec2/vpc:Vpc`), inputs as the provider names them."""
+    return CloudResource(f"aws:{token}", name, inputs, outputs, opts)
+
+
+def _invoke_opts(parent: pulumi.Resource) -> pulumi.InvokeOutputOptions:
+    return pulumi.InvokeOutputOptions(parent=parent)
+
+
+class EksCluster(Component):
+    """An EKS cluster with its network, IAM roles and a small system node group, or an existing cluster.
+
+    Either way it exposes a node role for GPU node groups, the subnets they join (by zone where known), the
+    cluster security group, and a Kubernetes provider.
+    """
+
+    TYPE = "EksCluster"
+
+    def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster = stack.cluster
+        region = stack.providers.get("aws:region")
+        autoscaler = resolve_autoscaler(stack.cloud, cluster.create, stack.autoscaler)
+        self.node_role = self._role("node-role", "ec2.amazonaws.com", decide.NODE_POLICIES)
+        self.subnets_by_zone: dict[str, pulumi.Output] | None = None
+        if cluster.create:
+            if cluster.subnet_ids:
+                subnet_ids = pulumi.Output.from_input(cluster.subnet_ids)
+            else:
+                subnet_ids = self._network(decide.pool_zones(stack.pools))
+            cluster_role = self._role("cluster-role", "eks.amazonaws.com", decide.CLUSTER_POLICIES)
+            before: list[pulumi.Resource] = list(cluster_role.ready)
+            logs = decide.log_group_args(cluster)
+            if logs is not None:
+                # Before the cluster: EKS would otherwise create the group itself, with no retention.
+                before.append(resource("cloudwatch/logGroup:LogGroup", f"{name}-control-plane", logs, self.child()))
+            key_args = decide.secrets_key_args(cluster)
+            key = resource("kms/key:Key", f"{name}-secrets", key_args, self.child(), ("arn",)) if key_args else None
+            eks = aws.eks.Cluster(name, **decide.cluster_args(cluster, cluster_role.arn, subnet_ids, key.arn if key else None),
+                                  opts=self.child(depends_on=before))
+            self.cluster_name = eks.name
+            endpoint, ca_data = eks.endpoint, eks.certificate_authority.data
+            self.security_group_id = eks.vpc_config.cluster_security_group_id
+            self.version = eks.version
+            template = resource("ec2/launchTemplate:LaunchTemplate", "system-nodes", decide.system_launch_template_args(), self.child(),
+                                ("latestVersion", "arn"))
+            system = aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
+                                                                                template.latestVersion.apply(str)),
+                                       opts=self.child(ignore_changes=["scalingConfig.desiredSize"], depends_on=self.node_role.ready))
+            for addon in decide.addons(cluster):
+                # The newest version EKS offers for the cluster's Kubernetes version.
+                version = aws.eks.get_addon_version_output(addon_name=addon, kubernetes_version=eks.version, most_recent=True,
+                                                           opts=_invoke_opts(self)).version
+                after = [system] if addon in decide.ADDONS_NEEDING_NODES or addon == decide.POD_IDENTITY_AGENT else [eks]
+                resource("eks/addon:Addon", addon, decide.addon_args(eks.name, addon, version), self.child(depends_on=after))
+        else:
+            found = aws.eks.get_cluster_output(name=cluster.name, opts=_invoke_opts(self))
+            self.cluster_name = found.name
+            subnet_ids = pulumi.Output.from_input(cluster.subnet_ids) if cluster.subnet_ids else found.vpc_config.subnet_ids
+            endpoint, ca_data = found.endpoint, found.certificate_authorities[0].data
+            self.security_group_id = found.vpc_config.cluster_security_group_id
+            self.version = found.version
+            # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
+            pulumi.Output.all(found.name, found.vpc_config, found.enabled_cluster_log_types, found.access_configs).apply(
+                lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
+                    a[0], a[1].get("endpoint_public_access"), a[1].get("public_access_cidrs"), a[2],
+                    (a[3] or [{}])[0].get("authentication_mode"))])
+            if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
+                # An existing cluster must already run the Pod Identity agent; reading it fails the preview if not.
+                aws.eks.get_addon_output(cluster_name=cluster.name, addon_name=decide.POD_IDENTITY_AGENT, opts=_invoke_opts(self))
+        self.subnet_ids = subnet_ids
+        self.endpoint = endpoint
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
+            lambda a: decide.kubeconfig(a[0], a[1], a[2], region)))
+        self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def handle(self) -> ClusterHandle:
+        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {
+            "node_role_arn": self.node_role.arn, "node_role_ready": self.node_role.ready, "subnet_ids": self.subnet_ids, "subnets_by_zone": self.subnets_by_zone,
+            "security_group_id": self.security_group_id, "endpoint": self.endpoint, "version": self.version})
+
+    def _role(self, name: str, service: str, policies: tuple[str, ...]) -> IamRole:
+        return iam_role(self, name, decide.assume_role_policy(service), policies)
+
+    def _network(self, wanted_zones: list[str]) -> pulumi.Output:
+        """A VPC with public subnets for load balancers and the NAT gateway, private ones for nodes, in every zone a
+        pool asks for and at least two."""
+        available = aws.get_availability_zones_output(state="available", opts=_invoke_opts(self))
+        count = max(decide.AVAILABILITY_ZONES, len(wanted_zones))
+        zone_names = available.names.apply(lambda names: decide.vpc_zones(names, wanted_zones, count))
+        vpc = resource("ec2/vpc:Vpc", "vpc", {"cidrBlock": decide.VPC_CIDR, "enableDnsHostnames": True, "enableDnsSupport": True}, self.child())
+        in_vpc = self.child(parent=vpc)
+        gateway = resource("ec2/internetGateway:InternetGateway", "igw", {"vpcId": vpc.id}, in_vpc)
+        public_routes = resource("ec2/routeTable:RouteTable", "public", {"vpcId": vpc.id, "routes": [{"cidrBlock": "0.0.0.0/0", "gatewayId": gateway.id}]}, in_vpc)
+        layout = decide.subnet_layout(count)
+        subnets: dict[str, CloudResource] = {}
+        for spec in layout:
+            role_tag = {"kubernetes.io/role/elb": "1"} if spec["public"] else {"kubernetes.io/role/internal-elb": "1"}
+            subnets[spec["name"]] = resource("ec2/subnet:Subnet", spec["name"], {
+                "vpcId": vpc.id, "cidrBlock": spec["cidr"], "availabilityZone": zone_names[spec["zone_index"]],
+                "mapPublicIpOnLaunch": spec["public"], "tags": {"Name": spec["name"], **role_tag}}, in_vpc)
+        nat_ip = resource("ec2/eip:Eip", "nat", {"domain": "vpc"}, in_vpc)
+        nat = resource("ec2/natGateway:NatGateway", "nat", {"subnetId": subnets["public-0"].id, "allocationId": nat_ip.id}, in_vpc)
+        private_routes = resource("ec2/routeTable:RouteTable", "private", {"vpcId": vpc.id, "routes": [{"cidrBlock": "0.0.0.0/0", "natGatewayId": nat.id}]}, in_vpc)
+        for spec in layout:
+            table = public_routes if spec["public"] else private_routes
+            resource("ec2/routeTableAssociation:RouteTableAssociation", spec["name"], {"subnetId": subnets[spec["name"]].id, "routeTableId": table.id}, in_vpc)
+        private = [s for s in layout if not s["public"]]
+        # Zones a pool asks for come first in `vpc_zones`, so their subnets are known before AWS names the rest.
+        self.subnets_by_zone = {zone: subnets[private[i]["name"]].id for i, zone in enumerate(wanted_zones)}
+        return pulumi.Output.all(*[subnets[s["name"]].id for s in private])
+
+
+@dataclass
+class IamRole:
+    """A role and its managed-policy attachments.
+
+    Whatever acts with the role's permissions depends on `ready`, not only on the ARN: otherwise `pulumi destroy`
+    may detach the policies first, and an EKS cluster or node group deleted without them cannot clean up its
+    network interfaces and security groups, which leaves the VPC undeletable.
+    """
+
+    role: CloudResource
+    attachments: list[CloudResource]
+
+    @property
+    def arn(self) -> pulumi.Output:
+        return self.role.arn
+
+    @property
+    def name(self) -> pulumi.Output:
+        return self.role.name
+
+    @property
+    def id(self) -> pulumi.Output:
+        return self.role.id
+
+    @property
+    def ready(self) -> list[pulumi.Resource]:
+        return [self.role, *self.attachments]
+
+
+def iam_role(parent: Component, name: str, trust_policy: str, policies: tuple[str, ...] = ()) -> IamRole:
+    role = resource("iam/role:Role", name, {"assumeRolePolicy": trust_policy}, parent.child(), ("arn", "name"))
+    attachments = [resource("iam/rolePolicyAttachment:RolePolicyAttachment", f"{name}-{arn.rsplit('/', 1)[1]}", {"role": role.name, "policyArn": arn},
+                            parent.child(parent=role)) for arn in policies]
+    return IamRole(role, attachments)
+
+
+def pool_subnets(plan: PoolPlan, cluster: ClusterHandle, parent: pulumi.Resource) -> pulumi.Input:
+    """All of the cluster's node subnets, or only those in the pool's zones."""
+    zones = plan.pool.zones
+    if not zones:
+        return cluster.details["subnet_ids"]
+    by_zone = cluster.details.get("subnets_by_zone")
+    if by_zone:
+        return pulumi.Output.all(*[by_zone[z] for z in zones])
+    found = invoke("aws:ec2/getSubnets:getSubnets", {"filters": [{"name": "subnet-id", "values": cluster.details["subnet_ids"]},
+                                                                  {"name": "availability-zone", "values": list(zones)}]}, parent)
+    return found.apply(lambda result: result["ids"])
+
+
+class Karpenter(Component):
+    """Karpenter from its official chart, with everything its getting-started template creates: a node role with an
+    access entry, the controller's IAM role through EKS Pod Identity, the interruption queue and its EventBridge
+    rules, and the EC2NodeClasses the GPU pools' NodePools refer to."""
+
+    TYPE = "Karpenter"
+
+    def __init__(self, name: str, stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
+                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster_name = stack.cluster.name
+        self.node_role = iam_role(self, "karpenter-node", decide.assume_role_policy("ec2.amazonaws.com"), karpenter.NODE_POLICIES)
+        access = resource("eks/accessEntry:AccessEntry", "karpenter-node", {"clusterName": cluster.name, "principalArn": self.node_role.arn,
+                                                                            "type": "EC2_LINUX"}, self.child())
+        queue = resource("sqs/queue:Queue", "karpenter-interruption", {
+            "name": karpenter.queue_name(cluster_name), "messageRetentionSeconds": karpenter.QUEUE_RETENTION_SECONDS, "sqsManagedSseEnabled": True},
+            self.child(), ("arn", "url", "name"))
+        resource("sqs/queuePolicy:QueuePolicy", "karpenter-interruption", {"queueUrl": queue.url, "policy": queue.arn.apply(karpenter.queue_policy)},
+                 self.child(parent=queue))
+        for event, pattern in karpenter.INTERRUPTION_EVENTS.items():
+            rule = resource("cloudwatch/eventRule:EventRule", f"karpenter-{event}", {"eventPattern": json.dumps(pattern)}, self.child(parent=queue),
+                            ("name", "arn"))
+            resource("cloudwatch/eventTarget:EventTarget", f"karpenter-{event}", {"rule": rule.name, "arn": queue.arn}, self.child(parent=rule))
+        identity = aws.get_caller_identity_output(opts=_invoke_opts(self))
+        partition = aws.get_partition_output(opts=_invoke_opts(self))
+        region = aws.get_region_output(opts=_invoke_opts(self))
+        controller = iam_role(self, "karpenter-controller", decide.pod_identity_trust_policy())
+        policy = resource("iam/rolePolicy:RolePolicy", "karpenter-controller", {"role": controller.id, "policy": pulumi.Output.all(
+            partition.partition, region.region, identity.account_id, queue.arn, self.node_role.arn).apply(
+            lambda a: karpenter.controller_policy(a[0], a[1], a[2], cluster_name, a[3], a[4]))}, self.child(parent=controller.role))
+        association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "karpenter", {
+            "clusterName": cluster.name, "namespace": karpenter.CHART.namespace, "serviceAccount": karpenter.SERVICE_ACCOUNT,
+            "roleArn": controller.arn}, self.child())
+        overlays = any(karpenter.node_overlay(p) for p in plans)
+        values = karpenter.helm_values(cluster_name, cluster.details["endpoint"], karpenter.queue_name(cluster_name), overlays, service_monitor)
+        self.release = helm_release(Release(karpenter.CHART, karpenter.CHART.default_version, values),
+                                    self.child(provider=cluster.kubernetes, depends_on=[*self.node_role.ready, access, policy, association, *after]))
+        self.node_classes: dict[str, pulumi.Resource] = {}
+        for class_name, spec in karpenter.node_classes(plans).items():
+            self.node_classes[class_name] = kube.apply(
+                {**karpenter.ec2_node_class(class_name, spec, "-", [], []), "spec": pulumi.Output.all(
+                    self.node_role.name, cluster.details["subnet_ids"], cluster.details["security_group_id"]).apply(
+                    lambda a, n=class_name, s=spec: karpenter.ec2_node_class(n, s, a[0], a[1], [a[2]])["spec"])},
+                self.child(provider=cluster.kubernetes, depends_on=[self.release]))
+        self.register_outputs({"release": karpenter.CHART.release, "nodeRoleArn": self.node_role.arn, "interruptionQueue": queue.name})
+
+
+class ClusterAutoscaler(Component):
+    """cluster-autoscaler from its official chart, with an IAM role (EKS Pod Identity) limited to this cluster's groups."""
+
+    TYPE = "ClusterAutoscaler"
+
+    def __init__(self, name: str, stack: StackConfig, cluster: ClusterHandle, service_monitor: dict | None,
+                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster_name = stack.cluster.name
+        role = iam_role(self, "cluster-autoscaler", decide.pod_identity_trust_policy())
+        policy = resource("iam/rolePolicy:RolePolicy", "cluster-autoscaler", {"role": role.id, "policy": ca.iam_policy(cluster_name)},
+                          self.child(parent=role.role))
+        association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "cluster-autoscaler", {
+            "clusterName": cluster.name, "namespace": ca.CHART.namespace, "serviceAccount": ca.SERVICE_ACCOUNT, "roleArn": role.arn}, self.child())
+        minor = stack.cluster.kubernetes_version
+        image_tag = ca.image_tag(minor) if minor else pulumi.Output.from_input(cluster.details["version"]).apply(ca.image_tag)
+        values = ca.helm_values(cluster_name, stack.providers.get("aws:region"), image_tag, service_monitor, on_system_pool=stack.cluster.create)
+        self.release = helm_release(Release(ca.CHART, ca.CHART.default_version, values),
+                                    self.child(provider=cluster.kubernetes, depends_on=[policy, association, *after]))
+        self.register_outputs({"release": ca.CHART.release, "roleArn": role.arn})
+
+
+class EksGpuNodePool(Component):
+    """One GPU pool: tainted, labelled, IMDSv2-only nodes, scaled by the stack's autoscaler.
+
+    Under cluster-autoscaler (or none) the pool is a managed node group whose Auto Scaling group carries the
+    node-template tags. Under Karpenter it is a NodePool (plus a NodeOverlay where sharing changes the unit), and
+    a fixed managed node group holds the pool's `minNodes`, since a NodePool has no minimum.
+    """
+
+    TYPE = "EksGpuNodePool"
+
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, kubernetes_version: str | None = None, autoscaler: str = CLUSTER_AUTOSCALER,
+                 karpenter_controller: Karpenter | None = None, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(plan.name, opts)
+        self.node_group = None
+        if autoscaler != KARPENTER or plan.pool.min_nodes > 0:
+            template = resource("ec2/launchTemplate:LaunchTemplate", f"{plan.name}-nodes", decide.launch_template_args(plan), self.child(),
+                                ("latestVersion", "arn"))
+            self.node_group = aws.eks.NodeGroup(
+                plan.name,
+                **decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], pool_subnets(plan, cluster, self),
+                                         template.id, template.latestVersion.apply(str), kubernetes_version,
+                                         node_group_labels(plan, autoscaler), floor=autoscaler == KARPENTER),
+                # The autoscaler owns the node count; only the bounds come from the stack.
+                opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True, depends_on=cluster.details["node_role_ready"]))
+            if autoscaler != KARPENTER:
+                asg = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+                for key, value in ca.asg_tags(plan).items():
+                    resource("autoscaling/tag:Tag", f"{plan.name}-{ca.tag_suffix(key)}", {
+                        "autoscalingGroupName": asg, "tag": {"key": key, "value": value, "propagateAtLaunch": False}}, self.child(parent=self.node_group))
+        if autoscaler == KARPENTER and karpenter.karpenter_nodes(plan) > 0:
+            assert karpenter_controller is not None
+            node_class = karpenter.node_class_name(karpenter.node_class_spec(plan), plan)
+            after = self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release, karpenter_controller.node_classes[node_class]])
+            kube.apply(karpenter.node_pool(plan, node_class), after)
+            overlay = karpenter.node_overlay(plan)
+            if overlay is not None:
+                kube.apply(overlay, self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release]))
+        self.register_outputs({"nodeGroupName": self.node_group.node_group_name if self.node_group else None,
+                               "nodePool": karpenter.node_pool_name(plan) if autoscaler == KARPENTER else None})
+
+
+def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None) -> ClusterHandle:
+    return EksCluster(stack.cluster.name, stack, opts).handle()
+
+
+def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
+                     after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> Component | None:
+    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    if autoscaler == KARPENTER:
+        return Karpenter("karpenter", stack, cluster, plans, service_monitor, after, opts)
+    if autoscaler == CLUSTER_AUTOSCALER:
+        return ClusterAutoscaler("cluster-autoscaler", stack, cluster, service_monitor, after, opts)
+    return None
+
+
+def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: Component | None,
+               opts: pulumi.ResourceOptions | None = None) -> Component:
+    kind = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    return EksGpuNodePool(plan, cluster, stack.cluster.kubernetes_version, kind, autoscaler if isinstance(autoscaler, Karpenter) else None, opts)

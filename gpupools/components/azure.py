@@ -1,0 +1,89 @@
+"""AKS: the managed cluster (new, or an existing one found by name) and user agent pools for GPUs."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import pulumi
+import pulumi_azure_native as azure_native
+import pulumi_kubernetes as k8s
+
+from gpupools.clouds import azure as decide
+from gpupools.stack.config import StackConfig
+from gpupools.core.pools import PoolPlan
+
+from gpupools.components.base import ClusterHandle, Component
+
+containerservice = azure_native.containerservice
+authorization = azure_native.authorization
+
+
+class AksCluster(Component):
+    """An AKS cluster with a small autoscaled system pool, or an existing cluster in the resource group."""
+
+    TYPE = "AksCluster"
+
+    def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster = stack.cluster
+        self.resource_group = cluster.resource_group
+        after: list[pulumi.Resource] = []
+        if cluster.create:
+            managed = containerservice.ManagedCluster(name, **decide.managed_cluster_args(cluster), opts=self.child(
+                ignore_changes=["agentPoolProfiles[0].count"]))
+            self.cluster_name = managed.name
+            me = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+            admin = authorization.RoleAssignment(f"{name}-deployer-admin", **decide.admin_role_assignment_args(
+                managed.id, me.object_id, decide.deployer_principal_type(stack.providers, os.environ), me.subscription_id), opts=self.child())
+            after = [admin]
+        else:
+            found = containerservice.get_managed_cluster_output(resource_group_name=cluster.resource_group, resource_name=cluster.name,
+                                                                opts=pulumi.InvokeOutputOptions(parent=self))
+            self.cluster_name = found.name
+            # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
+            pulumi.Output.all(found.name, found.api_server_access_profile, found.disable_local_accounts, found.aad_profile,
+                              found.network_profile).apply(lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
+                                  a[0], {"api_server_access_profile": a[1], "disable_local_accounts": a[2], "aad_profile": a[3],
+                                         "network_profile": a[4]})])
+        # Entra ID clusters hand out an exec kubeconfig (kubelogin); without Entra ID, format is ignored.
+        credentials = containerservice.list_managed_cluster_user_credentials_output(
+            resource_group_name=cluster.resource_group, resource_name=self.cluster_name, format="exec",
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=after))
+        self.kubeconfig = pulumi.Output.secret(credentials.kubeconfigs[0].value.apply(lambda v: decide.exec_kubeconfig(base64.b64decode(v).decode())))
+        self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def handle(self) -> ClusterHandle:
+        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"resource_group": self.resource_group})
+
+
+class AksGpuNodePool(Component):
+    """A User-mode agent pool of GPU VMs: tainted, labelled, autoscaled, optionally Spot."""
+
+    TYPE = "AksGpuNodePool"
+
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, kubernetes_version: str | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(plan.name, opts)
+        self.agent_pool = containerservice.AgentPool(
+            plan.name,
+            **decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version),
+            # The cluster autoscaler owns the node count; only the bounds come from the stack.
+            opts=self.child(ignore_changes=["count"], delete_before_replace=True))
+        self.register_outputs({"agentPoolName": self.agent_pool.name})
+
+
+def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None) -> ClusterHandle:
+    return AksCluster(stack.cluster.name, stack, opts).handle()
+
+
+def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
+                     after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+    """The managed cluster autoscaler is part of the service; every pool turns it on."""
+    return None
+
+
+def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
+               opts: pulumi.ResourceOptions | None = None) -> Component:
+    return AksGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)

@@ -1,0 +1,101 @@
+"""GKE: the cluster (new, without its default pool, or an existing one) and GPU node pools."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from gpupools.clouds import gcp as decide
+from gpupools.stack.config import StackConfig
+from gpupools.core.pools import PoolPlan
+
+from gpupools.components.base import ClusterHandle, Component
+from gpupools.components.wire import CloudResource, invoke
+
+
+class GkeCluster(Component):
+    """A GKE cluster whose default pool is replaced by a small system pool, or an existing cluster."""
+
+    TYPE = "GkeCluster"
+
+    def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        cluster = stack.cluster
+        project = stack.providers.get("gcp:project")
+        self.location = cluster.location
+        self.project = project
+        if cluster.create:
+            # The provider's project when the stack names none (GOOGLE_PROJECT and the like), as the cluster gets it.
+            pool = (pulumi.Output.from_input(decide.workload_pool(project)) if project else
+                    invoke("gcp:organizations/getClientConfig:getClientConfig", {}, self).apply(lambda r: decide.workload_pool(r["project"])))
+            nat = decide.nat_args(cluster, project)
+            after: list[pulumi.Resource] = []
+            if nat is not None:
+                # By type token: pulumi_gcp.compute's classes cost two seconds of every plan to import.
+                router_args, nat_args = nat
+                router = CloudResource("gcp:compute/router:Router", router_args["name"], router_args, ("name",), self.child())
+                after.append(CloudResource("gcp:compute/routerNat:RouterNat", nat_args["name"], {**nat_args, "router": router.name}, (),
+                                           self.child(parent=router)))
+            gke = gcp.container.Cluster(name, **decide.cluster_args(cluster, project, pool), opts=self.child())
+            self.cluster_name = gke.name
+            endpoint, ca_data = gke.endpoint, gke.master_auth.cluster_ca_certificate
+            # The system pool's nodes pull images from outside Google as soon as they start: NAT first.
+            gcp.container.NodePool("system", **decide.system_node_pool_args(gke.name, cluster.location, project), opts=self.child(
+                ignore_changes=["initialNodeCount"], depends_on=after))
+        else:
+            found = gcp.container.get_cluster_output(name=cluster.name, location=cluster.location, project=project,
+                                                     opts=pulumi.InvokeOutputOptions(parent=self))
+            endpoint, ca_data = found.endpoint, found.master_auths[0].cluster_ca_certificate
+            # Read, not assumed: the pools need Workload Identity, which only the cluster's owner can turn on.
+            self.cluster_name = pulumi.Output.all(found.name, found.workload_identity_configs).apply(lambda a: _with_workload_identity(a[0], a[1]))
+            read = ("private_cluster_configs", "master_authorized_networks_configs", "enable_shielded_nodes", "datapath_provider",
+                    "network_policies", "release_channels")
+            pulumi.Output.all(found.name, *[getattr(found, key) for key in read]).apply(
+                lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(a[0], dict(zip(read, a[1:])))])
+        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
+            lambda a: decide.kubeconfig(a[0], a[1], a[2])))
+        self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def handle(self) -> ClusterHandle:
+        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"location": self.location, "project": self.project})
+
+
+def _with_workload_identity(name: str, configs: list) -> str:
+    # The SDK's result types are dicts keyed by the Python names.
+    problem = decide.existing_cluster_problem(name, [(c or {}).get("workload_pool") for c in configs or []])
+    if problem:
+        raise pulumi.RunError(problem)
+    return name
+
+
+class GkeGpuNodePool(Component):
+    """A node pool with guest accelerators: tainted, labelled, autoscaled, optionally Spot."""
+
+    TYPE = "GkeGpuNodePool"
+
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, kubernetes_version: str | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(plan.name, opts)
+        self.node_pool = gcp.container.NodePool(
+            plan.name,
+            **decide.node_pool_args(plan, installer, cluster.name, cluster.details["location"], cluster.details["project"], kubernetes_version),
+            # The cluster autoscaler owns the node count; only the bounds come from the stack.
+            opts=self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True))
+        self.register_outputs({"nodePoolName": self.node_pool.name})
+
+
+def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None) -> ClusterHandle:
+    return GkeCluster(stack.cluster.name, stack, opts).handle()
+
+
+def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
+                     after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+    """The managed cluster autoscaler is part of the service; every pool turns it on."""
+    return None
+
+
+def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
+               opts: pulumi.ResourceOptions | None = None) -> Component:
+    return GkeGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)

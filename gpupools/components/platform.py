@@ -1,0 +1,74 @@
+"""A whole gpupools stack as one component: cluster, GPU pools, GPU software, monitoring and team quotas."""
+
+from __future__ import annotations
+
+import importlib
+import pulumi
+
+from gpupools.monitoring import plan as monitoring
+from gpupools.stack.config import StackConfig
+from gpupools.core.pools import PoolPlan
+from gpupools.pools.planning import plan_pools
+from gpupools.core.sharing import resolve_installer
+from gpupools.pools.software import software_plan
+from gpupools.autoscaling.scaleup import scale_ups
+from gpupools.queues.engine import quota_plan, team_rows
+
+from gpupools.components import monitoring as gpu_monitoring
+from gpupools.components.base import Component
+from gpupools.components.gpu_software import GpuSoftware
+from gpupools.components.teams import TeamQuotas
+
+
+def cloud_components(cloud: str):
+    """Only the chosen cloud's SDK is imported."""
+    return importlib.import_module(f"gpupools.components.{cloud}")
+
+
+class GpuPlatform(Component):
+    TYPE = "GpuPlatform"
+
+    def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(name, opts)
+        module = cloud_components(stack.cloud)
+        installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+        self.stack = stack
+        self.plans: list[PoolPlan] = plan_pools(stack)
+        self.cluster = module.build_cluster(stack, self.child())
+        # Prometheus, rules and dashboards first: the autoscaler's ServiceMonitor needs the CRDs they bring.
+        self.monitoring = None
+        monitoring_plan = monitoring.monitoring_plan(stack, self.plans)
+        if monitoring_plan is not None:
+            self.monitoring = gpu_monitoring.GpuMonitoring("gpu-monitoring", monitoring_plan, self.cluster.kubernetes, self.child())
+        scrape = monitoring.service_monitor_labels(stack)
+        self.autoscaler = module.build_autoscaler(stack, self.cluster, self.plans, scrape,
+                                                  self.monitoring.releases if self.monitoring and scrape else [], self.child())
+        self.pools = [module.build_pool(plan, self.cluster, stack, installer, self.autoscaler, self.child()) for plan in self.plans]
+        software = software_plan(stack, self.plans, monitoring.operator_service_monitor(stack))
+        self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
+        self.teams = None
+        quotas = quota_plan(stack, self.plans, scrape)
+        if quotas is not None:
+            crds = self.monitoring.releases if self.monitoring and scrape else []
+            self.teams = TeamQuotas("team-quotas", quotas, self.cluster.kubernetes, crds, self.child())
+        self.register_outputs({"clusterName": self.cluster.name, "pools": [p.name for p in self.plans]})
+
+    def team_outputs(self) -> list[dict]:
+        return team_rows(self.stack, self.plans)
+
+    def pool_outputs(self) -> list[dict]:
+        verdicts = scale_ups(self.stack, self.plans)
+        return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler}
+                for plan, verdict in zip(self.plans, verdicts)]
+
+
+def pool_capacity(plan: PoolPlan) -> dict:
+    return {
+        "name": plan.name,
+        "gpu": plan.hardware.gpu.name,
+        "resource": plan.mechanism.resource,
+        "perNode": plan.units_per_node,
+        "maxNodes": plan.pool.max_nodes,
+        "maxSchedulable": plan.max_units,
+        "sharing": plan.mechanism.description,
+    }

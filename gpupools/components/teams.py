@@ -1,0 +1,47 @@
+"""Team namespaces and whatever keeps their GPU quotas: Kueue and its queues, or ResourceQuotas."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from gpupools.queues.engine import QuotaPlan
+
+from gpupools.components import kube
+from gpupools.components.base import Component
+from gpupools.components.gpu_software import helm_release
+
+# Objects whose admission needs another object first: bindings their policy, custom resources their CRDs
+# (and Kueue's webhooks), which the engine's Helm release brings.
+CLUSTER_POLICY = "ValidatingAdmissionPolicy"
+MONITORING_GROUP = "monitoring.coreos.com/"
+
+
+class TeamQuotas(Component):
+    """Applies a `QuotaPlan`: namespaces, then the engine's release, then quotas, queues and admission policies.
+
+    Nothing here waits for GPU pools: queues, quotas and admission policies are plain API objects, valid
+    before a single GPU node exists.
+    """
+
+    TYPE = "TeamQuotas"
+
+    def __init__(self, name: str, plan: QuotaPlan, kubernetes: k8s.Provider, monitoring: list[pulumi.Resource] | None = None,
+                 opts: pulumi.ResourceOptions | None = None):
+        """`monitoring`: the releases that bring the Prometheus Operator CRDs the ServiceMonitor needs."""
+        super().__init__(name, opts)
+        namespaces = [kube.apply(obj, self.child(provider=kubernetes)) for obj in plan.objects if obj["kind"] == "Namespace"]
+        releases = [helm_release(r, self.child(provider=kubernetes, depends_on=namespaces)) for r in plan.releases]
+        policies = [kube.apply(obj, self.child(provider=kubernetes)) for obj in plan.objects if obj["kind"] == CLUSTER_POLICY]
+        for obj in plan.objects:
+            if obj["kind"] in ("Namespace", CLUSTER_POLICY):
+                continue
+            after = namespaces + releases
+            if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+                after = policies
+            elif obj["apiVersion"].startswith(MONITORING_GROUP):
+                after = namespaces + list(monitoring or [])
+            kube.apply(obj, self.child(provider=kubernetes, depends_on=after))
+        self.engine = plan.engine
+        self.namespaces = [obj["metadata"]["name"] for obj in plan.objects if obj["kind"] == "Namespace"]
+        self.register_outputs({"engine": plan.engine, "namespaces": self.namespaces})

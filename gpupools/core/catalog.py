@@ -1,0 +1,162 @@
+"""The GPU catalog: what each instance type carries and costs, read from the one data file."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+CLOUDS = ("aws", "azure", "gcp")
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str
+    memory_gb: int
+    architecture: str
+    device_names: tuple[str, ...]
+    mig_profiles: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def supports_mig(self) -> bool:
+        return bool(self.mig_profiles)
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    cloud: str
+    name: str
+    gpu: GpuModel | None  # None: GPUs are attached separately (GCP N1)
+    gpus: int
+    price: float  # USD/hour, on-demand list price of the whole node
+    price_read: str
+    accelerator: str | None = None  # GKE accelerator type implied by the machine type
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".")[0] if self.cloud == "aws" else self.name.rsplit("-", 1)[0]
+
+
+@dataclass(frozen=True)
+class GcpAccelerator:
+    name: str
+    gpu: GpuModel
+    counts: tuple[int, ...]
+    price_per_gpu: float
+    price_read: str
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What one node of a pool really has, once the instance type (and GCP N1 accelerator) is resolved."""
+
+    instance_type: str
+    gpu: GpuModel
+    gpus_per_node: int
+    price_per_node: float
+    price_read: str
+    accelerator: str | None = None
+
+    @property
+    def price_per_gpu(self) -> float:
+        return self.price_per_node / self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Catalog:
+    gpus: dict[str, GpuModel]
+    instances: dict[str, dict[str, InstanceType]]
+    gcp_accelerators: dict[str, GcpAccelerator]
+    price_region: dict[str, str]
+    gcp_zones: dict[str, tuple[str, ...]] = field(default_factory=dict)  # accelerator type -> zones offering it
+
+    def gcp_zones_in(self, accelerator: str, region: str) -> list[str] | None:
+        """Zones of `region` that offer the accelerator; None when the catalog knows nothing of that region."""
+        if not any(zone_region(z) == region for zones in self.gcp_zones.values() for z in zones):
+            return None
+        return [z for z in self.gcp_zones.get(accelerator, ()) if zone_region(z) == region]
+
+    def instance(self, cloud: str, name: str) -> InstanceType | None:
+        return self.instances.get(cloud, {}).get(name)
+
+    def cloud_of(self, name: str) -> str | None:
+        for cloud, types in self.instances.items():
+            if name in types:
+                return cloud
+        return None
+
+    def closest(self, cloud: str, name: str, n: int = 3) -> list[str]:
+        return difflib.get_close_matches(name, list(self.instances.get(cloud, {})), n=n, cutoff=0.5)
+
+    def gpu_by_device_name(self, device_name: str) -> GpuModel | None:
+        """Map NVML's model string (dcgm-exporter's `modelName`) to a catalog GPU."""
+        for model in self.gpus.values():
+            if device_name in model.device_names:
+                return model
+        return None
+
+
+def _load(text: str) -> Catalog:
+    # libyaml where PyYAML was built with it: the pure-Python parser takes a quarter of a second for this file,
+    # a sixth of a whole `gpupools plan`. The file is ours, so the hardened reader for user input is not needed.
+    raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    gpus = {
+        name: GpuModel(
+            name=name,
+            memory_gb=g["memoryGb"],
+            architecture=g["architecture"],
+            device_names=tuple(g["deviceNames"]),
+            mig_profiles=dict(g.get("migProfiles") or {}),
+        )
+        for name, g in raw["gpus"].items()
+    }
+    instances = {
+        cloud: {
+            name: InstanceType(
+                cloud=cloud,
+                name=name,
+                gpu=gpus[i["gpu"]] if "gpu" in i else None,
+                gpus=i.get("gpus", 0),
+                price=float(i["price"]),
+                price_read=str(i["priceRead"]),
+                accelerator=i.get("accelerator"),
+            )
+            for name, i in types.items()
+        }
+        for cloud, types in raw["instances"].items()
+    }
+    accelerators = {
+        name: GcpAccelerator(
+            name=name,
+            gpu=gpus[a["gpu"]],
+            counts=tuple(a["counts"]),
+            price_per_gpu=float(a["pricePerGpu"]),
+            price_read=str(a["priceRead"]),
+        )
+        for name, a in raw.get("gcpAccelerators", {}).items()
+    }
+    zones = {name: tuple(z) for name, z in raw.get("gcpZones", {}).items()}
+    return Catalog(gpus=gpus, instances=instances, gcp_accelerators=accelerators, price_region=raw["priceRegion"], gcp_zones=zones)
+
+
+def zone_region(location: str) -> str:
+    """GCP: `us-central1-a` is a zone of `us-central1`; a region has one dash."""
+    return location.rsplit("-", 1)[0] if location.count("-") >= 2 else location
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    return _load(resources.files("gpupools.core").joinpath("catalog.yaml").read_text())
+
+
+def mig_resource_name(profile: str) -> str:
+    """The device plugin's mixed-strategy resource name: ``+`` becomes ``.`` (k8s-device-plugin rm.go)."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
+
+
+def mig_config_name(profile: str) -> str:
+    """The mig-parted ``all-<profile>`` config name, with ``+`` spelled ``.`` as upstream does."""
+    return "all-" + profile.replace("+", ".")

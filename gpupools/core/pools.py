@@ -1,0 +1,120 @@
+"""Cloud-neutral facts about a GPU pool: its taint, its labels, its hardware and its schedulable capacity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from gpupools.core.catalog import Hardware
+from gpupools.stack.config import Pool, Sharing
+from gpupools.core.sharing import (
+    GPU_RESOURCE,
+    VGPU_CORES_RESOURCE,
+    VGPU_MEMORY_PERCENT_RESOURCE,
+    VGPU_MEMORY_RESOURCE,
+    Mechanism,
+    gpu_memory_mib,
+)
+
+POOL_LABEL = "gpupools.io/pool"
+GPU_LABEL = "gpupools.io/gpu"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str  # Kubernetes spelling: NoSchedule | PreferNoSchedule | NoExecute
+
+
+# Every GPU pool carries this taint, so only pods that tolerate it (GPU workloads, GPU DaemonSets) land there.
+GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+
+_EFFECT_ENUM = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+
+
+def spell_taint(taint: Taint, style: str) -> dict | str:
+    """EKS and GKE want an object with an upper-case effect enum; AKS wants `key=value:Effect`."""
+    if style == "enum":
+        return {"key": taint.key, "value": taint.value, "effect": _EFFECT_ENUM[taint.effect]}
+    if style == "string":
+        return f"{taint.key}={taint.value}:{taint.effect}"
+    raise ValueError(f"unknown taint style {style!r}")
+
+
+@dataclass(frozen=True)
+class NodeTemplate:
+    """A new node of one pool as its autoscaler pictures it before starting it."""
+
+    autoscaler: str  # human name: "Karpenter", "cluster-autoscaler", "the AKS cluster autoscaler", ...
+    source: str  # what the picture is built from: "NodePool gpupools-infer + NodeOverlay gpupools-infer", ...
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    allocatable: Mapping[str, int]  # extended resources (name -> count) the autoscaler expects per node
+
+
+def toleration(taint: Taint) -> dict:
+    return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One pool with every decision made: what `pulumi up` creates for it and what it offers to pods."""
+
+    pool: Pool
+    sharing: Sharing
+    hardware: Hardware
+    mechanism: Mechanism
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+
+    @property
+    def name(self) -> str:
+        return self.pool.name
+
+    @property
+    def units_per_node(self) -> int:
+        return self.hardware.gpus_per_node * self.mechanism.units_per_gpu
+
+    @property
+    def advertised_resources(self) -> dict[str, int]:
+        """Extended resources a running node of the pool advertises, as its GPU software will report them.
+
+        With MIG in the mixed strategy every GPU is partitioned, so the node offers no whole `nvidia.com/gpu`.
+        """
+        m = self.mechanism
+        resources = {m.resource: self.units_per_node}
+        if m.resource != GPU_RESOURCE:
+            resources[GPU_RESOURCE] = 0
+        return resources
+
+    @property
+    def autoscaler_resources(self) -> dict[str, int]:
+        """What an autoscaler must believe a new node offers for the pool's pods to fit it.
+
+        On vgpu pools that includes HAMi's memory and compute resources: no node advertises them (HAMi's scheduler
+        accounts for them and the kubelet ignores extended resources it does not know), but a pod that names them
+        fits a simulated node only if the node seems to have them: every GPU's memory in MiB, and 100 % of its
+        memory and compute.
+        """
+        resources = dict(self.advertised_resources)
+        if self.mechanism.mode == "vgpu":
+            gpus = self.hardware.gpus_per_node
+            resources.update({VGPU_MEMORY_RESOURCE: gpus * gpu_memory_mib(self.hardware, self.sharing.memory_scaling),
+                              VGPU_MEMORY_PERCENT_RESOURCE: gpus * 100, VGPU_CORES_RESOURCE: gpus * 100})
+        return resources
+
+    @property
+    def max_units(self) -> int:
+        return self.units_per_node * self.pool.max_nodes
+
+    @property
+    def max_gpus(self) -> int:
+        return self.hardware.gpus_per_node * self.pool.max_nodes
+
+    @property
+    def price_per_unit(self) -> float:
+        return self.hardware.price_per_node / self.units_per_node
+
+    def hourly_cost(self, nodes: int) -> float:
+        return self.hardware.price_per_node * nodes

@@ -1,0 +1,266 @@
+"""How a pool's GPUs are shared on each cloud: which software does it, which resource pods request, how many.
+
+Pure decisions only. The mechanism for a pool follows from three things: the cloud, the stack's installer
+(resolved from `auto`), and the pool's node OS. Everything that must change when a user edits `replicas` or
+`mode` is expressed as node labels and device-plugin config entries, so those edits never replace a pool on
+clouds where labels are updated in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpupools.core.catalog import Hardware, mig_config_name, mig_resource_name
+from gpupools.stack.config import Sharing
+from gpupools.stack.errors import Problem
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Installers after `auto` is resolved. `bottlerocket` is not chosen by users: Bottlerocket's NVIDIA variants
+# ship their own device plugin, so pools on them are always served by it.
+AUTO_INSTALLER = {"aws": "gpu-operator", "azure": "gpu-operator", "gcp": "cloud"}
+BOTTLEROCKET = "bottlerocket"
+
+# Node labels the NVIDIA software reads.
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+# GPU Operator per-node switches: a pool whose OS already provides a component turns the operator's copy off.
+DEPLOY_DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+DEPLOY_MIG_MANAGER_LABEL = "nvidia.com/gpu.deploy.mig-manager"
+
+NO_SHARING_ENTRY = "no-sharing"
+
+# HAMi (chart 2.10.0): its device plugin runs on nodes labelled gpu=on (values devicePlugin.nvidiaNodeSelector) and
+# advertises `replicas` x nvidia.com/gpu per GPU; its scheduler places pods by the memory and compute share they
+# name in these resources (values resourceMem, resourceMemPercentage, resourceCores), which the in-container
+# library then enforces. nvidia.com/gpu counts vGPUs, each on a different physical GPU.
+HAMI = "hami"
+HAMI_NODE_SELECTOR = {"gpu": "on"}
+HAMI_SCHEDULER = "hami-scheduler"
+VGPU_MEMORY_RESOURCE = "nvidia.com/gpumem"  # MiB
+VGPU_MEMORY_PERCENT_RESOURCE = "nvidia.com/gpumem-percentage"
+VGPU_CORES_RESOURCE = "nvidia.com/gpucores"  # percent of one GPU's compute
+SHARED_MODES = ("time-slicing", "mps", "vgpu")  # modes whose GPUs serve `replicas` pods each
+
+# The `all-<profile>` layouts that the GPU Operator's default MIG config (v26.7.0,
+# assets/state-mig-manager/0400_configmap.yaml) already holds; any other layout needs a custom config.
+OPERATOR_DEFAULT_MIG_CONFIGS = frozenset(
+    """all-disabled all-enabled all-balanced
+    all-1g.5gb all-1g.5gb.me all-2g.10gb all-3g.20gb all-4g.20gb all-7g.40gb
+    all-1g.10gb all-1g.10gb.me all-1g.20gb all-2g.20gb all-3g.40gb all-4g.40gb all-7g.80gb
+    all-1g.6gb all-1g.6gb.me all-2g.12gb all-2g.12gb.me all-4g.24gb
+    all-1g.12gb all-1g.12gb.me all-1g.24gb all-2g.24gb all-3g.47gb all-4g.47gb all-7g.94gb
+    all-3g.48gb all-4g.48gb all-7g.96gb
+    all-1g.18gb all-1g.18gb.me all-1g.35gb all-2g.35gb all-3g.71gb all-4g.71gb all-7g.141gb
+    all-1g.36gb all-2g.36gb all-3g.72gb all-4g.72gb all-7g.144gb
+    all-1g.23gb all-1g.23gb.me all-1g.45gb all-1g.47gb all-2g.45gb all-2g.47gb all-3g.90gb all-3g.93gb
+    all-4g.90gb all-4g.93gb all-7g.180gb all-7g.186gb
+    all-1g.34gb all-1g.34gb.me all-1g.67gb all-2g.67gb all-3g.135gb all-4g.135gb all-7g.269gb
+    all-1g.35gb.me all-1g.70gb all-2g.70gb all-3g.139gb all-4g.139gb all-7g.278gb""".split()
+)
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """What serves one pool's GPUs, and what a pod on it requests."""
+
+    installer: str  # gpu-operator | device-plugin | cloud | bottlerocket | hami (the device plugin that serves the pool)
+    mode: str  # none | time-slicing | mps | mig | vgpu
+    resource: str  # the extended resource pods request
+    units_per_gpu: int  # schedulable units one physical GPU becomes
+    description: str
+    node_labels: dict[str, str] = field(default_factory=dict)
+    device_plugin_entry: str | None = None  # named entry in the NVIDIA device-plugin config
+    mig_config: str | None = None  # mig-parted config the MIG manager applies
+    replicas: int | None = None
+    mig_profile: str | None = None
+
+
+def resolve_installer(cloud: str, installer: str) -> str:
+    return AUTO_INSTALLER[cloud] if installer == "auto" else installer
+
+
+def device_plugin_entry_name(sharing: Sharing) -> str:
+    """One entry per distinct setting: pools with equal settings share it, a change just picks another."""
+    if sharing.mode in ("time-slicing", "mps"):
+        return f"{sharing.mode}-{sharing.replicas}"
+    return NO_SHARING_ENTRY
+
+
+def device_plugin_config_entry(sharing: Sharing) -> dict:
+    """A config document in the NVIDIA device plugin's v1 schema (api/config/v1: Config, Sharing, ReplicatedResources)."""
+    doc: dict = {"version": "v1"}
+    if sharing.mode in ("time-slicing", "mps"):
+        key = "timeSlicing" if sharing.mode == "time-slicing" else "mps"
+        doc["sharing"] = {key: {"resources": [{"name": GPU_RESOURCE, "replicas": sharing.replicas}]}}
+    return doc
+
+
+def mig_parted_config(profiles: dict[str, int]) -> dict:
+    """A mig-parted v1 document (api/spec/v1: version, mig-configs) with one all-<profile> layout per profile."""
+    configs: dict = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
+    for profile, count in sorted(profiles.items()):
+        configs[mig_config_name(profile)] = [{"devices": "all", "mig-enabled": True, "mig-devices": {profile: count}}]
+    return {"version": "v1", "mig-configs": configs}
+
+
+def mechanism(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware, mig_strategy: str) -> Mechanism:
+    """Decide the mechanism for a pool whose config already passed `sharing_problems`."""
+    mode = sharing.mode
+    if mode == "vgpu":
+        return _hami_mechanism(installer, sharing, hardware)
+    if cloud == "aws" and os == "bottlerocket":
+        installer = BOTTLEROCKET
+    if installer == "cloud":
+        return _gke_mechanism(sharing, hardware)
+    if installer == BOTTLEROCKET:
+        labels = {DEPLOY_DEVICE_PLUGIN_LABEL: "false", DEPLOY_MIG_MANAGER_LABEL: "false"}
+        if mode in ("time-slicing", "mps"):
+            what = "time-slicing" if mode == "time-slicing" else "MPS"
+            return Mechanism(installer, mode, GPU_RESOURCE, sharing.replicas, f"Bottlerocket device plugin, {what} x{sharing.replicas}",
+                             node_labels=labels, replicas=sharing.replicas)
+        if mode == "mig":
+            count = hardware.gpu.mig_profiles[sharing.mig_profile]
+            return Mechanism(installer, mode, GPU_RESOURCE, count, f"Bottlerocket device plugin, MIG {sharing.mig_profile} x{count}",
+                             node_labels=labels, mig_profile=sharing.mig_profile)
+        return Mechanism(installer, mode, GPU_RESOURCE, 1, "Bottlerocket device plugin, whole GPUs", node_labels=labels)
+    software = "GPU Operator" if installer == "gpu-operator" else "NVIDIA device plugin"
+    if mode == "mig":
+        count = hardware.gpu.mig_profiles[sharing.mig_profile]
+        resource = mig_resource_name(sharing.mig_profile) if mig_strategy == "mixed" else GPU_RESOURCE
+        config = mig_config_name(sharing.mig_profile)
+        return Mechanism(installer, mode, resource, count, f"GPU Operator MIG manager, {config} ({mig_strategy} strategy)",
+                         node_labels={MIG_CONFIG_LABEL: config, DEVICE_PLUGIN_CONFIG_LABEL: NO_SHARING_ENTRY},
+                         device_plugin_entry=NO_SHARING_ENTRY, mig_config=config, mig_profile=sharing.mig_profile)
+    entry = device_plugin_entry_name(sharing)
+    labels = {DEVICE_PLUGIN_CONFIG_LABEL: entry}
+    if installer == "gpu-operator" and hardware.gpu.supports_mig:
+        # Keep MIG off on pools that do not ask for it, so a MIG-capable GPU is never left half-configured.
+        labels[MIG_CONFIG_LABEL] = "all-disabled"
+    if mode == "none":
+        return Mechanism(installer, mode, GPU_RESOURCE, 1, f"{software}, whole GPUs", node_labels=labels, device_plugin_entry=entry)
+    what = "time-slicing" if mode == "time-slicing" else "MPS"
+    return Mechanism(installer, mode, GPU_RESOURCE, sharing.replicas, f"{software}, {what} x{sharing.replicas} ({DEVICE_PLUGIN_CONFIG_LABEL}={entry})",
+                     node_labels=labels, device_plugin_entry=entry, replicas=sharing.replicas)
+
+
+def _hami_mechanism(installer: str, sharing: Sharing, hardware: Hardware) -> Mechanism:
+    """HAMi's device plugin replaces NVIDIA's on the pool's nodes: the GPU Operator honours its per-node switch, the
+    standalone plugin's affinity avoids nodes that carry it; the operator (where installed) still brings driver,
+    toolkit and DCGM exporter."""
+    labels = {**HAMI_NODE_SELECTOR, DEPLOY_DEVICE_PLUGIN_LABEL: "false"}
+    if installer == "gpu-operator" and hardware.gpu.supports_mig:
+        labels[MIG_CONFIG_LABEL] = "all-disabled"
+    limits = "memory and compute limits per pod"
+    if sharing.memory_scaling is not None and sharing.memory_scaling != 1:
+        limits += f", memory x{sharing.memory_scaling:g}"
+    if sharing.memory_per_pod is not None:
+        limits += f", {sharing.memory_per_pod} memory per pod by default"
+    return Mechanism(HAMI, "vgpu", GPU_RESOURCE, sharing.replicas, f"HAMi vGPU x{sharing.replicas} ({limits})", node_labels=labels,
+                     replicas=sharing.replicas)
+
+
+def parse_gpu_memory(text: str) -> tuple[str, int]:
+    """("percent", 25) for "25%", ("mib", 8192) for "8Gi" or "8192Mi": the unit HAMi's resource for it counts in."""
+    if text.endswith("%"):
+        return "percent", int(text[:-1])
+    return "mib", int(text[:-2]) * (1024 if text.endswith("Gi") else 1)
+
+
+def vgpu_memory_limits(text: str) -> dict[str, int]:
+    """The container limit HAMi reads for a memory share or amount."""
+    unit, amount = parse_gpu_memory(text)
+    return {VGPU_MEMORY_PERCENT_RESOURCE if unit == "percent" else VGPU_MEMORY_RESOURCE: amount}
+
+
+def gpu_memory_mib(hardware: Hardware, scaling: float | None) -> int:
+    """Memory one GPU offers HAMi's scheduler: the catalog's GB (as GiB) times deviceMemoryScaling."""
+    return int(hardware.gpu.memory_gb * 1024 * (scaling or 1))
+
+
+def gpu_memory_problem(text: str, hardware: Hardware | None, scaling: float | None) -> str | None:
+    """Why a vGPU cannot get this much memory, or None."""
+    unit, amount = parse_gpu_memory(text)
+    if unit == "percent":
+        return f"{text} is more than a whole GPU; a vGPU's memory share is 1% to 100%" if amount > 100 else None
+    if hardware is not None and amount > gpu_memory_mib(hardware, scaling):
+        scaled = f" x {scaling:g} memoryScaling" if scaling not in (None, 1) else ""
+        return (f"{text} ({amount} MiB) is more than one {hardware.gpu.name} GPU of {hardware.instance_type} offers "
+                f"({hardware.gpu.memory_gb} GB{scaled} = {gpu_memory_mib(hardware, scaling)} MiB)")
+    return None
+
+
+def _gke_mechanism(sharing: Sharing, hardware: Hardware) -> Mechanism:
+    """GKE's own device plugin: sharing is a node-pool setting, and MIG partitions are still `nvidia.com/gpu`."""
+    if sharing.mode == "mig":
+        count = hardware.gpu.mig_profiles[sharing.mig_profile]
+        return Mechanism("cloud", "mig", GPU_RESOURCE, count, f"GKE GPU partitions {sharing.mig_profile} x{count}", mig_profile=sharing.mig_profile)
+    if sharing.mode in ("time-slicing", "mps"):
+        what = "time-sharing" if sharing.mode == "time-slicing" else "MPS"
+        return Mechanism("cloud", sharing.mode, GPU_RESOURCE, sharing.replicas, f"GKE {what} x{sharing.replicas}", replicas=sharing.replicas)
+    return Mechanism("cloud", "none", GPU_RESOURCE, 1, "GKE device plugin, whole GPUs")
+
+
+def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
+    """Combinations the hardware, the cloud or the chosen software cannot do, each with the reason."""
+    problems = []
+    mode = sharing.mode
+    if mode in SHARED_MODES and sharing.replicas is None:
+        problems.append(Problem(f"{path}.replicas", f"required with mode {mode!r}: how many workloads share one GPU (2 to 48)"))
+    if mode in ("none", "mig") and sharing.replicas is not None:
+        problems.append(Problem(f"{path}.replicas", f"{sharing.replicas} is not allowed with mode {mode!r}; replicas apply to time-slicing, mps and vgpu only"))
+    for alias, value in (("memoryScaling", sharing.memory_scaling), ("memoryPerPod", sharing.memory_per_pod)):
+        if mode != "vgpu" and value is not None:
+            problems.append(Problem(f"{path}.{alias}", f"{value!r} is not allowed with mode {mode!r}; {alias} applies to mode 'vgpu' only"))
+    if mode == "vgpu":
+        problems += _vgpu_problems(cloud, installer, os, sharing, hardware, path)
+    if mode == "mig" and sharing.mig_profile is None:
+        problems.append(Problem(f"{path}.migProfile", "required with mode 'mig': the MIG profile every GPU is split into"))
+    if mode != "mig" and sharing.mig_profile is not None:
+        problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not allowed with mode {mode!r}; migProfile applies to mode 'mig' only"))
+    bottlerocket = cloud == "aws" and os == "bottlerocket"
+    if mode == "mig":
+        if installer == "device-plugin" and not bottlerocket:
+            problems.append(Problem(f"{path}.mode", "'mig' needs the GPU Operator's MIG manager or the cloud's own MIG support; the standalone device plugin cannot partition GPUs (set gpuSoftware.installer to gpu-operator)"))
+        if hardware is not None and sharing.mig_profile is not None:
+            gpu = hardware.gpu
+            if not gpu.supports_mig:
+                problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: its {gpu.name} GPU has no MIG support (MIG needs A100, H100, H200 or newer)"))
+            elif sharing.mig_profile not in gpu.mig_profiles:
+                problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not a MIG profile of {gpu.name}; it has {', '.join(gpu.mig_profiles)}"))
+    return problems
+
+
+def _vgpu_problems(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
+    """Where HAMi cannot run: it needs its own device plugin to own nvidia.com/gpu on the node, and NVIDIA's
+    container runtime as the node's default runtime (HAMi's stated prerequisite)."""
+    problems = []
+    if cloud == "aws" and os == "bottlerocket":
+        problems.append(Problem(f"{path}.mode", "'vgpu' cannot run on os: bottlerocket: its built-in NVIDIA device plugin always serves nvidia.com/gpu "
+                                                "(no setting turns it off), and HAMi's device plugin must own that resource; use os: al2023"))
+    if cloud == "gcp" and installer == "cloud":
+        problems.append(Problem(f"{path}.mode", "'vgpu' cannot run with installer 'cloud' on gcp: GKE's own device plugin serves nvidia.com/gpu on COS "
+                                                "nodes, which have no NVIDIA container runtime for HAMi; set gpuSoftware.installer: gpu-operator"))
+    if sharing.memory_per_pod is not None:
+        problem = gpu_memory_problem(sharing.memory_per_pod, hardware, sharing.memory_scaling)
+        if problem:
+            problems.append(Problem(f"{path}.memoryPerPod", problem))
+    return problems
+
+
+def installer_problems(cloud: str, installer: str, version: str | None = None) -> list[Problem]:
+    problems = []
+    if installer == "cloud" and cloud != "gcp":
+        service = {"aws": "EKS", "azure": "AKS"}[cloud]
+        problems.append(Problem("gpuSoftware.installer", f"'cloud' is only available on gcp, where GKE installs drivers and shares GPUs itself; {service} has no such mechanism, use 'gpu-operator' or 'device-plugin'"))
+    if installer == "device-plugin" and cloud == "gcp":
+        problems.append(Problem("gpuSoftware.installer", "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without the operator; use 'cloud' (or 'gpu-operator')"))
+    resolved = resolve_installer(cloud, installer)
+    if version is not None:
+        if resolved == "gpu-operator" and not version.startswith("v"):
+            problems.append(Problem("gpuSoftware.version", f"{version!r} is not a GPU Operator chart version; they are spelled with a leading v, e.g. v26.7.0"))
+        elif resolved == "device-plugin" and version.startswith("v"):
+            problems.append(Problem("gpuSoftware.version", f"{version!r} is not an nvidia-device-plugin chart version; they have no leading v, e.g. 0.20.0"))
+        elif resolved == "cloud":
+            problems.append(Problem("gpuSoftware.version", f"{version!r} pins no chart with installer 'cloud': GKE manages its own GPU software"))
+    return problems

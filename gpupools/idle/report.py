@@ -1,0 +1,683 @@
+"""`gpupools idle`: which GPUs sat idle over a window, who held them, and what that cost at list price.
+
+It works against any Prometheus that scrapes dcgm-exporter, with or without gpupools' rules installed, and counts
+inside Prometheus, so only a few numbers per GPU holder travel: its idle steps, the steps it was seen, its peak and
+its share of the device. Each step is judged by the highest sample scraped within it; a holder is listed once its
+idle steps add up to `--min-idle` (or, with `--whole-window`, only when every step it was seen was idle). Where the
+stack's rule group has recorded idle steps over the whole window, those are read with plain range functions;
+elsewhere the same judgement runs as a subquery over the raw series.
+
+Counting is in physical GPUs: a MIG instance is its profile's fraction of the GPU, a vGPU its pool's fraction, and
+a time-sliced GPU is split among the pods holding it at each step, so totals add up to GPUs that exist. Waste is
+priced with `prices.gpu_list_prices()` (the lowest per-GPU list price in the catalog) times those fractions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, field
+
+from gpupools.core.catalog import load_catalog
+from gpupools.stack.errors import Problem
+from gpupools.idle.promapi import Prometheus, ReportError
+from gpupools.monitoring.prices import gpu_list_prices
+from gpupools.monitoring.promql import DEVICE, HOLDER_LABELS, IDLE_BELOW, IDLE_STEP, IDLE_STEPS_RAN, STEP_SECONDS, STEP_UTIL, VGPU_SHARES, node_pool, threshold
+
+MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
+_DURATION = re.compile(r"(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+_UNITS = (7 * 86400, 86400, 3600, 60, 1)
+
+
+def _seconds(text: str, option: str) -> int:
+    match = _DURATION.fullmatch(text.strip()) if text else None
+    if not match or not any(match.groups()):
+        raise ReportError(Problem(option, f"{text!r} is not a duration such as 24h, 7d or 90m"), 2)
+    return sum(int(g) * unit for g, unit in zip(match.groups(), _UNITS) if g)
+
+
+def parse_window(text: str) -> int:
+    """Seconds in a Prometheus-style duration such as 24h, 7d or 1h30m."""
+    seconds = _seconds(text, "--window")
+    if seconds < 600:
+        raise ReportError(Problem("--window", f"{text!r} is shorter than the 10 minutes an idle judgement needs"), 2)
+    return seconds
+
+
+def parse_min_idle(text: str, window: int) -> int:
+    """Seconds a holder must have been idle within the window to be listed (0 lists every idle step)."""
+    seconds = _seconds(text, "--min-idle") if text.strip() not in ("0", "") else 0
+    if seconds > window:
+        raise ReportError(Problem("--min-idle", f"{text!r} is longer than the window ({human_window(window)})"), 2)
+    return seconds
+
+
+def parse_below(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ReportError(Problem("--below", f"{text!r} is not a number"), 2) from None
+    if not 0 < value <= 100 or math.isnan(value):
+        raise ReportError(Problem("--below", f"{text!r} must be a utilization percentage above 0 and at most 100"), 2)
+    return value
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Options
+
+
+def parse_timeout(text: str) -> int:
+    seconds = _seconds(text, "--timeout")
+    if not 1 <= seconds <= 3600:
+        raise ReportError(Problem("--timeout", f"{text!r} must be between 1s and 1h"), 2)
+    return seconds
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The report
+
+
+@dataclass
+class IdleGpu:
+    """One holder of a GPU unit (a whole GPU, a MIG instance, a time-slice or a vGPU) that sat idle in the window."""
+
+    namespace: str | None
+    pod: str | None
+    node: str
+    pool: str | None
+    gpu: str  # the GPU index on the node, with the MIG profile for a MIG instance
+    model: str  # NVML model name as dcgm-exporter reports it
+    catalog_gpu: str | None
+    unit: str  # gpu, mig, time-slice or vgpu: what of the GPU this holder holds
+    share: float | None  # the fraction of the physical GPU held while idle (averaged over idle steps); None: unknown MIG profile
+    hours_idle: float  # wall-clock hours the holder's unit spent below the threshold
+    hours_seen: float  # wall-clock hours it reported metrics in the window
+    gpu_hours_idle: float | None  # physical GPU-hours: hours idle times the share held at each step
+    max_utilization: float  # over every step seen in the window, idle or not
+    usd_per_hour: float | None  # list price of what this holder holds (the GPU's price times its share)
+    wasted_usd: float | None
+    exact_usd: float | None = field(default=None, repr=False)  # unrounded, so totals do not add up rounding
+
+    def as_json(self) -> dict:
+        out = asdict(self)
+        del out["exact_usd"]
+        return out
+
+
+@dataclass
+class Report:
+    window_seconds: int
+    below: float
+    min_idle_seconds: int  # holders idle for less are not listed; the whole window when `whole_window`
+    whole_window: bool
+    gpus_seen: int  # physical GPUs that reported metrics
+    step_seconds: int = 60  # how finely idleness is judged
+    counted_from: str = "raw samples"  # or "recorded idle steps", when the stack's rules cover the window
+    idle: list[IdleGpu] = field(default_factory=list)
+    # namespace -> [(timestamp, average utilization)], for the plot
+    by_namespace: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+    @property
+    def total_wasted(self) -> float:
+        return round(sum(g.exact_usd if g.exact_usd is not None else g.wasted_usd or 0 for g in self.idle), 2)
+
+    @property
+    def gpu_hours_idle(self) -> float:
+        """Physical GPU-hours: a 1g.5gb slice idle for 7 hours is one A100-hour, a GPU time-sliced among 4 pods 1/4 each."""
+        return round(sum(g.gpu_hours_idle or 0 for g in self.idle), 2)
+
+    @property
+    def gpus_idle(self) -> float:
+        """Physical GPUs the listed holders hold, each counted by its share of the GPU it lives on."""
+        return round(sum(g.share or 0 for g in self.idle), 2)
+
+    def as_json(self) -> dict:
+        return {"window_seconds": self.window_seconds, "below": self.below, "min_idle_seconds": self.min_idle_seconds,
+                "whole_window": self.whole_window, "step_seconds": self.step_seconds, "counted_from": self.counted_from,
+                "gpus_seen": self.gpus_seen, "gpus_idle": self.gpus_idle,
+                "gpu_hours_idle": self.gpu_hours_idle, "wasted_usd": self.total_wasted, "idle": [g.as_json() for g in self.idle]}
+
+
+def step_for(window: int) -> int:
+    return max(60, math.ceil(window / MAX_POINTS))
+
+
+UNALLOCATED = "(unallocated)"
+HOLDER = ", ".join(HOLDER_LABELS)
+LOOKBACK = 300  # Prometheus' default lookback: a series scraped at least this often counts as present throughout
+# Steps per query: a day at one-minute steps is one query; longer windows are cut so that no query holds more than
+# this many steps of every holder (Prometheus' 11,000-point limit is for range queries, but its sample limit counts
+# a subquery's steps too: 8,192 holders x 1,440 steps is 11.8 million of the default 50 million).
+CHUNK_STEPS = 1440
+PARALLEL = 4  # queries in flight: Prometheus runs each query on one core, so a few at once use a server's cores
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The report's time grid: `count` steps of `step` seconds, the last ending at `end`.
+
+    Each step is judged by the highest sample scraped within it (`max_over_time(metric[step])`), so a burst between
+    two evaluation instants still counts. With `fill`, a step with no sample of its own (a GPU scraped less often
+    than the step) takes the last sample before it when samples lie at most `LOOKBACK` before and after it, as an
+    instant query would see that GPU; a longer gap (an exporter down, a node gone) stays a gap, neither idle nor busy.
+    """
+
+    end: float
+    step: int
+    count: int
+    fill: bool = False
+
+    def chunks(self) -> list[Steps]:
+        """The grid cut into consecutive pieces of at most CHUNK_STEPS steps, latest first; counts add up."""
+        out, done = [], 0
+        while done < self.count:
+            size = min(CHUNK_STEPS, self.count - done)
+            out.append(Steps(self.end - done * self.step, self.step, size, self.fill))
+            done += size
+        return out
+
+
+def _offset(seconds: float) -> str:
+    """A PromQL offset; milliseconds, since older servers accept only whole units in durations."""
+    millis = round(seconds * 1000)
+    return f" offset {millis}ms" if millis else ""
+
+
+METRICS = (("DCGM_FI_DEV_GPU_UTIL", 1), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100))  # whole GPUs; MIG instances (a ratio)
+
+
+def step_sample(metric: str, grid: Steps, offset: float) -> str:
+    """Each raw series' value per step, for a subquery whose instants sit `offset` seconds after the steps' ends.
+
+    Subquery instants are whole multiples of the step since the epoch; the offset moves each step's samples back so
+    that steps end at the report's own end (now), not at the last whole minute. No aggregation happens per step:
+    per-step label work is what makes a subquery slow, so series are summed per holder only once, at the end.
+    """
+    own = f"max_over_time({metric}[{grid.step}s]{_offset(offset)})"
+    if not grid.fill:
+        return own
+    # last_over_time keeps the metric name where max_over_time drops it; `+ 0` drops it too, or the filled steps
+    # would form a series of their own next to the sampled ones.
+    before = f"last_over_time({metric}[{LOOKBACK}s]{_offset(offset)}) + 0"
+    after = f"count_over_time({metric}[{LOOKBACK}s]{_offset(offset - LOOKBACK)})"  # a negative offset looks ahead
+    return f"({own} or ({before} and {after}))"
+
+
+def per_step(grid: Steps, offset: float, gpus: str | None = None) -> str:
+    """Utilization in percent per holder and step (the plot's series, and the share query's input)."""
+    def one(metric: str, scale: int) -> str:
+        return f"max by ({HOLDER}) ({step_sample(_on(metric, gpus), grid, offset)})" + (f" * {scale}" if scale != 1 else "")
+
+    return " or ".join(f"({one(metric, scale)})" for metric, scale in METRICS)
+
+
+def _per_holder(fn: str, expr_of) -> str:
+    """`fn` by holder of `expr_of(metric, scale)`; utilization where a holder reports it, else the engine ratio."""
+    return " or ".join(f"({fn} by ({HOLDER}) ({expr_of(metric, scale)}))" for metric, scale in METRICS)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """How one piece of the grid is asked: subquery instants fall on whole multiples of the step since the epoch, so
+    the query is asked at the first such instant at or after the piece's end (`at`) and every step's samples are
+    moved back by `offset`, which makes steps end at the report's own end (now), not at the last whole minute."""
+
+    grid: Steps
+
+    @property
+    def at(self) -> float:
+        return math.ceil(self.grid.end / self.grid.step) * self.grid.step
+
+    @property
+    def offset(self) -> float:
+        return self.at - self.grid.end
+
+    @property
+    def span(self) -> str:
+        """From at-(count-1)*step to at: `count` instants; the extra second keeps the range off an instant, so servers
+        that include a range's first instant and those that exclude it agree."""
+        return f"[{(self.grid.count - 1) * self.grid.step + 1}s:{self.grid.step}s]"
+
+    def sample(self, metric: str) -> str:
+        return step_sample(metric, self.grid, self.offset)
+
+    def idle(self, below: float) -> str:
+        """Steps below the threshold, per holder (only holders with at least one)."""
+        return _per_holder("sum", lambda m, scale: f"count_over_time(({self.sample(m)} < {below / scale:g}){self.span})")
+
+    def peak(self) -> str:
+        """The highest raw sample per holder; also every holder and GPU seen in the piece."""
+        within = f"[{self.grid.count * self.grid.step}s]{_offset(self.offset)}"
+        return _per_holder("max", lambda m, scale: f"max_over_time({m}{within})" + (f" * {scale}" if scale != 1 else ""))
+
+    def seen(self, gpus: str | None) -> str:
+        """Steps with a sample, per holder of the given GPUs."""
+        return _per_holder("sum", lambda m, scale: f"count_over_time({self.sample(_on(m, gpus))}{self.span})")
+
+    def share(self, below: float, gpus: str | None) -> str:
+        """Per holder of the given GPUs, the sum over its idle steps of 1 / (holders of the same device at that step):
+        the fraction of the physical GPU a time-slice held. It aggregates at every step, so it is asked only for
+        GPUs that had several holders in the window."""
+        util = per_step(self.grid, self.offset, gpus)
+        return f"sum_over_time(((({util}) < {below:g}) * 0 + on ({DEVICE}) group_left () (1 / count by ({DEVICE}) ({util}))){self.span})"
+
+
+# Longer GPU lists query every GPU instead: the result is the same (holders outside the list are dropped). A query
+# repeats the list up to four times; servers that take the query in the URL (Google's) keep it under common URL
+# limits (8 KiB), while a form body can hold thousands of GPUs.
+MAX_SELECTOR = {"GET": 1000, "POST": 1 << 20}
+
+
+def gpu_regex(uuids: list[str], limit: int) -> str | None:
+    """A regex matching exactly these GPUs (literal UUIDs, which Prometheus matches as a set), or None when too long."""
+    regex = "|".join(_literal(u) for u in sorted(uuids))
+    return regex if regex and len(regex) <= limit else None
+
+
+def _on(metric: str, gpus: str | None) -> str:
+    return f'{metric}{{UUID=~"{gpus}"}}' if gpus else metric
+
+
+def _literal(text: str) -> str:
+    """`text` matched literally by a PromQL regex matcher: RE2 metacharacters escaped, backslashes doubled for the
+    PromQL string (Python's re.escape also escapes characters such as `-` that PromQL strings reject)."""
+    regex = "".join("\\" + c if c in ".+*?()|[]{}^$\\" else c for c in text)
+    return regex.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@dataclass(frozen=True)
+class RecordedPiece:
+    """The same questions as `Piece`, answered from the stack's recorded idle steps (`rules.idle_step_rules`): plain
+    range functions over one sample per holder and step, no subquery, so about as fast as one pass over the data."""
+
+    grid: Steps
+    below: float
+
+    @property
+    def at(self) -> float:
+        return self.grid.end
+
+    def _series(self, name: str, gpus: str | None = None) -> str:
+        matchers = f'{IDLE_BELOW}="{threshold(self.below)}"' + (f',UUID=~"{gpus}"' if gpus else "")
+        # A millisecond short of the piece: an evaluation exactly at its start belongs to the piece before, whether the
+        # server's ranges include their first instant (Prometheus 2) or not (Prometheus 3).
+        return f"{name}{{{matchers}}}[{self.grid.count * self.grid.step * 1000 - 1}ms]"
+
+    def idle(self, below: float) -> str:
+        return f"sum by ({HOLDER}) (count_over_time({self._series(IDLE_STEP)}))"
+
+    def peak(self) -> str:
+        return f"max by ({HOLDER}) (max_over_time({self._series(STEP_UTIL)}))"
+
+    def seen(self, gpus: str | None) -> str:
+        return f"sum by ({HOLDER}) (count_over_time({self._series(STEP_UTIL, gpus)}))"
+
+    def share(self, below: float, gpus: str | None) -> str:
+        return f"sum by ({HOLDER}) (sum_over_time({self._series(IDLE_STEP, gpus)}))"
+
+
+def recorded_throughout(prom: Prometheus, end: float, window: int, below: float) -> bool:
+    """Whether this Prometheus recorded idle steps at this threshold both at the window's start and now, so the
+    recorded series cover the window (rules installed an hour ago cannot answer for the last day). One series
+    answers: the group's own count of its evaluations."""
+    ran = f'{IDLE_STEPS_RAN}{{{IDLE_BELOW}="{threshold(below)}"}}'
+    return bool(prom.query(f"count_over_time({ran}[{LOOKBACK}s] offset {window - LOOKBACK}s) and count_over_time({ran}[{LOOKBACK}s])", end))
+
+
+@dataclass
+class Holder:
+    """What Prometheus counted for one holder over the window (summed over the window's pieces)."""
+
+    labels: dict[str, str]
+    seen: int = 0  # counted only for holders idle long enough to be listed
+    idle: int = 0
+    share: float | None = None  # sum over idle steps of 1 / holders of the device; None: held alone, share = idle
+    peak: float = math.nan
+
+
+def _key(labels: dict[str, str]) -> tuple:
+    return tuple(labels.get(name, "") for name in HOLDER_LABELS)
+
+
+def _device(labels: dict[str, str]) -> tuple:
+    return tuple(labels.get(name, "") for name in ("Hostname", "UUID", "GPU_I_ID"))
+
+
+def _ask_all(prom: Prometheus, asks: list[tuple[str, str, float]]) -> list[tuple[str, list[dict]]]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not asks:
+        return []
+    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(asks))) as pool:
+        return list(pool.map(lambda ask: (ask[0], prom.query(ask[1], ask[2])), asks))
+
+
+def pieces_of(grid: Steps, below: float, recorded: bool) -> list[Piece | RecordedPiece]:
+    return [RecordedPiece(g, below) if recorded else Piece(g) for g in grid.chunks()]
+
+
+def first_questions(pieces: list, below: float) -> list[tuple[str, str, float]]:
+    """What can be asked before any answer: every holder's idle steps, and (from raw samples) its peak, which also
+    names every GPU seen; from recorded steps, the shares instead, as cheap as the idle steps they sum over."""
+    recorded = isinstance(pieces[0], RecordedPiece)
+    return [(name, expr, p.at) for p in pieces
+            for name, expr in (("idle", p.idle(below)), ("share", p.share(below, None)) if recorded else ("peak", p.peak()))]
+
+
+def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorded: bool = False,
+            first: list[tuple[str, list[dict]]] | None = None, raw_peaks: bool = False) -> list[Holder]:
+    """What Prometheus counts per holder, piece by piece, concurrently; only numbers travel, not steps.
+
+    First every holder's idle steps (`first`, when already asked); then, for holders idle at least `least` steps
+    (the ones the report lists), the steps they were seen, every holder's peak, and the shares of devices several
+    holders shared. From raw samples, series are counted one by one and summed per holder at the end, since per-step
+    aggregation is what makes a subquery slow; that is exact as long as one holder is not reported by two series at
+    the same time (a holder whose exporter restarted is two series one after the other, and counts right).
+    `raw_peaks`: read peaks from raw samples, when those are sparser than the recorded steps.
+    """
+    pieces = pieces_of(grid, below, recorded)
+    holders: dict[tuple, Holder] = {}
+
+    def add(answers: list[tuple[str, list[dict]]]) -> None:
+        for name, result in answers:
+            for sample in result:
+                key, value = _key(sample["metric"]), sample["value"]
+                holder = holders.setdefault(key, Holder({k: v for k, v in sample["metric"].items() if v}))
+                if name == "peak":
+                    holder.peak = value if math.isnan(holder.peak) else max(holder.peak, value)
+                elif name == "share":
+                    holder.share = (holder.share or 0.0) + value
+                else:
+                    setattr(holder, name, min(getattr(holder, name) + round(value), grid.count))
+
+    add(first if first is not None else _ask_all(prom, first_questions(pieces, below)))
+    listed = sorted({h.labels.get("UUID", "") for h in holders.values() if h.idle >= least})
+    limit = MAX_SELECTOR.get(prom.method, MAX_SELECTOR["GET"])
+    then = [("seen", p.seen(gpu_regex(listed, limit)), p.at) for p in pieces] if listed else []
+    if recorded:
+        then += [("peak", p.peak(), p.at) for p in (pieces_of(grid, below, False) if raw_peaks else pieces)]
+    elif listed:
+        per_device: dict[tuple, int] = {}
+        for h in holders.values():
+            per_device[_device(h.labels)] = per_device.get(_device(h.labels), 0) + 1
+        shared = sorted({h.labels.get("UUID", "") for h in holders.values()
+                         if h.idle >= least and per_device[_device(h.labels)] > 1})
+        then += [("share", p.share(below, gpu_regex(shared, limit)), p.at) for p in pieces if shared]
+        for h in holders.values():  # a holder of a shared GPU with no idle step in a piece has no share there
+            if h.labels.get("UUID", "") in shared:
+                h.share = 0.0
+    add(_ask_all(prom, then))
+    return list(holders.values())
+
+
+def build_report(holders: list[Holder], grid: Steps, window: int, below: float, min_idle: int = 0, whole_window: bool = False,
+                 vgpus: dict[str, int] | None = None, pools: dict[str, str] | None = None) -> Report:
+    """Rows and physical totals from what Prometheus counted per holder.
+
+    A holder holds a share of a physical GPU: 1 / (instances of its MIG profile per GPU) for a MIG instance,
+    1 / (vGPUs per GPU) on a vgpu pool (`vgpus`, from the stack's rules when Prometheus has them), and otherwise
+    split among the holders of the same device at each step (time-slicing and MPS give several). Hours idle are
+    wall-clock hours of the unit; GPU-hours and dollars weigh each idle step by the share.
+    """
+    catalog = load_catalog()
+    prices = gpu_list_prices(None, catalog)
+    vgpus, pools, step = vgpus or {}, pools or {}, grid.step
+    report = Report(window_seconds=window, below=below, min_idle_seconds=min_idle, whole_window=whole_window, step_seconds=step,
+                    gpus_seen=len({(h.labels.get("Hostname"), h.labels.get("UUID")) for h in holders}))
+    for h in holders:
+        m = h.labels
+        if not h.idle or (whole_window and h.idle < h.seen) or h.idle * step < min_idle or not h.seen:
+            continue
+        model = catalog.gpu_by_device_name(m.get("modelName", ""))
+        profile, pod = m.get("GPU_I_PROFILE"), m.get("pod")
+        pool = m.get("pool") or pools.get(m.get("Hostname", ""))
+        mig = 1.0
+        if profile:
+            count = model.mig_profiles.get(profile) if model else None
+            mig = 1 / count if count else math.nan
+        if pod and pool in vgpus:
+            unit, shares = "vgpu", h.idle * mig / vgpus[pool]
+        else:  # a time-slice held less than a whole device at some idle step
+            alone = h.share is None or h.share >= h.idle - 1e-6
+            unit = "mig" if profile else "gpu" if alone else "time-slice"
+            shares = (h.idle if h.share is None else h.share) * mig
+        gpu_hours = shares * step / 3600
+        share = None if math.isnan(gpu_hours) else shares / h.idle
+        usd = prices[model.name].usd_per_hour if model is not None and model.name in prices else None
+        report.idle.append(IdleGpu(
+            namespace=m.get("namespace") or None, pod=pod or None, node=m.get("Hostname", "?"), pool=pool or None,
+            gpu=m.get("gpu", "?") + (f" {profile}" if profile else ""), model=m.get("modelName", "?"),
+            catalog_gpu=model.name if model else None, unit=unit, share=None if share is None else round(share, 4),
+            hours_idle=round(h.idle * step / 3600, 4), hours_seen=round(h.seen * step / 3600, 4),
+            gpu_hours_idle=None if share is None else round(gpu_hours, 4),
+            max_utilization=round(h.peak, 2) if not math.isnan(h.peak) else math.nan,
+            usd_per_hour=None if usd is None or share is None else round(usd * share, 4),
+            wasted_usd=None if usd is None or share is None else round(usd * gpu_hours, 2),
+            exact_usd=None if usd is None or share is None else usd * gpu_hours))
+    report.idle.sort(key=lambda g: (g.wasted_usd is None, -(g.wasted_usd or 0), -g.hours_idle, g.namespace or "", g.pod or ""))
+    return report
+
+
+def namespace_series(prom: Prometheus, grid: Steps, recorded_below: float | None = None) -> dict[str, list[tuple[float, float]]]:
+    """Average utilization per namespace and step, for the plot: one range query, a few series; from the recorded
+    steps (`recorded_below`: their threshold) where the report counted from them."""
+    if recorded_below is None:
+        util = per_step(grid, 0)
+    else:  # the latest recorded step at each instant (a step's length of lookback, so no step is shown twice)
+        util = f'last_over_time({STEP_UTIL}{{{IDLE_BELOW}="{threshold(recorded_below)}"}}[{grid.step}s])'
+    result = prom.query_range(f"avg by (namespace) ({util})", grid.end - (grid.count - 1) * grid.step, grid.end, grid.step)
+    return {s["metric"].get("namespace") or UNALLOCATED: s["values"] for s in sorted(result, key=lambda s: s["metric"].get("namespace", ""))}
+
+
+def vgpus_per_gpu(prom: Prometheus, at: float, window: int) -> dict[str, int]:
+    """vGPUs per GPU of each vgpu pool, from the stack's rules if this Prometheus ran them in the window (else empty,
+    and vGPU holders are split among the pods holding the GPU like time-slices)."""
+    result = prom.query(f"max by (pool) (last_over_time({VGPU_SHARES}[{window}s]))", at)
+    return {s["metric"]["pool"]: int(s["value"]) for s in result if s["metric"].get("pool") and s["value"] >= 1}
+
+
+def node_pools(prom: Prometheus, at: float, window: int) -> dict[str, str]:
+    """Node name -> pool, from kube-state-metrics' node labels seen in the window (empty without the allowlist)."""
+    result = prom.query(node_pool(window), at)
+    return {s["metric"]["Hostname"]: s["metric"]["pool"] for s in result if s["metric"].get("Hostname") and s["metric"].get("pool")}
+
+
+_PER_HOUR = "count_over_time({m}[1h])"
+# Samples per hour of the fastest-scraped GPU, and of the slowest among those scraped throughout the last hour.
+FASTEST = f"max({_PER_HOUR.format(m='DCGM_FI_DEV_GPU_UTIL')} or {_PER_HOUR.format(m='DCGM_FI_PROF_GR_ENGINE_ACTIVE')})"
+SLOWEST = (f"min(({_PER_HOUR.format(m='DCGM_FI_DEV_GPU_UTIL')} and DCGM_FI_DEV_GPU_UTIL offset 1h) "
+           f"or ({_PER_HOUR.format(m='DCGM_FI_PROF_GR_ENGINE_ACTIVE')} and DCGM_FI_PROF_GR_ENGINE_ACTIVE offset 1h))")
+
+
+def grid_for(window: int, end: float, fastest: float | None, slowest: float | None) -> Steps:
+    """Steps no shorter than the fastest scrape interval (rounded up to whole minutes, at most the lookback), so
+    none holds only a repeat of the last sample; gaps are filled only when some GPU is scraped less often than that.
+    """
+    step = step_for(window)
+    if fastest:
+        step = max(step, min(LOOKBACK, math.ceil(3600 / fastest / 60) * 60))
+    # A GPU scraped every `step` seconds has 3600 / step samples an hour; one fewer is a scrape missed, not a slower
+    # interval. Without the probe's answer (a GPU that appeared within the hour), fill rather than lose steps.
+    fill = slowest is None or slowest < 3600 / step - 1
+    return Steps(end=end, step=step, count=window // step, fill=fill)
+
+
+def idle_report(prom: Prometheus | str, window: int, below: float, now: float | None = None, min_idle: int = 0,
+                whole_window: bool = False, plot: bool = False, raw: bool = False) -> Report:
+    """The report as of `now`; from the stack's recorded idle steps where they cover the window (fast), else (or
+    with `raw`) from raw samples."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prom = Prometheus(prom) if isinstance(prom, str) else prom
+    end = time.time() if now is None else now
+    recorded_grid = Steps(end, STEP_SECONDS, window // STEP_SECONDS)
+    with ThreadPoolExecutor(max_workers=PARALLEL + 2) as pool:
+        probes = [pool.submit(ask) for ask in (
+            lambda: not raw and recorded_throughout(prom, end, window, below),
+            lambda: max((s["value"] for s in prom.query(FASTEST, end)), default=None),
+            lambda: min((s["value"] for s in prom.query(SLOWEST, end)), default=None),
+            lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window))]
+        # Asked before knowing whether the steps were recorded: where they were not, the answers are empty and quick.
+        ahead = [] if raw else [(name, pool.submit(prom.query, expr, at))
+                                for name, expr, at in first_questions(pieces_of(recorded_grid, below, True), below)]
+        recorded, fastest, slowest, vgpus, pools = (probe.result() for probe in probes)
+        first = [(name, answer.result()) for name, answer in ahead] if recorded else None
+    if recorded:  # raw samples are the cheaper source of peaks when GPUs are scraped less than once a step
+        grid = recorded_grid
+        holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)), True, first,
+                          raw_peaks=fastest is not None and fastest < 3600 / STEP_SECONDS)
+    else:
+        grid = grid_for(window, end, fastest, slowest)
+        holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)))
+    report = build_report(holders, grid, window, below, min_idle, whole_window, vgpus, pools)
+    report.counted_from = "recorded idle steps" if recorded else "raw samples"
+    if plot and report.gpus_seen:
+        report.by_namespace = namespace_series(prom, grid, below if recorded else None)
+    return report
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Grouping by team
+
+NO_TEAM = "(no team)"
+
+
+def parse_by(text: str, teams: dict[str, str] | None) -> list[str] | None:
+    """`--by team` (every team) or `--by team=a,b` (those teams), against the stack's teams (name -> namespace).
+
+    Returns the teams to show, every one for plain `team`.
+    """
+    kind, _, names = text.partition("=")
+    if kind != "team":
+        raise ReportError(Problem("--by", f"{text!r}: group by `team` or `team=NAME[,NAME]`"), 2)
+    if teams is None:
+        raise ReportError(Problem("--by", "grouping by team needs the stack's teams: add --stack NAME or --config FILE"), 2)
+    if not teams:
+        raise ReportError(Problem("--by", "the stack defines no gpupools:teams"), 2)
+    chosen = [n for n in names.split(",") if n] if names else list(teams)
+    unknown = [n for n in chosen if n not in teams]
+    if unknown:
+        raise ReportError(Problem("--by", f"unknown team {unknown[0]!r}; the stack's teams: {', '.join(sorted(teams))}"), 2)
+    return chosen
+
+
+@dataclass
+class TeamTotal:
+    team: str
+    namespace: str | None
+    holders: int
+    gpus_idle: float
+    gpu_hours_idle: float
+    wasted_usd: float
+
+
+def by_team(report: Report, teams: dict[str, str], chosen: list[str]) -> list[TeamTotal]:
+    """Idle GPUs, GPU-hours and waste per team (by the namespace each team owns), most wasteful first; holders in no
+    team's namespace and unallocated GPUs get a line of their own when every team is shown."""
+    owner = {ns: team for team, ns in teams.items()}
+    rows: dict[str, list[IdleGpu]] = {}
+    for g in report.idle:
+        team = UNALLOCATED if g.namespace is None else owner.get(g.namespace, NO_TEAM)
+        rows.setdefault(team, []).append(g)
+    names = chosen + ([NO_TEAM, UNALLOCATED] if chosen == list(teams) else [])
+    totals = [TeamTotal(team=name, namespace=teams.get(name), holders=len(rows.get(name, [])),
+                        gpus_idle=round(sum(g.share or 0 for g in rows.get(name, [])), 2),
+                        gpu_hours_idle=round(sum(g.gpu_hours_idle or 0 for g in rows.get(name, [])), 2),
+                        wasted_usd=round(sum(g.exact_usd or 0 for g in rows.get(name, [])), 2))
+              for name in names if name in teams or rows.get(name)]
+    return sorted(totals, key=lambda t: (-t.wasted_usd, -t.gpu_hours_idle, t.team))
+
+
+def format_teams(report: Report, totals: list[TeamTotal]) -> str:
+    header = ("TEAM", "NAMESPACE", "HOLDERS", "GPUS IDLE", "GPU-HOURS", "WASTE (USD)")
+    rows = [(t.team, t.namespace or "-", str(t.holders), f"{t.gpus_idle:g}", f"{t.gpu_hours_idle:.1f}", f"{t.wasted_usd:,.2f}") for t in totals]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) if i >= 2 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in [header, *rows]]
+    lines.append(total_line(report))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Output
+
+
+def human_window(seconds: int) -> str:
+    for unit, name in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds % unit == 0 and (unit != 86400 or seconds >= 3 * 86400):
+            return f"{seconds // unit}{name}"
+    return f"{seconds}s"
+
+
+def fraction(share: float | None) -> str:
+    """A share of a GPU as people say it: 1/7 for a 1g.5gb slice, 1/3 for a GPU time-sliced among three pods."""
+    if share is None:
+        return "?"
+    if share >= 0.9999:
+        return "1"
+    for denominator in range(2, 65):
+        if abs(share * denominator - round(share * denominator)) < 0.0005 * denominator:
+            return f"{round(share * denominator)}/{denominator}"
+    return f"{share:.2f}"
+
+
+def total_line(report: Report) -> str:
+    held = "for the whole window" if report.whole_window else f"for at least {human_window(report.min_idle_seconds)}" \
+        if report.min_idle_seconds else "at some point"
+    unknown = sum(1 for g in report.idle if g.wasted_usd is None)
+    return (f"total: {report.gpus_idle:g} of {report.gpus_seen} GPUs held idle (below {report.below:g}% {held} in the last "
+            f"{human_window(report.window_seconds)}), {report.gpu_hours_idle:.1f} GPU-hours idle, ${report.total_wasted:,.2f} wasted at list price"
+            + (f" ({unknown} with a GPU model or MIG profile not in the catalog, not counted)" if unknown else ""))
+
+
+def format_table(report: Report) -> str:
+    header = ("NAMESPACE", "POD", "NODE", "POOL", "GPU", "MODEL", "SHARE", "HOURS IDLE", "GPU-HOURS", "MAX UTIL", "WASTE (USD)")
+    rows = [(g.namespace or "-", g.pod or "(unallocated)", g.node, g.pool or "-", g.gpu, g.model,
+             fraction(g.share) + ("" if g.unit == "gpu" else f" {g.unit}"), f"{g.hours_idle:.1f}",
+             "?" if g.gpu_hours_idle is None else f"{g.gpu_hours_idle:.2f}", f"{g.max_utilization:.1f}%",
+             "?" if g.wasted_usd is None else f"{g.wasted_usd:,.2f}") for g in report.idle]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    right = {7, 8, 9, 10}
+    lines = ["  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+             for row in [header, *rows]]
+    lines.append(total_line(report))
+    return "\n".join(lines)
+
+
+PLOT_HINT = "needs matplotlib, which a plain install leaves out: pip install 'gpupools[plot]'"
+
+
+def plot_available() -> bool:
+    """Whether `--plot` can draw; asked before querying, so a missing extra costs no Prometheus round trip."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plot(report: Report, path: str) -> None:
+    """Utilization per namespace over the window, with the idle threshold, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from datetime import datetime, timezone
+
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+    for ns, points in report.by_namespace.items():
+        ax.plot([datetime.fromtimestamp(ts, timezone.utc) for ts, _ in points], [v for _, v in points], label=ns, linewidth=1.4)
+    ax.axhline(report.below, color="crimson", linestyle="--", linewidth=1, label=f"idle threshold ({report.below:g}%)")
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("GPU utilization (%)")
+    ax.set_xlabel("time (UTC)")
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    ax.set_title(f"GPU utilization per namespace, last {human_window(report.window_seconds)}: "
+                 f"{report.gpus_idle:g} GPUs held idle, {report.gpu_hours_idle:.1f} GPU-hours, ${report.total_wasted:,.2f} wasted at list price")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,168 @@
+"""PromQL shared by the recording rules, the dashboards and the idle report, so all of them see the same GPUs,
+holders and pools. Names and expression strings only: nothing here knows which rule or panel uses them.
+"""
+
+from __future__ import annotations
+
+from gpupools.core.pools import GPU_LABEL, POOL_LABEL
+
+# Every DCGM metric gpupools queries is in dcgm-exporter's default-counters.csv, so nothing depends on a custom
+# counter list. Series are expected with the labels dcgm-exporter itself emits (Hostname, gpu, UUID, modelName, and
+# for GPUs held by a pod: namespace, pod, container); the monitoring plan's scrape relabeling keeps them that way.
+
+# kube-state-metrics exposes node labels only when allowed; `gpupools.io/pool` becomes `label_gpupools_io_pool`.
+KSM_NODE_LABELS_ALLOWLIST = f"nodes=[{POOL_LABEL},{GPU_LABEL}]"
+KSM_POOL_LABEL = "label_" + POOL_LABEL.replace(".", "_").replace("/", "_").replace("-", "_")
+KSM_GPU_LABEL = "label_" + GPU_LABEL.replace(".", "_").replace("/", "_").replace("-", "_")
+
+# Labels that identify who holds which GPU (or MIG instance) on which node; everything else is dropped.
+HOLDER_LABELS = ("Hostname", "gpu", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE", "namespace", "pod", "container")
+_BY = ", ".join(HOLDER_LABELS)
+# Labels of a physical GPU: health alerts fire once per GPU, not once per MIG instance or per pod sharing it.
+GPU_LABELS = ("Hostname", "gpu", "UUID", "modelName")
+GPU_BY = ", ".join(GPU_LABELS)
+
+# Pool of each node, from kube-state-metrics, keyed by dcgm-exporter's Hostname (= the node name).
+def node_pool(window: int | None = None) -> str:
+    """Hostname -> pool series; with `window` (seconds), every node labelled at any time in it (the last label wins)."""
+    labels = f'kube_node_labels{{{KSM_POOL_LABEL}!=""}}'
+    if window is not None:
+        labels = f"last_over_time({labels}[{window}s])"
+    return (f'max by (Hostname, pool) (label_replace(label_replace({labels}, '
+            f'"Hostname", "$1", "node", "(.*)"), "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))')
+
+
+NODE_POOL = node_pool()
+NODE_GPU = f'label_replace(kube_node_labels{{{KSM_GPU_LABEL}!=""}}, "Hostname", "$1", "node", "(.*)")'
+
+
+def with_pool(expr: str) -> str:
+    """Add a `pool` label where kube-state-metrics knows the node's pool, and keep the series unchanged where not.
+
+    Without the allowlist (an existing Prometheus not yet configured) alerts and the idle report still work; only
+    the pool is missing.
+    """
+    return f"(({expr}) * on (Hostname) group_left (pool) {NODE_POOL}) or (({expr}) unless on (Hostname) {NODE_POOL})"
+
+
+def utilization(step: int | None = None) -> str:
+    """Utilization in percent per holder; with `step` (seconds), the highest raw sample within each step.
+
+    Whole GPUs report DCGM_FI_DEV_GPU_UTIL; MIG instances do not, but report the graphics engine's active ratio.
+    `max_over_time(metric[step])` sees every scraped sample, where a subquery `(...)[step:]` would only see the
+    instants of its own resolution and step over bursts between them.
+    """
+    def sample(metric: str) -> str:
+        return metric if step is None else f"max_over_time({metric}[{step}s])"
+
+    return f"(max by ({_BY}) ({sample('DCGM_FI_DEV_GPU_UTIL')})) or (max by ({_BY}) ({sample('DCGM_FI_PROF_GR_ENGINE_ACTIVE')}) * 100)"
+
+
+UTILIZATION = utilization()
+
+# Idle steps, recorded: a group evaluated every STEP_SECONDS records each holder's highest sample since the previous
+# evaluation, so every scraped sample is seen once and `gpupools idle` counts idle minutes with plain range functions
+# over these series instead of a subquery over raw samples.
+STEP_SECONDS = 60
+STEP_UTIL = "gpupools:gpu_utilization_step_max:percent"
+IDLE_STEP = "gpupools:gpu_idle_step_share:ratio"  # present at idle steps only, valued at the share of the device held
+IDLE_BELOW = "gpupools_idle_below"  # the threshold these series were recorded with, so a report uses only its own
+# One series per evaluation of the group: whether (and since when) the steps were recorded, asked of one series
+# rather than of every GPU's.
+IDLE_STEPS_RAN = "gpupools:gpu_idle_steps_recorded:count"
+DEVICE = "Hostname, UUID, GPU_I_ID"  # one physical GPU, or one MIG instance of it: what time-slicing pods share
+
+
+def step_utilization() -> str:
+    """Each holder's highest sample of the last step, or its latest sample when the step had none (a GPU scraped less
+    often than the step); the instant selector's lookback stops at a stale marker, so an exporter gone is a gap."""
+    def sample(metric: str) -> str:
+        return f"max_over_time({metric}[{STEP_SECONDS}s]) or {metric}"
+
+    return f"(max by ({_BY}) ({sample('DCGM_FI_DEV_GPU_UTIL')})) or (max by ({_BY}) ({sample('DCGM_FI_PROF_GR_ENGINE_ACTIVE')}) * 100)"
+
+
+def threshold(below: float) -> str:
+    """How a threshold is written in the IDLE_BELOW label: 5, 2.5."""
+    return f"{below:g}"
+
+
+def idle_step_share(below: float) -> str:
+    """Present for a holder at each step it stayed below `below`, valued at the fraction of its device it held then
+    (time-slicing and MPS give several holders per device)."""
+    recorded = f'{STEP_UTIL}{{{IDLE_BELOW}="{threshold(below)}"}}'
+    return f"({recorded} < {below:g}) * 0 + on ({DEVICE}) group_left () (1 / count by ({DEVICE}) ({recorded}))"
+MEMORY_USED = f"max by ({_BY}) (DCGM_FI_DEV_FB_USED)"
+MEMORY_FREE = f"max by ({_BY}) (DCGM_FI_DEV_FB_FREE)"
+
+# The series the recording rules write, which the dashboards and the idle report read.
+UTIL = "gpupools:gpu_utilization:percent"
+MEM = "gpupools:gpu_memory_used:mib"
+MEM_RATIO = "gpupools:gpu_memory_used:ratio"
+PODS_PER_GPU = "gpupools:gpu_pods:count"
+PRICE = "gpupools:gpu_price_usd_per_hour"
+POD_COST = "gpupools:pod_gpu_cost_usd_per_hour"
+# The fraction of its physical GPU each holder holds (a 1g.5gb slice 1/7, one of three time-sliced pods 1/3), so
+# counts and averages weigh a slice or a shared GPU as the part of a GPU it is.
+SHARE = "gpupools:gpu_share:ratio"
+MIG_INSTANCES = "gpupools:mig_instances_per_gpu:count"
+# vgpu pools: how many vGPUs HAMi cuts each GPU into. A vGPU pod pays that share of its GPU, whoever else holds it.
+VGPU_SHARES = "gpupools:pool_vgpus_per_gpu:count"
+
+# HAMi's own metrics (chart 2.10.0): per container and vGPU from the device plugin's monitor (cmd/vGPUmonitor),
+# allocations from the scheduler. Both carry namespace and pod of the workload.
+HAMI_MEMORY_USED = "hami_vgpu_memory_used_bytes"
+HAMI_MEMORY_LIMIT = "hami_vgpu_memory_limit_bytes"
+HAMI_UTILIZATION = "hami_container_device_utilization_ratio"
+
+
+def duration(hours: float) -> str:
+    """Prometheus duration for a (possibly fractional) number of hours, exact to the second."""
+    seconds = round(hours * 3600)
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
+def percent(value: float) -> str:
+    return f"{value:g}"
+
+# Kueue 0.19.2's own series (pkg/metrics/metrics.go), scraped from its controller. ClusterQueue series name the queue
+# in `cluster_queue`; the scrape adds the *controller's* namespace and pod, so a team's namespace comes from the
+# stack's own map of queue to namespace (KUEUE_TEAM_QUEUE), never from the series. The quota and usage series exist only
+# with `metrics.enableClusterQueueResources`, which gpupools sets.
+KUEUE_PENDING = "kueue_pending_workloads"  # gauge, status "active" (in the heap) or "inadmissible" (tried, did not fit)
+KUEUE_ADMITTED = "kueue_admitted_workloads_total"  # counter, per priority_class
+KUEUE_ADMISSION_WAIT = "kueue_admission_wait_time_seconds"  # histogram: created or requeued until admitted
+KUEUE_USAGE = "kueue_cluster_queue_resource_usage"  # per cohort, flavor and resource: what admitted workloads hold
+KUEUE_NOMINAL = "kueue_cluster_queue_nominal_quota"
+KUEUE_RESOURCE_PENDING = "kueue_cluster_queue_resource_pending"  # per resource, before a flavor is chosen
+# Kueue's controllers run on every replica, so with two replicas the follower exports the same gauges again; only
+# the leader (or a single replica, "standalone") admits, and only its series are the queue's.
+KUEUE_LEADER = 'replica_role!="follower"'
+
+KUEUE_TEAM_QUEUE = "gpupools:kueue_team_queue:info"  # one constant series per team: cluster_queue -> namespace
+KUEUE_PENDING_BY_TEAM = "gpupools:kueue_pending_workloads:max"
+KUEUE_QUOTA_USED = "gpupools:kueue_quota_used:sum"
+KUEUE_QUOTA_NOMINAL = "gpupools:kueue_quota_nominal:sum"
+KUEUE_QUOTA_BORROWED = "gpupools:kueue_quota_borrowed:sum"
+KUEUE_QUOTA_PENDING = "gpupools:kueue_quota_pending:sum"
+KUEUE_WAIT_P90 = "gpupools:kueue_admission_wait_seconds:p90"
+KUEUE_WAIT_WINDOW = "30m"  # admissions are sparse; a shorter rate window is mostly empty
+
+
+def kueue(metric: str, by: str) -> str:
+    """One series per `by` from the leader's export, so a second scrape of the same state never counts twice."""
+    return f"max by ({by}) ({metric}{{{KUEUE_LEADER}}})"
+
+
+def to_team(expr: str) -> str:
+    """Keep the queues of the stack's teams, with their namespace: what Alertmanager routes a team's alerts on."""
+    return f"({expr}) * on (cluster_queue) group_left (namespace) {KUEUE_TEAM_QUEUE}"
+
+
+def kueue_admitted(window: str) -> str:
+    """Queues that admitted a workload within `window`."""
+    return f"sum by (cluster_queue) (increase({KUEUE_ADMITTED}{{{KUEUE_LEADER}}}[{window}])) > 0"

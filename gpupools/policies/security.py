@@ -1,0 +1,332 @@
+"""Node and secret hygiene: no SSH from the internet, instance metadata locked down, no plaintext secrets."""
+
+from __future__ import annotations
+
+import re
+from contextvars import ContextVar
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Secret
+
+from gpupools.policies._fleet import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
+from gpupools.policies._props import SECRET_MARKER, as_int, entries, get, is_unknown, items, plain
+
+WORLD = ("0.0.0.0/0", "::/0")
+SSH_PORT = 22
+
+# --------------------------------------------------------------------------------------------------------------------
+# no-public-ssh
+
+
+def _covers_ssh(protocol: Any, from_port: Any, to_port: Any) -> bool:
+    if str(protocol) in ("-1", "all"):
+        return True
+    if str(protocol).lower() not in ("tcp", "6"):
+        return False
+    low, high = as_int(from_port), as_int(to_port)
+    return low is not None and high is not None and low <= SSH_PORT <= high
+
+
+def _gcp_firewall_opens_ssh(props: Any) -> bool:
+    if str(get(props, "direction") or "INGRESS").upper() != "INGRESS" or get(props, "disabled") is True:
+        return False
+    if not any(r in WORLD for r in items(get(props, "sourceRanges"))):
+        return False
+    for rule in items(get(props, "allows")):
+        protocol = str(get(rule, "protocol") or "").lower()
+        ports = [str(p) for p in items(get(rule, "ports"))]
+        if protocol == "all" or (protocol in ("tcp", "6") and not ports):
+            return True
+        if protocol in ("tcp", "6"):
+            for spec in ports:
+                low, _, high = spec.partition("-")
+                if low.isdigit() and int(low) <= SSH_PORT <= int(high or low):
+                    return True
+    return False
+
+
+def validate_ssh(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props = args.resource_type, args.props
+    if typ == EKS_NODE_GROUP:
+        remote = get(props, "remoteAccess")
+        if remote is not None and not is_unknown(remote):
+            groups = get(remote, "sourceSecurityGroupIds")
+            if not is_unknown(groups) and not items(groups):
+                report(f"node group {args.name!r} enables remoteAccess without sourceSecurityGroupIds, which opens SSH "
+                       f"(port 22) to 0.0.0.0/0; list the security groups allowed in, or drop remoteAccess and use SSM", None)
+    elif typ == AKS_AGENT_POOL:
+        if get(props, "enableNodePublicIP") is True:
+            report(f"agent pool {args.name!r} gives every node a public IP, which exposes SSH and the kubelet to the "
+                   f"internet; set enableNodePublicIP false", None)
+    elif typ == "aws:ec2/securityGroup:SecurityGroup":
+        for i, rule in enumerate(items(get(props, "ingress"))):
+            if _covers_ssh(get(rule, "protocol"), get(rule, "fromPort"), get(rule, "toPort")) and \
+                    any(c in WORLD for c in items(get(rule, "cidrBlocks")) + items(get(rule, "ipv6CidrBlocks"))):
+                report(f"security group {args.name!r} ingress[{i}] allows SSH from the whole internet", None)
+    elif typ == "aws:ec2/securityGroupRule:SecurityGroupRule":
+        if get(props, "type") == "ingress" and _covers_ssh(get(props, "protocol"), get(props, "fromPort"), get(props, "toPort")) and \
+                any(c in WORLD for c in items(get(props, "cidrBlocks")) + items(get(props, "ipv6CidrBlocks"))):
+            report(f"security group rule {args.name!r} allows SSH from the whole internet", None)
+    elif typ == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule":
+        if _covers_ssh(get(props, "ipProtocol"), get(props, "fromPort"), get(props, "toPort")) and \
+                (get(props, "cidrIpv4") in WORLD or get(props, "cidrIpv6") in WORLD):
+            report(f"ingress rule {args.name!r} allows SSH from the whole internet", None)
+    elif typ == "gcp:compute/firewall:Firewall":
+        if _gcp_firewall_opens_ssh(props):
+            report(f"firewall {args.name!r} allows SSH (tcp:22) from 0.0.0.0/0", None)
+
+
+no_public_ssh = ResourceValidationPolicy(
+    name="no-public-ssh",
+    description="Nodes are not reachable by SSH from the internet (EKS remoteAccess, AKS node public IPs, security groups, GCP firewalls).",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_ssh,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# eks-imdsv2
+
+
+# A hop limit of 2 lets containers on the node reach IMDS through the node's network namespace (what the EKS
+# AMIs and Karpenter default to); a larger one lets the token travel further, e.g. through another proxy hop.
+MAX_IMDS_HOPS = 2
+
+
+def _hop_problem(kind: str, name: str, hops: Any, where: str) -> str | None:
+    count = as_int(hops)
+    if count is not None and count > MAX_IMDS_HOPS:
+        return (f"{kind} {name!r} sets {where}.httpPutResponseHopLimit to {count}; IMDSv2 tokens should travel at most "
+                f"{MAX_IMDS_HOPS} hops (the node and its containers), so set it to {MAX_IMDS_HOPS} or less")
+    return None
+
+
+def validate_imdsv2(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props = args.resource_type, args.props
+    hops = None
+    if typ == LAUNCH_TEMPLATE:
+        hops = _hop_problem("launch template", args.name, get(props, "metadataOptions", "httpPutResponseHopLimit"), "metadataOptions")
+    elif typ == EC2_NODE_CLASS:
+        hops = _hop_problem("EC2NodeClass", args.name, get(props, "spec", "metadataOptions", "httpPutResponseHopLimit"), "spec.metadataOptions")
+    if hops:
+        report(hops, None)
+    if typ == LAUNCH_TEMPLATE:
+        tokens = get(props, "metadataOptions", "httpTokens")
+        if is_unknown(tokens) or get(props, "metadataOptions", "httpEndpoint") == "disabled":
+            return
+        if tokens != "required":
+            report(f"launch template {args.name!r} allows IMDSv1 (metadataOptions.httpTokens is {tokens or 'unset'}); a pod that "
+                   f"can make one HTTP GET could read the node role's credentials; set httpTokens: required", None)
+    elif typ == EC2_NODE_CLASS:
+        # Karpenter requires IMDSv2 unless told otherwise (EC2NodeClass metadataOptions default httpTokens: required).
+        tokens = get(props, "spec", "metadataOptions", "httpTokens")
+        if isinstance(tokens, str) and tokens != "required" and get(props, "spec", "metadataOptions", "httpEndpoint") != "disabled":
+            report(f"EC2NodeClass {args.name!r} allows IMDSv1 (spec.metadataOptions.httpTokens is {tokens}); a pod that can make one "
+                   f"HTTP GET could read the node role's credentials; set httpTokens: required", None)
+    elif typ == EKS_NODE_GROUP:
+        if not args.get_config().get("allNodeGroups", True) and not eks_is_gpu(props):
+            return
+        template = get(props, "launchTemplate")
+        if template is None:
+            report(f"node group {args.name!r} uses no launch template, so its nodes get EKS's default metadata options "
+                   f"(IMDSv1 allowed); give it a launch template with metadataOptions.httpTokens: required", None)
+
+
+eks_imdsv2 = ResourceValidationPolicy(
+    name="eks-imdsv2",
+    description="EKS nodes require IMDSv2: node groups use a launch template, and launch templates and Karpenter EC2NodeClasses set httpTokens to required and a hop limit of at most 2.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        "allNodeGroups": {"type": "boolean", "default": True,
+                          "description": "Also require a launch template on node groups without GPUs (e.g. the system node group); "
+                                         "false limits the node-group check to GPU node groups."},
+    }),
+    validate=validate_imdsv2,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# gke-metadata-server, gke-shielded-nodes
+
+
+def validate_gke_metadata(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != GKE_NODE_POOL:
+        return
+    mode = get(args.props, "nodeConfig", "workloadMetadataConfig", "mode")
+    if not is_unknown(mode) and mode != "GKE_METADATA":
+        report(f"node pool {args.name!r} does not use the GKE metadata server (workloadMetadataConfig.mode is {mode or 'unset'}), "
+               f"so pods can read the node's service-account token; set nodeConfig.workloadMetadataConfig.mode: GKE_METADATA", None)
+    legacy = get(args.props, "nodeConfig", "metadata", "disable-legacy-endpoints")
+    if not is_unknown(legacy) and legacy is not None and str(legacy).strip().lower() == "false":
+        report(f"node pool {args.name!r} sets metadata disable-legacy-endpoints to \"false\", which serves the v1beta1 metadata "
+               f"endpoints without the Metadata-Flavor header check; remove it or set it to \"true\"", None)
+
+
+gke_metadata_server = ResourceValidationPolicy(
+    name="gke-metadata-server",
+    description="GKE node pools use the GKE metadata server, which hides node credentials from pods (Workload Identity), and keep the legacy metadata endpoints off.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_gke_metadata,
+)
+
+
+def _driver_from_operator(props: Any) -> bool:
+    """GKE installs no driver on these nodes: the GPU Operator's driver container builds unsigned modules."""
+    return any(get(a, "gpuDriverInstallationConfig", "gpuDriverVersion") == "INSTALLATION_DISABLED" for a in gke_accelerators(props))
+
+
+def validate_gke_shielded(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == GKE_CLUSTER:
+        # GKE's default is on; only an explicit false turns shielded nodes off for the whole cluster.
+        if get(args.props, "enableShieldedNodes") is False:
+            report(f"GKE cluster {get(args.props, 'name') or args.name!r} turns shielded nodes off (enableShieldedNodes: false), so nodes can join without proving "
+                   f"their boot integrity; remove it or set it to true", None)
+        return
+    if args.resource_type != GKE_NODE_POOL:
+        return
+    shielded = get(args.props, "nodeConfig", "shieldedInstanceConfig")
+    if is_unknown(shielded):
+        return
+    if get(shielded, "enableIntegrityMonitoring") is False:
+        report(f"node pool {args.name!r} turns integrity monitoring off; set shieldedInstanceConfig.enableIntegrityMonitoring: true", None)
+    secure_boot = get(shielded, "enableSecureBoot")
+    if secure_boot is True or is_unknown(secure_boot):
+        return
+    if args.get_config().get("allowOperatorDriverPools", True) and _driver_from_operator(args.props):
+        # Secure boot would refuse the NVIDIA driver these nodes need; that is a known, deliberate trade-off.
+        args.not_applicable(f"node pool {args.name!r} runs without secure boot because the GPU Operator installs its driver "
+                            f"(gpuDriverInstallationConfig INSTALLATION_DISABLED) and NVIDIA's driver container modules are unsigned")
+    report(f"node pool {args.name!r} runs without secure boot, so a tampered boot chain or kernel module goes unnoticed; "
+           f"set shieldedInstanceConfig.enableSecureBoot: true", None)
+
+
+gke_shielded_nodes = ResourceValidationPolicy(
+    name="gke-shielded-nodes",
+    description="GKE clusters keep shielded nodes on, and node pools are shielded VMs with secure boot and integrity monitoring.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        "allowOperatorDriverPools": {"type": "boolean", "default": True,
+                                     "description": "Exempt GPU pools whose driver the GPU Operator installs (unsigned modules) from secure boot."},
+    }),
+    validate=validate_gke_shielded,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# no-plaintext-secrets
+
+# Whether the properties being judged still say which values are secret. `gpupools check` records secrets as
+# "[secret]" and sets this; under `pulumi preview`, pulumi_policy hands validators secret values already
+# decrypted (Analyze calls deserialize_properties without proxy_secrets), so a secret and a literal look alike.
+SECRETS_VISIBLE: ContextVar[bool] = ContextVar("gpupools_secrets_visible", default=False)
+
+K8S_SECRET = "kubernetes:core/v1:Secret"
+
+
+_IDENTITY = re.compile(r"(?i)(user|username|login|email|account)$")
+
+
+def identity_key(key: str) -> bool:
+    """Secret entries that name who, not the credential (admin-user beside admin-password), may stay plain."""
+    return bool(_IDENTITY.search(key.replace("-", "").replace("_", "").replace(".", "")))
+
+
+def _is_protected(value: Any) -> bool:
+    return value is None or value == "" or isinstance(value, Secret) or value == SECRET_MARKER or is_unknown(value)
+
+
+def _plain_credentials(value: Any, path: str) -> list[str]:
+    """Paths of sensitive keys whose value is a literal string."""
+    found = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if sensitive_key(str(key)) and isinstance(child, (str, int)) and not _is_protected(child):
+                found.append(where)
+            else:
+                found += _plain_credentials(child, where)
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            found += _plain_credentials(child, f"{path}[{i}]")
+    return found
+
+
+def validate_secrets(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ = args.resource_type
+    if typ not in (HELM_RELEASE, K8S_SECRET):
+        return
+    if not SECRETS_VISIBLE.get():
+        args.not_applicable("pulumi_policy passes secret values decrypted under `pulumi preview`, so secrets cannot be told from "
+                            "literals here; `gpupools check` enforces this policy on the recorded plan")
+    if typ == HELM_RELEASE:
+        values = plain(get(args.props, "values"))
+        for where in _plain_credentials(values, "values"):
+            report(f"release {args.name!r}: {where} is a plain value; pass it as a Pulumi secret (pulumi.Output.secret, "
+                   f"`pulumi config set --secret`) or reference an existing Kubernetes Secret", None)
+    else:
+        for field in ("stringData", "data"):
+            for key, value in entries(get(args.props, field)):
+                if not _is_protected(value) and not identity_key(key):
+                    report(f"Secret {args.name!r}: {field}.{key} is a plain value; wrap it in pulumi.Output.secret", None)
+
+
+no_plaintext_secrets = ResourceValidationPolicy(
+    name="no-plaintext-secrets",
+    description="Credentials (Grafana admin password, tokens, Kubernetes Secret data) are Pulumi secrets, never plain values.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_secrets,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
+# encrypted-node-disks
+
+
+def _encrypted(value: Any) -> bool:
+    """pulumi-aws spells a launch template's `encrypted` as a string; Karpenter's CRD as a boolean."""
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def validate_disks(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    typ, props, config = args.resource_type, args.props, args.get_config()
+    if typ in (LAUNCH_TEMPLATE, EC2_NODE_CLASS):
+        base = ("blockDeviceMappings",) if typ == LAUNCH_TEMPLATE else ("spec", "blockDeviceMappings")
+        for i, mapping in enumerate(items(get(props, *base))):
+            ebs = get(mapping, "ebs")
+            if ebs is None or is_unknown(ebs):
+                continue
+            encrypted = get(ebs, "encrypted")
+            if not is_unknown(encrypted) and not _encrypted(encrypted) and get(ebs, "snapshotId") is None:
+                device = get(mapping, "deviceName") or f"[{i}]"
+                report(f"{'launch template' if typ == LAUNCH_TEMPLATE else 'EC2NodeClass'} {args.name!r} gives {device} an unencrypted EBS "
+                       f"volume (encrypted is {encrypted if encrypted is not None else 'unset'}); set {'.'.join(base)}[{i}].ebs.encrypted: true", None)
+    elif typ == AKS_AGENT_POOL and config.get("aksEncryptionAtHost", False):
+        if get(props, "enableEncryptionAtHost") is not True and not is_unknown(get(props, "enableEncryptionAtHost")):
+            size = get(props, "vmSize")
+            if size in (config.get("vmSizesWithoutEncryptionAtHost") or []):
+                return
+            report(f"agent pool {args.name!r} ({size}) does not encrypt its OS disk and temp disk on the host; set enableEncryptionAtHost: "
+                   f"true (the subscription needs the Microsoft.Compute EncryptionAtHost feature), or list the VM size in "
+                   f"vmSizesWithoutEncryptionAtHost if it does not support it", None)
+    elif typ == GKE_NODE_POOL and config.get("gkeCustomerManagedKey", False):
+        key = get(props, "nodeConfig", "bootDiskKmsKey")
+        if not is_unknown(key) and not key:
+            report(f"node pool {args.name!r} boot disks use Google-managed keys; set nodeConfig.bootDiskKmsKey to a Cloud KMS key", None)
+
+
+encrypted_node_disks = ResourceValidationPolicy(
+    name="encrypted-node-disks",
+    description="Node root volumes are encrypted: EBS volumes of EKS launch templates and Karpenter EC2NodeClasses; optionally AKS "
+                "encryption at host and GKE boot disks with a customer-managed key.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        # Off by default: host encryption needs a subscription feature and a VM size that supports it (AKS "host-based
+        # encryption"); AKS encrypts OS disks server-side with platform keys in any case.
+        "aksEncryptionAtHost": {"type": "boolean", "default": False,
+                                "description": "Require enableEncryptionAtHost on AKS agent pools."},
+        "vmSizesWithoutEncryptionAtHost": {"type": "array", "items": {"type": "string"}, "default": [],
+                                           "description": "AKS VM sizes exempt from aksEncryptionAtHost because they do not support it."},
+        # GKE encrypts every boot disk with Google-managed keys; this asks for the customer's own key on top.
+        "gkeCustomerManagedKey": {"type": "boolean", "default": False,
+                                  "description": "Require GKE node pool boot disks encrypted with a Cloud KMS key (bootDiskKmsKey)."},
+    }),
+    validate=validate_disks,
+)
+
+POLICIES = [no_public_ssh, eks_imdsv2, gke_metadata_server, gke_shielded_nodes, no_plaintext_secrets, encrypted_node_disks]

@@ -1,0 +1,25 @@
+"""Every pool planned: its cloud resolves the hardware, the core decides sharing, labels and taints."""
+
+from __future__ import annotations
+
+from gpupools.clouds.registry import cloud_module
+from gpupools.core.catalog import load_catalog
+from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
+from gpupools.core.sharing import mechanism, resolve_installer
+from gpupools.stack.config import Pool, StackConfig
+
+
+def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
+    cloud = cloud_module(stack.cloud)
+    hardware, problems = cloud.resolve(pool, load_catalog(), pool.name)
+    if hardware is None:  # validate_stack reports these; a plan is only made for a valid stack
+        raise ValueError("; ".join(str(p) for p in problems))
+    sharing = stack.sharing_of(pool)
+    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    mech = mechanism(stack.cloud, installer, pool.os, sharing, hardware, stack.gpu_software.mig_strategy)
+    labels = {POOL_LABEL: pool.name, GPU_LABEL: hardware.gpu.name, **pool.labels, **mech.node_labels}
+    return PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,))
+
+
+def plan_pools(stack: StackConfig) -> list[PoolPlan]:
+    return [plan_pool(stack, pool) for pool in stack.pools]

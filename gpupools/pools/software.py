@@ -1,0 +1,234 @@
+"""The GPU software a stack installs: Helm releases with their values, and the Kubernetes objects beside them.
+
+Pure: the result is plain data that the `GpuSoftware` component applies, `gpupools render` writes to disk, and
+tests compare against the pinned charts' values.yaml. Nothing here waits for GPU pools: DaemonSet pods start
+as GPU nodes join.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from gpupools.clouds.registry import cloud_module
+from gpupools.stack.config import DEFAULT_DEVICE_PLUGIN_VERSION, DEFAULT_GPU_OPERATOR_VERSION, Sharing, StackConfig
+from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
+from gpupools.core.sharing import (
+    BOTTLEROCKET,
+    DEPLOY_DEVICE_PLUGIN_LABEL,
+    HAMI,
+    HAMI_NODE_SELECTOR,
+    HAMI_SCHEDULER,
+    NO_SHARING_ENTRY,
+    OPERATOR_DEFAULT_MIG_CONFIGS,
+    device_plugin_config_entry,
+    mig_parted_config,
+    resolve_installer,
+)
+
+
+@dataclass(frozen=True)
+class Chart:
+    release: str
+    chart: str
+    repo: str
+    namespace: str
+    default_version: str
+
+
+GPU_OPERATOR = Chart("gpu-operator", "gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "gpu-operator", DEFAULT_GPU_OPERATOR_VERSION)
+DEVICE_PLUGIN = Chart("nvidia-device-plugin", "nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "nvidia-device-plugin",
+                      DEFAULT_DEVICE_PLUGIN_VERSION)
+
+HAMI_CHART = Chart("hami", "hami", "https://project-hami.github.io/HAMi/", "hami-system", "2.10.0")
+# The chart's default kube-scheduler image lives in a registry in mainland China; Kubernetes' own registry has the same
+# image under the same tags (the chart picks the cluster's version).
+KUBE_SCHEDULER_IMAGE = {"registry": "registry.k8s.io", "repository": "kube-scheduler"}
+
+DEVICE_PLUGIN_CONFIGMAP = "gpupools-device-plugin-config"
+MIG_CONFIGMAP = "gpupools-mig-config"
+# NVIDIA's documented quota that lets the operator's system-node-critical pods run outside kube-system on GKE.
+GKE_OPERATOR_QUOTA = "gpu-operator-quota"
+
+
+@dataclass(frozen=True)
+class Release:
+    chart: Chart
+    version: str
+    values: dict
+
+    @property
+    def name(self) -> str:
+        return self.chart.release
+
+
+@dataclass
+class SoftwarePlan:
+    releases: list[Release] = field(default_factory=list)
+    objects: list[dict] = field(default_factory=list)  # Kubernetes manifests, namespaces first
+
+
+def gpu_tolerations(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
+    """Every GPU DaemonSet tolerates the pool taint, plus whatever the cloud adds itself (AKS spot)."""
+    tolerations = [{"key": GPU_TAINT.key, "operator": "Exists", "effect": GPU_TAINT.effect}]
+    module = cloud_module(stack.cloud)
+    for plan in plans:
+        for extra in module.extra_tolerations(plan):
+            if extra not in tolerations:
+                tolerations.append(extra)
+    return tolerations
+
+
+def namespace(name: str, privileged: bool = False) -> dict:
+    labels = {"app.kubernetes.io/managed-by": "gpupools"}
+    if privileged:
+        # GPU drivers, toolkits and device plugins need host access; Pod Security must admit them.
+        labels["pod-security.kubernetes.io/enforce"] = "privileged"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def config_map(name: str, ns: str, data: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns,
+            "labels": {"app.kubernetes.io/managed-by": "gpupools"}}, "data": data}
+
+
+def _yaml(doc: dict) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+def device_plugin_config_data(plans: list[PoolPlan]) -> dict[str, str]:
+    """One entry per distinct sharing setting among the pools, plus the entry that shares nothing."""
+    entries = {NO_SHARING_ENTRY: device_plugin_config_entry_for(None)}
+    for plan in plans:
+        entry = plan.mechanism.device_plugin_entry
+        if entry and entry not in entries:
+            entries[entry] = device_plugin_config_entry_for(plan)
+    return {name: _yaml(doc) for name, doc in sorted(entries.items())}
+
+
+def device_plugin_config_entry_for(plan: PoolPlan | None) -> dict:
+    return device_plugin_config_entry(plan.sharing if plan is not None else Sharing())
+
+
+def custom_mig_profiles(plans: list[PoolPlan]) -> dict[str, int]:
+    """MIG layouts the operator's default config lacks; empty when the defaults hold every pool's layout."""
+    needed = {}
+    for plan in plans:
+        m = plan.mechanism
+        if m.mig_config and m.mig_config not in OPERATOR_DEFAULT_MIG_CONFIGS:
+            needed[m.mig_profile] = plan.hardware.gpu.mig_profiles[m.mig_profile]
+    return needed
+
+
+def hami_served(plans: list[PoolPlan]) -> list[PoolPlan]:
+    return [p for p in plans if p.mechanism.installer == HAMI]
+
+
+def hami_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
+    """HAMi for the vgpu pools only.
+
+    Its admission webhook sends a pod to HAMi's scheduler only when the pod is labelled for a vgpu pool (as the
+    Jobs `gpupools workload` prints are); by default it would take every pod asking for nvidia.com/gpu, including
+    those of time-slicing, MPS, MIG and whole-GPU pools, which HAMi's scheduler cannot place. Services stay inside
+    the cluster (the chart defaults to NodePorts). Where the GPU Operator installs the container toolkit, the device
+    plugin waits for it.
+    """
+    served = hami_served(plans)
+    sharing = served[0].sharing
+    device_plugin: dict = {
+        "deviceSplitCount": sharing.replicas,
+        "deviceMemoryScaling": sharing.memory_scaling or 1,
+        "nvidiaNodeSelector": dict(HAMI_NODE_SELECTOR),
+        "tolerations": gpu_tolerations(stack, served),
+        "service": {"type": "ClusterIP"},
+    }
+    if resolve_installer(stack.cloud, stack.gpu_software.installer) == "gpu-operator" and operator_owns_driver(stack):
+        device_plugin["gpuOperatorToolkitReady"] = {"enabled": True}
+    webhook: dict = {"objectSelector": {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": sorted(p.name for p in served)}]}}
+    if stack.cloud == "azure":
+        # AKS owns webhooks' namespaceSelector (its admissions enforcer); the chart says to leave it alone there.
+        webhook["manageNamespaceSelector"] = False
+    return {
+        "schedulerName": HAMI_SCHEDULER,
+        "devicePlugin": device_plugin,
+        "scheduler": {"kubeScheduler": {"image": dict(KUBE_SCHEDULER_IMAGE)}, "admissionWebhook": webhook, "service": {"type": "ClusterIP"}},
+    }
+
+
+def operator_owns_driver(stack: StackConfig) -> bool:
+    """EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship driver and toolkit; on AKS (gpuProfile.driver None)
+    and GKE (INSTALLATION_DISABLED) the operator installs them."""
+    return stack.cloud != "aws"
+
+
+def operator_served(plans: list[PoolPlan]) -> list[PoolPlan]:
+    return [p for p in plans if p.mechanism.installer == "gpu-operator"]
+
+
+def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None) -> dict:
+    """`service_monitor`: the exporter ServiceMonitor's settings (labels Prometheus selects by, relabelings); None
+    when nothing scrapes it."""
+    served = operator_served(plans)
+    mig_pools = [p for p in served if p.mechanism.mode == "mig"]
+    owns_driver = operator_owns_driver(stack)
+    tolerations = gpu_tolerations(stack, plans)
+    values: dict = {
+        "driver": {"enabled": owns_driver},
+        "toolkit": {"enabled": owns_driver},
+        "devicePlugin": {"enabled": bool(served), "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": NO_SHARING_ENTRY}},
+        "mig": {"strategy": stack.gpu_software.mig_strategy},
+        "migManager": {
+            "enabled": bool(mig_pools),
+            # Cloud VMs cannot reset a GPU into MIG mode without a reboot (NVIDIA GPU Operator MIG docs).
+            "env": [{"name": "WITH_REBOOT", "value": "true"}],
+        },
+        "daemonsets": {"tolerations": tolerations},
+        "node-feature-discovery": {"worker": {"tolerations": tolerations}},
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor is not None, **(service_monitor or {})}},
+    }
+    if custom_mig_profiles(plans):
+        values["migManager"]["config"] = {"name": MIG_CONFIGMAP, "default": "all-disabled"}
+    return values
+
+
+def device_plugin_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
+    return {
+        "config": {"map": device_plugin_config_data(plans), "default": NO_SHARING_ENTRY},
+        "gfd": {"enabled": True},
+        "tolerations": gpu_tolerations(stack, plans),
+        # Only gpupools GPU pools, and not those served by another device plugin (Bottlerocket's own, HAMi's).
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": GPU_LABEL, "operator": "Exists"},
+            {"key": DEPLOY_DEVICE_PLUGIN_LABEL, "operator": "NotIn", "values": ["false"]},
+        ]}]}}},
+    }
+
+
+def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None = None) -> SoftwarePlan:
+    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    out = SoftwarePlan()
+    if installer == "gpu-operator":
+        chart = GPU_OPERATOR
+        ns = chart.namespace
+        out.objects.append(namespace(ns, privileged=True))
+        out.objects.append(config_map(DEVICE_PLUGIN_CONFIGMAP, ns, device_plugin_config_data(operator_served(plans))))
+        custom = custom_mig_profiles(plans)
+        if custom:
+            out.objects.append(config_map(MIG_CONFIGMAP, ns, {"config.yaml": _yaml(mig_parted_config(custom))}))
+        if stack.cloud == "gcp":
+            out.objects.append({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": GKE_OPERATOR_QUOTA, "namespace": ns},
+                                "spec": {"hard": {"pods": "100"}, "scopeSelector": {"matchExpressions": [
+                                    {"operator": "In", "scopeName": "PriorityClass", "values": ["system-node-critical", "system-cluster-critical"]}]}}})
+        out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version,
+                                    gpu_operator_values(stack, plans, service_monitor)))
+    elif installer == "device-plugin":
+        chart = DEVICE_PLUGIN
+        served = [p for p in plans if p.mechanism.installer not in (BOTTLEROCKET, HAMI)]
+        if served:
+            out.objects.append(namespace(chart.namespace, privileged=True))
+            out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version, device_plugin_values(stack, served)))
+    if hami_served(plans):
+        out.objects.append(namespace(HAMI_CHART.namespace, privileged=True))
+        out.releases.append(Release(HAMI_CHART, HAMI_CHART.default_version, hami_values(stack, plans)))
+    return out

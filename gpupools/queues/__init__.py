@@ -1,0 +1,1 @@
+"""Team queues: teams and their quotas, the queue engine choice, Kueue and ResourceQuota."""

@@ -1,0 +1,215 @@
+"""Team quotas on Kueue: workloads queue for their team's share instead of failing, teams in one cohort lend
+what they do not use, and a lender takes its share back by preemption.
+
+The objects, all `kueue.x-k8s.io/v1beta2` (the storage version of the pinned CRDs):
+- one ResourceFlavor per GPU pool, named after it: the pool label as `nodeLabels` and the GPU taint as
+  `tolerations`, which Kueue adds to a workload it admits on that flavor, so the pods land on the pool the
+  quota came from without naming it;
+- one ClusterQueue per team, named after it, in the cohort `gpupools`: a nominal quota per pool on the pool's
+  resource, `borrowingLimit`/`lendingLimit` from the stack file, preemption that reclaims lent quota
+  (`reclaimWithinCohort: Any`) and lets a team's own high-priority work preempt its low-priority work;
+- a LocalQueue in each team namespace, named after the team: workloads name it in `kueue.x-k8s.io/queue-name`;
+- WorkloadPriorityClasses `high`, `normal` and `low`;
+- a ValidatingAdmissionPolicy per team namespace that refuses GPU workloads which would bypass the queue or
+  ask for a priority above the team's.
+
+Quotas cover only the GPU resources (`quotaCheckStrategy: IgnoreUndeclared`): CPU and memory of a GPU node
+come with its GPUs, and a quota on them would only add ways for a workload to wait.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from gpupools.clouds.registry import cloud_module
+from gpupools.stack.config import StackConfig
+from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
+from gpupools.pools.software import Chart, Release, namespace as software_namespace
+from gpupools.queues.teams import MANAGED, TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_admission_policy, team_labels
+
+# The published chart points at registry.k8s.io/kueue/kueue:<appVersion> (the repository's values.yaml names a
+# staging image; the release script rewrites it), so the image is left to the chart.
+CHART = Chart("kueue", "oci://registry.k8s.io/kueue/charts/kueue", "", "kueue-system", "0.19.2")
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+COHORT = "gpupools"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+PRIORITIES = {"high": 10000, "normal": 1000, "low": 100}
+PRIORITY_DESCRIPTIONS = {
+    "high": "Production work: preempts lower-priority work of the same team.",
+    "normal": "The default for team workloads.",
+    "low": "Best effort: the first to be preempted within its team.",
+}
+# Jobs, plain Pods (notebooks), Deployments and StatefulSets (inference servers). Deployments and StatefulSets
+# are queued through their pods, so `pod` must be on for them.
+INTEGRATIONS = ["batch/job", "pod", "deployment", "statefulset"]
+METRICS_SERVICE_LABELS = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": CHART.release,
+                          "app.kubernetes.io/component": "metrics-service"}
+
+
+def allowed_priorities(team_priority: str) -> list[str]:
+    """A team may ask for its own priority or anything lower."""
+    ranked = sorted(PRIORITIES, key=PRIORITIES.__getitem__, reverse=True)
+    return ranked[ranked.index(team_priority):]
+
+
+def manager_configuration() -> dict:
+    """The controller's `Configuration` (config.kueue.x-k8s.io/v1beta2).
+
+    The chart renders `managerConfig.controllerManagerConfigYaml` as is, so this repeats the chart's own
+    defaults for health, metrics, webhook and leader election beside what gpupools changes: the integrations,
+    namespaces limited to the teams', per-ClusterQueue quota metrics and GPU-only quota checks.
+    """
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # Kueue manages workloads that name a queue, and only in team namespaces: nothing elsewhere is held back.
+        "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": "gpupools.io/team", "operator": "Exists"}]},
+        "integrations": {"frameworks": list(INTEGRATIONS)},
+        "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+    }
+
+
+def helm_values() -> dict:
+    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_configuration(), sort_keys=False)},
+            "controllerManager": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}}}
+
+
+def resource_flavor(stack: StackConfig, plan: PoolPlan) -> dict:
+    tolerations = [toleration(t) for t in plan.taints] + cloud_module(stack.cloud).extra_tolerations(plan)
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": plan.name, "labels": dict(MANAGED)},
+            "spec": {"nodeLabels": {POOL_LABEL: plan.name}, "tolerations": tolerations}}
+
+
+def resource_groups(plan: TeamPlan) -> list[dict]:
+    """One group per GPU resource, its flavors in pool order (Kueue tries them in that order)."""
+    groups = []
+    for resource in plan.resources:
+        flavors = []
+        for pool in (p for p in plan.pools if p.mechanism.resource == resource):
+            quota: dict = {"name": resource, "nominalQuota": plan.nominal[pool.name]}
+            if plan.borrowing_limit() is not None:
+                quota["borrowingLimit"] = plan.borrowing_limit()
+            if plan.lending_limit(pool.name) is not None:
+                quota["lendingLimit"] = plan.lending_limit(pool.name)
+            flavors.append({"name": pool.name, "resources": [quota]})
+        groups.append({"coveredResources": [resource], "flavors": flavors})
+    return groups
+
+
+def cluster_queue(plan: TeamPlan) -> dict:
+    return {
+        "apiVersion": API_VERSION, "kind": "ClusterQueue",
+        "metadata": {"name": plan.team.name, "labels": team_labels(plan.team)},
+        "spec": {
+            "cohortName": COHORT,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": plan.team.namespace_name}},
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": resource_groups(plan),
+            # Try the team's own quota on the next pool before borrowing or preempting on this one.
+            "flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"},
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority", "borrowWithinCohort": {"policy": "Never"}},
+        },
+    }
+
+
+def queue_namespaces(stack: StackConfig) -> dict[str, str]:
+    """Each team's ClusterQueue and its namespace, so alerts on a queue reach the team that owns it; none when the
+    stack's quotas are not Kueue's."""
+    if stack.quotas != "kueue":
+        return {}
+    return {t.name: t.namespace_name for t in stack.teams}
+
+
+def local_queue(plan: TeamPlan) -> dict:
+    return {"apiVersion": API_VERSION, "kind": "LocalQueue",
+            "metadata": {"name": plan.team.name, "namespace": plan.team.namespace_name, "labels": team_labels(plan.team)},
+            "spec": {"clusterQueue": plan.team.name}}
+
+
+def priority_class(name: str) -> dict:
+    return {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": {"name": name, "labels": dict(MANAGED)},
+            "value": PRIORITIES[name], "description": PRIORITY_DESCRIPTIONS[name]}
+
+
+def cohort() -> dict:
+    return {"apiVersion": API_VERSION, "kind": "Cohort", "metadata": {"name": COHORT, "labels": dict(MANAGED)}, "spec": {}}
+
+
+def queue_policy(plan: TeamPlan) -> dict:
+    """Refuse, at creation, GPU workloads in the team namespace that do not queue through the team's LocalQueue.
+
+    Jobs, Deployments, StatefulSets and bare Pods are checked where Kueue reads the queue name (their own
+    labels). Pods a Job creates carry no queue label; their Job was checked, so they pass. Only CREATE is
+    matched, so workloads that predate the policy keep being updated and scaled.
+    """
+    team = plan.team
+    queue = team.name
+    allowed = allowed_priorities(team.priority)
+
+    def label(key: str) -> str:
+        return (f"has(object.metadata.labels) && {cel_string(key)} in object.metadata.labels ? "
+                f"object.metadata.labels[{cel_string(key)}] : ''")
+
+    return team_admission_policy(
+        team, "queue",
+        [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]},
+         {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments", "statefulsets"]},
+         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+        [{"name": "podSpec", "expression": "request.kind.kind == 'Pod' ? object.spec : object.spec.template.spec"},
+         {"name": "containers",
+          "expression": "variables.podSpec.containers + (has(variables.podSpec.initContainers) ? variables.podSpec.initContainers : [])"},
+         {"name": "requestsGpu", "expression": requests_gpu_expression("variables.containers")},
+         {"name": "ownedByJob", "expression": ("request.kind.kind == 'Pod' && has(object.metadata.ownerReferences) && "
+                                               "object.metadata.ownerReferences.exists(o, o.kind == 'Job' && o.apiVersion == 'batch/v1')")},
+         {"name": "queue", "expression": label(QUEUE_LABEL)},
+         {"name": "priority", "expression": label(PRIORITY_LABEL)}],
+        [{"expression": f"!variables.requestsGpu || variables.ownedByJob || variables.queue == {cel_string(queue)}",
+          "message": (f"GPU workloads in namespace {team.namespace_name} queue for team {team.name}'s GPU quota: "
+                      f"set label {QUEUE_LABEL}={queue}"),
+          "reason": "Forbidden"},
+         {"expression": ("!variables.requestsGpu || variables.ownedByJob || variables.priority == '' || variables.priority in ["
+                         + ", ".join(cel_string(p) for p in allowed) + "]"),
+          "message": f"team {team.name} may use the priority classes {', '.join(allowed)}; set label {PRIORITY_LABEL} to one of them",
+          "reason": "Forbidden"}],
+    )
+
+
+def service_monitor(labels: dict[str, str]) -> dict:
+    """The chart's own ServiceMonitor cannot carry the label our Prometheus selects on, so gpupools brings one.
+
+    Kueue serves metrics over HTTPS behind Kubernetes authorization; Prometheus presents its service account
+    token, which kube-prometheus-stack's ClusterRole allows to GET /metrics.
+    """
+    return {
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+        "metadata": {"name": "kueue", "namespace": CHART.namespace, "labels": {**MANAGED, **labels}},
+        "spec": {
+            "selector": {"matchLabels": dict(METRICS_SERVICE_LABELS)},
+            "endpoints": [{"port": "https", "scheme": "https", "path": "/metrics",
+                           "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                           "tlsConfig": {"insecureSkipVerify": True}}],
+        },
+    }
+
+
+def release() -> Release:
+    return Release(CHART, CHART.default_version, helm_values())
+
+
+def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan], scrape: dict[str, str] | None) -> list[dict]:
+    """Namespaces first, then cluster-scoped Kueue objects, then what lives in the namespaces."""
+    objects = [software_namespace(CHART.namespace)] + [namespace(t) for t in teams]
+    objects += [priority_class(name) for name in PRIORITIES] + [cohort()] + [resource_flavor(stack, p) for p in plans]
+    objects += [cluster_queue(t) for t in teams] + [local_queue(t) for t in teams]
+    for t in teams:
+        policy = queue_policy(t)
+        objects += [policy, admission_binding(policy)]
+    if scrape:
+        objects.append(service_monitor(scrape))
+    return objects

@@ -1,0 +1,1 @@
+"""The stack file: reading it as Pulumi does, its config models, provider keys and one-line errors."""

@@ -1,0 +1,537 @@
+"""The stack config contract: typed models for everything under `config:` in a stack file, and how to read one.
+
+Shape and range checks are pydantic's job and happen here; `gpupools.validation.stack` is the one entry point that
+runs them together with the catalog- and cloud-aware checks.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+from pydantic.alias_generators import to_camel
+
+from gpupools.stack.errors import ConfigError, Problem, describe, field_path
+from gpupools.stack.reading import ReadError, load_json, read_document
+
+NAMESPACE = "gpupools"
+PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "kubernetes")
+
+# Patterns are ASCII on purpose: `\d` would accept full-width and other Unicode digits ("1.３３").
+ZONE = r"^[a-z0-9][-a-z0-9]{0,62}$"
+MIG_PROFILE = r"^[0-9]+g\.[0-9]+gb([+-][a-z.]+)?$"
+CHART_VERSION = r"^v?[0-9]+\.[0-9]+\.[0-9]+$"
+RELEASE_LABEL = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+# A vGPU's memory: a share of the GPU ("25%") or an amount in MiB or GiB ("8Gi", "3000Mi"), as HAMi's
+# nvidia.com/gpumem-percentage and nvidia.com/gpumem count it.
+GPU_MEMORY = r"^([1-9][0-9]{0,2}%|[1-9][0-9]{0,6}(Mi|Gi))$"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+# An Azure Log Analytics workspace's resource ID, as AKS's Defender profile takes it.
+LOG_ANALYTICS_WORKSPACE = (r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-A-Za-z0-9_.()]{1,90}/providers/Microsoft\.OperationalInsights/"
+                           r"workspaces/[A-Za-z0-9][-A-Za-z0-9]{2,62}$")
+PATTERN_NAMES = {
+    ZONE: "a zone name such as eu-central-1a, us-central1-a or \"1\"",
+    DNS_LABEL: "a DNS label (lower-case letters, digits and '-', at most 63, starting and ending alphanumeric)",
+    r"^1\.[0-9]{2}$": "a Kubernetes minor version such as \"1.35\"",
+    MIG_PROFILE: "a MIG profile name such as 1g.10gb",
+    CHART_VERSION: "a chart version such as v26.7.0",
+    RELEASE_LABEL: "a label value (1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
+    GPU_MEMORY: "a GPU memory share such as 25% or an amount such as 8Gi or 3000Mi",
+    LOG_ANALYTICS_WORKSPACE: "a Log Analytics workspace resource ID (/subscriptions/<id>/resourceGroups/<group>/providers/"
+                             "Microsoft.OperationalInsights/workspaces/<name>)",
+}
+DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+RESERVED_LABEL_PREFIXES = ("gpupools.io/", "nvidia.com/")
+
+SharingMode = Literal["none", "time-slicing", "mps", "mig", "vgpu"]
+# Who adds nodes to GPU pools. `auto`: Karpenter on a new EKS cluster, cluster-autoscaler on an existing one,
+# the managed autoscaler on AKS and GKE (the only choice there).
+Autoscaler = Literal["auto", "karpenter", "cluster-autoscaler", "none"]
+
+Installer = Literal["auto", "gpu-operator", "device-plugin", "cloud"]
+
+# How team quotas are enforced. `kueue`: workloads queue for their team's quota, teams lend unused quota to
+# each other and take it back by preemption. `resourcequota`: a hard per-namespace limit, nothing queues.
+QuotaEngine = Literal["kueue", "resourcequota"]
+Priority = Literal["high", "normal", "low"]
+# A team's quota in GPU units: more than any stack can schedule (MAX_POOLS pools of at most 1,000 nodes with at
+# most 8 GPUs each, shared by at most 48), so the bound only refuses numbers that are typos.
+MAX_TEAM_GPUS = 4_000_000
+Units = Annotated[int, Field(ge=0, le=MAX_TEAM_GPUS, strict=True)]
+
+
+def _branch(*tags: str):
+    """Validate a union by the kind of value given, so an error speaks of that kind only, not of every branch.
+
+    Tags are spelled `<...>`, which no key in a stack file can be; `pydantic_problems` leaves them out of paths.
+    """
+    def pick(value: Any) -> str:
+        return tags[0] if isinstance(value, str) else tags[1] if isinstance(value, dict) and len(tags) > 1 else tags[-1]
+    return Discriminator(pick)
+
+
+# A number of units, or a word for "no limit" / "nothing".
+UnitsOrWord = Annotated[Union[Annotated[Literal["all", "none"], Tag("<word>")], Annotated[Units, Tag("<units>")]], _branch("<word>", "<units>")]
+# A total over the team's pools, or units per pool.
+TeamUnits = Annotated[Union[Annotated[Units, Tag("<total>")], Annotated[dict[DnsLabel, Units], Field(min_length=1), Tag("<per-pool>")]],
+                      _branch("<total>", "<per-pool>", "<total>")]
+
+# CUDA MPS serves at most 48 clients per GPU (Volta and later) and GKE caps maxSharedClientsPerGpu at 48;
+# one bound for every sharing mode keeps a stack portable between clouds.
+MAX_REPLICAS = 48
+# HAMi's deviceMemoryScaling above 1 lets pods' memory limits add up to more than the GPU has (the excess lives in
+# host memory); beyond twice the GPU's memory most of every pod's memory would be host memory.
+MAX_MEMORY_SCALING = 2
+
+DEFAULT_GPU_OPERATOR_VERSION = "v26.7.0"
+DEFAULT_DEVICE_PLUGIN_VERSION = "0.20.0"
+
+
+def _zone_number(value: Any) -> Any:
+    """AKS zones are numbers; `zones: [1, 2]` in YAML means the zones "1" and "2"."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# Pools per stack. AKS allows 100 node pools per cluster (one of them the system pool) and EKS 30 managed node
+# groups by default (EKS and AKS quota pages); 100 also bounds the time a plan takes (about 0.1 s per pool).
+MAX_POOLS = 100
+
+
+class Model(BaseModel):
+    # strict: no coercion from strings ("4" for a number) or numbers (1 for true); no NaN or infinity anywhere.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True,
+                              allow_inf_nan=False)
+
+
+class Sharing(Model):
+    """How one pool's GPUs are shared: whole GPUs, time-slicing, MPS, MIG partitions, or HAMi vGPUs."""
+
+    mode: SharingMode = "none"
+    replicas: Annotated[int, Field(ge=2, le=MAX_REPLICAS, strict=True)] | None = None
+    mig_profile: Annotated[str, StringConstraints(pattern=MIG_PROFILE)] | None = None
+    # vgpu only: HAMi's deviceMemoryScaling, and the memory each vGPU pod gets unless it names its own.
+    memory_scaling: Annotated[float, Field(gt=0, le=MAX_MEMORY_SCALING)] | None = None
+    memory_per_pod: Annotated[str, StringConstraints(pattern=GPU_MEMORY)] | None = None
+
+
+class Pool(Model):
+    name: DnsLabel
+    instance_type: Annotated[str, StringConstraints(min_length=1)]
+    gpu: str | None = None
+    gpu_count: Annotated[int, Field(ge=1, strict=True)] | None = None
+    min_nodes: Annotated[int, Field(ge=0, strict=True)] = 0
+    max_nodes: Annotated[int, Field(ge=1, strict=True)]
+    spot: Annotated[bool, Field(strict=True)] = False
+    disk_size_gb: Annotated[int, Field(ge=20, le=16384, strict=True)] | None = None
+    os: Literal["al2023", "bottlerocket"] | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    sharing: Sharing | None = None
+    # Availability zones the pool's nodes may start in: EKS zone names (eu-central-1a), AKS zone numbers ("1"),
+    # GKE zones (us-central1-a). Unset: every zone of the cluster that can run the pool (see each cloud).
+    zones: Annotated[list[Annotated[str, BeforeValidator(_zone_number), StringConstraints(pattern=ZONE)]], Field(min_length=1, max_length=16)] | None = None
+
+
+def _cidr(value: str) -> str:
+    """An IPv4 or IPv6 network in CIDR notation with no host bits set, as every cloud's authorized-range API takes it."""
+    try:
+        network = ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        raise PydanticCustomError("cidr", "not a CIDR block such as 203.0.113.0/24 (with no host bits set)") from None
+    if "/" not in value:
+        raise PydanticCustomError("cidr", "not a CIDR block such as 203.0.113.0/24: the prefix length is missing")
+    return str(network)
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+
+# The retention periods CloudWatch Logs accepts (PutRetentionPolicy retentionInDays); any other number is refused
+# by the API, so it is refused here first.
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+
+def _retention(value: int) -> int:
+    if value not in LOG_RETENTION_DAYS:
+        raise PydanticCustomError("retention", "not a CloudWatch Logs retention period; allowed: {allowed}",
+                                  {"allowed": ", ".join(map(str, LOG_RETENTION_DAYS))})
+    return value
+
+
+# The control-plane log types EKS can send to CloudWatch (CreateCluster logging.clusterLogging.types).
+EKS_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+EksLogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+# Who may reach the Kubernetes API: `private` only from inside the network, `restricted` from `authorizedCidrs`
+# (and the network), `public` from anywhere (a deliberate opt-out the policy pack flags unless excepted).
+EndpointAccess = Literal["private", "restricted", "public"]
+# GKE's release channels (UNSPECIFIED, no channel, is what the policy pack refuses).
+GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+
+
+class Cluster(Model):
+    """The cluster the pools join; the hardening fields are what a new cluster gets (see README, "Cluster controls").
+
+    Fields that apply to one cloud only default to None and are refused on the others; each cloud module resolves
+    None to its default, so a stack that says nothing gets every control on.
+    """
+
+    name: Annotated[str, StringConstraints(pattern=DNS_LABEL, max_length=40)]
+    create: Annotated[bool, Field(strict=True)] = True
+    kubernetes_version: Annotated[str, StringConstraints(pattern=r"^1\.[0-9]{2}$")] | None = None
+    resource_group: Annotated[str, StringConstraints(min_length=1, max_length=90)] | None = None
+    location: Annotated[str, StringConstraints(min_length=1)] | None = None
+    subnet_ids: list[Annotated[str, StringConstraints(min_length=1)]] | None = None
+    # Every cloud: the API endpoint. Unset: `restricted` when authorizedCidrs are given, otherwise `private`.
+    endpoint_access: EndpointAccess | None = None
+    authorized_cidrs: Annotated[list[Cidr], Field(max_length=100)] | None = None
+    # EKS: Secrets envelope-encrypted with a KMS key the stack creates; control-plane logs to CloudWatch.
+    secrets_encryption: Annotated[bool, Field(strict=True)] | None = None
+    control_plane_logs: Annotated[list[EksLogType], Field(max_length=len(EKS_LOG_TYPES))] | None = None
+    log_retention_days: Annotated[int, Field(strict=True), AfterValidator(_retention)] | None = None
+    # EKS: `API` (access entries only) or `API_AND_CONFIG_MAP` (also the aws-auth ConfigMap).
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] | None = None
+    # EKS: vpc-cni, coredns and kube-proxy as EKS managed add-ons, at the versions EKS names for the cluster's.
+    managed_addons: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: local accounts (the static cluster-admin kubeconfig) besides Entra ID logins with Azure RBAC; off by default.
+    local_accounts: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: the Azure Policy add-on (Gatekeeper with Azure's policy definitions); optional, off by default.
+    azure_policy: Annotated[bool, Field(strict=True)] | None = None
+    # AKS: Microsoft Defender for Containers' security monitoring, reporting to this Log Analytics workspace; optional.
+    defender_workspace_id: Annotated[str, StringConstraints(pattern=LOG_ANALYTICS_WORKSPACE)] | None = None
+    # AKS and GKE: Kubernetes NetworkPolicy enforced by the cluster's dataplane (Cilium on both); on by default.
+    network_policy: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: nodes without public IPs (egress through a Cloud NAT the stack creates); on by default.
+    private_nodes: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: the release channel that upgrades the cluster; REGULAR by default.
+    release_channel: Literal[GKE_RELEASE_CHANNELS] | None = None  # type: ignore[valid-type]
+    # GKE: a production cluster gets deletion protection, and is labelled so the policy pack can tell.
+    production: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: Binary Authorization enforcing the project's policy; optional, off by default.
+    binary_authorization: Annotated[bool, Field(strict=True)] | None = None
+
+    @property
+    def endpoint_mode(self) -> str:
+        return self.endpoint_access or ("restricted" if self.authorized_cidrs else "private")
+
+
+class GpuSoftware(Model):
+    installer: Installer = "auto"
+    mig_strategy: Literal["mixed", "single"] = "mixed"
+    version: Annotated[str, StringConstraints(pattern=CHART_VERSION)] | None = None
+
+
+class Smtp(Model):
+    """The mail server Alertmanager sends team e-mail through; the password, if any, kept as a secret."""
+
+    smarthost: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")]
+    from_: Annotated[str, StringConstraints(pattern=EMAIL, max_length=254)] = Field(alias="from")
+    username: Annotated[str, StringConstraints(min_length=1, max_length=254)] | None = None
+    password: Annotated[Any, AfterValidator(lambda v: _secret_text(v, "password"))] | None = None
+
+
+def _secret_text(value: Any, what: str) -> Any:
+    if isinstance(value, (SecretPlaceholder, SecretText)):
+        return value
+    raise PydanticCustomError("secret_url", f"the {what} must be kept as a secret (pulumi config set --secret --path ...)")
+
+
+class Idle(Model):
+    utilization_below_percent: Annotated[float, Field(gt=0, lt=100)] = 5
+    for_hours: Annotated[float, Field(gt=0, le=24 * 30)] = 4
+
+
+class Monitoring(Model):
+    enabled: Annotated[bool, Field(strict=True)] = True
+    prometheus: Literal["install", "existing"] = "install"
+    # The `release` label value the existing Prometheus selects ServiceMonitors and rules by.
+    release_label: Annotated[str, StringConstraints(pattern=RELEASE_LABEL)] = "kube-prometheus-stack"
+    grafana: Annotated[bool, Field(strict=True)] = True
+    idle: Idle = Field(default_factory=Idle)
+    # For teams with e-mail alerts.
+    smtp: Smtp | None = None
+
+
+def _secret_url(value: Any) -> Any:
+    """A webhook URL kept as a Pulumi secret: `[secret]` offline, a `SecretText` when the engine decrypted it.
+
+    A webhook URL is a credential (anyone holding it can post to the channel), so a plaintext one in the stack file is
+    refused, and the value is never echoed in the message.
+    """
+    if isinstance(value, SecretPlaceholder):
+        return value
+    if not isinstance(value, str):
+        raise PydanticCustomError("secret_url", "expected an https URL kept as a secret, got {kind}", {"kind": describe(type(value).__name__)})
+    parts = re.match(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s]*)?$", value)
+    if not parts:
+        raise PydanticCustomError("secret_url", "is not an https URL (the value is not shown: it is meant to be a secret)")
+    if not isinstance(value, SecretText):
+        raise PydanticCustomError("secret_url", "is in plaintext; keep it as a secret: "
+                                                "pulumi config set --secret --path 'gpupools:teams[N].alerts.slack.webhook' URL")
+    return value
+
+
+SecretUrl = Annotated[Any, AfterValidator(_secret_url)]
+EMAIL = r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$"
+
+
+class SlackReceiver(Model):
+    """Slack's incoming webhook, which names its channel; `channel` overrides it where the webhook allows."""
+
+    webhook: SecretUrl
+    channel: Annotated[str, StringConstraints(pattern=r"^[#@][a-z0-9][a-z0-9._-]{0,79}$")] | None = None
+
+
+class TeamAlerts(Model):
+    """Where a team hears about its GPUs: a Slack channel, e-mail addresses, or both."""
+
+    slack: SlackReceiver | None = None
+    email: Annotated[list[Annotated[str, StringConstraints(pattern=EMAIL, max_length=254)]], Field(min_length=1, max_length=10)] | None = None
+
+    @model_validator(mode="after")
+    def _some_channel(self) -> "TeamAlerts":
+        if self.slack is None and self.email is None:
+            raise PydanticCustomError("secret_url", "names no channel; give slack, email or both")
+        return self
+
+
+class Team(Model):
+    """A team: a namespace, a share of the GPU pools, and (with Kueue) how it borrows, lends and ranks.
+
+    `gpus` is either a total number of units, split over the team's pools in proportion to what each offers at
+    maxNodes, or a mapping of pool name to units, which also says which pools the team uses.
+    """
+
+    name: DnsLabel
+    namespace: DnsLabel | None = None
+    gpus: TeamUnits
+    pools: Annotated[list[DnsLabel], Field(min_length=1)] | None = None
+    # Units per pool beyond its own quota the team may take from others' unused quota: all, none or a number.
+    borrow: UnitsOrWord = "all"
+    # Units per pool of its own quota the team lets others use while it is idle: all, none or a number.
+    lend: UnitsOrWord = "all"
+    # The priority its workloads get by default, and the highest they may ask for.
+    priority: Priority = "normal"
+    # Where Alertmanager tells the team about GPUs it holds idle.
+    alerts: TeamAlerts | None = None
+
+    @property
+    def namespace_name(self) -> str:
+        return self.namespace or self.name
+
+    @property
+    def pool_names(self) -> list[str] | None:
+        """The pools the team may use; None means every pool of the stack."""
+        if isinstance(self.gpus, dict):
+            return list(self.gpus)
+        return self.pools
+
+
+class StackConfig(Model):
+    """Everything a stack file says under the `gpupools:` namespace, plus the provider settings beside it."""
+
+    cloud: Literal["aws", "azure", "gcp"]
+    cluster: Cluster
+    sharing: Sharing = Field(default_factory=Sharing)
+    pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
+    gpu_software: GpuSoftware = Field(default_factory=GpuSoftware)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+    teams: list[Team] = Field(default_factory=list)
+    quotas: QuotaEngine = "kueue"
+    autoscaler: Autoscaler = "auto"
+    providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
+
+    def pool(self, name: str) -> Pool:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(name)
+
+    def sharing_of(self, pool: Pool) -> Sharing:
+        """A pool's own sharing wins; otherwise the stack-wide default applies."""
+        return pool.sharing if pool.sharing is not None else self.sharing
+
+    @property
+    def gpu_software_version(self) -> str:
+        return self.gpu_software.version or DEFAULT_GPU_OPERATOR_VERSION
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Reading stack files and Pulumi config
+
+
+def read_stack_file(path: str | Path) -> dict[str, Any]:
+    """Parse a Pulumi stack file into the raw `config:` mapping (namespaced keys), or raise ConfigError.
+
+    The file goes through `gpupools.stack.reading`, whose limits bound the time and memory any file can cost.
+    """
+    path = Path(path)
+    try:
+        doc = read_document(path)
+    except FileNotFoundError:
+        raise ConfigError([Problem(str(path), "stack file not found")]) from None
+    except OSError as exc:
+        raise ConfigError([Problem(str(path), f"cannot read stack file: {exc.strerror}")]) from None
+    except ReadError as exc:
+        raise ConfigError([Problem(str(path), str(exc))]) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise ConfigError([Problem(str(path), "a stack file needs a top-level `config:` mapping")])
+    return doc["config"]
+
+
+def _decode_secure(value: Any) -> Any:
+    """Encrypted values (`{secure: ...}`) cannot be read offline; keep a placeholder that says so, also inside
+    structured values (`pulumi config set --secret --path` puts them there)."""
+    if isinstance(value, dict) and set(value) == {"secure"}:
+        return SecretPlaceholder()
+    if isinstance(value, dict):
+        return {k: _decode_secure(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_secure(v) for v in value]
+    return value
+
+
+class SecretPlaceholder(str):
+    """Stands in for an encrypted stack value when planning offline."""
+
+    def __new__(cls) -> "SecretPlaceholder":
+        return super().__new__(cls, "[secret]")
+
+
+class SecretText(str):
+    """A secret value the Pulumi engine decrypted: the real text, marked so it goes out only as a Pulumi secret."""
+
+    def __repr__(self) -> str:
+        return "SecretText('[secret]')"
+
+
+# Fields that hold credentials, by their path under a config key ("*" for every item of a list).
+SECRET_PATHS = {"teams": ("*", "alerts", "slack", "webhook"), "monitoring": ("smtp", "password")}
+
+
+def mark_secrets(values: dict[str, Any], secret_keys: set[str]) -> dict[str, Any]:
+    """Wrap the credential fields of keys Pulumi holds as secrets in `SecretText`, so validation knows they came
+    encrypted. Pulumi says only which top-level keys hold a secret; the credential fields are the ones that can."""
+    def walk(node: Any, path: tuple) -> Any:
+        if not path:
+            return SecretText(node) if isinstance(node, str) else node
+        head, rest = path[0], path[1:]
+        if head == "*" and isinstance(node, list):
+            return [walk(item, rest) for item in node]
+        if isinstance(node, dict) and head in node:
+            return {**node, head: walk(node[head], rest)}
+        return node
+
+    out = dict(values)
+    for name, path in SECRET_PATHS.items():
+        key = f"{NAMESPACE}:{name}"
+        if key in secret_keys and key in out:
+            out[key] = walk(out[key], path)
+    return out
+
+
+def split_namespaces(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[Problem]]:
+    """Separate `gpupools:` keys from provider settings; anything else is a mistake worth naming."""
+    ours: dict[str, Any] = {}
+    providers: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for key, value in config.items():
+        namespace, _, name = str(key).partition(":")
+        if namespace == NAMESPACE and name:
+            ours[name] = _decode_secure(value)
+        elif namespace in PROVIDER_NAMESPACES and name:
+            providers[key] = _decode_secure(value)
+        else:
+            allowed = ", ".join(f"{n}:" for n in (NAMESPACE, *PROVIDER_NAMESPACES))
+            problems.append(Problem(str(key), f"unknown config key {key!r}; keys start with one of {allowed}"))
+    return ours, providers, problems
+
+
+def from_pulumi_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Pulumi hands structured config values to programs as JSON strings; turn them back into data.
+
+    Read with the stack-file limits; a string that is not such JSON stays a string, which validation rejects
+    wherever a list or mapping belongs.
+    """
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, str) and value[:1] in "[{":
+            try:
+                value = load_json(value)
+            except ReadError:
+                pass
+        out[key] = value
+    return out
+
+
+def to_pulumi_values(config: dict[str, Any]) -> dict[str, str]:
+    """The inverse of `from_pulumi_values`: how the Pulumi CLI passes stack config to a program."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Validation
+
+
+def allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
+    """Walk the model tree along `loc` to the model that rejected an extra key, and list its keys."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = next((f for n, f in current.model_fields.items() if (f.alias or n) == part or n == part), None)
+        if field is None:
+            return None
+        current = _model_in(field.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or n for n, f in current.model_fields.items() if n != "providers"]
+    return None
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = prefix + tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("<")))
+        kind = err["type"]
+        given = err.get("input")
+        if kind == "missing":
+            message = "required, but missing"
+        elif kind == "extra_forbidden":
+            allowed = allowed_keys(model, tuple(err["loc"])[:-1])
+            message = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
+        elif kind == "string_pattern_mismatch":
+            form = PATTERN_NAMES.get(err["ctx"]["pattern"], f"the form {err['ctx']['pattern']}")
+            message = f"{describe(given)} is not {form}"
+        elif kind == "too_short" and loc[-1] == "pools":
+            message = "at least one pool is required"
+        elif kind == "too_long" and loc[-1] == "pools":
+            message = f"{len(given)} pools; a stack has at most {MAX_POOLS} (split larger fleets into several stacks)"
+        elif kind == "secret_url":  # the message is complete, and must not echo a credential
+            message = err["msg"]
+        elif kind == "list_type":
+            message = f"expected a list, got {describe(given)}"
+        elif kind in ("model_type", "dict_type", "model_attributes_type"):
+            message = f"expected a mapping, got {describe(given)}"
+        else:
+            text = err["msg"]
+            message = f"{text[0].lower()}{text[1:]} (got {describe(given)})"
+        problems.append(Problem(field_path(loc), message))
+    return problems
+
+

@@ -1,0 +1,142 @@
+"""The second validation pass: what only the catalog and the chosen cloud can judge."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import date
+
+from gpupools.clouds.registry import cloud_module
+from gpupools.autoscaling.choice import autoscaler_problems
+from gpupools.core.catalog import load_catalog
+from gpupools.clouds.common import version_problems
+from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
+from gpupools.stack.errors import Problem
+from gpupools.core.sharing import HAMI_NODE_SELECTOR, installer_problems, resolve_installer, sharing_problems
+from gpupools.queues.kueue import CHART as KUEUE
+from gpupools.monitoring.plan import NAMESPACE as MONITORING
+from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART
+
+
+# The non-GPU pool gpupools creates for cluster add-ons is called "system" on every cloud.
+RESERVED_POOL_NAMES = frozenset({"system"})
+
+
+# A new VPC gives each zone a public and a private /20 of 10.0.0.0/16 (see clouds.aws.subnet_layout).
+MAX_VPC_ZONES = 6
+
+
+def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
+                      software: GpuSoftware, teams: list[Team], autoscaler: str = "auto", providers: dict | None = None,
+                      today: date | None = None, quotas: str = "kueue") -> list[Problem]:
+    module = cloud_module(cloud)
+    catalog = load_catalog()
+    installer = resolve_installer(cloud, software.installer)
+    problems = installer_problems(cloud, software.installer, software.version)
+    problems += autoscaler_problems(cloud, autoscaler, module.SERVICE)
+    if cluster is not None:
+        problems += module.cluster_problems(cluster)
+        problems += version_problems(cluster, module.KUBERNETES_RELEASES, module.SERVICE, today or date.today())
+        zones = sorted({z for _, pool in pools for z in (pool.zones or [])})
+        if cloud == "aws" and cluster.create and not cluster.subnet_ids and len(zones) > MAX_VPC_ZONES:
+            problems.append(Problem("pools", f"the pools ask for {len(zones)} zones ({', '.join(zones)}); a new VPC spans at most {MAX_VPC_ZONES}"))
+    counts = Counter(pool.name for _, pool in pools)
+    vgpu: list[tuple[str, Sharing]] = []
+    for index, pool in pools:
+        path = f"pools[{index}]"
+        if pool.name in RESERVED_POOL_NAMES:
+            problems.append(Problem(f"{path}.name", f"{pool.name!r} is reserved for the cluster's own CPU pool; pick another pool name"))
+        if counts[pool.name] > 1:
+            problems.append(Problem(f"{path}.name", f"{pool.name!r} is used by more than one pool; pool names must be unique in a stack"))
+        if pool.min_nodes > pool.max_nodes:
+            problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes} is greater than maxNodes ({pool.max_nodes}); minNodes must be between 0 and maxNodes"))
+        problems += _label_problems(pool, path)
+        problems += module.pool_problems(pool, path)
+        hardware, found = module.resolve(pool, catalog, path)
+        problems += found
+        limit, scope = module.max_nodes(pool, cluster, hardware)
+        if pool.max_nodes > limit:
+            problems.append(Problem(f"{path}.maxNodes", f"{pool.max_nodes} is above the limit of {limit:,} nodes {scope}; "
+                                                        f"lower maxNodes or split the pool"))
+        problems += module.zone_problems(pool, path, cluster, providers or {}, hardware)
+        sharing = pool.sharing if pool.sharing is not None else default_sharing
+        sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
+        problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
+        problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
+        if sharing.mode == "vgpu":
+            vgpu.append((sharing_path, sharing))
+    problems += _hami_setting_problems(vgpu)
+    problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas)
+    return problems
+
+
+def _hami_setting_problems(vgpu: list[tuple[str, Sharing]]) -> list[Problem]:
+    """One HAMi release serves the cluster, and its device plugin reads the split count and memory scaling from
+    chart-wide values (per-node overrides go by node name, which autoscaled nodes do not have yet)."""
+    problems = []
+    for path, sharing in vgpu[1:]:
+        first_path, first = vgpu[0]
+        for alias, attr, value_key in (("replicas", "replicas", "deviceSplitCount"), ("memoryScaling", "memory_scaling", "deviceMemoryScaling")):
+            mine, theirs = getattr(sharing, attr), getattr(first, attr)
+            if mine != theirs:
+                problems.append(Problem(f"{path}.{alias}", f"{mine if mine is not None else 'unset'} differs from {first_path}.{alias} "
+                                                           f"({theirs if theirs is not None else 'unset'}): HAMi's {value_key} is one setting for the "
+                                                           f"whole cluster, so every vgpu pool needs the same {alias}"))
+    return problems
+
+
+def _label_problems(pool: Pool, path: str) -> list[Problem]:
+    problems = []
+    for key, value in pool.labels.items():
+        where = f"{path}.labels.{key}"
+        if not LABEL_KEY.fullmatch(key):
+            problems.append(Problem(where, f"{key!r} is not a valid Kubernetes label key ([prefix/]name, name at most 63 characters)"))
+        elif key in HAMI_NODE_SELECTOR:
+            problems.append(Problem(where, f"{key!r} is the label HAMi's device plugin selects nodes by; gpupools sets it on vgpu pools only"))
+        elif key.startswith(RESERVED_LABEL_PREFIXES):
+            problems.append(Problem(where, f"{key!r} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved"))
+        if not LABEL_VALUE.fullmatch(value):
+            problems.append(Problem(where, f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"))
+    return problems
+
+
+def reserved_namespaces() -> frozenset[str]:
+    """Namespaces a team must not claim: Kubernetes' own and those gpupools installs software into."""
+    return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace,
+                      HAMI_CHART.namespace, MONITORING, KUEUE.namespace})
+
+
+# What only Kueue can do; with ResourceQuotas these settings would be silently meaningless.
+KUEUE_ONLY_TEAM_KEYS = ("borrow", "lend", "priority")
+
+
+def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue") -> list[Problem]:
+    problems = []
+    reserved = reserved_namespaces() if teams else frozenset()
+    names = Counter(t.name for t in teams)
+    namespaces = Counter(t.namespace_name for t in teams)
+    for i, team in enumerate(teams):
+        if names[team.name] > 1:
+            problems.append(Problem(f"teams[{i}].name", f"{team.name!r} is used by more than one team"))
+        elif team.namespace_name in reserved:
+            where = f"teams[{i}].namespace" if team.namespace else f"teams[{i}].name"
+            problems.append(Problem(where, f"{team.namespace_name!r} is a namespace Kubernetes or gpupools already uses; give the team "
+                                           f"another namespace (reserved: {', '.join(sorted(reserved))})"))
+        elif namespaces[team.namespace_name] > 1:
+            problems.append(Problem(f"teams[{i}].namespace", f"{team.namespace_name!r} is the namespace of more than one team"))
+        known = ", ".join(sorted(pool_names))
+        for j, pool in enumerate(team.pools or []):
+            if pool not in pool_names:
+                problems.append(Problem(f"teams[{i}].pools[{j}]", f"{pool!r} is not a pool of this stack; pools: {known}"))
+        if isinstance(team.gpus, dict):
+            if team.pools is not None:
+                problems.append(Problem(f"teams[{i}].pools", "the pools of gpus: {pool: units} are the team's pools; drop pools, "
+                                                             "or give gpus as one total"))
+            for pool in team.gpus:
+                if pool not in pool_names:
+                    problems.append(Problem(f"teams[{i}].gpus.{pool}", f"{pool!r} is not a pool of this stack; pools: {known}"))
+        if quotas != "kueue":
+            for key in KUEUE_ONLY_TEAM_KEYS:
+                if key in team.model_fields_set:
+                    problems.append(Problem(f"teams[{i}].{key}", f"a Kueue setting; set gpupools:quotas: kueue, or drop {key} "
+                                                                 f"(with {quotas} a team's quota is a fixed limit)"))
+    return problems

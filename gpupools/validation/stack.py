@@ -1,0 +1,89 @@
+"""The one entry point that turns a raw stack `config:` mapping into a typed, checked `StackConfig`.
+
+Three passes, each on whatever the previous one could read, so a user sees every problem of a stack file in
+one run: the shape (pydantic models in `config`), what only the catalog and the chosen cloud can judge
+(`checks`), and whether every pool that may sit at zero nodes can be woken by a pending pod (`scaleup`).
+Imports flow one way: this module imports those, none of them imports this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, get_args
+
+from pydantic import BaseModel, ValidationError
+
+from gpupools.monitoring.alerting import alerting_problems
+from gpupools.validation.checks import semantic_problems
+from gpupools.stack.config import Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
+from gpupools.stack.errors import ConfigError, Problem
+from gpupools.stack.providers import provider_problems
+from gpupools.autoscaling.scaleup import scale_up_problems
+
+
+def _try(model: type[BaseModel], raw: Any, loc: tuple, problems: list[Problem] | None = None):
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        if problems is not None:
+            problems.extend(pydantic_problems(exc, model, loc))
+        return None
+
+
+def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = None) -> StackConfig:
+    """Validate a raw `config:` mapping (namespaced keys) and return the typed stack, or raise ConfigError.
+
+    `environ` (default: this process's environment) is where the cloud providers look for settings the stack
+    leaves out, such as AWS_REGION.
+    """
+    ours, providers, problems = split_namespaces(config)
+    if "providers" in ours:
+        # Provider settings are top-level keys (aws:region); `gpupools:providers` would be silently replaced.
+        ours.pop("providers")
+        problems.append(Problem("providers", f"unknown key 'providers'; allowed keys: {', '.join(allowed_keys(StackConfig, ()) or [])}; "
+                                             f"provider settings are keys of their own, such as aws:region"))
+    cloud = ours.get("cloud") if ours.get("cloud") in ("aws", "azure", "gcp") else None
+    problems.extend(provider_problems(cloud, providers, environ))
+    raw = {**ours, "providers": providers}
+    stack = None
+    try:
+        stack = StackConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(pydantic_problems(exc, StackConfig))
+    if stack is not None:
+        problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software,
+                                          stack.teams, stack.autoscaler, stack.providers, quotas=stack.quotas))
+        problems.extend(alerting_problems(stack))
+        if not problems:
+            problems.extend(scale_up_problems(stack))
+    else:
+        # Check what is well-formed anyway, so the user sees every problem in one go.
+        cluster = _try(Cluster, ours.get("cluster"), ("cluster",))
+        sharing = _try(Sharing, ours.get("sharing", {}), ("sharing",)) or Sharing()
+        software = _try(GpuSoftware, ours.get("gpuSoftware", {}), ("gpuSoftware",)) or GpuSoftware()
+        raw_pools = ours.get("pools") if isinstance(ours.get("pools"), list) else []
+        pools = [(i, p) for i, p in ((i, _try(Pool, r, ("pools", i))) for i, r in enumerate(raw_pools)) if p is not None]
+        raw_teams = ours.get("teams") if isinstance(ours.get("teams"), list) else []
+        teams = [t for t in (_try(Team, r, ("teams", i)) for i, r in enumerate(raw_teams)) if t is not None]
+        if cloud:
+            autoscaler = ours.get("autoscaler") if ours.get("autoscaler") in get_args(Autoscaler) else "auto"
+            quotas = ours.get("quotas") if ours.get("quotas") in get_args(QuotaEngine) else "kueue"
+            problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams, autoscaler, providers, quotas=quotas))
+    if problems:
+        raise ConfigError(_dedupe(problems))
+    assert stack is not None
+    return stack
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for p in problems:
+        if (p.path, p.message) not in seen:
+            seen.add((p.path, p.message))
+            out.append(p)
+    return out
+
+
+def load_stack(path: str | Path, environ: Mapping[str, str] | None = None) -> StackConfig:
+    return validate_stack(read_stack_file(path), environ)

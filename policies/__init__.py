@@ -1,1 +1,0 @@
-"""The gpupools CrossGuard policy pack (`gpupools.policies`); `pack.POLICIES` lists every policy."""

@@ -1,0 +1,133 @@
+"""GKE inputs against Google's own API model: the container v1 discovery document.
+
+Every field gpupools sets on a GKE Cluster or NodePool must exist in the API's schema at the path the provider
+sends it to, and every enum value must be one the API lists. Pulumi's GKE resources follow the Terraform
+provider's schema, which renames a few fields and adds a few of its own; both lists are spelled out here, so a
+new input that matches neither fails this test until someone looks it up.
+
+The document ships in google-api-python-client, which cannot be installed beside pulumi-policy (protobuf
+pins); `./dev` downloads the wheel and keeps only the document in `.venv/share/gpupools/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, plan_of, stack_config
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+API_SCHEMA = {CLUSTER: "Cluster", NODE_POOL: "NodePool"}
+
+# Pulumi (Terraform) field path -> the API's, where they differ; list indices are left out of paths.
+RENAMES = {
+    CLUSTER: {("datapathProvider",): ("networkConfig", "datapathProvider"),
+              ("enableShieldedNodes",): ("shieldedNodes", "enabled")},
+    NODE_POOL: {("nodeLocations",): ("locations",),
+                ("nodeConfig", "guestAccelerators"): ("config", "accelerators"),
+                ("nodeConfig", "guestAccelerators", "count"): ("config", "accelerators", "acceleratorCount"),
+                ("nodeConfig", "guestAccelerators", "type"): ("config", "accelerators", "acceleratorType"),
+                ("nodeConfig",): ("config",)},
+}
+# Fields of the provider, not of the API: lifecycle switches, and the request's URL parameters.
+PROVIDER_ONLY = {
+    CLUSTER: {("deletionProtection",), ("removeDefaultNodePool",), ("project",), ("networkingMode",)},
+    NODE_POOL: {("project",), ("cluster",), ("location",)},
+}
+
+
+def discovery_document() -> dict:
+    candidates = [os.environ.get("GPUPOOLS_GKE_DISCOVERY"), ROOT / ".venv" / "share" / "gpupools" / "container.v1.json"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return json.loads(Path(candidate).read_text())
+    pytest.skip("the GKE discovery document is not on this machine (./dev downloads it into .venv/share/gpupools/)")
+
+
+def _schema(doc: dict, node: dict) -> dict:
+    return doc["schemas"][node["$ref"]] if "$ref" in node else node
+
+
+def _api_path(kind: str, path: tuple[str, ...]) -> tuple[str, ...]:
+    """The longest renamed prefix of `path` decides where it lives in the API."""
+    for cut in range(len(path), 0, -1):
+        if path[:cut] in RENAMES[kind]:
+            return RENAMES[kind][path[:cut]] + path[cut:]
+    return path
+
+
+def api_problems(doc: dict, kind: str, inputs: dict) -> list[str]:
+    problems: list[str] = []
+
+    def walk(value, path: tuple[str, ...]) -> None:
+        if path and path in PROVIDER_ONLY[kind]:
+            return
+        node = _schema(doc, {"$ref": API_SCHEMA[kind]})
+        for part in _api_path(kind, path):
+            if node.get("type") == "array":
+                node = _schema(doc, node["items"])
+            if "properties" in node and part in node["properties"]:
+                node = _schema(doc, node["properties"][part])
+            elif isinstance(node.get("additionalProperties"), dict):
+                return  # a map (labels, metadata): its keys are data
+            else:
+                problems.append(f"{'.'.join(path)}: no field {part!r} in the API's {kind.rsplit(':', 1)[1]}")
+                return
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                walk(sub, path + (key,))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, path)
+        elif "enum" in node and value not in node["enum"]:
+            problems.append(f"{'.'.join(path)}: {value!r} is not one of {node['enum']}")
+
+    walk(inputs, ())
+    return problems
+
+
+GKE_STACKS = {
+    "dev-gcp": None,
+    "mig-and-sharing": stack_config("gcp", pools=[
+        {"name": "l4", "instanceType": "g2-standard-8", "maxNodes": 3, "spot": True, "sharing": {"mode": "time-slicing", "replicas": 4}},
+        {"name": "a100", "instanceType": "a2-highgpu-1g", "maxNodes": 2, "sharing": {"mode": "mig", "migProfile": "2g.10gb"}},
+        {"name": "mps", "instanceType": "g2-standard-8", "maxNodes": 2, "zones": ["us-central1-a"], "sharing": {"mode": "mps", "replicas": 2}},
+    ]),
+    "hardened-options": stack_config("gcp", cluster={"name": "prod", "location": "us-central1", "production": True,
+                                                     "binaryAuthorization": True, "authorizedCidrs": ["198.51.100.0/24"]}),
+}
+
+
+@pytest.mark.parametrize("name", list(GKE_STACKS))
+def test_gke_inputs_are_fields_and_enums_of_the_api(name):
+    doc = discovery_document()
+    config = GKE_STACKS[name]
+    if config is None:
+        from gpupools.stack.reading import read_document
+
+        config = read_document(ROOT / "stacks" / f"Pulumi.{name}.yaml")["config"]
+    plan = plan_of(config)
+    checked = 0
+    for kind in (CLUSTER, NODE_POOL):
+        for resource in plan.of_type(kind):
+            assert api_problems(doc, kind, resource.inputs) == [], resource.name
+            checked += 1
+    assert checked >= 2
+
+
+def test_the_api_check_catches_a_wrong_field_and_a_wrong_enum():
+    doc = discovery_document()
+    plan = plan_of(GKE_STACKS["mig-and-sharing"])
+    pool = plan.get(NODE_POOL, "l4").inputs
+    pool["nodeConfig"]["guestAccelerators"][0]["gpuSharingConfig"]["gpuSharingStrategy"] = "TIME_SLICING"
+    pool["nodeConfig"]["workloadMetadataConfig"]["modes"] = "GKE_METADATA"
+    problems = api_problems(doc, NODE_POOL, pool)
+    assert any("gpuSharingStrategy: 'TIME_SLICING' is not one of" in p for p in problems)
+    assert any("no field 'modes'" in p for p in problems)
+    cluster = plan.get(CLUSTER, plan.of_type(CLUSTER)[0].name).inputs
+    cluster["datapathProvider"] = "CILIUM"
+    assert any("datapathProvider: 'CILIUM' is not one of" in p for p in api_problems(doc, CLUSTER, cluster))

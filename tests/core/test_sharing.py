@@ -1,0 +1,212 @@
+"""Sharing decisions and the config documents they produce, checked against the pinned upstream schemas."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gpupools.core.catalog import load_catalog, mig_config_name, mig_resource_name
+from gpupools.stack.config import Sharing
+from gpupools.validation.stack import validate_stack
+from gpupools.pools.planning import plan_pools
+from gpupools.core.sharing import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    MIG_CONFIG_LABEL,
+    OPERATOR_DEFAULT_MIG_CONFIGS,
+    device_plugin_config_entry,
+    device_plugin_entry_name,
+    mig_parted_config,
+    resolve_installer,
+)
+from gpupools.pools.software import device_plugin_config_data, gpu_operator_values, software_plan
+
+from conftest import has_path, value_paths, needs_reference, stack_config
+
+
+def plans_for(cloud, pools, **keys):
+    stack = validate_stack(stack_config(cloud, pools=pools, **keys))
+    return stack, plan_pools(stack)
+
+
+def test_auto_installer_per_cloud():
+    assert [resolve_installer(c, "auto") for c in ("aws", "azure", "gcp")] == ["gpu-operator", "gpu-operator", "cloud"]
+    assert resolve_installer("gcp", "gpu-operator") == "gpu-operator"
+
+
+def test_device_plugin_entries_are_named_by_setting():
+    assert device_plugin_entry_name(Sharing(mode="time-slicing", replicas=4)) == "time-slicing-4"
+    assert device_plugin_entry_name(Sharing(mode="mps", replicas=8)) == "mps-8"
+    assert device_plugin_entry_name(Sharing()) == "no-sharing"
+    assert device_plugin_entry_name(Sharing(mode="mig", mig_profile="1g.5gb")) == "no-sharing"
+
+
+def test_device_plugin_documents_match_the_upstream_readme_shape():
+    """k8s-device-plugin README (v0.20.0) examples, with the replicas we chose."""
+    ts = device_plugin_config_entry(Sharing(mode="time-slicing", replicas=10))
+    mps = device_plugin_config_entry(Sharing(mode="mps", replicas=10))
+    assert ts == {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 10}]}}}
+    assert mps == {"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 10}]}}}
+
+
+def test_device_plugin_documents_equal_upstream_examples_when_available():
+    ref = needs_reference()
+    upstream_ts = list(yaml.safe_load_all((ref / "k8s-device-plugin" / "README-example-timeslicing.yaml").read_text()))[0]
+    upstream_mps = list(yaml.safe_load_all((ref / "k8s-device-plugin" / "README-example-mps.yaml").read_text()))[0]
+    assert device_plugin_config_entry(Sharing(mode="time-slicing", replicas=10)) == upstream_ts
+    assert device_plugin_config_entry(Sharing(mode="mps", replicas=10)) == upstream_mps
+
+
+def test_one_config_entry_per_distinct_setting():
+    _, plans = plans_for("aws", [
+        {"name": "a", "instanceType": "g5.xlarge", "maxNodes": 1, "sharing": {"mode": "time-slicing", "replicas": 4}},
+        {"name": "b", "instanceType": "g5.xlarge", "maxNodes": 1, "sharing": {"mode": "time-slicing", "replicas": 4}},
+        {"name": "c", "instanceType": "g6.xlarge", "maxNodes": 1, "sharing": {"mode": "mps", "replicas": 2}},
+        {"name": "d", "instanceType": "g6.xlarge", "maxNodes": 1},
+    ])
+    data = device_plugin_config_data(plans)
+    assert sorted(data) == ["mps-2", "no-sharing", "time-slicing-4"]
+    assert yaml.safe_load(data["mps-2"])["sharing"]["mps"]["resources"][0]["replicas"] == 2
+    assert [p.labels[DEVICE_PLUGIN_CONFIG_LABEL] for p in plans] == ["time-slicing-4", "time-slicing-4", "mps-2", "no-sharing"]
+
+
+def test_mig_through_the_operator_uses_labels_and_default_configs():
+    stack, (plan,) = plans_for("aws", [{"name": "m", "instanceType": "p4d.24xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "1g.5gb"}}])
+    assert plan.labels[MIG_CONFIG_LABEL] == "all-1g.5gb"
+    assert plan.mechanism.resource == "nvidia.com/mig-1g.5gb"
+    assert plan.units_per_node == 8 * 7
+    values = gpu_operator_values(stack, [plan], None)
+    assert values["migManager"]["enabled"] is True
+    assert {"name": "WITH_REBOOT", "value": "true"} in values["migManager"]["env"]
+    assert "config" not in values["migManager"]  # the operator's default config holds all-1g.5gb
+    assert values["mig"]["strategy"] == "mixed"
+
+
+def test_single_mig_strategy_keeps_the_gpu_resource_name():
+    _, (plan,) = plans_for("aws", [{"name": "m", "instanceType": "p5.48xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "3g.40gb"}}],
+                           gpuSoftware={"migStrategy": "single"})
+    assert plan.mechanism.resource == "nvidia.com/gpu"
+    assert plan.units_per_node == 16
+
+
+def test_mig_capable_pool_without_mig_is_kept_whole():
+    _, (plan,) = plans_for("aws", [{"name": "w", "instanceType": "p4d.24xlarge", "maxNodes": 1}])
+    assert plan.labels[MIG_CONFIG_LABEL] == "all-disabled"
+    _, (t4,) = plans_for("aws", [{"name": "t", "instanceType": "g4dn.xlarge", "maxNodes": 1}])
+    assert MIG_CONFIG_LABEL not in t4.labels
+
+
+def test_custom_mig_config_only_for_layouts_the_defaults_lack(monkeypatch):
+    import gpupools.pools.software as software
+
+    stack, plans = plans_for("aws", [{"name": "m", "instanceType": "p4d.24xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "2g.10gb"}}])
+    assert not any(o["metadata"]["name"] == software.MIG_CONFIGMAP for o in software_plan(stack, plans).objects)
+    monkeypatch.setattr(software, "OPERATOR_DEFAULT_MIG_CONFIGS", frozenset({"all-disabled"}))
+    out = software_plan(stack, plans)
+    (cm,) = [o for o in out.objects if o["metadata"]["name"] == software.MIG_CONFIGMAP]
+    doc = yaml.safe_load(cm["data"]["config.yaml"])
+    assert doc["mig-configs"]["all-2g.10gb"] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"2g.10gb": 3}}]
+    assert out.releases[0].values["migManager"]["config"] == {"name": software.MIG_CONFIGMAP, "default": "all-disabled"}
+
+
+def test_mig_parted_document_follows_the_upstream_schema():
+    doc = mig_parted_config({"1g.10gb+me": 1})
+    assert doc["version"] == "v1"
+    assert doc["mig-configs"]["all-1g.10gb.me"] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb+me": 1}}]
+    assert doc["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
+
+
+def test_operator_default_mig_configs_match_the_pinned_operator():
+    ref = needs_reference()
+    upstream = yaml.safe_load((ref / "gpu-operator" / "default-mig-parted-config.yaml").read_text())["mig-configs"]
+    assert OPERATOR_DEFAULT_MIG_CONFIGS <= set(upstream)
+    # Every single-profile layout of every catalog GPU is one the operator ships, with the catalog's instance count.
+    for gpu in load_catalog().gpus.values():
+        for profile, count in gpu.mig_profiles.items():
+            name = mig_config_name(profile)
+            assert name in OPERATOR_DEFAULT_MIG_CONFIGS, (gpu.name, profile)
+            counts = {d["mig-devices"][profile] for d in upstream[name]}
+            assert count in counts, (gpu.name, profile, counts)
+
+
+def test_mig_resource_names_follow_the_device_plugin():
+    assert mig_resource_name("1g.10gb") == "nvidia.com/mig-1g.10gb"
+    assert mig_resource_name("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+
+
+def test_gke_cloud_sharing_is_a_node_pool_setting():
+    from gpupools.clouds import gcp
+
+    _, (ts, mig) = plans_for("gcp", [
+        {"name": "ts", "instanceType": "g2-standard-8", "maxNodes": 1, "sharing": {"mode": "mps", "replicas": 6}},
+        {"name": "mig", "instanceType": "a2-ultragpu-1g", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "3g.40gb"}},
+    ])
+    acc = gcp.guest_accelerator(ts, "cloud")
+    assert acc["gpu_sharing_config"] == {"gpu_sharing_strategy": "MPS", "max_shared_clients_per_gpu": 6}
+    assert acc["gpu_driver_installation_config"] == {"gpu_driver_version": "LATEST"}
+    assert gcp.guest_accelerator(mig, "cloud")["gpu_partition_size"] == "3g.40gb"
+    assert mig.units_per_node == 2 and mig.mechanism.resource == "nvidia.com/gpu"
+    assert DEVICE_PLUGIN_CONFIG_LABEL not in ts.labels
+
+
+def test_gke_with_the_operator():
+    from gpupools.clouds import gcp
+
+    stack, (plan,) = plans_for("gcp", [{"name": "ts", "instanceType": "g2-standard-8", "maxNodes": 1, "sharing": {"mode": "time-slicing", "replicas": 2}}],
+                               gpuSoftware={"installer": "gpu-operator"})
+    args = gcp.node_pool_args(plan, "gpu-operator", "c", "us-central1", "p", None)
+    cfg = args["node_config"]
+    assert cfg["image_type"] == "UBUNTU_CONTAINERD"
+    assert cfg["labels"][gcp.NO_DEFAULT_DEVICE_PLUGIN_LABEL] == "true"
+    assert cfg["labels"][DEVICE_PLUGIN_CONFIG_LABEL] == "time-slicing-2"
+    assert cfg["guest_accelerators"][0]["gpu_driver_installation_config"] == {"gpu_driver_version": "INSTALLATION_DISABLED"}
+    assert "gpu_sharing_config" not in cfg["guest_accelerators"][0]
+    quota = [o for o in software_plan(stack, [plan]).objects if o["kind"] == "ResourceQuota"][0]
+    assert quota["metadata"] == {"name": "gpu-operator-quota", "namespace": "gpu-operator"}
+    assert quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == ["system-node-critical", "system-cluster-critical"]
+
+
+def test_bottlerocket_mig_settings():
+    from gpupools.clouds import aws
+
+    _, (plan,) = plans_for("aws", [{"name": "br", "instanceType": "p4de.24xlarge", "os": "bottlerocket", "maxNodes": 1,
+                                    "sharing": {"mode": "mig", "migProfile": "3g.40gb"}}])
+    toml = aws.bottlerocket_settings(plan)
+    assert 'device-partitioning-strategy = "mig"' in toml
+    assert '"a100.80gb" = "3g.40gb"' in toml
+
+
+def test_operator_driver_ownership_per_cloud():
+    for cloud, owns in (("aws", False), ("azure", True), ("gcp", True)):
+        stack, plans = plans_for(cloud, None, gpuSoftware={"installer": "gpu-operator"})
+        values = gpu_operator_values(stack, plans, None)
+        assert values["driver"]["enabled"] is owns and values["toolkit"]["enabled"] is owns, cloud
+
+
+def test_azure_spot_pools_add_the_spot_toleration_to_gpu_daemonsets():
+    stack, plans = plans_for("azure", [{"name": "spot", "instanceType": "Standard_NC4as_T4_v3", "maxNodes": 1, "spot": True}])
+    tolerations = gpu_operator_values(stack, plans, None)["daemonsets"]["tolerations"]
+    assert {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"} in tolerations
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+
+
+@pytest.mark.parametrize("cloud, installer", [("aws", "gpu-operator"), ("azure", "gpu-operator"), ("gcp", "gpu-operator"), ("aws", "device-plugin")])
+def test_every_helm_value_we_set_exists_in_the_pinned_chart(cloud, installer):
+    ref = needs_reference()
+    upstream = {"gpu-operator": yaml.safe_load((ref / "gpu-operator" / "values.yaml").read_text()),
+                "nvidia-device-plugin": yaml.safe_load((ref / "k8s-device-plugin" / "values.yaml").read_text())}
+    pools = [{"name": "a", "instanceType": {"aws": "p4d.24xlarge", "azure": "Standard_NC24ads_A100_v4", "gcp": "a2-highgpu-1g"}[cloud],
+              "maxNodes": 1, "sharing": {"mode": "time-slicing", "replicas": 2}}]
+    stack, plans = plans_for(cloud, pools, gpuSoftware={"installer": installer})
+    (release,) = software_plan(stack, plans, {"additionalLabels": {"release": "kube-prometheus-stack"}, "relabelings": []}).releases
+    missing = [".".join(p) for p in value_paths(release.values, ("map", "data", "additionalLabels", "affinity"))
+               if not has_path(upstream[release.name], p)]
+    assert missing == []
+
+
+def test_chart_versions_are_the_pinned_upstream_releases():
+    ref = needs_reference()
+    from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR
+
+    assert yaml.safe_load((ref / "k8s-device-plugin" / "Chart.yaml").read_text())["version"] == DEVICE_PLUGIN.default_version
+    # The gpu-operator Chart.yaml in git says v1.0.0-devel; releases are packaged with the tag (SOURCES.md): v26.7.0.
+    assert GPU_OPERATOR.default_version == "v26.7.0"

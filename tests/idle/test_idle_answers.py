@@ -1,0 +1,143 @@
+"""`gpupools idle` against a Prometheus that answers badly: every malformed answer is one line and exit 1."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
+
+import pytest
+from typer.testing import CliRunner
+
+from gpupools.cli.main import app
+
+runner = CliRunner()
+
+
+class Answers:
+    body: bytes = b""
+    declared: int | None = None  # a Content-Length larger than the body makes a truncated answer
+    delay: float = 0  # seconds before answering: a slow server
+    status: int = 200
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        asked = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())["query"][0]
+        time.sleep(Answers.delay)
+        # The probes (scrape intervals, node pools, vGPU shares, recorded steps) get no series; the report's own queries the answer.
+        probe = any(text in asked for text in ("[1h]", "kube_node_labels", "pool_vgpus", "gpu_idle_steps_recorded"))
+        body = vector([]) if probe and Answers.status == 200 else Answers.body(asked) if callable(Answers.body) else Answers.body
+        self.send_response(Answers.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(Answers.declared or len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    class Quiet(ThreadingHTTPServer):
+        def handle_error(self, request, client_address):  # the slow-server test hangs up before the answer
+            pass
+
+    httpd = Quiet(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def vector(result) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+
+NOW = int(time.time())
+LABELS = {"Hostname": "n1", "UUID": "GPU-1", "gpu": "0", "modelName": "NVIDIA L4", "namespace": "ml", "pod": "p"}
+GOOD = {"metric": LABELS, "value": [NOW, "2"]}
+
+
+@pytest.mark.parametrize("body, expected", [
+    (vector([{**GOOD, "metric": ["Hostname", "n1"]}]), "result[0].metric: expected a mapping of label names to strings"),
+    (vector([{**GOOD, "metric": {"Hostname": 7}}]), "result[0].metric: expected a mapping"),
+    (vector([{**GOOD, "value": [1700000000]}]), "result[0].value: expected [time, \"value\"]"),
+    (vector([{**GOOD, "value": [1700000000, 0.5]}]), "result[0].value: expected [time, \"value\"]"),
+    (vector([{**GOOD, "value": [1700000000, "idle"]}]), "result[0].value: 'idle' is not a number"),
+    (vector([{**GOOD, "value": {"a": 1}}]), "result[0].value: expected [time, \"value\"]"),
+    (vector(["series"]), "result[0]: expected a series object"),
+    (vector({"a": 1}), "result: expected a list of series"),
+    (json.dumps({"status": "success", "data": ["vector"]}).encode(), "expected a vector"),
+    (json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode(), "answered with 'matrix', expected a vector"),
+    (json.dumps({"status": "error", "errorType": "bad_data", "error": ["x"] * 1000}).encode(), "bad_data"),
+    (b'{"status": "success", "data": ' + b"[" * 5000, "nested more than"),
+    (b"<html>proxy error</html>", "did not answer like a Prometheus API"),
+    (b'{"status": "succ\xe9ss"}', "not UTF-8"),
+])
+def test_malformed_answers_are_one_line_exit_1(server, body, expected):
+    Answers.body, Answers.declared = body, None
+    result = runner.invoke(app, ["idle", "--prometheus", server])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(("error: prometheus: ", "error: --prometheus: ")), result.stderr
+    assert expected in lines[0]
+
+
+def test_truncated_body_is_one_line_exit_1(server):
+    Answers.body, Answers.declared = vector([GOOD])[:40], 4000
+    result = runner.invoke(app, ["idle", "--prometheus", server])
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: prometheus: ") and "broken answer" in line
+
+
+def counted(asked: str) -> bytes:
+    """What Prometheus would count for one L4 held by `ml/p`: 90 idle one-minute steps of 100 seen, peak 3 %."""
+    if "< 5" in asked:
+        return vector([{**GOOD, "value": [NOW, "90"]}])
+    if asked.startswith("(max by"):
+        return vector([{**GOOD, "value": [NOW, "3"]}])
+    return vector([{**GOOD, "value": [NOW, "100"]}])
+
+
+def test_a_well_formed_answer_still_reports(server):
+    Answers.body, Answers.declared = counted, None
+    result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
+    assert result.exit_code == 0, result.stderr
+    (row,) = json.loads(result.stdout)["idle"]
+    assert (row["namespace"], row["max_utilization"], row["unit"]) == ("ml", 3, "gpu")
+    assert row["hours_idle"] == pytest.approx(1.5) and row["hours_seen"] == pytest.approx(100 / 60, abs=1e-4)
+    assert json.loads(runner.invoke(app, ["idle", "--prometheus", server, "--json", "--whole-window"]).stdout)["idle"] == []
+
+
+def test_a_slow_server_is_called_slow_not_unreachable(server):
+    """No answer within --timeout: the message says the server was slow (it is reachable), exit 1."""
+    Answers.body, Answers.declared, Answers.delay = vector([GOOD]), None, 5
+    try:
+        result = runner.invoke(app, ["idle", "--prometheus", server, "--timeout", "1s"])
+    finally:
+        Answers.delay = 0
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: prometheus: ") and "was too slow: no answer within 1s" in line and "cannot reach" not in line
+
+
+def test_prometheus_own_timeout_is_called_slow(server):
+    """Prometheus gives up itself (errorType timeout, HTTP 503): the same message."""
+    Answers.body = json.dumps({"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}).encode()
+    Answers.declared, Answers.status = None, 503
+    try:
+        result = runner.invoke(app, ["idle", "--prometheus", server, "--timeout", "30s"])
+    finally:
+        Answers.status = 200
+    assert result.exit_code == 1 and "was too slow: no answer within 30s" in result.stderr
+
+
+def test_bad_timeout_is_exit_2():
+    result = runner.invoke(app, ["idle", "--prometheus", "http://127.0.0.1:9", "--timeout", "2d"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: --timeout: ")
