@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpupools.clouds.aws import bottlerocket_settings
+from gpupools.capacity import sources as capacity
+from gpupools.clouds.aws import bottlerocket_settings, karpenter_capacity_types, reservation_selector_terms
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.pools.software import Chart
@@ -71,6 +72,7 @@ class NodeClassSpec:
     family: str  # al2023 | bottlerocket
     disk_gb: int
     user_data: str | None  # Bottlerocket settings TOML
+    reservations: str | None = None  # capacityReservationSelectorTerms as JSON; the pool's own class when set
 
     @property
     def alias(self) -> str:
@@ -79,7 +81,9 @@ class NodeClassSpec:
 
 def node_class_spec(plan: PoolPlan) -> NodeClassSpec:
     family = plan.pool.os or "al2023"
-    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan))
+    terms = reservation_selector_terms(plan.pool)
+    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan),
+                         json.dumps(terms, sort_keys=True) if terms else None)
 
 
 def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
@@ -90,6 +94,8 @@ def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
     if spec.user_data is not None:
         m = plan.mechanism
         parts.append({"none": "whole", "time-slicing": f"ts{m.replicas}", "mps": f"mps{m.replicas}"}.get(m.mode) or f"mig-{m.mig_profile}")
+    if spec.reservations is not None:
+        parts.append(f"reserved-{plan.name}")  # reservations are the pool's own
     return "-".join(parts).replace("+", ".")
 
 
@@ -125,6 +131,10 @@ def ec2_node_class(name: str, spec: NodeClassSpec, node_role_name: str, subnet_i
     }
     if spec.user_data is not None:
         body["userData"] = spec.user_data
+    if spec.reservations is not None:
+        # Karpenter uses the selected ODCRs and Capacity Blocks before spot and on-demand (nodeclasses docs,
+        # capacityReservationSelectorTerms); the ReservedCapacity feature gate is on by default since 1.6.
+        body["capacityReservationSelectorTerms"] = json.loads(spec.reservations)
     return {"apiVersion": NODE_CLASS_API, "kind": "EC2NodeClass", "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpupools"}},
             "spec": body}
 
@@ -137,7 +147,7 @@ def karpenter_nodes(plan: PoolPlan) -> int:
 def requirements(plan: PoolPlan, zones: list[str] | None) -> list[dict]:
     reqs = [
         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [plan.pool.instance_type]},
-        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot" if plan.pool.spot else "on-demand"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": karpenter_capacity_types(plan.pool)},
     ]
     if zones:
         reqs.append({"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(zones)})
@@ -155,7 +165,7 @@ def node_pool(plan: PoolPlan, node_class: str) -> dict:
                 "metadata": {"labels": dict(plan.labels)},
                 "spec": {
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
-                    "requirements": requirements(plan, plan.pool.zones),
+                    "requirements": requirements(plan, capacity.placement_zones(plan.pool)),
                     "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.taints],
                     "expireAfter": EXPIRE_AFTER,
                 },

@@ -16,6 +16,7 @@ from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.stack.providers import AWS_REGION
+from gpupools.capacity import sources as capacity
 from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems
 
 NAME = "aws"
@@ -150,6 +151,7 @@ def launch_template_args(plan: PoolPlan) -> dict:
     settings = bottlerocket_settings(plan)
     if settings:
         args["userData"] = base64.b64encode(settings.encode()).decode()
+    args.update(launch_template_capacity(plan.pool))
     return args
 
 
@@ -166,7 +168,7 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
         "node_role_arn": node_role_arn,
         "subnet_ids": subnet_ids,
         "ami_type": ami_type(pool),
-        "capacity_type": "SPOT" if pool.spot else "ON_DEMAND",
+        "capacity_type": node_group_capacity_type(pool),
         "instance_types": [pool.instance_type],
         "labels": dict(labels),
         "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
@@ -177,6 +179,9 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
     }
     if kubernetes_version:
         args["version"] = kubernetes_version
+    if capacity.blocks(pool):
+        # The block's instance type lives in the launch template; EKS fails a node group that names it twice.
+        del args["instance_types"]
     return args
 
 
@@ -378,4 +383,194 @@ def vpc_zones(available: list[str], wanted: list[str], count: int = AVAILABILITY
 
 
 def pool_zones(pools: list[Pool]) -> list[str]:
-    return sorted({zone for pool in pools for zone in (pool.zones or [])})
+    """Zones pools ask for, their own or their reservations'."""
+    return sorted({zone for pool in pools for zone in (capacity.placement_zones(pool) or [])})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Capacity: ODCRs and Capacity Blocks, on Karpenter and on managed node groups
+
+# Karpenter 1.14.1's EC2NodeClass capacityReservationSelectorTerms[].id pattern (karpenter.k8s.aws_ec2nodeclasses.yaml).
+RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
+# EC2 starts terminating Capacity Block instances 30 minutes before the block ends; Karpenter deletes their
+# NodeClaims 40 minutes before (aws/karpenter-provider-aws pkg/apis/v1/ec2nodeclass_status.go,
+# capacityReservationExpirationPeriod), and EKS scales a CAPACITY_BLOCK node group to zero 40 minutes before
+# (EKS user guide, capacity-blocks-mng: "Capacity Scaledown Before Reservation End").
+BLOCK_DRAIN_MINUTES = 40
+BLOCK_TERMINATE_MINUTES = 30
+# Karpenter's NodePool capacity types: reserved (ODCRs and Capacity Blocks), spot, on-demand; with several
+# allowed it tries reserved, then spot, then on-demand (Karpenter docs, NodePools, "Capacity Type").
+KARPENTER_ORDER = (capacity.RESERVED, capacity.SPOT, capacity.ON_DEMAND)
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+
+
+def _is_karpenter(autoscaler: str) -> bool:
+    return autoscaler == "karpenter"
+
+
+def node_group_capacity_type(pool: Pool) -> str:
+    """EKS CreateNodegroup capacityType: CAPACITY_BLOCK for a block, SPOT for a spot pool, ON_DEMAND otherwise
+    (an ODCR is on-demand capacity the launch template points at)."""
+    if capacity.blocks(pool):
+        return "CAPACITY_BLOCK"
+    return "SPOT" if capacity.spot_only(pool) else "ON_DEMAND"
+
+
+def launch_template_capacity(pool: Pool) -> dict:
+    """What the launch template of a managed node group says about reservations (EC2 CreateLaunchTemplate
+    LaunchTemplateData, as the provider names it).
+
+    - a Capacity Block: market type `capacity-block`, the block's id and the instance type in the template (EKS
+      user guide, capacity-blocks-mng: all three are required, and the node group sets capacityType CAPACITY_BLOCK);
+    - an ODCR alone: the reservation as target, so nodes start in it or not at all;
+    - an ODCR, then on-demand: preference `open`, so a node starts in any open reservation matching its instance
+      type and zone, else as on-demand (EC2 CapacityReservationPreference).
+    """
+    found = capacity.reservations(pool)
+    if not found:
+        return {}
+    reservation = found[0]
+    if reservation.kind == "capacity-block":
+        return {"instanceType": pool.instance_type, "instanceMarketOptions": {"marketType": "capacity-block"},
+                "capacityReservationSpecification": {"capacityReservationTarget": {"capacityReservationId": reservation.id}}}
+    if capacity.has(pool, capacity.ON_DEMAND):
+        return {"capacityReservationSpecification": {"capacityReservationPreference": "open"}}
+    return {"capacityReservationSpecification": {"capacityReservationTarget": {"capacityReservationId": reservation.id}}}
+
+
+def reservation_selector_terms(pool: Pool) -> list[dict]:
+    """EC2NodeClass capacityReservationSelectorTerms: an id term alone (the CRD makes id exclusive), or tags with an
+    optional owner. Karpenter never matches an open ODCR by itself: every reservation must be selected."""
+    terms = []
+    for r in capacity.reservations(pool):
+        if r.id is not None:
+            terms.append({"id": r.id})
+        else:
+            term: dict = {"tags": dict(r.tags or {})}
+            if r.owner_id:
+                term["ownerID"] = r.owner_id
+            terms.append(term)
+    return terms
+
+
+def karpenter_capacity_types(pool: Pool) -> list[str]:
+    """The NodePool's karpenter.sh/capacity-type values, in the stack's order."""
+    return [k for k in capacity.kinds(pool) if k in KARPENTER_ORDER]
+
+
+def capacity_flavor_labels(pool: Pool, autoscaler: str) -> list[tuple[str, dict[str, str]]]:
+    """Node labels that tell a pool's capacity kinds apart, for queue flavors: Karpenter labels reserved nodes
+    `karpenter.sh/capacity-type=reserved`, so reserved and hourly capacity become two flavors; the hourly flavor
+    names the capacity type only when there is one (Karpenter picks between spot and on-demand itself)."""
+    types = karpenter_capacity_types(pool)
+    if not _is_karpenter(autoscaler) or capacity.RESERVED not in types or len(types) == 1:
+        return [("", {})]
+    hourly = [t for t in types if t != capacity.RESERVED]
+    return [(capacity.RESERVED, {CAPACITY_TYPE_LABEL: capacity.RESERVED}),
+            ("hourly" if len(hourly) > 1 else hourly[0], {CAPACITY_TYPE_LABEL: hourly[0]} if len(hourly) == 1 else {})]
+
+
+def provisioning_request_class(pool: Pool) -> str | None:
+    """EKS offers no queued provisioning through ProvisioningRequests."""
+    return None
+
+
+def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster | None, hardware: Hardware | None) -> list[Problem]:
+    """What EKS, and the pool's autoscaler, can do with the capacity list."""
+    if pool.capacity is None:
+        return []
+    problems: list[Problem] = []
+    listed = capacity.sources(pool)
+    for s in listed:
+        where = s.path(path)
+        if s.kind in (capacity.FLEX_START, capacity.QUEUED, capacity.ANY_RESERVATION):
+            problems.append(Problem(where, f"{s.kind} is a GKE capacity kind; on EKS use a reservation (ODCR or Capacity Block), on-demand or spot"))
+        if s.reservation is None:
+            continue
+        r = s.reservation
+        if r.id is None and r.tags is None:
+            problems.append(Problem(f"{where}.reservation", "names no reservation; give id (cr-...) or tags"))
+        elif r.id is not None and (r.tags is not None or r.owner_id is not None):
+            problems.append(Problem(f"{where}.reservation.id", "an id selects one reservation by itself; drop tags and ownerId, or drop id "
+                                                               "(Karpenter's capacityReservationSelectorTerms make id exclusive)"))
+        elif r.id is not None and not RESERVATION_ID.match(r.id):
+            problems.append(Problem(f"{where}.reservation.id", f"{r.id!r} is not an EC2 capacity reservation id such as cr-0123456789abcdef0"))
+        if r.zones and len(r.zones) > 1:
+            problems.append(Problem(f"{where}.reservation.zones", "an EC2 capacity reservation holds capacity in one availability zone; give that zone"))
+        if r.kind == "capacity-block" and pool.min_nodes > 0:
+            problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}, but a Capacity Block runs only between its start and end time; "
+                                                        f"set minNodes: 0 (EKS keeps the group at zero until the block starts)"))
+    if _is_karpenter(autoscaler):
+        order = [k for k in capacity.kinds(pool) if k in KARPENTER_ORDER]
+        if order != sorted(order, key=KARPENTER_ORDER.index):
+            problems.append(Problem(f"{path}.capacity", f"{', '.join(order)}: Karpenter always tries reserved, then spot, then on-demand "
+                                                        f"when a NodePool allows several; list them in that order, or make separate pools"))
+        if pool.min_nodes > 0 and len(listed) > 1:
+            problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}: under Karpenter the fixed floor of minNodes is a managed node "
+                                                        f"group, which has one capacity kind; set minNodes: 0, or list one capacity kind"))
+        elif pool.min_nodes > 0:
+            problems += _node_group_problems(pool, path, listed)
+    else:
+        problems += _node_group_problems(pool, path, listed)
+    return problems
+
+
+def _node_group_problems(pool: Pool, path: str, listed) -> list[Problem]:
+    """A managed node group has one capacity type and one launch template: one reservation by id, alone or (an ODCR)
+    followed by on-demand; a Capacity Block alone, in its zone."""
+    words = [s.kind for s in listed]
+    reserved = [s for s in listed if s.reservation is not None]
+    what = "cluster-autoscaler and managed node groups"
+    if not reserved:
+        if len(words) > 1:
+            return [Problem(f"{path}.capacity", f"{', '.join(words)}: a managed node group has one capacity type; use Karpenter "
+                                                f"(gpupools:autoscaler: karpenter), or one pool per kind")]
+        return []
+    problems = []
+    if len(reserved) > 1:
+        problems.append(Problem(reserved[1].path(path), f"{what} take one reservation per pool; use Karpenter, or one pool per reservation"))
+    first = reserved[0]
+    r = first.reservation
+    if r.id is None:
+        problems.append(Problem(f"{first.path(path)}.reservation.tags", f"{what} need the reservation's id (a launch template targets one id); "
+                                                                         f"tags select reservations under Karpenter only"))
+    if r.kind == "capacity-block":
+        if len(words) > 1:
+            problems.append(Problem(f"{path}.capacity", "a Capacity Block node group runs on the block only (EKS capacityType CAPACITY_BLOCK); "
+                                                        "put on-demand or spot in another pool, or use Karpenter"))
+        zones = capacity.placement_zones(pool) or []
+        if len(zones) != 1:
+            problems.append(Problem(f"{first.path(path)}.reservation.zones", "a Capacity Block node group needs subnets in the block's zone "
+                                                                              "only; give the block's zone (one)"))
+    elif words not in (["reserved"], ["reserved", "on-demand"]):
+        problems.append(Problem(f"{path}.capacity", f"{', '.join(words)}: a managed node group runs a reservation alone or followed by "
+                                                    f"on-demand; spot capacity cannot fall back from a reservation in one group"))
+    return problems
+
+
+def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
+    """What the plan says of each source on EKS: how nodes get there and what happens at the end."""
+    lines = []
+    karpenter = _is_karpenter(autoscaler)
+    for s in capacity.sources(pool):
+        r = s.reservation
+        if r is None:
+            how = (f"Karpenter NodePool capacity type {s.kind}" if karpenter else
+                   f"managed node group capacityType {node_group_capacity_type(pool)}")
+            lines.append(f"{s.label}: {how}")
+            continue
+        if karpenter:
+            how = "EC2NodeClass capacityReservationSelectorTerms, NodePool capacity type reserved"
+        elif r.kind == "capacity-block":
+            how = "managed node group capacityType CAPACITY_BLOCK, launch template market type capacity-block"
+        elif capacity.has(pool, capacity.ON_DEMAND):
+            how = "launch template preference open: the reservation is used only if it accepts open matching (instance eligibility open)"
+        else:
+            how = "launch template targets the reservation; no node starts once it is full"
+        zones = capacity.placement_zones(pool)
+        lines.append(f"{s.label}: {how}" + (f", pinned to {', '.join(zones)}" if zones else ""))
+        if r.kind == "capacity-block":
+            who = "Karpenter drains its nodes" if karpenter else "EKS scales the node group to zero"
+            lines.append(f"when the block ends: {who} {BLOCK_DRAIN_MINUTES} minutes before its end time; EC2 terminates what is left "
+                         f"{BLOCK_TERMINATE_MINUTES} minutes before it")
+    return lines

@@ -9,6 +9,7 @@ change replaces the pool (README says so).
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 
 from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
@@ -16,6 +17,7 @@ from gpupools.stack.config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.core.sharing import GPU_RESOURCE
+from gpupools.capacity import sources as capacity
 from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
 
 NAME = "gcp"
@@ -119,7 +121,7 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
         labels[NO_DEFAULT_DEVICE_PLUGIN_LABEL] = "true"
     node_config = {
         "machine_type": pool.instance_type,
-        "spot": pool.spot,
+        "spot": capacity.spot_only(pool),
         # GKE installs signed drivers only on COS; NVIDIA's driver container needs Ubuntu.
         "image_type": "UBUNTU_CONTAINERD" if operator_owned else "COS_CONTAINERD",
         "labels": labels,
@@ -140,10 +142,12 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
         "location": location,
         "initial_node_count": pool.min_nodes,
         # total_* bound the whole pool, whatever number of zones a regional cluster spans.
-        "autoscaling": {"total_min_node_count": pool.min_nodes, "total_max_node_count": pool.max_nodes, "location_policy": "ANY" if pool.spot else "BALANCED"},
+        "autoscaling": {"total_min_node_count": pool.min_nodes, "total_max_node_count": pool.max_nodes,
+                        "location_policy": "ANY" if capacity.spot_only(pool) else "BALANCED"},
         "management": {"auto_repair": True, "auto_upgrade": True},
         "node_config": node_config,
     }
+    args = apply_capacity(pool, args)
     if locations:
         args["node_locations"] = locations
     if project:
@@ -323,8 +327,9 @@ def node_locations(pool: Pool, accelerator: str | None, cluster_location: str | 
     """Where the pool's nodes go: the pool's zones, or on a regional cluster every zone of the region that offers the
     pool's GPU (GKE would otherwise try all of the cluster's zones and fail where the GPU does not exist). None:
     GKE's default (the cluster's zones), for zonal clusters and for regions the catalog does not know."""
-    if pool.zones:
-        return list(pool.zones)
+    zones = capacity.placement_zones(pool)
+    if zones:
+        return zones
     if cluster_location is None or accelerator is None or zone_region(cluster_location) != cluster_location:
         return None
     return load_catalog().gcp_zones_in(accelerator, cluster_location) or None
@@ -361,3 +366,118 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     gpus = plan.units_per_node if gke_shares else plan.hardware.gpus_per_node
     source = f"node pool {plan.name}'s accelerator config" + (f" ({plan.mechanism.description})" if gke_shares and plan.mechanism.mode != "none" else "")
     return NodeTemplate("the GKE cluster autoscaler", source, labels, plan.taints, {GPU_RESOURCE: gpus})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Capacity: reservations and the Dynamic Workload Scheduler (flex-start, queued provisioning)
+
+# A Compute Engine reservation's name, or a shared reservation of another project by its path.
+RESERVATION_NAME = re.compile(r"^([a-z]([-a-z0-9]{0,61}[a-z0-9])?|projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?)$")
+# ReservationAffinity.key for SPECIFIC_RESERVATION (container v1 API, ReservationAffinity).
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# The ProvisioningRequest class of GKE's queued provisioning (GKE how-to "provisioningrequest").
+QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+# Flex-start needs GKE 1.33.0-gke.1712000 or later (GKE flex-start how-to, requirements).
+FLEX_START_MINOR = "1.33"
+# What one GKE node pool can take: a node pool has one reservation affinity and one provisioning model.
+GKE_SHAPES = {("on-demand",), ("spot",), ("reserved",), ("any-reservation", "on-demand"), ("flex-start",), ("queued",)}
+
+
+def provisioning_request_class(pool: Pool) -> str | None:
+    """Queued pools get nodes only through ProvisioningRequests of this class, which Kueue's admission check makes."""
+    return QUEUED_PROVISIONING_CLASS if capacity.has(pool, capacity.QUEUED) else None
+
+
+def capacity_flavor_labels(pool: Pool, autoscaler: str) -> list[tuple[str, dict[str, str]]]:
+    """One node pool, one provisioning model: one flavor."""
+    return [("", {})]
+
+
+def apply_capacity(pool: Pool, args: dict) -> dict:
+    """A specific reservation is consumed by name, any matching reservation before on-demand; flex-start and queued
+    pools get the settings Google's recipes give them (flex-start and provisioningrequest how-tos): autoscaling from
+    zero with location policy ANY, no reservation, auto-repair off, and for queued pools queuedProvisioning."""
+    listed = capacity.sources(pool)
+    config = args["node_config"]
+    first = listed[0]
+    if first.reservation is not None:
+        config["reservation_affinity"] = {"consume_reservation_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
+                                          "values": [first.reservation.id]}
+    elif first.kind == capacity.ANY_RESERVATION:
+        config["reservation_affinity"] = {"consume_reservation_type": "ANY_RESERVATION"}
+    elif first.kind in capacity.DWS:
+        config["flex_start"] = True
+        config["reservation_affinity"] = {"consume_reservation_type": "NO_RESERVATION"}
+        if first.max_run_seconds is not None:
+            config["max_run_duration"] = f"{first.max_run_seconds}s"
+        args["initial_node_count"] = 0
+        args["autoscaling"] = {"total_min_node_count": 0, "total_max_node_count": pool.max_nodes, "location_policy": "ANY"}
+        args["management"] = {"auto_repair": False, "auto_upgrade": True}
+        if first.kind == capacity.QUEUED:
+            args["queued_provisioning"] = {"enabled": True}
+    return args
+
+
+def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster | None, hardware: Hardware | None) -> list[Problem]:
+    if pool.capacity is None:
+        return []
+    problems: list[Problem] = []
+    listed = capacity.sources(pool)
+    shape = tuple(s.kind for s in listed)
+    for s in listed:
+        r = s.reservation
+        if r is None:
+            continue
+        where = f"{s.path(path)}.reservation"
+        for attr, alias in (("tags", "tags"), ("owner_id", "ownerId"), ("kind", "kind")):
+            if getattr(r, attr) is not None:
+                problems.append(Problem(f"{where}.{alias}", f"not used on gcp; {alias} applies to EKS reservations only"))
+        if r.id is None:
+            problems.append(Problem(f"{where}.id", "required on gcp: the reservation's name (or projects/<project>/reservations/<name>)"))
+        elif not RESERVATION_NAME.match(r.id):
+            problems.append(Problem(f"{where}.id", f"{r.id!r} is not a GKE reservation name (lower-case letters, digits and '-', starting "
+                                                   f"with a letter) or projects/<project>/reservations/<name>"))
+        if not r.zones or len(r.zones) != 1:
+            problems.append(Problem(f"{where}.zones", "a Compute Engine reservation is zonal: give its one zone, where the pool's nodes go"))
+    if shape not in GKE_SHAPES and not problems:
+        if shape == (capacity.ANY_RESERVATION,):
+            message = "GKE starts on-demand nodes when no reservation matches; write [any-reservation, on-demand]"
+        elif shape[:1] == (capacity.RESERVED,):
+            message = ("a GKE node pool consumes one named reservation and nothing else (SPECIFIC_RESERVATION fails when it is full); "
+                       "for fallback to on-demand use [any-reservation, on-demand], or put the fallback in another pool")
+        else:
+            message = (f"{', '.join(shape)}: a GKE node pool takes one of [on-demand], [spot], [{{reservation}}], "
+                       f"[any-reservation, on-demand], [flex-start], [queued]; put other capacity in another pool")
+        problems.append(Problem(f"{path}.capacity", message))
+    if shape in (("flex-start",), ("queued",)):
+        if pool.min_nodes > 0:
+            problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}, but {shape[0]} nodes exist only while work asks for them; GKE's "
+                                                        f"recipe starts the pool at zero (set minNodes: 0)"))
+        minor = cluster.kubernetes_version if cluster is not None else None
+        if minor is not None and tuple(map(int, minor.split("."))) < tuple(map(int, FLEX_START_MINOR.split("."))):
+            problems.append(Problem("cluster.kubernetesVersion", f"{minor}: {shape[0]} needs GKE {FLEX_START_MINOR} or later "
+                                                                 f"(1.33.0-gke.1712000)"))
+    return problems
+
+
+def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
+    lines = []
+    for s in capacity.sources(pool):
+        if s.reservation is not None:
+            lines.append(f"{s.label}: reservationAffinity SPECIFIC_RESERVATION, pinned to {', '.join(s.reservation.zones or [])}; "
+                         f"no node starts once it is full")
+        elif s.kind == capacity.ANY_RESERVATION:
+            lines.append("any-reservation: reservationAffinity ANY_RESERVATION, any matching reservation of the project first")
+        elif s.kind == capacity.ON_DEMAND and capacity.has(pool, capacity.ANY_RESERVATION):
+            lines.append("on-demand: when no reservation matches")
+        elif s.kind in capacity.DWS:
+            lines.append(f"{s.kind}: Dynamic Workload Scheduler (flexStart" + (", queuedProvisioning" if s.kind == capacity.QUEUED else "")
+                         + "), from zero, location policy ANY, auto-repair off")
+            if s.kind == capacity.QUEUED:
+                lines.append("queued: nodes come only through a ProvisioningRequest that Kueue's admission check makes; a workload "
+                             "is admitted once all its nodes are there")
+            limit = capacity.run_text(s.max_run_seconds) if s.max_run_seconds is not None else "seven days (GKE's default)"
+            lines.append(f"when the run ends: GKE removes the nodes after {limit}, whatever runs on them")
+        else:
+            lines.append(f"{s.kind}: node pool " + ("Spot VMs" if s.kind == capacity.SPOT else "standard VMs"))
+    return lines

@@ -13,6 +13,7 @@ from gpupools.autoscaling import cluster_autoscaler as ca
 from gpupools.autoscaling import karpenter
 from gpupools.autoscaling.choice import CLUSTER_AUTOSCALER, KARPENTER, resolve_autoscaler
 from gpupools.autoscaling.templates import node_group_labels
+from gpupools.capacity.sources import placement_zones
 from gpupools.clouds import aws as decide
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
@@ -176,7 +177,7 @@ def iam_role(parent: Component, name: str, trust_policy: str, policies: tuple[st
 
 def pool_subnets(plan: PoolPlan, cluster: ClusterHandle, parent: pulumi.Resource) -> pulumi.Input:
     """All of the cluster's node subnets, or only those in the pool's zones."""
-    zones = plan.pool.zones
+    zones = placement_zones(plan.pool)
     if not zones:
         return cluster.details["subnet_ids"]
     by_zone = cluster.details.get("subnets_by_zone")

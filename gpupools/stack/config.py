@@ -121,6 +121,60 @@ class Sharing(Model):
     memory_per_pod: Annotated[str, StringConstraints(pattern=GPU_MEMORY)] | None = None
 
 
+# Where a pool's nodes come from, in the order the pool falls back through (see docs/capacity.md). Words name the
+# hourly kinds and GKE's Dynamic Workload Scheduler modes; a mapping names a reservation or DWS options.
+CapacityWord = Literal["on-demand", "spot", "flex-start", "queued", "any-reservation"]
+CAPACITY_WORDS = ("on-demand", "spot", "flex-start", "queued", "any-reservation")
+# GKE's maxRunDuration is a duration in seconds; flex-start nodes live at most seven days (GKE flex-start docs).
+RUN_DURATION = r"^[1-9][0-9]{0,6}[smhd]$"
+PATTERN_NAMES[RUN_DURATION] = "a duration such as 3600s, 90m, 24h or 7d"
+
+
+class Reservation(Model):
+    """Capacity bought ahead: an EC2 On-Demand Capacity Reservation or Capacity Block (by id, or by tags with
+    Karpenter), a GKE reservation (by name), or an Azure capacity reservation group (by resource ID)."""
+
+    id: Annotated[str, StringConstraints(min_length=1, max_length=400)] | None = None
+    tags: Annotated[dict[Annotated[str, StringConstraints(min_length=1, max_length=128)], Annotated[str, StringConstraints(min_length=1, max_length=256)]],
+                    Field(min_length=1, max_length=20)] | None = None
+    owner_id: Annotated[str, StringConstraints(pattern=r"^[0-9]{12}$")] | None = None
+    # EKS: what the id is; a Capacity Block changes the node group and ends at a fixed time.
+    kind: Literal["odcr", "capacity-block"] | None = None
+    # The zones the reservation holds capacity in; the pool's nodes are pinned there.
+    zones: Annotated[list[Annotated[str, BeforeValidator(_zone_number), StringConstraints(pattern=ZONE)]], Field(min_length=1, max_length=3)] | None = None
+    # How many nodes of the pool's instance type the reservation holds (for coverage, quotas and the idle cost).
+    nodes: Annotated[int, Field(ge=1, le=1000, strict=True)]
+
+
+class RunOptions(Model):
+    """GKE flex-start and queued provisioning: how long a node may live before GKE removes it."""
+
+    max_run_duration: Annotated[str, StringConstraints(pattern=RUN_DURATION)] | None = None
+
+
+class CapacityOption(Model):
+    """One entry of a pool's capacity list given as a mapping: exactly one of its keys."""
+
+    reservation: Reservation | None = None
+    flex_start: RunOptions | None = None
+    queued: RunOptions | None = None
+
+    @model_validator(mode="after")
+    def _one_key(self) -> "CapacityOption":
+        given = [k for k in ("reservation", "flexStart", "queued") if getattr(self, to_snake(k)) is not None]
+        if len(given) != 1:
+            raise PydanticCustomError("capacity_option", "an entry names exactly one of reservation, flexStart or queued (got {given})",
+                                      {"given": ", ".join(given) or "none"})
+        return self
+
+
+CapacityEntry = Annotated[Union[Annotated[CapacityWord, Tag("<word>")], Annotated[CapacityOption, Tag("<option>")]], _branch("<word>", "<option>")]
+
+
+def to_snake(name: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
 class Pool(Model):
     name: DnsLabel
     instance_type: Annotated[str, StringConstraints(min_length=1)]
@@ -136,6 +190,8 @@ class Pool(Model):
     # Availability zones the pool's nodes may start in: EKS zone names (eu-central-1a), AKS zone numbers ("1"),
     # GKE zones (us-central1-a). Unset: every zone of the cluster that can run the pool (see each cloud).
     zones: Annotated[list[Annotated[str, BeforeValidator(_zone_number), StringConstraints(pattern=ZONE)]], Field(min_length=1, max_length=16)] | None = None
+    # Where nodes come from, in fallback order; unset: spot or on-demand as `spot` says.
+    capacity: Annotated[list[CapacityEntry], Field(min_length=1, max_length=8)] | None = None
 
 
 def _cidr(value: str) -> str:
@@ -481,7 +537,7 @@ def allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
     """Walk the model tree along `loc` to the model that rejected an extra key, and list its keys."""
     current: Any = model
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) or (isinstance(part, str) and part.startswith("<")):  # list items, union tags
             continue
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return None

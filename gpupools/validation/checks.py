@@ -6,7 +6,8 @@ from collections import Counter
 from datetime import date
 
 from gpupools.clouds.registry import cloud_module
-from gpupools.autoscaling.choice import autoscaler_problems
+from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
+from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED
 from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
@@ -58,6 +59,8 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
             problems.append(Problem(f"{path}.maxNodes", f"{pool.max_nodes} is above the limit of {limit:,} nodes {scope}; "
                                                         f"lower maxNodes or split the pool"))
         problems += module.zone_problems(pool, path, cluster, providers or {}, hardware)
+        problems += capacity_key_problems(pool, path)
+        problems += module.capacity_problems(pool, path, resolve_autoscaler(cloud, cluster.create if cluster else True, autoscaler), cluster, hardware)
         sharing = pool.sharing if pool.sharing is not None else default_sharing
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
@@ -66,6 +69,21 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
             vgpu.append((sharing_path, sharing))
     problems += _hami_setting_problems(vgpu)
     problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas)
+    problems += _queued_pool_problems(pools, teams, quotas)
+    return problems
+
+
+def _queued_pool_problems(pools: list[tuple[int, Pool]], teams: list[Team], quotas: str) -> list[Problem]:
+    """A queued pool's nodes come only through ProvisioningRequests, which Kueue's admission check makes for the
+    workloads of the teams that queue on the pool; without such a team nothing ever starts a node."""
+    problems = []
+    for index, pool in pools:
+        if not has_capacity(pool, QUEUED):
+            continue
+        users = [t for t in teams if t.pool_names is None or pool.name in t.pool_names]
+        if quotas != "kueue" or not users:
+            problems.append(Problem(f"pools[{index}].capacity", "queued: nodes come only through Kueue's ProvisioningRequest admission check; "
+                                                                "set gpupools:quotas: kueue and give the pool to at least one team"))
     return problems
 
 
