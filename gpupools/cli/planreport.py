@@ -19,7 +19,7 @@ from gpupools.stack.providers import provider_notes
 from gpupools.queues.engine import cohort_line, team_rows
 from gpupools.cli.replacement import PoolChange, sharing_change_note
 from gpupools.core.pools import PoolPlan
-from gpupools.pools.planning import plan_pools
+from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.core.sharing import resolve_installer
 
@@ -69,9 +69,18 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         for change in changes:
             if (change.type, change.name) in mine:
                 table.add_row("change", change.summary)
-    table.add_row("instance", f"{pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB)"
-                  + (", spot" if pool.spot else ", on-demand"))
+    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    sources = capacity_report(stack, plan, autoscaler)
+    table.add_row("instance", f"{pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB), "
+                  + ("capacity below" if pool.capacity is not None else sources["order"][0]))
     table.add_row("nodes", f"min {pool.min_nodes}, max {pool.max_nodes}" + (f", zones {', '.join(pool.zones)}" if pool.zones else ""))
+    if pool.capacity is not None:
+        table.add_row("capacity from", " > ".join(sources["order"]) + f"; {sources['coverage']}")
+        for line in sources["details"]:
+            table.add_row("", line)
+        if "reservedCostPerHour" in sources:
+            table.add_row("", f"reserved nodes are billed whether used or not: {money(sources['reservedCostPerHour'])} while idle "
+                              f"(on-demand list price; a reservation bought cheaper costs less)")
     table.add_row("scale-up", scale_up.summary)
     for note in scale_up.notes:
         table.add_row("", note)

@@ -369,3 +369,13 @@ def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
         else:
             lines.append(f"{s.kind}: agent pool priority " + ("Spot" if s.kind == capacity.SPOT else "Regular"))
     return lines
+
+
+def reservation_identity_findings(name: str, identity: dict | None, scopes: list[str]) -> list[str]:
+    """An existing cluster gpupools does not change: say what its identity lacks for pools in a reservation group."""
+    kind = (identity or {}).get("type")
+    if kind == "UserAssigned":
+        return [f"existing AKS cluster {name!r}: its user-assigned identity needs Contributor on {', '.join(scopes)} for the pools "
+                f"in a capacity reservation group (gpupools does not assign roles on a cluster it did not create)"]
+    return [f"existing AKS cluster {name!r} has a {kind or 'missing'} identity; pools in a capacity reservation group need a user-assigned "
+            f"identity with Contributor on {', '.join(scopes)} (az aks update --assign-identity)"]

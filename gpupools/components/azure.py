@@ -29,11 +29,25 @@ class AksCluster(Component):
         cluster = stack.cluster
         self.resource_group = cluster.resource_group
         after: list[pulumi.Resource] = []
+        self.reservation_access: list[pulumi.Resource] = []
         if cluster.create:
-            managed = containerservice.ManagedCluster(name, **decide.managed_cluster_args(cluster), opts=self.child(
+            args = decide.managed_cluster_args(cluster)
+            scopes = decide.reservation_group_scopes(stack.pools)
+            identity = None
+            if scopes:
+                # Pools in a capacity reservation group need a user-assigned cluster identity with Contributor on
+                # the group's resource group (AKS: use-capacity-reservation-groups; system-assigned does not work).
+                identity = azure_native.managedidentity.UserAssignedIdentity(f"{name}-identity", resource_group_name=cluster.resource_group,
+                                                                             resource_name_=f"{cluster.name}-identity", opts=self.child())
+                args["identity"] = {"type": "UserAssigned", "user_assigned_identities": [identity.id]}
+            managed = containerservice.ManagedCluster(name, **args, opts=self.child(
                 ignore_changes=["agentPoolProfiles[0].count"]))
             self.cluster_name = managed.name
             me = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+            for i, scope in enumerate(scopes):
+                self.reservation_access.append(authorization.RoleAssignment(
+                    f"{name}-reservations-{i}", principal_id=identity.principal_id, principal_type="ServicePrincipal", scope=scope,
+                    role_definition_id=me.subscription_id.apply(decide.contributor_role), opts=self.child()))
             admin = authorization.RoleAssignment(f"{name}-deployer-admin", **decide.admin_role_assignment_args(
                 managed.id, me.object_id, decide.deployer_principal_type(stack.providers, os.environ), me.subscription_id), opts=self.child())
             after = [admin]
@@ -41,6 +55,10 @@ class AksCluster(Component):
             found = containerservice.get_managed_cluster_output(resource_group_name=cluster.resource_group, resource_name=cluster.name,
                                                                 opts=pulumi.InvokeOutputOptions(parent=self))
             self.cluster_name = found.name
+            scopes = decide.reservation_group_scopes(stack.pools)
+            if scopes:
+                pulumi.Output.all(found.name, found.identity).apply(lambda a: [pulumi.log.warn(m, resource=self) for m in
+                                                                               decide.reservation_identity_findings(a[0], a[1], scopes)])
             # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
             pulumi.Output.all(found.name, found.api_server_access_profile, found.disable_local_accounts, found.aad_profile,
                               found.network_profile).apply(lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
@@ -55,7 +73,8 @@ class AksCluster(Component):
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
     def handle(self) -> ClusterHandle:
-        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"resource_group": self.resource_group})
+        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"resource_group": self.resource_group,
+                                                                                   "reservation_access": self.reservation_access})
 
 
 class AksGpuNodePool(Component):
@@ -70,7 +89,8 @@ class AksGpuNodePool(Component):
             plan.name,
             **decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version),
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
-            opts=self.child(ignore_changes=["count"], delete_before_replace=True))
+            opts=self.child(ignore_changes=["count"], delete_before_replace=True,
+                            depends_on=cluster.details.get("reservation_access", []) if decide.reservation_group(plan.pool) else []))
         self.register_outputs({"agentPoolName": self.agent_pool.name})
 
 

@@ -8,9 +8,10 @@ import pulumi
 from gpupools.monitoring import plan as monitoring
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
-from gpupools.pools.planning import plan_pools
+from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.core.sharing import resolve_installer
 from gpupools.pools.software import software_plan
+from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.queues.engine import quota_plan, team_rows
 
@@ -47,7 +48,7 @@ class GpuPlatform(Component):
         software = software_plan(stack, self.plans, monitoring.operator_service_monitor(stack))
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
         self.teams = None
-        quotas = quota_plan(stack, self.plans, scrape)
+        quotas = quota_plan(stack, self.plans, scrape, resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
         if quotas is not None:
             crds = self.monitoring.releases if self.monitoring and scrape else []
             self.teams = TeamQuotas("team-quotas", quotas, self.cluster.kubernetes, crds, self.child())
@@ -58,7 +59,9 @@ class GpuPlatform(Component):
 
     def pool_outputs(self) -> list[dict]:
         verdicts = scale_ups(self.stack, self.plans)
-        return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler}
+        autoscaler = resolve_autoscaler(self.stack.cloud, self.stack.cluster.create, self.stack.autoscaler)
+        return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler,
+                 "capacitySources": capacity_report(self.stack, plan, autoscaler)}
                 for plan, verdict in zip(self.plans, verdicts)]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpupools.capacity import sources as capacity
 from gpupools.clouds.registry import cloud_module
 from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
@@ -23,3 +24,22 @@ def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
 
 def plan_pools(stack: StackConfig) -> list[PoolPlan]:
     return [plan_pool(stack, pool) for pool in stack.pools]
+
+
+def capacity_report(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> dict:
+    """Where the pool's nodes come from, in order, as `gpupools plan` prints it and `plan --json` carries it.
+
+    `autoscaler`: the resolved autoscaler (Karpenter and managed node groups use reservations differently)."""
+    pool = plan.pool
+    cover = capacity.coverage(pool)
+    report = {
+        "order": [s.label for s in capacity.sources(pool)],
+        "reservedNodes": cover.reserved,
+        "maxNodes": pool.max_nodes,
+        "coverage": cover.text,
+        "details": cloud_module(stack.cloud).capacity_lines(pool, autoscaler),
+    }
+    if cover.reserved:
+        # Reservations are billed whether used or not; priced at the on-demand list price unless bought cheaper.
+        report["reservedCostPerHour"] = round(capacity.reserved_idle_cost(plan), 4)
+    return report

@@ -24,13 +24,14 @@ class QuotaPlan:
     objects: list[dict] = field(default_factory=list)  # namespaces first
 
 
-def quota_plan(stack: StackConfig, plans: list[PoolPlan], scrape: dict[str, str] | None = None) -> QuotaPlan | None:
-    """None without teams: no engine is installed for nobody."""
+def quota_plan(stack: StackConfig, plans: list[PoolPlan], scrape: dict[str, str] | None = None, autoscaler: str = "") -> QuotaPlan | None:
+    """None without teams: no engine is installed for nobody. `autoscaler` (resolved) tells Kueue which capacity
+    kinds of a pool its nodes' labels tell apart."""
     if not stack.teams:
         return None
     teams = plan_teams(stack, plans)
     if stack.quotas == "kueue":
-        return QuotaPlan("kueue", [kueue.release()], kueue.team_objects(stack, plans, teams, scrape))
+        return QuotaPlan("kueue", [kueue.release()], kueue.team_objects(stack, plans, teams, scrape, autoscaler))
     return QuotaPlan("resourcequota", [], resourcequota.team_objects(stack, teams))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import yaml
 
+from gpupools.capacity.sources import Flavor, flavor_shares, sources
 from gpupools.clouds.registry import cloud_module
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
@@ -80,42 +81,98 @@ def helm_values() -> dict:
             "controllerManager": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}}}
 
 
-def resource_flavor(stack: StackConfig, plan: PoolPlan) -> dict:
+def pool_flavors(stack: StackConfig, plan: PoolPlan, autoscaler: str = "") -> list[Flavor]:
+    """A pool's flavors in its capacity order: one per kind its nodes can be told apart by (reserved before hourly
+    on Karpenter), else one named after the pool."""
+    kinds = cloud_module(stack.cloud).capacity_flavor_labels(plan.pool, autoscaler)
+    if len(kinds) == 1:
+        return [Flavor(plan.name, "", {POOL_LABEL: plan.name, **kinds[0][1]})]
+    return [Flavor(f"{plan.name}-{kind}", kind, {POOL_LABEL: plan.name, **labels}) for kind, labels in kinds]
+
+
+def resource_flavor(stack: StackConfig, plan: PoolPlan, flavor: Flavor | None = None) -> dict:
+    flavor = flavor or pool_flavors(stack, plan)[0]
     tolerations = [toleration(t) for t in plan.taints] + cloud_module(stack.cloud).extra_tolerations(plan)
-    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": plan.name, "labels": dict(MANAGED)},
-            "spec": {"nodeLabels": {POOL_LABEL: plan.name}, "tolerations": tolerations}}
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor.name, "labels": dict(MANAGED)},
+            "spec": {"nodeLabels": dict(flavor.node_labels), "tolerations": tolerations}}
 
 
-def resource_groups(plan: TeamPlan) -> list[dict]:
-    """One group per GPU resource, its flavors in pool order (Kueue tries them in that order)."""
+def resource_groups(plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = None) -> list[dict]:
+    """One group per GPU resource, its flavors in pool order and, within a pool, in capacity order (Kueue tries them
+    in that order); a team's units on a pool are split over the pool's flavors (`capacity.sources.flavor_shares`)."""
     groups = []
     for resource in plan.resources:
-        flavors = []
+        entries = []
         for pool in (p for p in plan.pools if p.mechanism.resource == resource):
-            quota: dict = {"name": resource, "nominalQuota": plan.nominal[pool.name]}
-            if plan.borrowing_limit() is not None:
-                quota["borrowingLimit"] = plan.borrowing_limit()
-            if plan.lending_limit(pool.name) is not None:
-                quota["lendingLimit"] = plan.lending_limit(pool.name)
-            flavors.append({"name": pool.name, "resources": [quota]})
-        groups.append({"coveredResources": [resource], "flavors": flavors})
+            pool_flavors_ = (flavors or {}).get(pool.name) or [Flavor(pool.name, "", {POOL_LABEL: pool.name})]
+            for name, units in flavor_shares(pool, plan.nominal[pool.name], pool_flavors_).items():
+                quota: dict = {"name": resource, "nominalQuota": units}
+                if plan.borrowing_limit() is not None:
+                    quota["borrowingLimit"] = plan.borrowing_limit()
+                if plan.lending_limit(pool.name) is not None:
+                    quota["lendingLimit"] = min(plan.lending_limit(pool.name), units)
+                entries.append({"name": name, "resources": [quota]})
+        groups.append({"coveredResources": [resource], "flavors": entries})
     return groups
 
 
-def cluster_queue(plan: TeamPlan) -> dict:
-    return {
+# Kueue's ProvisioningRequest admission check controller (kueue apis/kueue/v1beta2/provisioningrequestconfig_types.go,
+# ProvisioningRequestControllerName); GA since Kueue 0.14, no feature gate in 0.19.
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+
+
+def provisioning_check_name(plan: PoolPlan) -> str:
+    return f"{plan.name}-provisioning"
+
+
+def provisioning_objects(stack: StackConfig, plan: PoolPlan) -> list[dict]:
+    """For a pool whose nodes come only through ProvisioningRequests: the admission check that makes one per
+    workload, and its ProvisioningRequestConfig (the cloud's class, the pool's GPU resource, the run limit)."""
+    klass = cloud_module(stack.cloud).provisioning_request_class(plan.pool)
+    if klass is None:
+        return []
+    name = provisioning_check_name(plan)
+    spec: dict = {"provisioningClassName": klass, "managedResources": [plan.mechanism.resource]}
+    limit = next((s.max_run_seconds for s in sources(plan.pool) if s.max_run_seconds is not None), None)
+    if limit is not None:
+        # GKE's ProvisioningRequest parameter for the nodes' lifetime (GKE provisioningrequest how-to).
+        spec["parameters"] = {"maxRunDurationSeconds": str(limit)}
+    return [
+        {"apiVersion": API_VERSION, "kind": "ProvisioningRequestConfig", "metadata": {"name": name, "labels": dict(MANAGED)}, "spec": spec},
+        {"apiVersion": API_VERSION, "kind": "AdmissionCheck", "metadata": {"name": name, "labels": dict(MANAGED)},
+         "spec": {"controllerName": PROVISIONING_CONTROLLER,
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": name}}},
+    ]
+
+
+def admission_checks(stack: StackConfig, plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = None) -> list[dict]:
+    """The team's checks: a provisioning check on the flavors of each of its pools that needs one."""
+    checks = []
+    for pool in plan.pools:
+        if cloud_module(stack.cloud).provisioning_request_class(pool.pool) is not None:
+            names = [f.name for f in (flavors or {}).get(pool.name) or [Flavor(pool.name, "", {})]]
+            checks.append({"name": provisioning_check_name(pool), "onFlavors": names})
+    return checks
+
+
+def cluster_queue(plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = None, checks: list[dict] | None = None) -> dict:
+    queue = {
         "apiVersion": API_VERSION, "kind": "ClusterQueue",
         "metadata": {"name": plan.team.name, "labels": team_labels(plan.team)},
         "spec": {
             "cohortName": COHORT,
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": plan.team.namespace_name}},
             "queueingStrategy": "BestEffortFIFO",
-            "resourceGroups": resource_groups(plan),
+            "resourceGroups": resource_groups(plan, flavors),
             # Try the team's own quota on the next pool before borrowing or preempting on this one.
             "flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"},
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority", "borrowWithinCohort": {"policy": "Never"}},
         },
     }
+    if checks:
+        # v1beta2 names admission checks per flavor through admissionChecksStrategy only.
+        queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": checks}
+    return queue
 
 
 def queue_namespaces(stack: StackConfig) -> dict[str, str]:
@@ -202,11 +259,17 @@ def release() -> Release:
     return Release(CHART, CHART.default_version, helm_values())
 
 
-def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan], scrape: dict[str, str] | None) -> list[dict]:
-    """Namespaces first, then cluster-scoped Kueue objects, then what lives in the namespaces."""
+def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan], scrape: dict[str, str] | None,
+                 autoscaler: str = "") -> list[dict]:
+    """Namespaces first, then cluster-scoped Kueue objects, then what lives in the namespaces.
+
+    `autoscaler`: the resolved autoscaler, which decides whether a pool's capacity kinds can be told apart by node labels."""
+    flavors = {p.name: pool_flavors(stack, p, autoscaler) for p in plans}
     objects = [software_namespace(CHART.namespace)] + [namespace(t) for t in teams]
-    objects += [priority_class(name) for name in PRIORITIES] + [cohort()] + [resource_flavor(stack, p) for p in plans]
-    objects += [cluster_queue(t) for t in teams] + [local_queue(t) for t in teams]
+    objects += [priority_class(name) for name in PRIORITIES] + [cohort()]
+    objects += [resource_flavor(stack, p, f) for p in plans for f in flavors[p.name]]
+    objects += [o for p in plans for o in provisioning_objects(stack, p)]
+    objects += [cluster_queue(t, flavors, admission_checks(stack, t, flavors)) for t in teams] + [local_queue(t) for t in teams]
     for t in teams:
         policy = queue_policy(t)
         objects += [policy, admission_binding(policy)]
