@@ -150,6 +150,12 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
         out.update(latestVersion=1, arn=f"arn:aws:ec2:{region}:123456789012:launch-template/lt-{rid}")
     elif typ == "azure-native:containerservice:ManagedCluster":
         out.update(name=inputs.get("resourceName", name), fqdn=f"{name}-{rid[:8]}.hcp.westeurope.azmk8s.io")
+        identity = inputs.get("identity") or {}
+        if isinstance(identity.get("userAssignedIdentities"), list):
+            # Azure answers with a map of identity ID to its principal and client IDs.
+            out["identity"] = {**identity, "userAssignedIdentities": {i: {"principalId": rid, "clientId": rid} for i in identity["userAssignedIdentities"]}}
+    elif typ == "azure-native:managedidentity:UserAssignedIdentity":
+        out.update(principalId=f"{rid[:8]}-0000-4000-8000-{rid[:12]}", clientId=f"{rid[:8]}-1111-4000-8000-{rid[:12]}")
     elif typ == "gcp:container/cluster:Cluster":
         out.update(endpoint="203.0.113.10", masterAuth={"clusterCaCertificate": _MOCK_CA})
     elif typ.startswith("random:index/randomPassword"):

@@ -182,3 +182,97 @@ def test_aks_agent_pool_inputs_are_agent_pool_properties():
     inputs = plan.get("azure-native:containerservice:AgentPool", "t").inputs
     path_parameters = {"agentPoolName", "resourceGroupName", "resourceName"}
     assert sorted(set(inputs) - path_parameters - properties) == []
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Capacity: launch templates and node groups for ODCRs and Capacity Blocks; AKS reservation groups
+
+BLOCK = {"reservation": {"id": "cr-0123456789abcdef0", "kind": "capacity-block", "zones": ["eu-central-1a"], "nodes": 2}}
+ODCR = {"reservation": {"id": "cr-0fedcba9876543210", "zones": ["eu-central-1b"], "nodes": 1}}
+
+
+def launch_template_data(inputs: dict) -> dict:
+    """The provider's launch template inputs as EC2 CreateLaunchTemplate's LaunchTemplateData (capacity fields)."""
+    data: dict = {}
+    if "instanceType" in inputs:
+        data["InstanceType"] = inputs["instanceType"]
+    if "instanceMarketOptions" in inputs:
+        data["InstanceMarketOptions"] = {"MarketType": inputs["instanceMarketOptions"]["marketType"]}
+    spec = inputs.get("capacityReservationSpecification")
+    if spec:
+        data["CapacityReservationSpecification"] = {}
+        if "capacityReservationPreference" in spec:
+            data["CapacityReservationSpecification"]["CapacityReservationPreference"] = spec["capacityReservationPreference"]
+        if "capacityReservationTarget" in spec:
+            data["CapacityReservationSpecification"]["CapacityReservationTarget"] = {
+                "CapacityReservationId": spec["capacityReservationTarget"]["capacityReservationId"]}
+    return data
+
+
+@pytest.fixture(scope="module")
+def reserved_groups_plan():
+    return plan_of(stack_config("aws", autoscaler="cluster-autoscaler", pools=[
+        {"name": "block", "instanceType": "p5.48xlarge", "maxNodes": 2, "capacity": [BLOCK]},
+        {"name": "odcr", "instanceType": "p4d.24xlarge", "maxNodes": 3, "capacity": [ODCR, "on-demand"]},
+        {"name": "only", "instanceType": "p4d.24xlarge", "maxNodes": 1, "capacity": [ODCR]}]))
+
+
+def test_capacity_block_node_group_is_what_eks_requires(reserved_groups_plan):
+    i = reserved_groups_plan.get("aws:eks/nodeGroup:NodeGroup", "block").inputs
+    assert i["capacityType"] == "CAPACITY_BLOCK" and "instanceTypes" not in i
+    params = {"clusterName": i["clusterName"], "nodegroupName": i["nodeGroupName"], "nodeRole": i["nodeRoleArn"], "subnets": i["subnetIds"],
+              "scalingConfig": i["scalingConfig"], "amiType": i["amiType"], "capacityType": i["capacityType"],
+              "launchTemplate": {"id": i["launchTemplate"]["id"], "version": str(i["launchTemplate"]["version"])}}
+    check("eks", "CreateNodegroup", params)
+    assert i["scalingConfig"]["desiredSize"] == 0
+    # Subnets of the block's zone only: the new VPC's subnet there.
+    vpc_subnets = {s.name: s.inputs for s in reserved_groups_plan.of_type("aws:ec2/subnet:Subnet")}
+    assert len(i["subnetIds"]) == 1
+    template = reserved_groups_plan.get("aws:ec2/launchTemplate:LaunchTemplate", "block-nodes").inputs
+    data = launch_template_data(template)
+    assert data == {"InstanceType": "p5.48xlarge", "InstanceMarketOptions": {"MarketType": "capacity-block"},
+                    "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}}}
+    check("ec2", "CreateLaunchTemplate", {"LaunchTemplateName": "block-nodes", "LaunchTemplateData": data})
+    assert any(s["availabilityZone"] == "eu-central-1a" for s in vpc_subnets.values())
+
+
+def test_odcr_launch_templates(reserved_groups_plan):
+    fallback = launch_template_data(reserved_groups_plan.get("aws:ec2/launchTemplate:LaunchTemplate", "odcr-nodes").inputs)
+    assert fallback == {"CapacityReservationSpecification": {"CapacityReservationPreference": "open"}}
+    only = launch_template_data(reserved_groups_plan.get("aws:ec2/launchTemplate:LaunchTemplate", "only-nodes").inputs)
+    assert only == {"CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": "cr-0fedcba9876543210"}}}
+    for name, data in (("odcr", fallback), ("only", only)):
+        check("ec2", "CreateLaunchTemplate", {"LaunchTemplateName": name, "LaunchTemplateData": data})
+        assert reserved_groups_plan.get("aws:eks/nodeGroup:NodeGroup", name).inputs["capacityType"] == "ON_DEMAND"
+
+
+def test_a_wrong_capacity_input_is_caught():
+    with pytest.raises(AssertionError):
+        check("ec2", "CreateLaunchTemplate", {"LaunchTemplateName": "x", "LaunchTemplateData": {"InstanceMarketOptions": {"MarketType": "block"}}})
+    with pytest.raises(AssertionError):
+        check("ec2", "CreateLaunchTemplate", {"LaunchTemplateName": "x", "LaunchTemplateData": {
+            "CapacityReservationSpecification": {"CapacityReservationPreference": "reservations-first"}}})
+
+
+CRG = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-capacity/providers/Microsoft.Compute/capacityReservationGroups/crg-a100"
+
+
+def test_aks_reservation_group_is_an_agent_pool_property_with_its_identity_and_role():
+    models = pytest.importorskip("azure.mgmt.containerservice.models")
+    properties = {field._rest_name_input or name for name, field in vars(models.ManagedClusterAgentPoolProfileProperties).items()
+                  if hasattr(field, "_rest_name_input")}
+    assert "capacityReservationGroupID" in properties
+    plan = plan_of(stack_config("azure", pools=[{"name": "a100", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2,
+                                                  "capacity": [{"reservation": {"id": CRG, "zones": ["1"], "nodes": 1}}, "on-demand"]}]))
+    inputs = plan.get("azure-native:containerservice:AgentPool", "a100").inputs
+    assert inputs["capacityReservationGroupID"] == CRG and inputs["availabilityZones"] == ["1"]
+    assert sorted(set(inputs) - {"agentPoolName", "resourceGroupName", "resourceName"} - properties) == []
+    cluster = plan.of_type("azure-native:containerservice:ManagedCluster")[0].inputs
+    assert cluster["identity"]["type"] == "UserAssigned"
+    identity_properties = {field._rest_name_input or name for name, field in vars(models.ManagedClusterIdentity).items()
+                           if hasattr(field, "_rest_name_input")}
+    assert set(cluster["identity"]) <= identity_properties
+    (role,) = [r for r in plan.of_type("azure-native:authorization:RoleAssignment") if "reservations" in r.name]
+    assert role.inputs["scope"] == CRG.split("/providers/")[0]
+    assert role.inputs["roleDefinitionId"].endswith("/roleDefinitions/b24988ac-6180-42a0-ab88-20f7382dd24c")
+    assert role.inputs["principalType"] == "ServicePrincipal"

@@ -26,7 +26,9 @@ API_SCHEMA = {CLUSTER: "Cluster", NODE_POOL: "NodePool"}
 # Pulumi (Terraform) field path -> the API's, where they differ; list indices are left out of paths.
 RENAMES = {
     CLUSTER: {("datapathProvider",): ("networkConfig", "datapathProvider"),
-              ("enableShieldedNodes",): ("shieldedNodes", "enabled")},
+              ("enableShieldedNodes",): ("shieldedNodes", "enabled"),
+              # The provider's min_master_version is the API's initialClusterVersion at creation.
+              ("minMasterVersion",): ("initialClusterVersion",)},
     NODE_POOL: {("nodeLocations",): ("locations",),
                 ("nodeConfig", "guestAccelerators"): ("config", "accelerators"),
                 ("nodeConfig", "guestAccelerators", "count"): ("config", "accelerators", "acceleratorCount"),
@@ -97,6 +99,13 @@ GKE_STACKS = {
         {"name": "a100", "instanceType": "a2-highgpu-1g", "maxNodes": 2, "sharing": {"mode": "mig", "migProfile": "2g.10gb"}},
         {"name": "mps", "instanceType": "g2-standard-8", "maxNodes": 2, "zones": ["us-central1-a"], "sharing": {"mode": "mps", "replicas": 2}},
     ]),
+    "dev-gcp-dws": None,
+    "reservations-and-flex-start": stack_config("gcp", pools=[
+        {"name": "res", "instanceType": "a3-highgpu-8g", "maxNodes": 2,
+         "capacity": [{"reservation": {"id": "h100-res", "zones": ["us-central1-a"], "nodes": 2}}]},
+        {"name": "any", "instanceType": "g2-standard-8", "maxNodes": 2, "capacity": ["any-reservation", "on-demand"]},
+        {"name": "flex", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "capacity": [{"flexStart": {"maxRunDuration": "12h"}}]},
+    ]),
     "hardened-options": stack_config("gcp", cluster={"name": "prod", "location": "us-central1", "production": True,
                                                      "binaryAuthorization": True, "authorizedCidrs": ["198.51.100.0/24"]}),
 }
@@ -131,3 +140,23 @@ def test_the_api_check_catches_a_wrong_field_and_a_wrong_enum():
     cluster = plan.get(CLUSTER, plan.of_type(CLUSTER)[0].name).inputs
     cluster["datapathProvider"] = "CILIUM"
     assert any("datapathProvider: 'CILIUM' is not one of" in p for p in api_problems(doc, CLUSTER, cluster))
+
+
+def test_dws_and_reservation_node_pools_carry_googles_settings():
+    """Checked against the API above; here, that the settings Google's flex-start and queued recipes give are there."""
+    from gpupools.stack.reading import read_document
+
+    plan = plan_of(read_document(ROOT / "stacks" / "Pulumi.dev-gcp-dws.yaml")["config"])
+    queued = plan.get(NODE_POOL, "h100").inputs
+    assert queued["queuedProvisioning"] == {"enabled": True}
+    assert queued["nodeConfig"]["flexStart"] is True and queued["nodeConfig"]["maxRunDuration"] == "86400s"
+    assert queued["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert queued["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
+    assert queued["management"]["autoRepair"] is False and queued["initialNodeCount"] == 0
+    plan = plan_of(GKE_STACKS["reservations-and-flex-start"])
+    res = plan.get(NODE_POOL, "res").inputs
+    assert res["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "SPECIFIC_RESERVATION",
+                                                         "key": "compute.googleapis.com/reservation-name", "values": ["h100-res"]}
+    assert res["nodeLocations"] == ["us-central1-a"]
+    assert plan.get(NODE_POOL, "any").inputs["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
+    assert "queuedProvisioning" not in plan.get(NODE_POOL, "flex").inputs
