@@ -159,7 +159,8 @@ def node_pool(plan: PoolPlan, node_class: str) -> dict:
     at the pool's node count, and never consolidating a node that runs pods."""
     return {
         "apiVersion": NODE_POOL_API, "kind": "NodePool",
-        "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name}},
+        "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name},
+                     **({"annotations": capacity.reserved_marker(plan.pool)} if capacity.reserved_marker(plan.pool) else {})},
         "spec": {
             "template": {
                 "metadata": {"labels": dict(plan.labels)},

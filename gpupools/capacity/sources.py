@@ -24,6 +24,9 @@ ANY_RESERVATION = "any-reservation"
 HOURLY = (ON_DEMAND, SPOT)
 # GKE's Dynamic Workload Scheduler modes: nodes obtained on request, for a bounded time.
 DWS = (FLEX_START, QUEUED)
+# Marks a pool's resources with the nodes its reservations hold, so the policy pack can judge coverage from the
+# planned resources alone (GKE label keys take no dots or slashes: clouds.gcp spells it its own way).
+RESERVED_NODES_KEY = "gpupools.io/reserved-nodes"
 # Seconds per unit of a run duration ("24h").
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # GKE keeps flex-start nodes for at most seven days (flex-start how-to: "up to the default of seven days").
@@ -102,6 +105,11 @@ def spot_only(pool: Pool) -> bool:
 
 def reserved_nodes(pool: Pool) -> int:
     return sum(r.nodes for r in reservations(pool))
+
+
+def reserved_marker(pool: Pool, key: str = RESERVED_NODES_KEY) -> dict[str, str]:
+    nodes = reserved_nodes(pool)
+    return {key: str(nodes)} if nodes else {}
 
 
 def placement_zones(pool: Pool) -> list[str] | None:

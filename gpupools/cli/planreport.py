@@ -19,6 +19,7 @@ from gpupools.stack.providers import provider_notes
 from gpupools.queues.engine import cohort_line, team_rows
 from gpupools.cli.replacement import PoolChange, sharing_change_note
 from gpupools.core.pools import PoolPlan
+from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.core.sharing import resolve_installer
@@ -133,11 +134,14 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         source = f" from {r.inputs['repositoryOpts']['repo']}" if r.inputs.get("repositoryOpts") else ""
         console.print(f"helm release {r.inputs.get('name')}: chart {r.inputs.get('chart')} {r.inputs.get('version')}{source} "
                       f"in namespace {r.inputs.get('namespace')}")
-    low = sum(p.hourly_cost(p.pool.min_nodes) for p in plans)
-    high = sum(p.hourly_cost(p.pool.max_nodes) for p in plans)
+    # Reserved nodes are billed whether they run or not: they count at minNodes, and beyond maxNodes too.
+    low = sum(p.hourly_cost(max(p.pool.min_nodes, reserved_nodes(p.pool))) for p in plans)
+    high = sum(p.hourly_cost(max(p.pool.max_nodes, reserved_nodes(p.pool))) for p in plans)
     gpus = sum(p.max_gpus for p in plans)
+    reserved = any(reserved_nodes(p.pool) for p in plans)
     console.print(f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
-                  f"on-demand list prices; spot pools usually cost less.")
+                  f"on-demand list prices; spot pools usually cost less"
+                  + ("; reserved nodes count whether used or not, at list price (a reservation bought cheaper costs less)." if reserved else "."))
     if stack.teams:
         console.print(team_table(stack, plans))
         console.print(cohort_line(stack, plans))

@@ -175,7 +175,7 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
         "scaling_config": scaling,
         "update_config": {"max_unavailable": 1},
         "launch_template": {"id": launch_template_id, "version": launch_template_version},
-        "tags": {"gpupools.io/pool": pool.name, "gpupools.io/gpu": plan.hardware.gpu.name},
+        "tags": {"gpupools.io/pool": pool.name, "gpupools.io/gpu": plan.hardware.gpu.name, **capacity.reserved_marker(pool)},
     }
     if kubernetes_version:
         args["version"] = kubernetes_version

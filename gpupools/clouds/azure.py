@@ -101,6 +101,7 @@ def agent_pool_args(plan: PoolPlan, installer: str, resource_group, cluster_name
     group = reservation_group(pool)
     if group is not None:
         args["capacity_reservation_group_id"] = group
+        args["tags"] = capacity.reserved_marker(pool)
     if capacity.spot_only(pool):
         args.update(scale_set_eviction_policy="Delete", spot_max_price=-1)
     if pool.disk_size_gb:

@@ -371,6 +371,8 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
 # --------------------------------------------------------------------------------------------------------------------
 # Capacity: reservations and the Dynamic Workload Scheduler (flex-start, queued provisioning)
 
+# capacity.RESERVED_NODES_KEY as a GCE resource label (lower-case letters, digits, '_' and '-').
+RESERVED_NODES_LABEL = "gpupools-reserved-nodes"
 # A Compute Engine reservation's name, or a shared reservation of another project by its path.
 RESERVATION_NAME = re.compile(r"^([a-z]([-a-z0-9]{0,61}[a-z0-9])?|projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?)$")
 # ReservationAffinity.key for SPECIFIC_RESERVATION (container v1 API, ReservationAffinity).
@@ -400,6 +402,8 @@ def apply_capacity(pool: Pool, args: dict) -> dict:
     listed = capacity.sources(pool)
     config = args["node_config"]
     first = listed[0]
+    if capacity.reserved_nodes(pool):
+        config["resource_labels"] = capacity.reserved_marker(pool, RESERVED_NODES_LABEL)
     if first.reservation is not None:
         config["reservation_affinity"] = {"consume_reservation_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
                                           "values": [first.reservation.id]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import yaml
 
 from gpupools.monitoring.alerting import QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT
+from gpupools.capacity.sources import reserved_nodes
 from gpupools.core.catalog import Catalog, load_catalog
 from gpupools.stack.config import Idle, StackConfig
 from gpupools.queues.kueue import queue_namespaces
@@ -316,9 +317,10 @@ def idle_step_rules(idle: Idle) -> dict:
 
 
 def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None,
-                queues: dict[str, str] | None = None) -> list[dict]:
+                queues: dict[str, str] | None = None, reserved: dict[str, int] | None = None) -> list[dict]:
     """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them. `queues`: each team's Kueue
-    ClusterQueue and namespace; the queue rules and alerts come with them."""
+    ClusterQueue and namespace; the queue rules and alerts come with them. `reserved`: nodes each pool's reservations
+    hold; the unused-reservation alert comes with them."""
     groups = [
         {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + mig_rules() + share_rules(shares or {})},
         {"name": "gpupools-gpu-recording", "rules": recording_rules()},
@@ -329,6 +331,8 @@ def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | N
         groups.append({"name": "gpupools-vgpu-recording", "rules": hami_rules()})
     if queues:
         groups.append({"name": "gpupools-kueue", "rules": kueue_rules(queues) + queue_alerts()})
+    if reserved:
+        groups.append({"name": "gpupools-reservations", "rules": reservation_rules(reserved)})
     return groups
 
 
@@ -337,7 +341,8 @@ def vgpu_shares(stack: StackConfig) -> dict[str, int]:
 
 
 def rules_for(stack: StackConfig) -> list[dict]:
-    return rule_groups(stack.monitoring.idle, gpu_list_prices(stack.cloud), vgpu_shares(stack), queue_namespaces(stack))
+    return rule_groups(stack.monitoring.idle, gpu_list_prices(stack.cloud), vgpu_shares(stack), queue_namespaces(stack),
+                       reserved_nodes_by_pool(stack))
 
 
 def rules_file_text(groups: list[dict]) -> str:
@@ -346,3 +351,29 @@ def rules_file_text(groups: list[dict]) -> str:
               "# Needs dcgm-exporter metrics and, for the pool label, kube-state-metrics with\n"
               f"#   --metric-labels-allowlist={KSM_NODE_LABELS_ALLOWLIST}\n")
     return header + yaml.safe_dump({"groups": groups}, sort_keys=False, allow_unicode=True, width=1000)
+
+
+# Reserved capacity is billed whether nodes run in it or not; this long without them is money spent on nothing.
+RESERVATION_UNUSED_FOR = "3h"
+RESERVED_NODES = "gpupools:pool_reserved_nodes:count"
+RESERVATION_UNUSED_ALERT = "GpuReservationUnused"
+
+
+def reserved_nodes_by_pool(stack: StackConfig) -> dict[str, int]:
+    return {pool.name: reserved_nodes(pool) for pool in stack.pools if reserved_nodes(pool)}
+
+
+def reservation_rules(reserved: dict[str, int]) -> list[dict]:
+    """Per pool with reservations: the nodes they hold (from the stack), and an alert while fewer of the pool's nodes
+    run than are reserved. The pool's nodes are counted from kube-state-metrics' node labels; a node of the pool
+    counts against the reservation whatever capacity it came from."""
+    nodes = f'count by (pool) (label_replace(kube_node_labels{{{KSM_POOL_LABEL}!=""}}, "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))'
+    unused = f"({RESERVED_NODES} - on (pool) {nodes}) or {RESERVED_NODES}"
+    return [
+        *({"record": RESERVED_NODES, "expr": f"vector({count})", "labels": {"pool": pool}} for pool, count in sorted(reserved.items())),
+        {"alert": RESERVATION_UNUSED_ALERT, "expr": f"({unused}) > 0", "for": RESERVATION_UNUSED_FOR, "labels": {"severity": "warning"},
+         "annotations": {"summary": f"Reserved GPU capacity has been unused for {RESERVATION_UNUSED_FOR}",
+                         "description": ("Pool {{ $labels.pool }} runs {{ $value }} node(s) fewer than its reservations hold, for "
+                                         f"{RESERVATION_UNUSED_FOR}. Reserved capacity is billed whether used or not: send work "
+                                         "to the pool, lower the reservation, or lend the pool's quota.")}},
+    ]

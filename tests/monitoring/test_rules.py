@@ -495,3 +495,55 @@ def test_queue_rules_only_with_kueue_teams():
     assert info == [{"cluster_queue": "research", "namespace": "research"}, {"cluster_queue": "search", "namespace": "search-prod"}]
     assert "gpupools-kueue" not in groups(teams=teams, quotas="resourcequota")
     assert "gpupools-kueue" not in groups()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Reserved capacity left unused
+
+
+@needs_promtool
+def test_unused_reservation_alert_fires_after_hours_and_not_while_nodes_run(tmp_path):
+    """Pool h100 holds 2 reserved nodes. For 3h it runs none: the alert fires with the 2 unused. Pool a100 runs its one
+    reserved node: quiet. Once h100 runs one node, one reserved node is still unused; with both, quiet."""
+    from gpupools.monitoring.rules import RESERVATION_UNUSED_ALERT, RESERVED_NODES
+
+    rules = write_rules_with_reservations(tmp_path, {"h100": 2, "a100": 1})
+    test = {"interval": "1m", "input_series": [
+        {"series": node_labels("ip-10-0-9-1", "a100", "A100-40GB"), "values": "1x600"},
+        # h100: no node for 4h, then one node from 4h to 8h, then two.
+        {"series": node_labels("ip-10-0-9-2", "h100", "H100-80GB"), "values": "_x240 1x480"},
+        {"series": node_labels("ip-10-0-9-3", "h100", "H100-80GB"), "values": "_x480 1x240"},
+    ], "promql_expr_test": [
+        {"expr": RESERVED_NODES, "eval_time": "1m",
+         "exp_samples": [{"labels": f'{RESERVED_NODES}{{pool="a100"}}', "value": 1}, {"labels": f'{RESERVED_NODES}{{pool="h100"}}', "value": 2}]},
+    ], "alert_rule_test": [
+        {"eval_time": "2h59m", "alertname": RESERVATION_UNUSED_ALERT, "exp_alerts": []},
+        {"eval_time": "3h1m", "alertname": RESERVATION_UNUSED_ALERT, "exp_alerts": [{"exp_labels": {"pool": "h100", "severity": "warning"}}]},
+        # One node running since 4h: one reserved node unused, but the condition held throughout, so it keeps firing.
+        {"eval_time": "7h", "alertname": RESERVATION_UNUSED_ALERT, "exp_alerts": [{"exp_labels": {"pool": "h100", "severity": "warning"}}]},
+        {"eval_time": "9h", "alertname": RESERVATION_UNUSED_ALERT, "exp_alerts": []},
+    ]}
+    run_promtool_test(tmp_path, rules, test)
+
+
+def write_rules_with_reservations(tmp_path, reserved: dict[str, int]):
+    groups = rule_groups(Idle(), PRICES, None, None, reserved)
+    for group in groups:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    path = tmp_path / "gpupools-gpu.rules.yaml"
+    path.write_text(rules_file_text(groups))
+    return path
+
+
+def test_reservation_rules_only_for_stacks_with_reservations():
+    from conftest import ROOT
+    from gpupools.monitoring.rules import reserved_nodes_by_pool, rules_for
+    from gpupools.stack.reading import read_document
+    from gpupools.validation.stack import validate_stack
+
+    stack = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-aws.yaml")["config"])
+    assert reserved_nodes_by_pool(stack) == {"h100": 2}
+    assert "gpupools-reservations" in [g["name"] for g in rules_for(stack)]
+    gcp = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-gcp.yaml")["config"])
+    assert "gpupools-reservations" not in [g["name"] for g in rules_for(gcp)]

@@ -1,0 +1,126 @@
+"""Where GPU pools get their nodes: settings the clouds reject for GKE's Dynamic Workload Scheduler and EKS Capacity
+Blocks, reservations a pool cannot use in full, and H100-class pools that count on on-demand capacity alone."""
+
+from __future__ import annotations
+
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+
+from gpupools.capacity.sources import RESERVED_NODES_KEY
+from gpupools.clouds.gcp import RESERVED_NODES_LABEL
+from gpupools.policies._fleet import AKS_AGENT_POOL, EKS_NODE_GROUP, GKE_NODE_POOL, KARPENTER_NODE_POOL, gpu_pool
+from gpupools.policies._props import as_int, get, is_unknown, items
+
+# GPUs that are rarely available on demand: plan them on reserved or queued capacity.
+SCARCE_GPUS = ("H100", "H200", "B200", "GB200")
+
+
+def _dws(props) -> str | None:
+    if get(props, "queuedProvisioning", "enabled") is True:
+        return "queued provisioning"
+    if get(props, "nodeConfig", "flexStart") is True:
+        return "flex-start"
+    return None
+
+
+def validate_dws_node_pool(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """The settings Google's flex-start and queued-provisioning recipes give a node pool (GKE how-tos dws-flex-start-training
+    and provisioningrequest): autoscaling from zero with location policy ANY, no reservation, auto-repair off, no Spot."""
+    if args.resource_type != GKE_NODE_POOL:
+        return
+    mode = _dws(args.props)
+    if mode is None:
+        return
+    props = args.props
+    wrong = []
+    if get(props, "autoscaling", "locationPolicy") != "ANY":
+        wrong.append("autoscaling.locationPolicy ANY")
+    minimum = get(props, "autoscaling", "totalMinNodeCount", default=get(props, "autoscaling", "minNodeCount", default=0))
+    if not is_unknown(minimum) and (as_int(minimum) or 0) != 0:
+        wrong.append("autoscaling from 0 nodes")
+    if get(props, "management", "autoRepair") is not False:
+        wrong.append("management.autoRepair false")
+    if get(props, "nodeConfig", "reservationAffinity", "consumeReservationType") != "NO_RESERVATION":
+        wrong.append("nodeConfig.reservationAffinity NO_RESERVATION")
+    if get(props, "nodeConfig", "spot") is True or get(props, "nodeConfig", "preemptible") is True:
+        wrong.append("no Spot or preemptible VMs")
+    if wrong:
+        report(f"GKE node pool {args.name!r} uses {mode} without {', '.join(wrong)}: the settings GKE's recipes require for it", None)
+
+
+def validate_capacity_block_group(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """EKS user guide, capacity-blocks-mng: the instance type lives in the launch template, and the group stays at zero
+    until the block starts (EKS scales it to zero before the block ends)."""
+    if args.resource_type != EKS_NODE_GROUP or get(args.props, "capacityType") != "CAPACITY_BLOCK":
+        return
+    if items(get(args.props, "instanceTypes")):
+        report(f"node group {args.name!r} runs on a Capacity Block and names instanceTypes; EKS takes the block's instance "
+               f"type from the launch template only", None)
+    for key in ("minSize", "desiredSize"):
+        value = as_int(get(args.props, "scalingConfig", key))
+        if value:
+            report(f"node group {args.name!r} runs on a Capacity Block with scalingConfig.{key} {value}; keep it 0, the block "
+                   f"exists only between its start and end time", None)
+
+
+def reserved_nodes(resource_type: str, props) -> int | None:
+    """The nodes a pool's reservations hold, as gpupools marks its resources; None where unmarked."""
+    where = {EKS_NODE_GROUP: ("tags", RESERVED_NODES_KEY), AKS_AGENT_POOL: ("tags", RESERVED_NODES_KEY),
+             GKE_NODE_POOL: ("nodeConfig", "resourceLabels", RESERVED_NODES_LABEL),
+             KARPENTER_NODE_POOL: ("metadata", "annotations", RESERVED_NODES_KEY)}.get(resource_type)
+    return as_int(get(props, *where)) if where else None
+
+
+def validate_reservation_coverage(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    pool = gpu_pool(args.resource_type, args.name, args.props)
+    reserved = reserved_nodes(args.resource_type, args.props)
+    if pool is None or not reserved or pool.max_nodes is None:
+        return
+    if args.resource_type == EKS_NODE_GROUP and get(args.props, "nodeGroupName", default="").endswith("-floor"):
+        return  # Karpenter's fixed floor: the NodePool beside it starts the rest
+    if pool.max_nodes < reserved:
+        cost = f" (${pool.price_per_node * (reserved - pool.max_nodes):,.2f}/h at list price)" if pool.price_per_node else ""
+        report(f"GPU pool {pool.pool!r} can run {pool.max_nodes} nodes but its reservations hold {reserved}: "
+               f"{reserved - pool.max_nodes} reserved nodes are paid and never used by it{cost}; raise maxNodes", None)
+
+
+def validate_scarce_gpus_reserved(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    pool = gpu_pool(args.resource_type, args.name, args.props)
+    if pool is None or pool.gpu is None or not pool.gpu.name.startswith(SCARCE_GPUS):
+        return
+    if reserved_nodes(args.resource_type, args.props) or _dws(args.props) or get(args.props, "capacityType") == "CAPACITY_BLOCK":
+        return
+    if args.resource_type == KARPENTER_NODE_POOL:
+        types = [r for r in items(get(args.props, "spec", "template", "spec", "requirements")) if get(r, "key") == "karpenter.sh/capacity-type"]
+        if any("reserved" in items(get(r, "values")) for r in types):
+            return
+    report(f"GPU pool {pool.pool!r} ({pool.gpu.name}) has no reservation, Capacity Block or queued capacity: {pool.gpu.name} "
+           f"nodes are rarely available on demand; add a capacity list (docs/capacity.md)", None)
+
+
+dws_node_pool = ResourceValidationPolicy(
+    name="gke-dws-node-pool",
+    description="GKE node pools on flex-start or queued provisioning have the settings GKE requires: from zero, location "
+                "policy ANY, no reservation, auto-repair off, no Spot.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_dws_node_pool,
+)
+capacity_block_group = ResourceValidationPolicy(
+    name="eks-capacity-block-node-group",
+    description="EKS node groups on a Capacity Block name no instance types and stay at zero nodes until the block starts.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_capacity_block_group,
+)
+reservation_coverage = ResourceValidationPolicy(
+    name="reservation-within-max-nodes",
+    description="A pool's maxNodes can use all the nodes its reservations hold: reserved capacity is paid whether used or not.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_reservation_coverage,
+)
+scarce_gpus_reserved = ResourceValidationPolicy(
+    name="scarce-gpus-reserved",
+    description="H100-class GPU pools (H100, H200, B200) plan on reserved, Capacity Block or queued capacity.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_scarce_gpus_reserved,
+)
+
+POLICIES = [dws_node_pool, capacity_block_group, reservation_coverage, scarce_gpus_reserved]
