@@ -180,8 +180,10 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
     if kubernetes_version:
         args["version"] = kubernetes_version
     if capacity.blocks(pool):
-        # The block's instance type lives in the launch template; EKS fails a node group that names it twice.
+        # The block's instance type lives in the launch template; EKS fails a node group that names it twice. The tag
+        # lets the policy pack price the group from the node group alone.
         del args["instance_types"]
+        args["tags"]["gpupools.io/instance-type"] = pool.instance_type
     return args
 
 

@@ -39,6 +39,7 @@ CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 RESOURCE_QUOTA = "kubernetes:core/v1:ResourceQuota"
 
 POOL_LABEL = "gpupools.io/pool"
+INSTANCE_TYPE_TAG = "gpupools.io/instance-type"  # on node groups whose launch template holds the instance type
 GPU_LABEL = "gpupools.io/gpu"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -187,6 +188,8 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
         cloud = "aws"
         karpenter = resource_type == KARPENTER_NODE_POOL
         types = karpenter_instance_types(props) if karpenter else [t for t in items(get(props, "instanceTypes")) if isinstance(t, str)]
+        if not karpenter and not types and isinstance(get(props, "tags", INSTANCE_TYPE_TAG), str):
+            types = [get(props, "tags", INSTANCE_TYPE_TAG)]  # a Capacity Block group: the type is in its launch template
         known = [i for i in (catalog.instance("aws", t) for t in types) if i is not None and i.gpu is not None]
         if known:
             # Several instance types: budget for the dearest, count the most GPUs.

@@ -231,7 +231,7 @@ def kueue_objects(name: str, autoscaler: str) -> list[dict]:
     return quota_plan(stack, plan_pools(stack), None, autoscaler).objects
 
 
-@pytest.mark.parametrize("name, autoscaler", [("dev-aws", "karpenter"), ("dev-gcp-dws", "cloud")])
+@pytest.mark.parametrize("name, autoscaler", [("dev-aws-reserved", "karpenter"), ("dev-gcp-dws", "cloud")])
 def test_kueue_objects_pass_the_pinned_crds_and_rules(name, autoscaler):
     jsonschema = pytest.importorskip("jsonschema")
     kinds = set()
@@ -250,7 +250,7 @@ def of(objs: list[dict], kind: str, name: str) -> dict:
 
 
 def test_reserved_flavor_comes_first_and_holds_the_reserved_share():
-    objs = kueue_objects("dev-aws", "karpenter")
+    objs = kueue_objects("dev-aws-reserved", "karpenter")
     assert of(objs, "ResourceFlavor", "h100-reserved")["spec"]["nodeLabels"] == {"gpupools.io/pool": "h100",
                                                                                   "karpenter.sh/capacity-type": "reserved"}
     assert of(objs, "ResourceFlavor", "h100-on-demand")["spec"]["nodeLabels"]["karpenter.sh/capacity-type"] == "on-demand"
@@ -258,13 +258,13 @@ def test_reserved_flavor_comes_first_and_holds_the_reserved_share():
     names = [f["name"] for f in flavors]
     assert names.index("h100-reserved") + 1 == names.index("h100-on-demand")
     quota = {f["name"]: f["resources"][0]["nominalQuota"] for f in flavors}
-    # 16 units on h100: the block covers 2 of maxNodes 4, so half on the reserved flavor; the total is unchanged.
+    # 16 units on h100: the block covers 1 of maxNodes 2, so half on the reserved flavor; the total is unchanged.
     assert (quota["h100-reserved"], quota["h100-on-demand"]) == (8, 8)
 
 
 def test_without_karpenter_a_pool_is_one_flavor():
-    objs = kueue_objects("dev-aws", "cluster-autoscaler")
-    assert [o["metadata"]["name"] for o in objs if o["kind"] == "ResourceFlavor"] == ["infer", "batch", "train", "h100"]
+    objs = kueue_objects("dev-aws-reserved", "cluster-autoscaler")
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "ResourceFlavor"] == ["h100", "infer"]
 
 
 def test_queued_pool_gets_its_admission_check_on_its_flavor():
@@ -302,14 +302,14 @@ def test_flavor_shares_add_up_and_round_toward_the_reservation(units, expected):
 
 
 def test_plan_json_says_where_nodes_come_from():
-    plan = plan_of(yaml.safe_load((ROOT / "stacks" / "Pulumi.dev-aws.yaml").read_text())["config"], "dev-aws")
+    plan = plan_of(yaml.safe_load((ROOT / "stacks" / "Pulumi.dev-aws-reserved.yaml").read_text())["config"], "dev-aws-reserved")
     pools = {p["name"]: p for p in plan.outputs["pools"]}
     h100 = pools["h100"]["capacitySources"]
-    assert h100["order"] == ["reservation Capacity Block cr-0123456789abcdef0 (2 nodes)", "on-demand"]
-    assert (h100["reservedNodes"], h100["maxNodes"]) == (2, 4)
-    assert h100["coverage"] == "2 of maxNodes 4 reserved (50%)"
+    assert h100["order"] == ["reservation Capacity Block cr-0123456789abcdef0 (1 node)", "on-demand"]
+    assert (h100["reservedNodes"], h100["maxNodes"]) == (1, 2)
+    assert h100["coverage"] == "1 of maxNodes 2 reserved (50%)"
     assert any("40 minutes before its end time" in line for line in h100["details"])
-    assert h100["reservedCostPerHour"] == pytest.approx(2 * 55.04)
+    assert h100["reservedCostPerHour"] == pytest.approx(55.04)
     assert pools["infer"]["capacitySources"]["order"] == ["spot"]
 
 

@@ -151,7 +151,7 @@ def test_dws_and_reservation_node_pools_carry_googles_settings():
     assert queued["queuedProvisioning"] == {"enabled": True}
     assert queued["nodeConfig"]["flexStart"] is True and queued["nodeConfig"]["maxRunDuration"] == "86400s"
     assert queued["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
-    assert queued["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
+    assert queued["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 1, "locationPolicy": "ANY"}
     assert queued["management"]["autoRepair"] is False and queued["initialNodeCount"] == 0
     plan = plan_of(GKE_STACKS["reservations-and-flex-start"])
     res = plan.get(NODE_POOL, "res").inputs

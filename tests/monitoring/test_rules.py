@@ -542,8 +542,8 @@ def test_reservation_rules_only_for_stacks_with_reservations():
     from gpupools.stack.reading import read_document
     from gpupools.validation.stack import validate_stack
 
-    stack = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-aws.yaml")["config"])
-    assert reserved_nodes_by_pool(stack) == {"h100": 2}
+    stack = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-aws-reserved.yaml")["config"])
+    assert reserved_nodes_by_pool(stack) == {"h100": 1}
     assert "gpupools-reservations" in [g["name"] for g in rules_for(stack)]
     gcp = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-gcp.yaml")["config"])
     assert "gpupools-reservations" not in [g["name"] for g in rules_for(gcp)]
