@@ -9,9 +9,9 @@ The fields are the ones each provider marks as forcing replacement:
   vmSize, gpuInstanceProfile, agentPoolName, resourceGroupName, resourceName.
 - GKE `gcp:container/nodePool:NodePool` (bridged from the Terraform Google provider; ForceNew in
   `resource_container_node_pool.go` and `node_config.go`): name, cluster, location, project, initialNodeCount,
-  maxPodsPerNode, and in nodeConfig: guestAccelerators (every field, GKE's sharing and MIG partitions
+  maxPodsPerNode, queuedProvisioning, and in nodeConfig: guestAccelerators (every field, GKE's sharing and MIG partitions
   included), metadata, spot, preemptible, serviceAccount, oauthScopes, shieldedInstanceConfig, localSsdCount,
-  minCpuPlatform, reservationAffinity, gvnic.
+  minCpuPlatform, reservationAffinity, gvnic, flexStart, maxRunDuration.
 Everything else (labels, taints, scaling limits, launch template versions, node locations) changes in place.
 """
 
@@ -30,7 +30,7 @@ REPLACING: dict[str, tuple[str, ...]] = {
                                         "nodeConfig.guestAccelerators", "nodeConfig.metadata", "nodeConfig.spot", "nodeConfig.preemptible",
                                         "nodeConfig.serviceAccount", "nodeConfig.oauthScopes", "nodeConfig.shieldedInstanceConfig",
                                         "nodeConfig.localSsdCount", "nodeConfig.minCpuPlatform", "nodeConfig.reservationAffinity",
-                                        "nodeConfig.gvnic"),
+                                        "nodeConfig.gvnic", "queuedProvisioning", "nodeConfig.flexStart", "nodeConfig.maxRunDuration"),
 }
 
 _MISSING = object()

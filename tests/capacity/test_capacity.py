@@ -323,3 +323,28 @@ def test_plan_text_for_flex_start_says_when_nodes_go():
 def test_reservation_beyond_max_nodes_is_reported():
     stack = validate_stack(stack_config("aws", pools=[pool(maxNodes=1, capacity=[BLOCK, "on-demand"])]))
     assert capacity.coverage(stack.pools[0]).text == "1 of maxNodes 1 reserved (100%); 1 reserved node beyond maxNodes are never used by this pool"
+
+
+def test_moving_a_gke_pool_to_queued_provisioning_replaces_it(tmp_path):
+    """Flex-start, maxRunDuration and queued provisioning are fixed when GKE creates a node pool (ForceNew in the
+    Terraform Google provider's node_config.go and resource_container_node_pool.go)."""
+    from typer.testing import CliRunner
+
+    from conftest import write_stack
+    from gpupools.cli.main import app
+
+    before = stack_config("gcp", pools=[{"name": "h100", "instanceType": "a3-highgpu-8g", "maxNodes": 1}],
+                          teams=[{"name": "ml", "gpus": 8}])
+    after = stack_config("gcp", pools=[{"name": "h100", "instanceType": "a3-highgpu-8g", "maxNodes": 1, "capacity": ["queued"]}],
+                         teams=[{"name": "ml", "gpus": 8}])
+    runner = CliRunner()
+    old = tmp_path / "old.json"
+    (tmp_path / "before").mkdir()
+    first = runner.invoke(app, ["plan", "--config", str(write_stack(tmp_path / "before", before, "test")), "--json"])
+    assert first.exit_code == 0, first.output
+    old.write_text(first.stdout)
+    second = runner.invoke(app, ["plan", "--config", str(write_stack(tmp_path, after, "test")), "--json", "--against", str(old)])
+    assert second.exit_code == 0, second.output
+    (change,) = [c for c in json.loads(second.stdout)["changes"] if c["name"] == "h100" and c["type"].endswith("NodePool")]
+    assert change["action"] == "replace"
+    assert {"queuedProvisioning", "nodeConfig.flexStart", "nodeConfig.reservationAffinity"} <= set(change["fields"])
