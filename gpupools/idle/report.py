@@ -23,6 +23,7 @@ from gpupools.core.catalog import load_catalog
 from gpupools.stack.errors import Problem
 from gpupools.idle.promapi import Prometheus, ReportError
 from gpupools.monitoring.prices import gpu_list_prices
+from gpupools.monitoring.promql import RESERVED_NODE_PRICE, reserved_unused
 from gpupools.monitoring.promql import DEVICE, HOLDER_LABELS, IDLE_BELOW, IDLE_STEP, IDLE_STEPS_RAN, STEP_SECONDS, STEP_UTIL, VGPU_SHARES, node_pool, threshold
 
 MAX_POINTS = 1440  # steps per series: one per minute over a day, coarser beyond
@@ -106,6 +107,16 @@ class IdleGpu:
 
 
 @dataclass
+class ReservedIdle:
+    """Reserved nodes of one pool that ran nothing: paid whether used or not."""
+
+    pool: str
+    nodes_unused: float  # on average over the window
+    usd_per_node_hour: float  # on-demand list price of one node; a reservation bought cheaper costs less
+    wasted_usd: float
+
+
+@dataclass
 class Report:
     window_seconds: int
     below: float
@@ -117,6 +128,11 @@ class Report:
     idle: list[IdleGpu] = field(default_factory=list)
     # namespace -> [(timestamp, average utilization)], for the plot
     by_namespace: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    reserved: list[ReservedIdle] = field(default_factory=list)
+
+    @property
+    def reserved_wasted(self) -> float:
+        return round(sum(r.wasted_usd for r in self.reserved), 2)
 
     @property
     def total_wasted(self) -> float:
@@ -136,7 +152,8 @@ class Report:
         return {"window_seconds": self.window_seconds, "below": self.below, "min_idle_seconds": self.min_idle_seconds,
                 "whole_window": self.whole_window, "step_seconds": self.step_seconds, "counted_from": self.counted_from,
                 "gpus_seen": self.gpus_seen, "gpus_idle": self.gpus_idle,
-                "gpu_hours_idle": self.gpu_hours_idle, "wasted_usd": self.total_wasted, "idle": [g.as_json() for g in self.idle]}
+                "gpu_hours_idle": self.gpu_hours_idle, "wasted_usd": self.total_wasted, "idle": [g.as_json() for g in self.idle],
+                "reserved_wasted_usd": self.reserved_wasted, "reserved_unused": [asdict(r) for r in self.reserved]}
 
 
 def step_for(window: int) -> int:
@@ -477,6 +494,25 @@ def vgpus_per_gpu(prom: Prometheus, at: float, window: int) -> dict[str, int]:
     return {s["metric"]["pool"]: int(s["value"]) for s in result if s["metric"].get("pool") and s["value"] >= 1}
 
 
+def reserved_question(window: int) -> str:
+    return f"avg_over_time({reserved_unused()}[{window}s:{STEP_SECONDS}s])"
+
+
+def reserved_idle(prom: Prometheus, at: float, window: int) -> list[ReservedIdle]:
+    """Per pool with reservations (the stack's rules record them): reserved nodes no node of the pool ran in, on
+    average over the window, and what they cost at the recorded list price. Empty without such rules."""
+    unused = prom.query(reserved_question(window), at)
+    if not unused:
+        return []
+    prices = {s["metric"].get("pool"): s["value"] for s in prom.query(f"last_over_time({RESERVED_NODE_PRICE}[{window}s])", at)}
+    out = []
+    for s in unused:
+        pool, nodes = s["metric"].get("pool"), s["value"]
+        if pool and nodes > 0 and pool in prices:
+            out.append(ReservedIdle(pool, round(nodes, 2), prices[pool], round(nodes * prices[pool] * window / 3600, 2)))
+    return sorted(out, key=lambda r: -r.wasted_usd)
+
+
 def node_pools(prom: Prometheus, at: float, window: int) -> dict[str, str]:
     """Node name -> pool, from kube-state-metrics' node labels seen in the window (empty without the allowlist)."""
     result = prom.query(node_pool(window), at)
@@ -517,11 +553,12 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
             lambda: not raw and recorded_throughout(prom, end, window, below),
             lambda: max((s["value"] for s in prom.query(FASTEST, end)), default=None),
             lambda: min((s["value"] for s in prom.query(SLOWEST, end)), default=None),
-            lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window))]
+            lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window),
+            lambda: reserved_idle(prom, end, window))]
         # Asked before knowing whether the steps were recorded: where they were not, the answers are empty and quick.
         ahead = [] if raw else [(name, pool.submit(prom.query, expr, at))
                                 for name, expr, at in first_questions(pieces_of(recorded_grid, below, True), below)]
-        recorded, fastest, slowest, vgpus, pools = (probe.result() for probe in probes)
+        recorded, fastest, slowest, vgpus, pools, reserved = (probe.result() for probe in probes)
         first = [(name, answer.result()) for name, answer in ahead] if recorded else None
     if recorded:  # raw samples are the cheaper source of peaks when GPUs are scraped less than once a step
         grid = recorded_grid
@@ -532,6 +569,7 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
         holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)))
     report = build_report(holders, grid, window, below, min_idle, whole_window, vgpus, pools)
     report.counted_from = "recorded idle steps" if recorded else "raw samples"
+    report.reserved = reserved
     if plot and report.gpus_seen:
         report.by_namespace = namespace_series(prom, grid, below if recorded else None)
     return report
@@ -595,7 +633,13 @@ def format_teams(report: Report, totals: list[TeamTotal]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.rjust(w) if i >= 2 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in [header, *rows]]
     lines.append(total_line(report))
+    lines += reserved_lines(report)
     return "\n".join(lines)
+
+
+def reserved_lines(report: Report) -> list[str]:
+    return [f"reserved: pool {r.pool} left {r.nodes_unused:g} reserved node(s) unused on average, ${r.wasted_usd:,.2f} at list price "
+            f"(reservations are billed whether used or not; one bought cheaper costs less)" for r in report.reserved]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -641,6 +685,7 @@ def format_table(report: Report) -> str:
     lines = ["  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
              for row in [header, *rows]]
     lines.append(total_line(report))
+    lines += reserved_lines(report)
     return "\n".join(lines)
 
 

@@ -166,3 +166,16 @@ def to_team(expr: str) -> str:
 def kueue_admitted(window: str) -> str:
     """Queues that admitted a workload within `window`."""
     return f"sum by (cluster_queue) (increase({KUEUE_ADMITTED}{{{KUEUE_LEADER}}}[{window}])) > 0"
+
+
+# Reservations: the nodes each pool's reservations hold and the list price of one such node, recorded from the
+# stack, and how many of them no node of the pool runs in (a pool node counts against the reservation whatever
+# capacity it came from).
+RESERVED_NODES = "gpupools:pool_reserved_nodes:count"
+RESERVED_NODE_PRICE = "gpupools:pool_reserved_node_price:usd_per_hour"
+
+
+def reserved_unused() -> str:
+    nodes = f'count by (pool) (label_replace(kube_node_labels{{{KSM_POOL_LABEL}!=""}}, "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))'
+    # `+ 0` drops the metric name, so both branches carry the same labels (a range over them is one series per pool).
+    return f"(({RESERVED_NODES} - on (pool) {nodes}) or ({RESERVED_NODES} + 0))"

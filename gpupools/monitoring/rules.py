@@ -9,6 +9,8 @@ import yaml
 
 from gpupools.monitoring.alerting import QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT
 from gpupools.capacity.sources import reserved_nodes
+from gpupools.pools.planning import plan_pools
+from gpupools.monitoring.promql import RESERVED_NODE_PRICE, RESERVED_NODES, reserved_unused
 from gpupools.core.catalog import Catalog, load_catalog
 from gpupools.stack.config import Idle, StackConfig
 from gpupools.queues.kueue import queue_namespaces
@@ -317,10 +319,10 @@ def idle_step_rules(idle: Idle) -> dict:
 
 
 def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None,
-                queues: dict[str, str] | None = None, reserved: dict[str, int] | None = None) -> list[dict]:
+                queues: dict[str, str] | None = None, reserved: dict[str, tuple[int, float]] | None = None) -> list[dict]:
     """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them. `queues`: each team's Kueue
     ClusterQueue and namespace; the queue rules and alerts come with them. `reserved`: nodes each pool's reservations
-    hold; the unused-reservation alert comes with them."""
+    hold and one node's price; the unused-reservation alert comes with them."""
     groups = [
         {"name": "gpupools-gpu-prices", "rules": price_rules(prices) + mig_rules() + share_rules(shares or {})},
         {"name": "gpupools-gpu-recording", "rules": recording_rules()},
@@ -355,23 +357,22 @@ def rules_file_text(groups: list[dict]) -> str:
 
 # Reserved capacity is billed whether nodes run in it or not; this long without them is money spent on nothing.
 RESERVATION_UNUSED_FOR = "3h"
-RESERVED_NODES = "gpupools:pool_reserved_nodes:count"
 RESERVATION_UNUSED_ALERT = "GpuReservationUnused"
 
 
-def reserved_nodes_by_pool(stack: StackConfig) -> dict[str, int]:
-    return {pool.name: reserved_nodes(pool) for pool in stack.pools if reserved_nodes(pool)}
+def reserved_nodes_by_pool(stack: StackConfig) -> dict[str, tuple[int, float]]:
+    """Pool -> (nodes its reservations hold, on-demand list price of one node): reservations are billed whether used or
+    not, priced at the list price unless bought cheaper."""
+    return {plan.name: (reserved_nodes(plan.pool), plan.hardware.price_per_node) for plan in plan_pools(stack) if reserved_nodes(plan.pool)}
 
 
-def reservation_rules(reserved: dict[str, int]) -> list[dict]:
-    """Per pool with reservations: the nodes they hold (from the stack), and an alert while fewer of the pool's nodes
-    run than are reserved. The pool's nodes are counted from kube-state-metrics' node labels; a node of the pool
-    counts against the reservation whatever capacity it came from."""
-    nodes = f'count by (pool) (label_replace(kube_node_labels{{{KSM_POOL_LABEL}!=""}}, "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))'
-    unused = f"({RESERVED_NODES} - on (pool) {nodes}) or {RESERVED_NODES}"
+def reservation_rules(reserved: dict[str, tuple[int, float]]) -> list[dict]:
+    """Per pool with reservations: the nodes they hold and one node's price (from the stack), and an alert while fewer
+    of the pool's nodes run than are reserved."""
     return [
-        *({"record": RESERVED_NODES, "expr": f"vector({count})", "labels": {"pool": pool}} for pool, count in sorted(reserved.items())),
-        {"alert": RESERVATION_UNUSED_ALERT, "expr": f"({unused}) > 0", "for": RESERVATION_UNUSED_FOR, "labels": {"severity": "warning"},
+        *({"record": RESERVED_NODES, "expr": f"vector({count})", "labels": {"pool": pool}} for pool, (count, _) in sorted(reserved.items())),
+        *({"record": RESERVED_NODE_PRICE, "expr": f"vector({price:g})", "labels": {"pool": pool}} for pool, (_, price) in sorted(reserved.items())),
+        {"alert": RESERVATION_UNUSED_ALERT, "expr": f"{reserved_unused()} > 0", "for": RESERVATION_UNUSED_FOR, "labels": {"severity": "warning"},
          "annotations": {"summary": f"Reserved GPU capacity has been unused for {RESERVATION_UNUSED_FOR}",
                          "description": ("Pool {{ $labels.pool }} runs {{ $value }} node(s) fewer than its reservations hold, for "
                                          f"{RESERVATION_UNUSED_FOR}. Reserved capacity is billed whether used or not: send work "

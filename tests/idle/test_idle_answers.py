@@ -141,3 +141,33 @@ def test_prometheus_own_timeout_is_called_slow(server):
 def test_bad_timeout_is_exit_2():
     result = runner.invoke(app, ["idle", "--prometheus", "http://127.0.0.1:9", "--timeout", "2d"])
     assert result.exit_code == 2 and result.stderr.startswith("error: --timeout: ")
+
+
+def test_reserved_nodes_left_unused_are_waste_at_list_price():
+    from gpupools.idle.report import Report, format_table, reserved_idle
+
+    class Prom:
+        def __init__(self):
+            self.asked = []
+
+        def query(self, expr, at):
+            self.asked.append(expr)
+            if expr.startswith("avg_over_time("):
+                return [{"metric": {"pool": "h100"}, "value": 1.5}, {"metric": {"pool": "a100"}, "value": 0.0}]
+            return [{"metric": {"pool": "h100"}, "value": 55.04}, {"metric": {"pool": "a100"}, "value": 32.77}]
+
+    prom = Prom()
+    (h100,) = reserved_idle(prom, 0.0, 4 * 3600)
+    assert (h100.pool, h100.nodes_unused, h100.usd_per_node_hour, h100.wasted_usd) == ("h100", 1.5, 55.04, round(1.5 * 55.04 * 4, 2))
+    assert "gpupools:pool_reserved_nodes:count" in prom.asked[0] and "[14400s:60s]" in prom.asked[0]
+    report = Report(window_seconds=4 * 3600, below=5, min_idle_seconds=0, whole_window=False, gpus_seen=0, reserved=[h100])
+    assert report.as_json()["reserved_wasted_usd"] == 330.24
+    assert "reserved: pool h100 left 1.5 reserved node(s) unused on average, $330.24 at list price" in format_table(report)
+
+    class Empty(Prom):
+        def query(self, expr, at):
+            self.asked.append(expr)
+            return []
+
+    empty = Empty()
+    assert reserved_idle(empty, 0.0, 3600) == [] and len(empty.asked) == 1  # no reservation rules: one question

@@ -505,9 +505,10 @@ def test_queue_rules_only_with_kueue_teams():
 def test_unused_reservation_alert_fires_after_hours_and_not_while_nodes_run(tmp_path):
     """Pool h100 holds 2 reserved nodes. For 3h it runs none: the alert fires with the 2 unused. Pool a100 runs its one
     reserved node: quiet. Once h100 runs one node, one reserved node is still unused; with both, quiet."""
-    from gpupools.monitoring.rules import RESERVATION_UNUSED_ALERT, RESERVED_NODES
+    from gpupools.monitoring.promql import RESERVED_NODES
+    from gpupools.monitoring.rules import RESERVATION_UNUSED_ALERT
 
-    rules = write_rules_with_reservations(tmp_path, {"h100": 2, "a100": 1})
+    rules = write_rules_with_reservations(tmp_path, {"h100": (2, 55.04), "a100": (1, 32.77)})
     test = {"interval": "1m", "input_series": [
         {"series": node_labels("ip-10-0-9-1", "a100", "A100-40GB"), "values": "1x600"},
         # h100: no node for 4h, then one node from 4h to 8h, then two.
@@ -543,7 +544,30 @@ def test_reservation_rules_only_for_stacks_with_reservations():
     from gpupools.validation.stack import validate_stack
 
     stack = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-aws-reserved.yaml")["config"])
-    assert reserved_nodes_by_pool(stack) == {"h100": 1}
+    assert reserved_nodes_by_pool(stack) == {"h100": (1, 55.04)}
     assert "gpupools-reservations" in [g["name"] for g in rules_for(stack)]
     gcp = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-gcp.yaml")["config"])
     assert "gpupools-reservations" not in [g["name"] for g in rules_for(gcp)]
+
+
+@needs_promtool
+def test_idle_report_reads_unused_reserved_nodes_as_averages(tmp_path):
+    """The idle report's question, evaluated by promtool on the recorded reservation series: h100 holds 2 reserved
+    nodes and runs none for the first hour of two, one in the second: 1.5 unused on average (to the tenth: the
+    window's points at both ends count); a100 runs its one node."""
+    from gpupools.idle.report import reserved_question
+    from gpupools.monitoring.promql import RESERVED_NODE_PRICE
+
+    rules = write_rules_with_reservations(tmp_path, {"h100": (2, 55.04), "a100": (1, 32.77)})
+    test = {"interval": "1m", "input_series": [
+        {"series": node_labels("ip-10-0-9-1", "a100", "A100-40GB"), "values": "1x200"},
+        {"series": node_labels("ip-10-0-9-2", "h100", "H100-80GB"), "values": "_x60 1x140"},
+    ], "promql_expr_test": [
+        {"expr": f"round({reserved_question(7200)} * 10) / 10", "eval_time": "2h",
+         "exp_samples": [{"labels": '{pool="h100"}', "value": 1.5}, {"labels": '{pool="a100"}', "value": 0}]},
+        {"expr": f"last_over_time({RESERVED_NODE_PRICE}[2h])", "eval_time": "2h",
+         # Prometheus 2.x keeps the metric name through last_over_time.
+         "exp_samples": [{"labels": f'{RESERVED_NODE_PRICE}{{pool="a100"}}', "value": 32.77},
+                         {"labels": f'{RESERVED_NODE_PRICE}{{pool="h100"}}', "value": 55.04}]},
+    ]}
+    run_promtool_test(tmp_path, rules, test)
