@@ -124,7 +124,6 @@ class Sharing(Model):
 # Where a pool's nodes come from, in the order the pool falls back through (see docs/capacity.md). Words name the
 # hourly kinds and GKE's Dynamic Workload Scheduler modes; a mapping names a reservation or DWS options.
 CapacityWord = Literal["on-demand", "spot", "flex-start", "queued", "any-reservation"]
-CAPACITY_WORDS = ("on-demand", "spot", "flex-start", "queued", "any-reservation")
 # GKE's maxRunDuration is a duration in seconds; flex-start nodes live at most seven days (GKE flex-start docs).
 RUN_DURATION = r"^[1-9][0-9]{0,6}[smhd]$"
 PATTERN_NAMES[RUN_DURATION] = "a duration such as 3600s, 90m, 24h or 7d"
@@ -161,7 +160,8 @@ class CapacityOption(Model):
 
     @model_validator(mode="after")
     def _one_key(self) -> "CapacityOption":
-        given = [k for k in ("reservation", "flexStart", "queued") if getattr(self, to_snake(k)) is not None]
+        given = [alias for attr, alias in (("reservation", "reservation"), ("flex_start", "flexStart"), ("queued", "queued"))
+                 if getattr(self, attr) is not None]
         if len(given) != 1:
             raise PydanticCustomError("capacity_option", "an entry names exactly one of reservation, flexStart or queued (got {given})",
                                       {"given": ", ".join(given) or "none"})
@@ -169,10 +169,6 @@ class CapacityOption(Model):
 
 
 CapacityEntry = Annotated[Union[Annotated[CapacityWord, Tag("<word>")], Annotated[CapacityOption, Tag("<option>")]], _branch("<word>", "<option>")]
-
-
-def to_snake(name: str) -> str:
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
 class Pool(Model):
