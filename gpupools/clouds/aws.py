@@ -354,7 +354,12 @@ def extra_tolerations(plan: PoolPlan) -> list[dict]:
 def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
     region = providers.get("aws:region")
     region = region if isinstance(region, str) and re.fullmatch(AWS_REGION, region) else None  # a bad one is reported by itself
-    return zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
+    problems = zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
+    for s in capacity.sources(pool):  # a reservation's zones pin the pool there: they must be the region's too
+        if s.reservation is not None and s.reservation.zones and not pool.zones:
+            problems += zone_letter_problems(pool.model_copy(update={"zones": s.reservation.zones}), f"{s.path(path)}.reservation", region,
+                                             f"{region or 'eu-central-1'}a")
+    return problems
 
 
 def node_template(plan: PoolPlan) -> NodeTemplate | None:

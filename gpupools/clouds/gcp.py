@@ -336,6 +336,14 @@ def node_locations(pool: Pool, accelerator: str | None, cluster_location: str | 
 
 
 def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
+    problems = []
+    for s in capacity.sources(pool):  # a reservation's zone pins the pool there: it must be the region's, with the GPU
+        if s.reservation is not None and s.reservation.zones and not pool.zones:
+            problems += _zone_problems(pool.model_copy(update={"zones": s.reservation.zones}), f"{s.path(path)}.reservation", cluster, hardware)
+    return problems + _zone_problems(pool, path, cluster, hardware)
+
+
+def _zone_problems(pool: Pool, path: str, cluster: Cluster | None, hardware: Hardware | None) -> list[Problem]:
     if cluster is None or cluster.location is None:
         return []
     region = zone_region(cluster.location)

@@ -348,3 +348,15 @@ def test_moving_a_gke_pool_to_queued_provisioning_replaces_it(tmp_path):
     (change,) = [c for c in json.loads(second.stdout)["changes"] if c["name"] == "h100" and c["type"].endswith("NodePool")]
     assert change["action"] == "replace"
     assert {"queuedProvisioning", "nodeConfig.flexStart", "nodeConfig.reservationAffinity"} <= set(change["fields"])
+
+
+@pytest.mark.parametrize("config, path, words", [
+    (stack_config("aws", pools=[pool(capacity=[reservation(id="cr-1", zones=["us-east-2a"]), "on-demand"])]),
+     "pools[0].capacity[0].reservation.zones[0]", "not a zone of region eu-central-1"),
+    (stack_config("gcp", pools=[pool("gcp", instanceType="a3-ultragpu-8g", capacity=[reservation(id="res-1", zones=["us-central1-a"])])]),
+     "pools[0].capacity[0].reservation.zones[0]", "does not offer nvidia-h200-141gb"),
+])
+def test_reservation_zones_belong_to_the_region_and_offer_the_gpu(config, path, words):
+    with pytest.raises(ConfigError) as caught:
+        validate_stack(config)
+    assert any(p.path == path and words in p.message for p in caught.value.problems), caught.value.problems
