@@ -12,6 +12,7 @@ import re
 from datetime import date
 
 from gpupools.core.catalog import Catalog, Hardware
+from gpupools.core.facts import load_facts
 from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
@@ -347,7 +348,51 @@ def extra_tolerations(plan: PoolPlan) -> list[dict]:
 def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
     region = providers.get("aws:region")
     region = region if isinstance(region, str) and re.fullmatch(AWS_REGION, region) else None  # a bad one is reported by itself
-    return zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
+    if region is not None and region not in load_facts().aws_regions:
+        return []  # region_problems names the region itself
+    problems = zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
+    problems += [Problem(f"{path}.zones[{i}]", f"{zone!r} is not a zone of region {region}: AWS zone names are the region and one letter a to f "
+                                               f"(no region has more than six zones); `aws ec2 describe-availability-zones --region {region}` lists yours")
+                 for i, zone in enumerate(pool.zones or []) if not problems and region and zone[len(region):] not in ZONE_LETTERS]
+    if problems or region is None or hardware is None:
+        return problems
+    return offering_problems(pool, path, region)
+
+
+# AWS availability-zone names end in one letter; us-east-1, the largest region, runs from a to f.
+ZONE_LETTERS = tuple("abcdef")
+
+
+def region_problems(providers: dict) -> list[Problem]:
+    """A region botocore's endpoint data does not know (facts_aws.yaml, refreshed from botocore)."""
+    region = providers.get("aws:region")
+    if not isinstance(region, str) or not re.fullmatch(AWS_REGION, region) or region in load_facts().aws_regions:
+        return []
+    import difflib
+
+    close = difflib.get_close_matches(region, load_facts().aws_regions, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else "see `aws ec2 describe-regions`"
+    return [Problem("aws:region", f"{region!r} is not an AWS region; {hint} (regions known to botocore's endpoint data)")]
+
+
+def offering_problems(pool: Pool, path: str, region: str) -> list[Problem]:
+    """Whether EC2 offers the instance type in the region (SkyPilot's catalog of DescribeInstanceTypeOfferings, by
+    zone ID). Zone names map to zone IDs differently in every account, so a zone is judged by count only: a pool
+    cannot use more zones than the region has zones offering its type."""
+    facts = load_facts()
+    zone_ids = facts.aws_regions_offering(pool.instance_type, region)
+    if zone_ids is None:
+        return []
+    if not zone_ids:
+        where = sorted(facts.aws_offerings.get(pool.instance_type, {}))
+        return [Problem(f"{path}.instanceType", f"{pool.instance_type} is not offered in {region}; regions that offer it: "
+                                                f"{', '.join(where) or 'none known'} (gpupools catalog --cloud aws)")]
+    wanted = sorted(set(pool.zones or []))
+    if len(wanted) > len(zone_ids):
+        return [Problem(f"{path}.zones", f"{len(wanted)} zones asked, but {pool.instance_type} is offered in only {len(zone_ids)} zone"
+                                         f"{'s' if len(zone_ids) != 1 else ''} of {region} (zone IDs {', '.join(zone_ids)}); list at most "
+                                         f"{len(zone_ids)}: `aws ec2 describe-availability-zones --region {region}` maps your zone names to IDs")]
+    return []
 
 
 def node_template(plan: PoolPlan) -> NodeTemplate | None:

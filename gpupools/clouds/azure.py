@@ -12,6 +12,7 @@ import re
 from datetime import date
 
 from gpupools.core.catalog import Catalog, Hardware
+from gpupools.core.facts import load_facts
 from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
@@ -248,8 +249,33 @@ def spot_taint(plan: PoolPlan) -> tuple[Taint, ...]:
 
 
 def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
-    return [Problem(f"{path}.zones[{i}]", f"{zone!r} is not an Azure availability zone; use {', '.join(ZONES)}")
-            for i, zone in enumerate(pool.zones or []) if zone not in ZONES]
+    problems = [Problem(f"{path}.zones[{i}]", f"{zone!r} is not an Azure availability zone; use {', '.join(ZONES)}")
+                for i, zone in enumerate(pool.zones or []) if zone not in ZONES]
+    location = providers.get("azure-native:location")
+    if problems or hardware is None or not isinstance(location, str):
+        return problems
+    return offering_problems(pool, path, location)
+
+
+def region_problems(providers: dict) -> list[Problem]:
+    return []
+
+
+def offering_problems(pool: Pool, path: str, location: str) -> list[Problem]:
+    """Whether Azure sells the VM size in the location (Karpenter-Azure's table from the Retail Prices API), and in
+    the pool's zones where a Resource SKUs snapshot lists them. A price is not a quota: the subscription may still
+    need one."""
+    facts = load_facts()
+    offered = facts.azure_offered_in(pool.instance_type, location)
+    if offered is False:
+        where = facts.azure_offerings.get(pool.instance_type, ())
+        return [Problem(f"{path}.instanceType", f"{pool.instance_type} is not offered in {location}; regions that offer it: "
+                                                f"{', '.join(where) or 'none known'} (gpupools catalog --cloud azure)")]
+    zones = facts.azure_zones.get(pool.instance_type, {}).get(location)
+    if zones is None:
+        return []
+    return [Problem(f"{path}.zones[{i}]", f"{pool.instance_type} is not offered in zone {zone} of {location}; zones that offer it: {', '.join(zones)}")
+            for i, zone in enumerate(pool.zones or []) if zone not in zones]
 
 
 def node_template(plan: PoolPlan) -> NodeTemplate:

@@ -12,6 +12,7 @@ import json
 from datetime import date
 
 from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
+from gpupools.core.facts import load_facts
 from gpupools.stack.config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
@@ -67,6 +68,10 @@ def pool_problems(pool: Pool, path: str) -> list[Problem]:
     return problems
 
 
+def region_problems(providers: dict) -> list[Problem]:
+    return []
+
+
 def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, path: str) -> list[Problem]:
     return []
 
@@ -92,6 +97,9 @@ def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, l
     count = pool.gpu_count or 1
     if count not in accelerator.counts:
         return None, [Problem(f"{path}.gpuCount", f"{count} x {pool.gpu} is not offered on N1; allowed counts: {', '.join(map(str, accelerator.counts))}")]
+    shape_problems = n1_shape_problems(instance.name, accelerator.name, count, path)
+    if shape_problems:
+        return None, shape_problems
     price = instance.price + accelerator.price_per_gpu * count
     return Hardware(instance.name, accelerator.gpu, count, round(price, 4), min(instance.price_read, accelerator.price_read), accelerator.name), []
 
@@ -361,3 +369,17 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     gpus = plan.units_per_node if gke_shares else plan.hardware.gpus_per_node
     source = f"node pool {plan.name}'s accelerator config" + (f" ({plan.mechanism.description})" if gke_shares and plan.mechanism.mode != "none" else "")
     return NodeTemplate("the GKE cluster autoscaler", source, labels, plan.taints, {GPU_RESOURCE: gpus})
+
+
+def n1_shape_problems(machine_type: str, accelerator: str, count: int, path: str) -> list[Problem]:
+    """Compute Engine attaches N GPUs of a type only to N1 machines up to a vCPU and memory size (facts_gcp.yaml)."""
+    facts = load_facts()
+    shape, limits = facts.n1_machines.get(machine_type), facts.n1_limits.get(accelerator, {})
+    limit = limits.get(count)
+    if shape is None or limit is None or (shape.vcpus <= limit.vcpus and shape.memory_gb <= limit.memory_gb):
+        return []
+    fits = [n for n, lim in sorted(limits.items()) if shape.vcpus <= lim.vcpus and shape.memory_gb <= lim.memory_gb]
+    hint = f"use gpuCount {fits[0]} or more, or a smaller N1 machine type" if fits else "use a smaller N1 machine type"
+    return [Problem(f"{path}.gpuCount" if fits else f"{path}.instanceType",
+                    f"{machine_type} ({shape.vcpus} vCPUs, {shape.memory_gb:g} GB) is too large for {count} x {accelerator}: Compute Engine "
+                    f"allows at most {limit.vcpus} vCPUs and {limit.memory_gb:g} GB with that many; {hint}")]

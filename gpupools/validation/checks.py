@@ -33,6 +33,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
     installer = resolve_installer(cloud, software.installer)
     problems = installer_problems(cloud, software.installer, software.version)
     problems += autoscaler_problems(cloud, autoscaler, module.SERVICE)
+    problems += module.region_problems(providers or {})
     if cluster is not None:
         problems += module.cluster_problems(cluster)
         problems += version_problems(cluster, module.KUBERNETES_RELEASES, module.SERVICE, today or date.today())

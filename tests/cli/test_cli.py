@@ -185,4 +185,4 @@ def test_plan_json_carries_each_pools_scale_up_path():
     pools = {p["name"]: p for p in json.loads(result.stdout)["outputs"]["pools"]}
     assert pools["train"]["autoscaler"] == "cluster-autoscaler"
     assert pools["train"]["scaleUp"] == ("scales from zero: Auto Scaling group tags of node group train, "
-                                         "56 x nvidia.com/mig-1g.10gb per node")
+                                         "56 x nvidia.com/mig-1g.5gb per node")
