@@ -19,10 +19,17 @@ class GpuModel:
     architecture: str
     device_names: tuple[str, ...]
     mig_profiles: dict[str, int] = field(default_factory=dict)
+    usable_memory: int | None = None  # MiB, where a source reports it (catalog.yaml usableMemoryMiB)
+    memory_source: str | None = None
 
     @property
     def supports_mig(self) -> bool:
         return bool(self.mig_profiles)
+
+    @property
+    def memory_mib(self) -> int:
+        """What one GPU offers: the reported usable memory, else the marketing size in MiB."""
+        return self.usable_memory or self.memory_gb * 1024
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,8 @@ def _load(text: str) -> Catalog:
             architecture=g["architecture"],
             device_names=tuple(g["deviceNames"]),
             mig_profiles=dict(g.get("migProfiles") or {}),
+            usable_memory=g.get("usableMemoryMiB"),
+            memory_source=g.get("memorySource"),
         )
         for name, g in raw["gpus"].items()
     }

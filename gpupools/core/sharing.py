@@ -175,8 +175,9 @@ def vgpu_memory_limits(text: str) -> dict[str, int]:
 
 
 def gpu_memory_mib(hardware: Hardware, scaling: float | None) -> int:
-    """Memory one GPU offers HAMi's scheduler: the catalog's GB (as GiB) times deviceMemoryScaling."""
-    return int(hardware.gpu.memory_gb * 1024 * (scaling or 1))
+    """Memory one GPU offers HAMi's scheduler: the catalog's usable MiB (the marketing size where no source reports
+    it) times deviceMemoryScaling."""
+    return int(hardware.gpu.memory_mib * (scaling or 1))
 
 
 def gpu_memory_problem(text: str, hardware: Hardware | None, scaling: float | None) -> str | None:
@@ -187,7 +188,12 @@ def gpu_memory_problem(text: str, hardware: Hardware | None, scaling: float | No
     if hardware is not None and amount > gpu_memory_mib(hardware, scaling):
         scaled = f" x {scaling:g} memoryScaling" if scaling not in (None, 1) else ""
         return (f"{text} ({amount} MiB) is more than one {hardware.gpu.name} GPU of {hardware.instance_type} offers "
-                f"({hardware.gpu.memory_gb} GB{scaled} = {gpu_memory_mib(hardware, scaling)} MiB)")
+                f"({_memory_words(hardware)}{scaled} = {gpu_memory_mib(hardware, scaling)} MiB)")
+
+
+def _memory_words(hardware: Hardware) -> str:
+    gpu = hardware.gpu
+    return f"{gpu.usable_memory} MiB usable" if gpu.usable_memory else f"{gpu.memory_gb} GB"
     return None
 
 

@@ -119,3 +119,14 @@ def test_n1_machine_too_large_for_the_gpu_count():
     assert "at most 12 vCPUs and 78 GB" in found[0][1] and "gpuCount 4" in found[0][1]
     config["gpupools:pools"][0]["gpuCount"] = 4
     assert problems(config) == []
+
+
+def test_vgpu_memory_is_the_usable_memory_where_a_source_reports_it():
+    from gpupools.core.sharing import gpu_memory_problem
+
+    hardware = plan_pools(validate_stack(aws(instanceType="g6e.xlarge"), environ={}))[0].hardware
+    assert hardware.gpu.memory_mib == 45776 and "EC2" in hardware.gpu.memory_source
+    assert "47Gi (48128 MiB) is more than one L40S GPU" in gpu_memory_problem("47Gi", hardware, None)
+    assert gpu_memory_problem("44Gi", hardware, None) is None
+    t4 = load_catalog().gpus["T4"]
+    assert t4.usable_memory is None and t4.memory_mib == 16 * 1024  # no citable driver figure: the marketing size
