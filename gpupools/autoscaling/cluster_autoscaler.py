@@ -125,3 +125,9 @@ def helm_values(cluster_name: str, region: str | None, image_tag: str, service_m
     if service_monitor is not None:
         values["serviceMonitor"] = {"enabled": True, "selector": dict(service_monitor), "namespace": CHART.namespace}
     return values
+
+
+# cluster-autoscaler never removes a node while a pod on it carries this annotation set to "false"
+# (kubernetes/autoscaler cluster-autoscaler/FAQ.md, "What types of pods can prevent CA from removing a node?"). The
+# managed autoscalers of AKS and GKE are cluster-autoscaler and honour it too.
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"

@@ -21,6 +21,7 @@ from gpupools.cli.replacement import PoolChange, sharing_change_note
 from gpupools.core.pools import PoolPlan
 from gpupools.pools.planning import plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
+from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.sharing import resolve_installer
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
@@ -99,6 +100,9 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     version = stack.cluster.kubernetes_version or (default if stack.cluster.create else "as running")
     console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
                   f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)]}")
+    guard = eviction_guard(resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
+    console.print("eviction guard: Jobs from `gpupools workload` carry " + (", ".join(f"{k}: \"{v}\"" for k, v in guard.items()) if guard else
+                  "none (no autoscaler removes nodes)"), markup=False)
     for warning in version_warnings(stack, date.today()):
         console.print(f"[yellow]warning[/yellow]: {warning}")
     for note in provider_notes(stack.cloud, stack.providers):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from gpupools.autoscaling.choice import KARPENTER, resolve_autoscaler
-from gpupools.autoscaling.karpenter import DO_NOT_DISRUPT
+from gpupools.autoscaling.choice import resolve_autoscaler
+from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import gpu_memory_problem
 from gpupools.pools.pods import gpu_limits, pod_spec
@@ -47,7 +47,8 @@ def job_manifest(stack: StackConfig, plan: PoolPlan, image: str, units: int = 1,
                  gpu_cores: int | None = None) -> dict:
     """Requests are whole units of the pool's resource (a time-slice, an MPS share, a MIG slice, a vGPU or a GPU).
 
-    On Karpenter pools the pod asks Karpenter not to disrupt its node (drift, consolidation) while it runs. On
+    The pod asks the pool's autoscaler not to take its node away while it runs (Karpenter's do-not-disrupt,
+    cluster-autoscaler's safe-to-evict "false"; see autoscaling.templates.eviction_guard). On
     vgpu pools the pod names HAMi's scheduler itself, so it is placed by GPU memory and compute even where HAMi's
     admission webhook did not see it.
     """
@@ -58,8 +59,9 @@ def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan
     labels = {POOL_LABEL: plan.name} if plan is not None else {}
     spec = pod_spec(stack, plan, limits, image)
     pod_metadata: dict = {"labels": dict(labels)} if labels else {}
-    if resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER:
-        pod_metadata["annotations"] = {DO_NOT_DISRUPT: "true"}
+    guard = eviction_guard(resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
+    if guard:
+        pod_metadata["annotations"] = guard
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
