@@ -528,6 +528,11 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
             message = f"expected a list, got {describe(given)}"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
             message = f"expected a mapping, got {describe(given)}"
+        elif kind == "string_type" and isinstance(given, (int, float)) and not isinstance(given, bool):
+            # YAML turns unquoted 1.30 into the number 1.3, and (YAML 1.1) 1:30 into 90 (base 60).
+            message = (f"expected text, got the number {given!r}: YAML read the value as a number (1.30 becomes 1.3, 1:30 becomes 90); "
+                       f"quote it, e.g. {loc[-1]}: \"1.30\"" if loc and loc[-1] == "kubernetesVersion" else
+                       f"expected text, got the number {given!r}: YAML read the value as a number; quote it")
         else:
             text = err["msg"]
             message = f"{text[0].lower()}{text[1:]} (got {describe(given)})"
