@@ -67,7 +67,6 @@ def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
     if not path.exists():
         known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
         fail(Problem("--stack", f"no stack {stack!r} ({path} does not exist); known stacks: {', '.join(known) or 'none'}"))
-    typer.echo(f"reading stack {stack} from {path}", err=True)
     return path, stack
 
 
@@ -133,7 +132,7 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
         return
     from gpupools.cli.planreport import print_plan
 
-    print_plan(typed, result, changes=changes)
+    print_plan(typed, result, changes=changes, source=stack_path(stack, config)[0])
 
 
 @app.command()

@@ -89,7 +89,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     return table
 
 
-def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None) -> None:
+def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None,
+               source=None) -> None:
     """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
     console = console or Console(highlight=False, width=140)
     module = cloud_module(stack.cloud)
@@ -98,7 +99,7 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     how = "new" if stack.cluster.create else "existing, looked up by name"
     default = f"{module.DEFAULT_KUBERNETES_VERSION} (default)" if module.DEFAULT_KUBERNETES_VERSION else "the release channel's default"
     version = stack.cluster.kubernetes_version or (default if stack.cluster.create else "as running")
-    console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
+    console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}{f' (read from {source})' if source else ''}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
                   f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)]}")
     guard = eviction_guard(resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
     console.print("eviction guard: Jobs from `gpupools workload` carry " + (", ".join(f"{k}: \"{v}\"" for k, v in guard.items()) if guard else

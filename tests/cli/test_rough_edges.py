@@ -45,7 +45,7 @@ def test_render_out_onto_a_file(tmp_path):
 def test_stack_says_which_file_it_read():
     result = invoke("plan", "--stack", "dev-azure")
     assert result.exit_code == 0, result.output
-    assert f"reading stack dev-azure from {ROOT / 'stacks' / 'Pulumi.dev-azure.yaml'}" in result.stderr
+    assert f"stack dev-azure (read from {ROOT / 'stacks' / 'Pulumi.dev-azure.yaml'})" in " ".join(result.stdout.split())
 
 
 def test_stack_outside_a_project_does_not_fall_back_to_the_package(tmp_path, monkeypatch):
