@@ -258,7 +258,16 @@ def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dic
 
 
 def region_problems(providers: dict) -> list[Problem]:
-    return []
+    """A location one letter or two away from a region the Retail Prices API lists (facts_azure.yaml) is a typo; any
+    other unknown name is left to Azure (sovereign clouds have regions the table does not list)."""
+    location = providers.get("azure-native:location")
+    regions = load_facts().azure_regions
+    if not isinstance(location, str) or location in regions:
+        return []
+    import difflib
+
+    close = difflib.get_close_matches(location, regions, n=1, cutoff=0.85)
+    return [Problem("azure-native:location", f"{location!r} is not an Azure region; did you mean {close[0]}?")] if close else []
 
 
 def offering_problems(pool: Pool, path: str, location: str) -> list[Problem]:

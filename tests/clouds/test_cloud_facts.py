@@ -130,3 +130,11 @@ def test_vgpu_memory_is_the_usable_memory_where_a_source_reports_it():
     assert gpu_memory_problem("44Gi", hardware, None) is None
     t4 = load_catalog().gpus["T4"]
     assert t4.usable_memory is None and t4.memory_mib == 16 * 1024  # no citable driver figure: the marketing size
+
+
+def test_azure_location_typo_gets_the_region_it_resembles():
+    config = stack_config("azure")
+    config["azure-native:location"] = "westeurop"
+    assert problems(config) == [("azure-native:location", "'westeurop' is not an Azure region; did you mean westeurope?")]
+    config["azure-native:location"] = "chinanorth3"  # a sovereign-cloud region: not in the public price table, left to Azure
+    assert problems(config) == []
