@@ -7,9 +7,8 @@ a place it simply does not know.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 
 import yaml
@@ -26,23 +25,65 @@ class N1Shape:
     memory_gb: float
 
 
-@dataclass(frozen=True)
 class CloudFacts:
-    aws_regions: tuple[str, ...]
-    aws_offerings: dict[str, dict[str, tuple[str, ...]]]  # instance type -> region -> availability-zone IDs
-    azure_regions: tuple[str, ...]
-    azure_offerings: dict[str, tuple[str, ...]]  # VM size -> regions
-    azure_zones: dict[str, dict[str, tuple[str, ...]]]  # VM size -> region -> zones (only where a source lists them)
-    gke_partitions: dict[str, dict[str, int]]  # accelerator -> partition size -> partitions per GPU
-    n1_machines: dict[str, N1Shape]
-    n1_limits: dict[str, dict[int, N1Shape]]  # accelerator -> GPU count -> the largest machine allowed
+    """The facts of each cloud, each file read the first time a check asks for it (a stack needs only its cloud's)."""
 
+    @cached_property
+    def _aws(self) -> dict:
+        return _read("aws")
+
+    @cached_property
+    def _azure(self) -> dict:
+        return _read("azure")
+
+    @cached_property
+    def _gcp(self) -> dict:
+        return _read("gcp")
+
+    @cached_property
+    def aws_regions(self) -> tuple[str, ...]:
+        return tuple(self._aws["regions"]["names"])
+
+    @cached_property
+    def aws_offerings(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """Instance type -> region -> availability-zone IDs."""
+        return {t: {r: tuple(z) for r, z in regions.items()} for t, regions in self._aws["offerings"]["types"].items()}
+
+    @cached_property
     def aws_covered_regions(self) -> frozenset[str]:
         return frozenset(r for regions in self.aws_offerings.values() for r in regions)
 
+    @cached_property
+    def azure_regions(self) -> tuple[str, ...]:
+        return tuple(self._azure["regions"]["names"])
+
+    @cached_property
+    def azure_offerings(self) -> dict[str, tuple[str, ...]]:
+        """VM size -> regions."""
+        return {t: tuple(r) for t, r in self._azure["offerings"].items()}
+
+    @cached_property
+    def azure_zones(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """VM size -> region -> zones, only where a Resource SKUs snapshot lists them."""
+        return {t: {r: tuple(z) for r, z in regions.items()} for t, regions in self._azure["zones"]["types"].items()}
+
+    @cached_property
+    def gke_partitions(self) -> dict[str, dict[str, int]]:
+        """Accelerator -> partition size -> partitions per GPU."""
+        return {a: dict(sizes) for a, sizes in self._gcp["gkePartitionSizes"]["accelerators"].items()}
+
+    @cached_property
+    def n1_machines(self) -> dict[str, N1Shape]:
+        return {t: _shape(s) for t, s in self._gcp["n1Machines"]["types"].items()}
+
+    @cached_property
+    def n1_limits(self) -> dict[str, dict[int, N1Shape]]:
+        """Accelerator -> GPU count -> the largest N1 machine allowed."""
+        return {a: {int(n): _shape(s) for n, s in counts.items()} for a, counts in self._gcp["n1GpuLimits"]["accelerators"].items()}
+
     def aws_regions_offering(self, instance_type: str, region: str) -> tuple[str, ...] | None:
         """Zone IDs of `region` that offer the type: () if none, None if the source does not cover the region."""
-        if region not in self.aws_covered_regions():
+        if region not in self.aws_covered_regions:
             return None
         return self.aws_offerings.get(instance_type, {}).get(region, ())
 
@@ -58,19 +99,4 @@ def _shape(d: dict) -> N1Shape:
 
 @lru_cache(maxsize=1)
 def load_facts() -> CloudFacts:
-    aws, azure, gcp = _read("aws"), _read("azure"), _read("gcp")
-    return CloudFacts(
-        aws_regions=tuple(aws["regions"]["names"]),
-        aws_offerings={t: {r: tuple(z) for r, z in regions.items()} for t, regions in aws["offerings"]["types"].items()},
-        azure_regions=tuple(azure["regions"]["names"]),
-        azure_offerings={t: tuple(r) for t, r in azure["offerings"].items()},
-        azure_zones={t: {r: tuple(z) for r, z in regions.items()} for t, regions in azure["zones"]["types"].items()},
-        gke_partitions={a: dict(sizes) for a, sizes in gcp["gkePartitionSizes"]["accelerators"].items()},
-        n1_machines={t: _shape(s) for t, s in gcp["n1Machines"]["types"].items()},
-        n1_limits={a: {int(n): _shape(s) for n, s in counts.items()} for a, counts in gcp["n1GpuLimits"]["accelerators"].items()},
-    )
-
-
-def aws_zone_region(zone_id: str) -> str:
-    """`use1-az4` -> `use1`: the region part of an availability-zone ID."""
-    return re.sub(r"-az[0-9]+$", "", zone_id)
+    return CloudFacts()
