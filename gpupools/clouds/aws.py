@@ -7,6 +7,7 @@ values the cloud creates at deploy time (ARNs, IDs) are passed in and placed unt
 from __future__ import annotations
 
 import base64
+import difflib
 import re
 
 from datetime import date
@@ -368,8 +369,6 @@ def region_problems(providers: dict) -> list[Problem]:
     region = providers.get("aws:region")
     if not isinstance(region, str) or not re.fullmatch(AWS_REGION, region) or region in load_facts().aws_regions:
         return []
-    import difflib
-
     close = difflib.get_close_matches(region, load_facts().aws_regions, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(close)}?" if close else "see `aws ec2 describe-regions`"
     return [Problem("aws:region", f"{region!r} is not an AWS region; {hint} (regions known to botocore's endpoint data)")]

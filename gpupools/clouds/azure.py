@@ -8,6 +8,7 @@ so every MIG change would replace the pool.
 
 from __future__ import annotations
 
+import difflib
 import re
 from datetime import date
 
@@ -264,8 +265,6 @@ def region_problems(providers: dict) -> list[Problem]:
     regions = load_facts().azure_regions
     if not isinstance(location, str) or location in regions:
         return []
-    import difflib
-
     close = difflib.get_close_matches(location, regions, n=1, cutoff=0.85)
     return [Problem("azure-native:location", f"{location!r} is not an Azure region; did you mean {close[0]}?")] if close else []
 

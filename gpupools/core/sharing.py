@@ -189,12 +189,12 @@ def gpu_memory_problem(text: str, hardware: Hardware | None, scaling: float | No
         scaled = f" x {scaling:g} memoryScaling" if scaling not in (None, 1) else ""
         return (f"{text} ({amount} MiB) is more than one {hardware.gpu.name} GPU of {hardware.instance_type} offers "
                 f"({_memory_words(hardware)}{scaled} = {gpu_memory_mib(hardware, scaling)} MiB)")
+    return None
 
 
 def _memory_words(hardware: Hardware) -> str:
     gpu = hardware.gpu
     return f"{gpu.usable_memory} MiB usable" if gpu.usable_memory else f"{gpu.memory_gb} GB"
-    return None
 
 
 def _gke_mechanism(sharing: Sharing, hardware: Hardware) -> Mechanism:
