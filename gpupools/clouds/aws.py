@@ -423,3 +423,80 @@ def vpc_zones(available: list[str], wanted: list[str], count: int = AVAILABILITY
 
 def pool_zones(pools: list[Pool]) -> list[str]:
     return sorted({zone for pool in pools for zone in (pool.zones or [])})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The fabric: EFA between nodes, a cluster placement group, and the nodes' instance store
+
+# The extended resource the EFA device plugin advertises, one per EFA interface (EKS user guide ml/node-efa.adoc;
+# Karpenter pkg/apis/v1/labels.go ResourceEFA).
+FABRIC_RESOURCE = "vpc.amazonaws.com/efa"
+FABRIC_NAME = "EFA"
+# Coarse to fine: the EC2 instance topology (DescribeInstanceTopology) as the AWS cloud controller manager writes it
+# onto nodes, `topology.k8s.aws/network-node-layer-<n>` counting from 1 at the top (kubernetes/cloud-provider-aws
+# pkg/providers/v1/well_known_labels.go LabelNetworkNodePrefix, instances_v2.go getAdditionalLabels). Layer 3 is
+# the bottom for most instance types (EKS user guide "ml-workload-topology"); a fourth exists only on some.
+TOPOLOGY_LEVELS = (("layer-1", "topology.k8s.aws/network-node-layer-1"), ("layer-2", "topology.k8s.aws/network-node-layer-2"),
+                   ("layer-3", "topology.k8s.aws/network-node-layer-3"))
+# EFA traffic stays in one Availability Zone and a cluster placement group is one zone's.
+FABRIC_ZONES = "one"
+
+
+def fabric_placement_name(cluster_name: str, pool: str) -> str:
+    return f"{cluster_name}-{pool}"
+
+
+def placement_group_args(cluster_name: str, pool: str) -> dict:
+    """A cluster placement group per fabric pool: its instances packed close in one zone's low-latency network
+    (EC2 CreatePlacementGroup Strategy=cluster)."""
+    return {"name": fabric_placement_name(cluster_name, pool), "strategy": "cluster",
+            "tags": {"gpupools.io/pool": pool, f"kubernetes.io/cluster/{cluster_name}": "owned"}}
+
+
+def efa_security_group_args(cluster_name: str, vpc_id) -> dict:
+    return {"name": f"{cluster_name}-efa", "description": "EFA: all traffic between the fabric pools' nodes", "vpcId": vpc_id,
+            "tags": {f"kubernetes.io/cluster/{cluster_name}": "owned", "Name": f"{cluster_name}-efa"}}
+
+
+def efa_security_group_rules(group_id) -> dict[str, dict]:
+    """EFA's OS-bypass traffic passes only a security group that allows all traffic to and from itself, both ways
+    (EC2 user guide efa-start; AWS PCS working-with_networking_efa_create-sg: `--protocol -1 --source-group SG`
+    ingress and egress). ipProtocol -1 is every protocol and port (aws.vpc.SecurityGroupIngressRule)."""
+    rule = {"securityGroupId": group_id, "ipProtocol": "-1", "referencedSecurityGroupId": group_id,
+            "description": "EFA between the fabric pools' nodes"}
+    return {"ingress": dict(rule), "egress": dict(rule)}
+
+
+def efa_network_interfaces(count: int, security_group_ids) -> list[dict]:
+    """A managed node group's launch template: an EFA (with its ENA) as the primary interface on network card 0 and an
+    EFA-only interface on each further card, one EFA per card (EKS user guide ml/node-efa.adoc: "You can assign up
+    to one EFA per network card"; card 0 cannot be EFA-only; EC2 InterfaceType efa | efa-only)."""
+    interfaces = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "efa", "securityGroups": security_group_ids,
+                   "deleteOnTermination": "true"}]
+    interfaces += [{"networkCardIndex": card, "deviceIndex": 0, "interfaceType": "efa-only", "securityGroups": security_group_ids,
+                    "deleteOnTermination": "true"} for card in range(1, count)]
+    return interfaces
+
+
+def raid0_user_data(bottlerocket: bool) -> str:
+    """The instance store as one RAID0 array for the node's ephemeral storage, as Karpenter's instanceStorePolicy RAID0
+    does it (aws/karpenter-provider-aws pkg/providers/amifamily/bootstrap/nodeadm.go: NodeConfig
+    spec.instance.localStorage.strategy RAID0, which EKS merges with its own NodeConfig; bottlerocket.go: the
+    bootstrap command `apiclient ephemeral-storage init` then `bind`)."""
+    if bottlerocket:
+        return ('[settings.bootstrap-commands.000-mount-instance-storage]\n'
+                'commands = [["apiclient", "ephemeral-storage", "init"], ["apiclient", "ephemeral-storage", "bind", "--dirs", '
+                '"/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]]\nmode = "always"\nessential = true\n')
+    return ("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"GPUPOOLS\"\n\n--GPUPOOLS\nContent-Type: application/node.eks.aws\n\n"
+            "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  instance:\n    localStorage:\n      strategy: RAID0\n\n--GPUPOOLS--\n")
+
+
+def fabric_launch_template_args(args: dict, efa: int, placement_group: str, security_group_ids, raid0: bool, bottlerocket: bool) -> dict:
+    """A fabric pool's launch template: EFA on every card, the pool's placement group, its instance store as RAID0."""
+    out = {**args, "networkInterfaces": efa_network_interfaces(efa, security_group_ids), "placement": {"groupName": placement_group}}
+    if raid0:
+        extra = raid0_user_data(bottlerocket)
+        if bottlerocket and "userData" in args:
+            extra = base64.b64decode(args["userData"]).decode() + "\n" + extra
+        out["userData"] = base64.b64encode(extra.encode()).decode()
+    return out

@@ -292,3 +292,23 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     labels = {**plan.labels, "kubernetes.azure.com/agentpool": plan.name, "node.kubernetes.io/instance-type": plan.pool.instance_type}
     return NodeTemplate("the AKS cluster autoscaler", f"VM size {plan.pool.instance_type} of agent pool {plan.name}", labels,
                         plan.taints + spot_taint(plan), {"nvidia.com/gpu": plan.hardware.gpus_per_node})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The fabric: InfiniBand between ND-series nodes
+
+# The resource the NVIDIA Network Operator's RDMA shared device plugin advertises in Azure's configuration
+# (Azure/aks-rdma-infiniband configs/nicclusterpolicy/.../rdma.yaml: resourceName shared_ib, prefix rdma).
+FABRIC_RESOURCE = "rdma/shared_ib"
+FABRIC_NAME = "InfiniBand"
+# AKS writes no node labels for the InfiniBand topology, so Kueue has no levels to pack a job by on AKS.
+TOPOLOGY_LEVELS: tuple[tuple[str, str], ...] = ()
+# One scale set is one InfiniBand network once AKSInfinibandSupport is registered; zones would split it.
+FABRIC_ZONES = "at most one"
+# AKS puts a pool's VMs on one InfiniBand network only with this subscription feature registered
+# (MicrosoftDocs/azure-aks-docs articles/aks/use-amd-gpus.md, "Register the AKSInfinibandSupport feature").
+INFINIBAND_FEATURE = "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport"
+
+
+def fabric_placement_name(cluster_name: str, pool: str) -> str:
+    return f"the scale set of agent pool {pool}"

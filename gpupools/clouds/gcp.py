@@ -383,3 +383,20 @@ def n1_shape_problems(machine_type: str, accelerator: str, count: int, path: str
     return [Problem(f"{path}.gpuCount" if fits else f"{path}.instanceType",
                     f"{machine_type} ({shape.vcpus} vCPUs, {shape.memory_gb:g} GB) is too large for {count} x {accelerator}: Compute Engine "
                     f"allows at most {limit.vcpus} vCPUs and {limit.memory_gb:g} GB with that many; {hint}")]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The fabric: GPUDirect NICs on extra VPC networks, compact placement
+
+FABRIC_RESOURCE = None  # GPUDirect NICs reach pods through GKE multi-networking, not a device plugin resource
+FABRIC_NAME = "GPUDirect"
+# Coarse to fine: the labels GKE puts on nodes of dense A3/A4 capacity, as Google's own Kueue Topology lists them
+# (docs.cloud.google.com/ai-hypercomputer/docs/nccl/test-gke-custom-a3-mega-high, Topology `gke-default`).
+TOPOLOGY_LEVELS = (("block", "cloud.google.com/gce-topology-block"), ("subblock", "cloud.google.com/gce-topology-subblock"),
+                   ("host", "cloud.google.com/gce-topology-host"))
+# Compact placement packs one zone's VMs; GKE takes it only on a node pool in a single zone.
+FABRIC_ZONES = "one"
+
+
+def fabric_placement_name(cluster_name: str, pool: str) -> str:
+    return "compact placement"

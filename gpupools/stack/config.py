@@ -136,6 +136,12 @@ class Pool(Model):
     # Availability zones the pool's nodes may start in: EKS zone names (eu-central-1a), AKS zone numbers ("1"),
     # GKE zones (us-central1-a). Unset: every zone of the cluster that can run the pool (see each cloud).
     zones: Annotated[list[Annotated[str, BeforeValidator(_zone_number), StringConstraints(pattern=ZONE)]], Field(min_length=1, max_length=16)] | None = None
+    # The network between nodes for jobs that span them (EFA, GPUDirect, InfiniBand): `auto` turns it on for whole-GPU
+    # pools of instance types built for multi-node work, `on` for any instance type that has one, `none` never.
+    fabric: Literal["auto", "on", "none"] = "auto"
+    # The topology level a multi-node job of the pool must fit in (Kueue's required topology); unset: Kueue packs the
+    # job as close as it can without waiting for it. Names per cloud: see gpupools.fabric.
+    topology_level: Annotated[str, StringConstraints(pattern=DNS_LABEL)] | None = None
 
 
 def _cidr(value: str) -> str:

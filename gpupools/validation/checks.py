@@ -15,6 +15,7 @@ from gpupools.core.sharing import HAMI_NODE_SELECTOR, installer_problems, resolv
 from gpupools.queues.kueue import CHART as KUEUE
 from gpupools.monitoring.plan import NAMESPACE as MONITORING
 from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART
+from gpupools.fabric.plan import fabric_problems
 
 
 # The non-GPU pool gpupools creates for cluster add-ons is called "system" on every cloud.
@@ -63,6 +64,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
+        problems += fabric_problems(cloud, cluster, pool, sharing, hardware, path)
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
     problems += _hami_setting_problems(vgpu)
