@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from gpupools.clouds.aws import bottlerocket_settings
+from gpupools.fabric.plan import FabricPlan
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.pools.software import Chart
@@ -71,15 +72,21 @@ class NodeClassSpec:
     family: str  # al2023 | bottlerocket
     disk_gb: int
     user_data: str | None  # Bottlerocket settings TOML
+    efa: int = 0  # EFA-only interfaces, one per network card (fabric pools)
+    placement_group: str | None = None  # the pool's cluster placement group (fabric pools)
+    raid0: bool = False  # the instance store as one RAID0 array for ephemeral storage
 
     @property
     def alias(self) -> str:
         return f"{self.family}@latest"
 
 
-def node_class_spec(plan: PoolPlan) -> NodeClassSpec:
+def node_class_spec(plan: PoolPlan, fabric: FabricPlan | None = None) -> NodeClassSpec:
     family = plan.pool.os or "al2023"
-    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan))
+    if fabric is None:
+        return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan))
+    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan), efa=fabric.devices,
+                         placement_group=fabric.placement_group, raid0=fabric.local_nvme_gb > 0)
 
 
 def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
@@ -90,16 +97,29 @@ def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
     if spec.user_data is not None:
         m = plan.mechanism
         parts.append({"none": "whole", "time-slicing": f"ts{m.replicas}", "mps": f"mps{m.replicas}"}.get(m.mode) or f"mig-{m.mig_profile}")
+    if spec.placement_group is not None:  # one placement group per pool, so one node class per fabric pool
+        parts.append(f"fabric-{plan.name}")
     return "-".join(parts).replace("+", ".")
 
 
-def node_classes(plans: list[PoolPlan]) -> dict[str, NodeClassSpec]:
+def node_classes(plans: list[PoolPlan], fabrics: dict[str, FabricPlan] | None = None) -> dict[str, NodeClassSpec]:
     """Every distinct EC2NodeClass the pools need, by name."""
     out: dict[str, NodeClassSpec] = {}
     for plan in plans:
-        spec = node_class_spec(plan)
+        spec = node_class_spec(plan, (fabrics or {}).get(plan.name))
         out[node_class_name(spec, plan)] = spec
     return out
+
+
+def network_interfaces(efa: int) -> list[dict]:
+    """The primary interface on card 0 and an EFA-only interface on every network card, one EFA per card
+    (karpenter.k8s.aws/v1 EC2NodeClass spec.networkInterfaces, website/content/en/docs/concepts/nodeclasses.md @
+    v1.14.1: `interface` at card 0 device 0 beside `efa-only` at card 0 device 1). Karpenter then advertises as many
+    vpc.amazonaws.com/efa as there are efa-only entries (pkg/providers/instancetype/types.go efas()), and EFA-only
+    interfaces take no IP address from the subnet."""
+    interfaces = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]
+    interfaces += [{"networkCardIndex": card, "deviceIndex": 1 if card == 0 else 0, "interfaceType": "efa-only"} for card in range(efa)]
+    return interfaces
 
 
 def block_devices(spec: NodeClassSpec) -> list[dict]:
@@ -125,6 +145,13 @@ def ec2_node_class(name: str, spec: NodeClassSpec, node_role_name: str, subnet_i
     }
     if spec.user_data is not None:
         body["userData"] = spec.user_data
+    if spec.efa:
+        body["networkInterfaces"] = network_interfaces(spec.efa)
+    if spec.placement_group is not None:
+        body["placementGroupSelector"] = {"name": spec.placement_group}
+    if spec.raid0:
+        # Karpenter builds the array and points the kubelet's ephemeral storage at it (nodeadm localStorage RAID0).
+        body["instanceStorePolicy"] = "RAID0"
     return {"apiVersion": NODE_CLASS_API, "kind": "EC2NodeClass", "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpupools"}},
             "spec": body}
 

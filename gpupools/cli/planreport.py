@@ -23,6 +23,7 @@ from gpupools.pools.planning import plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.sharing import resolve_installer
+from gpupools.fabric.plan import FabricPlan, catalog_fabric, plan_fabrics
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
                     NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
@@ -58,6 +59,33 @@ def money(value: float) -> str:
     return f"${value:,.3f}/h" if value < 10 else f"${value:,.2f}/h"
 
 
+def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) -> list[tuple[str, str]]:
+    """The pool's fabric, local NVMe and topology levels, as the plan shows them."""
+    nvme = catalog_fabric(stack.cloud, plan.pool.instance_type).local_nvme_gb
+    if fabric is None:
+        kind = catalog_fabric(stack.cloud, plan.pool.instance_type).kind
+        why = "fabric: none" if plan.pool.fabric == "none" else "shared GPUs" if plan.sharing.mode != "none" else "not built for multi-node jobs"
+        rows = [("fabric", f"off ({why}); the instance type has {kind}" if kind else "none")]
+        rows.append(("local NVMe", f"{nvme:,} GB, unused" if nvme else "none"))
+        return rows
+    rows = [("fabric", fabric.summary + (f", {fabric.resource} x {fabric.resource_count} per pod" if fabric.resource else ""))]
+    for gap in fabric.gaps:
+        rows.append(("", f"not configured: {gap}" if not fabric.configured else f"needs: {gap}"))
+    if fabric.local_nvme_gb:
+        rows.append(("local NVMe", f"{fabric.local_nvme_gb:,} GB as one RAID0 array for ephemeral storage" if stack.cloud == "aws"
+                     else f"{fabric.local_nvme_gb:,} GB, not configured by gpupools"))
+    else:
+        rows.append(("local NVMe", "none"))
+    if fabric.levels:
+        levels = " > ".join(label for _, label in fabric.levels)
+        how = (f"jobs must fit in one {fabric.required_level}" if fabric.required_level
+               else f"jobs packed as close as Kueue can (preferred {fabric.finest_level})")
+        rows.append(("topology", f"{levels}; {how}" + ("" if stack.quotas == "kueue" and stack.teams else " (used by Kueue team queues)")))
+    else:
+        rows.append(("topology", "no topology labels on this cloud's nodes"))
+    return rows
+
+
 def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None) -> Table:
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
@@ -81,6 +109,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER
     table.add_row("", sharing_change_note(stack.cloud, m.installer, pool.os, karpenter))
+    for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
+        table.add_row(key, value)
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
     per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
     table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}")

@@ -442,14 +442,16 @@ TOPOLOGY_LEVELS = (("layer-1", "topology.k8s.aws/network-node-layer-1"), ("layer
 FABRIC_ZONES = "one"
 
 
-def fabric_placement_name(cluster_name: str, pool: str) -> str:
-    return f"{cluster_name}-{pool}"
+def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
+    """How a fabric pool's nodes are kept close: its cluster placement group (description, group name)."""
+    name = f"{cluster_name}-{pool}"
+    return f"placement group {name}", name
 
 
 def placement_group_args(cluster_name: str, pool: str) -> dict:
     """A cluster placement group per fabric pool: its instances packed close in one zone's low-latency network
     (EC2 CreatePlacementGroup Strategy=cluster)."""
-    return {"name": fabric_placement_name(cluster_name, pool), "strategy": "cluster",
+    return {"name": fabric_placement(cluster_name, pool)[1], "strategy": "cluster",
             "tags": {"gpupools.io/pool": pool, f"kubernetes.io/cluster/{cluster_name}": "owned"}}
 
 

@@ -310,5 +310,6 @@ FABRIC_ZONES = "at most one"
 INFINIBAND_FEATURE = "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport"
 
 
-def fabric_placement_name(cluster_name: str, pool: str) -> str:
-    return f"the scale set of agent pool {pool}"
+def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
+    """How a fabric pool's nodes are kept close: one scale set, one InfiniBand network."""
+    return f"one scale set (agent pool {pool})", None

@@ -398,5 +398,6 @@ TOPOLOGY_LEVELS = (("block", "cloud.google.com/gce-topology-block"), ("subblock"
 FABRIC_ZONES = "one"
 
 
-def fabric_placement_name(cluster_name: str, pool: str) -> str:
-    return "compact placement"
+def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
+    """How a fabric pool's nodes are kept close: GKE's compact placement policy."""
+    return "compact placement", None

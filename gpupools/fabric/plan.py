@@ -92,7 +92,8 @@ class FabricPlan:
     kind: str  # efa | gpudirect-tcpx | gpudirect-tcpxo | gpudirect-rdma | infiniband
     devices: int  # EFA interfaces or extra networks; 0 where not counted
     zone: str | None
-    placement: str
+    placement: str  # in words: "placement group ml-train", "compact placement", ...
+    placement_group: str | None  # a placement group the stack creates
     local_nvme_gb: int
     resource: str | None  # the extended resource a pod asks for to reach the fabric
     resource_count: int
@@ -130,8 +131,10 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
     elif stack.cloud == "azure":
         gaps = (f"the subscription needs the AKSInfinibandSupport feature ({module.INFINIBAND_FEATURE}) so the scale set's VMs share "
                 "one InfiniBand network",)
+    placement, group = module.fabric_placement(stack.cluster.name, plan.name)
     return FabricPlan(pool=plan.name, cloud=stack.cloud, name=module.FABRIC_NAME, kind=fabric.kind or "", devices=fabric.efa or fabric.extra_networks,
-                      zone=fabric_zone(stack.cloud, plan.pool, stack.cluster), placement=module.fabric_placement_name(stack.cluster.name, plan.name),
+                      zone=fabric_zone(stack.cloud, plan.pool, stack.cluster), placement=placement,
+                      placement_group=group,
                       local_nvme_gb=fabric.local_nvme_gb, resource=resource, resource_count=count, levels=levels, required_level=required,
                       configured=configured, gaps=gaps)
 
