@@ -170,22 +170,39 @@ def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
         typer.echo(note)
 
 
+WORKLOAD_IMAGE = "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04"
+
+
 @app.command()
 def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
              pool: Optional[str] = typer.Option(None, "--pool", "-p", help="Pool the Job should run on (with --team: optional on Kueue)"),
              team: Optional[str] = typer.Option(None, "--team", "-t", help="Queue for this team's GPU quota, in its namespace"),
              priority: Optional[str] = typer.Option(None, "--priority", help="With --team on Kueue: high, normal or low (default: the team's)"),
-             image: str = typer.Option("nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04", "--image", help="Container image"),
+             image: str = typer.Option(WORKLOAD_IMAGE, "--image", help="Container image (with --nodes: PyTorch with NCCL)"),
              units: int = typer.Option(1, "--units", help="Schedulable GPU units to request (1 or more)"),
              gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="vgpu pools: memory per vGPU, e.g. 8Gi, 3000Mi or 25%"),
-             gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU")) -> None:
+             gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU"),
+             nodes: Optional[int] = typer.Option(None, "--nodes", help="A multi-node job on a fabric pool: N pods, one per node, each with "
+                                                                       "all its GPUs and fabric devices")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
-    from gpupools.cli.workload import job_manifest, team_job, workload_problems
+    from gpupools.cli.workload import job_manifest, multinode_job, team_job, workload_problems
 
     if units < 1:
         fail(Problem("--units", f"{units} is not a number of GPU units to request; ask for 1 or more"))
     _, typed, _ = load(stack, config)
+    if nodes is not None:
+        if pool is None or pool not in [p.name for p in typed.pools]:
+            fail(Problem("--pool", f"a multi-node job names its pool with --pool; pools: {', '.join(p.name for p in typed.pools)}"))
+        if units != 1 or gpu_memory is not None or gpu_cores is not None:
+            fail(Problem("--units", "a multi-node job takes every GPU of each node; drop --units, --gpu-memory and --gpu-cores"))
+        try:
+            docs = multinode_job(typed, plan_pool(typed, typed.pool(pool)), nodes,
+                                 image if image != WORKLOAD_IMAGE else None, team, priority)
+        except ConfigError as exc:
+            fail(exc.problems)
+        typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+        return
     if team is not None:
         try:
             job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores)

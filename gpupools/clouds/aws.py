@@ -502,3 +502,14 @@ def fabric_launch_template_args(args: dict, efa: int, placement_group: str, secu
             extra = base64.b64decode(args["userData"]).decode() + "\n" + extra
         out["userData"] = base64.b64encode(extra.encode()).decode()
     return out
+
+
+def fabric_pod(count: int) -> dict:
+    """What a pod on an EFA node needs beside its GPUs: every EFA interface, and the huge pages the EFA driver's
+    nodes set aside (EKS user guide ml/node-efa.adoc: each p5.48xlarge worker asks for vpc.amazonaws.com/efa: 32 and
+    hugepages-2Mi: 5120Mi). Env after aws-samples/awsome-distributed-training (nccl-tests.yaml: FI_PROVIDER=efa;
+    FSDP example: NCCL_SOCKET_IFNAME=^lo, TORCH_NCCL_ASYNC_ERROR_HANDLING=1); with current libfabric and aws-ofi-nccl
+    no other FI_* setting is needed (1.architectures/efa-cheatsheet.md)."""
+    return {"limits": {FABRIC_RESOURCE: count, "hugepages-2Mi": "5120Mi", "memory": "64Gi"},
+            "env": {"FI_PROVIDER": "efa", "NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+            "capabilities": []}

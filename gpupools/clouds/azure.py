@@ -313,3 +313,12 @@ INFINIBAND_FEATURE = "az feature register --namespace Microsoft.ContainerService
 def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
     """How a fabric pool's nodes are kept close: one scale set, one InfiniBand network."""
     return f"one scale set (agent pool {pool})", None
+
+
+def fabric_pod(count: int) -> dict:
+    """What a pod on an InfiniBand node needs beside its GPUs: the shared IB device, IPC_LOCK to pin memory for RDMA, and
+    NCCL told to use InfiniBand with GPUDirect RDMA (Azure/aks-rdma-infiniband tests/scenarios/k8s/values.yaml:
+    `rdma/shared_ib: 1`, capability IPC_LOCK, NCCL_IB_DISABLE=0, NCCL_NET_GDR_LEVEL=SYS)."""
+    return {"limits": {FABRIC_RESOURCE: count},
+            "env": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "SYS", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+            "capabilities": ["IPC_LOCK"]}

@@ -401,3 +401,7 @@ FABRIC_ZONES = "one"
 def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
     """How a fabric pool's nodes are kept close: GKE's compact placement policy."""
     return "compact placement", None
+
+
+def fabric_pod(count: int) -> dict:
+    return {"limits": {}, "env": {"NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, "capabilities": []}
