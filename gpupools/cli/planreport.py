@@ -70,7 +70,7 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
         return rows
     rows = [("fabric", fabric.summary + (f", {fabric.resource} x {fabric.resource_count} per pod" if fabric.resource else ""))]
     for gap in fabric.gaps:
-        rows.append(("", f"not configured: {gap}" if not fabric.configured else f"needs: {gap}"))
+        rows.append(("", f"pods cannot use it yet: {gap}" if not fabric.configured else f"needs: {gap}"))
     if fabric.local_nvme_gb:
         rows.append(("local NVMe", f"{fabric.local_nvme_gb:,} GB as one RAID0 array for ephemeral storage" if stack.cloud == "aws"
                      else f"{fabric.local_nvme_gb:,} GB, not configured by gpupools"))

@@ -8,6 +8,7 @@ change replaces the pool (README says so).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from datetime import date
 
@@ -405,3 +406,46 @@ def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
 
 def fabric_pod(count: int) -> dict:
     return {"limits": {}, "env": {"NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, "capabilities": []}
+
+
+# Extra NICs' subnets come from 172.16.0.0/12, a /24 each, apart from the cluster's own network: a VM's NICs must not
+# share address ranges.
+FABRIC_RANGE = ipaddress.ip_network("172.16.0.0/12")
+SUBNETS_PER_POOL = 16
+
+
+def fabric_networks(cluster_name: str, pool: str, pool_index: int, gpudirect: str, networks: int, region: str) -> list[dict]:
+    """The VPC networks (each with its subnets) a fabric pool's extra NICs attach to, as Google's blueprints build them.
+
+    TCPX (A3 High, 4 NICs) and TCPXO (A3 Mega, 8 NICs): one VPC with one subnet per NIC (GKE "Maximize GPU network
+    bandwidth"; GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpx/nccl-test-latest.yaml names eth1..eth4
+    on vpc1..vpc4). RDMA (A3 Ultra): one more gVNIC VPC, and one VPC with the zone's RoCE network profile holding 8
+    subnets, one per CX-7 NIC (GoogleCloudPlatform/cluster-toolkit examples/gke-a3-ultragpu/gke-a3-ultragpu.yaml:
+    `network_profile: .../networkProfiles/<zone>-vpc-roce`, `subnetworks_template.count: 8`). `rdma_profile` marks
+    the network that needs the profile; the component fills in the project.
+    """
+    def cidr(k: int) -> str:
+        return f"{FABRIC_RANGE.network_address + (pool_index * SUBNETS_PER_POOL + k) * 256}/24"
+
+    base = f"{cluster_name}-{pool}"
+    if gpudirect == "rdma":
+        gvnic = {"name": f"{base}-gvnic", "rdma_profile": False, "subnets": [{"name": f"{base}-gvnic", "cidr": cidr(0), "region": region}]}
+        roce = {"name": f"{base}-rdma", "rdma_profile": True,
+                "subnets": [{"name": f"{base}-rdma-{i}", "cidr": cidr(1 + i), "region": region} for i in range(networks - 1)]}
+        return [gvnic, roce]
+    return [{"name": f"{base}-net-{i + 1}", "rdma_profile": False, "subnets": [{"name": f"{base}-net-{i + 1}", "cidr": cidr(i), "region": region}]}
+            for i in range(networks)]
+
+
+def fabric_node_pool_args(args: dict, attachments: list[dict]) -> dict:
+    """A fabric pool: a NIC on each extra network (NodeNetworkConfig.additionalNodeNetworkConfigs, "Each node network
+    corresponds to an additional interface"), gVNIC, and compact placement (PlacementPolicy type COMPACT: the pool's
+    VMs close together in its one zone)."""
+    node_config = {**args["node_config"], "gvnic": {"enabled": True}}
+    return {**args, "node_config": node_config, "placement_policy": {"type": "COMPACT"},
+            "network_config": {"additional_node_network_configs": list(attachments)}}
+
+
+def fabric_cluster_args(args: dict) -> dict:
+    """Extra node networks need GKE multi-networking, which needs Dataplane V2 (GKE "Maximize GPU network bandwidth")."""
+    return {**args, "enable_multi_networking": True, "datapath_provider": "ADVANCED_DATAPATH"}

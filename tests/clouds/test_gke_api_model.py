@@ -26,6 +26,7 @@ API_SCHEMA = {CLUSTER: "Cluster", NODE_POOL: "NodePool"}
 # Pulumi (Terraform) field path -> the API's, where they differ; list indices are left out of paths.
 RENAMES = {
     CLUSTER: {("datapathProvider",): ("networkConfig", "datapathProvider"),
+              ("enableMultiNetworking",): ("networkConfig", "enableMultiNetworking"),
               ("enableShieldedNodes",): ("shieldedNodes", "enabled")},
     NODE_POOL: {("nodeLocations",): ("locations",),
                 ("nodeConfig", "guestAccelerators"): ("config", "accelerators"),
@@ -96,6 +97,11 @@ GKE_STACKS = {
         {"name": "l4", "instanceType": "g2-standard-8", "maxNodes": 3, "spot": True, "sharing": {"mode": "time-slicing", "replicas": 4}},
         {"name": "a100", "instanceType": "a2-highgpu-1g", "maxNodes": 2, "sharing": {"mode": "mig", "migProfile": "2g.10gb"}},
         {"name": "mps", "instanceType": "g2-standard-8", "maxNodes": 2, "zones": ["us-central1-a"], "sharing": {"mode": "mps", "replicas": 2}},
+    ]),
+    "fabric": stack_config("gcp", pools=[
+        {"name": "a3", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-a"]},
+        {"name": "mega", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
+        {"name": "ultra", "instanceType": "a3-ultragpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
     ]),
     "hardened-options": stack_config("gcp", cluster={"name": "prod", "location": "us-central1", "production": True,
                                                      "binaryAuthorization": True, "authorizedCidrs": ["198.51.100.0/24"]}),

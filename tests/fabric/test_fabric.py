@@ -439,3 +439,41 @@ def test_plan_json_and_text_carry_the_fabric(stack_file):
     text = CliRunner().invoke(app, ["plan", "--config", str(path)], terminal_width=200).output
     assert "EFA x32 (efa), placement group ml-test-train, zone eu-central-1a" in text
     assert "30,400 GB as one RAID0 array" in text and "topology.k8s.aws/network-node-layer-3" in text
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# GKE (the node-pool and cluster fields are also checked against container.v1.json in tests/clouds/test_gke_api_model.py)
+
+
+def test_gke_fabric_pools_get_their_networks_gvnic_and_compact_placement():
+    plan = plan_of(stack_config("gcp", pools=[
+        {"name": "a3", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-a"]},
+        {"name": "mega", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
+        {"name": "ultra", "instanceType": "a3-ultragpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
+        {"name": "l4", "instanceType": "g2-standard-8", "maxNodes": 2},
+    ]))
+    pools = {r.name: r.inputs for r in plan.of_type("gcp:container/nodePool:NodePool")}
+    counts = {name: len(p.get("networkConfig", {}).get("additionalNodeNetworkConfigs", [])) for name, p in pools.items()}
+    assert counts == {"a3": 4, "mega": 8, "ultra": 9, "l4": 0, "system": 0}
+    for name in ("a3", "mega", "ultra"):
+        assert pools[name]["placementPolicy"] == {"type": "COMPACT"} and pools[name]["nodeConfig"]["gvnic"] == {"enabled": True}
+        assert pools[name]["nodeLocations"] == [{"a3": "us-central1-a"}.get(name, "us-central1-b")]
+    assert "placementPolicy" not in pools["l4"]
+    cluster = plan.of_type("gcp:container/cluster:Cluster")[0].inputs
+    assert cluster["enableMultiNetworking"] is True and cluster["datapathProvider"] == "ADVANCED_DATAPATH"
+    networks = {r.name: r.inputs for r in plan.of_type("gcp:compute/network:Network")}
+    assert networks["ml-test-ultra-rdma"]["networkProfile"] == "projects/proj-test/global/networkProfiles/us-central1-b-vpc-roce"
+    assert len(networks) == 4 + 8 + 2
+    subnets = [r.inputs["ipCidrRange"] for r in plan.of_type("gcp:compute/subnetwork:Subnetwork")]
+    assert len(subnets) == len(set(subnets)) == 4 + 8 + 9
+    import ipaddress
+
+    assert all(ipaddress.ip_network(s).subnet_of(ipaddress.ip_network("172.16.0.0/12")) for s in subnets)
+    firewalls = plan.of_type("gcp:compute/firewall:Firewall")
+    assert len(firewalls) == 4 + 8 + 1  # not on the RoCE network, whose traffic is allowed implicitly
+
+
+def test_gke_without_fabric_pools_keeps_its_cluster():
+    plan = plan_of(stack_config("gcp"))
+    cluster = plan.of_type("gcp:container/cluster:Cluster")[0].inputs
+    assert "enableMultiNetworking" not in cluster and not plan.of_type("gcp:compute/network:Network")
