@@ -23,7 +23,7 @@ from gpupools.pools.planning import plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.sharing import resolve_installer
-from gpupools.fabric.plan import FabricPlan, catalog_fabric, plan_fabrics
+from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, plan_fabrics
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
                     NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
@@ -64,8 +64,8 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
     nvme = catalog_fabric(stack.cloud, plan.pool.instance_type).local_nvme_gb
     if fabric is None:
         kind = catalog_fabric(stack.cloud, plan.pool.instance_type).kind
-        why = "fabric: none" if plan.pool.fabric == "none" else "shared GPUs" if plan.sharing.mode != "none" else "not built for multi-node jobs"
-        rows = [("fabric", f"off ({why}); the instance type has {kind}" if kind else "none")]
+        why = fabric_off_reason(stack.cloud, plan.pool, plan.sharing, stack.cluster)
+        rows = [("fabric", f"off: the instance type has {kind}, but {why}" if kind else "none")]
         rows.append(("local NVMe", f"{nvme:,} GB, unused" if nvme else "none"))
         return rows
     rows = [("fabric", fabric.summary + (f", {fabric.resource} x {fabric.resource_count} per pod" if fabric.resource else ""))]

@@ -22,14 +22,32 @@ def catalog_fabric(cloud: str, instance_type: str) -> Fabric:
     return load_catalog().fabric_of(cloud, instance_type)
 
 
-def fabric_on(cloud: str, pool: Pool, sharing: Sharing) -> bool:
-    """`auto`: on for whole-GPU pools of instance types built for multi-node work; `on`: wherever there is a fabric."""
+def fabric_on(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None = None) -> bool:
+    """`on`: wherever the instance type has a fabric. `auto`: for whole-GPU pools of instance types built for multi-node
+    work that already run in one zone (a fabric pool must), so no stack changes meaning; the plan and the policy pack
+    say when such a pool goes without."""
     fabric = catalog_fabric(cloud, pool.instance_type)
     if pool.fabric == "none" or fabric.kind is None:
         return False
     if pool.fabric == "on":
         return True
-    return fabric.multi_node and sharing.mode == "none"
+    one_zone = (fabric_zone(cloud, pool, cluster) is not None if cloud_module(cloud).FABRIC_ZONES == "one"
+                else len(pool.zones or []) <= 1)
+    return fabric.multi_node and sharing.mode == "none" and one_zone
+
+
+def fabric_off_reason(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None = None) -> str | None:
+    """Why a pool whose instance type has a fabric goes without; None when it has one or its type has none."""
+    fabric = catalog_fabric(cloud, pool.instance_type)
+    if fabric.kind is None or fabric_on(cloud, pool, sharing, cluster):
+        return None
+    if pool.fabric == "none":
+        return "fabric: none"
+    if sharing.mode != "none":
+        return f"GPUs shared by {sharing.mode}"
+    if not fabric.multi_node:
+        return "not built for multi-node jobs; fabric: on turns it on"
+    return "the pool may span several zones; give it one zone (zones: [...]) or fabric: on"
 
 
 def topology_levels(cloud: str) -> list[tuple[str, str]]:
@@ -38,12 +56,17 @@ def topology_levels(cloud: str) -> list[tuple[str, str]]:
 
 
 def fabric_zone(cloud: str, pool: Pool, cluster: Cluster | None) -> str | None:
-    """The one zone a fabric pool runs in: its own, or a zonal GKE cluster's."""
-    if pool.zones and len(pool.zones) == 1:
-        return pool.zones[0]
-    if not pool.zones and cloud == "gcp" and cluster is not None and cluster.location and cluster.location.count("-") >= 2:
+    """The one zone a fabric pool runs in: its own, a zonal GKE cluster's, or the only zone of a regional GKE cluster
+    that offers the pool's GPU."""
+    if pool.zones:
+        return pool.zones[0] if len(pool.zones) == 1 else None
+    if cloud != "gcp" or cluster is None or not cluster.location:
+        return None
+    if cluster.location.count("-") >= 2:
         return cluster.location
-    return None
+    instance = load_catalog().instance(cloud, pool.instance_type)
+    offered = load_catalog().gcp_zones_in(instance.accelerator, cluster.location) if instance and instance.accelerator else None
+    return offered[0] if offered and len(offered) == 1 else None
 
 
 def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
@@ -61,7 +84,7 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
     if pool.fabric == "on" and sharing.mode != "none":
         problems.append(Problem(f"{path}.fabric", f"a fabric serves jobs that span nodes with whole GPUs, and the pool shares its GPUs "
                                                   f"by {sharing.mode}; use fabric: none, or sharing mode none"))
-    on = fabric_on(cloud, pool, sharing) and not problems
+    on = fabric_on(cloud, pool, sharing, cluster) and not problems
     if on:
         zones = pool.zones or []
         one = module.FABRIC_ZONES == "one"
@@ -114,7 +137,7 @@ class FabricPlan:
 
 
 def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
-    if not fabric_on(stack.cloud, plan.pool, plan.sharing):
+    if not fabric_on(stack.cloud, plan.pool, plan.sharing, stack.cluster):
         return None
     module = cloud_module(stack.cloud)
     fabric = catalog_fabric(stack.cloud, plan.pool.instance_type)
@@ -129,7 +152,7 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
         gaps = ("pods reach the GPUDirect NICs only through GKE multi-networking (Network and GKENetworkParamSet objects, pod "
                 "interface annotations) and Google's NCCL plugin, which gpupools does not install",)
     elif stack.cloud == "azure":
-        gaps = (f"the subscription needs the AKSInfinibandSupport feature ({module.INFINIBAND_FEATURE}) so the scale set's VMs share "
+        gaps = (f"the subscription's AKSInfinibandSupport feature ({module.INFINIBAND_FEATURE}), so the scale set's VMs share "
                 "one InfiniBand network",)
     placement, group = module.fabric_placement(stack.cluster.name, plan.name)
     return FabricPlan(pool=plan.name, cloud=stack.cloud, name=module.FABRIC_NAME, kind=fabric.kind or "", devices=fabric.efa or fabric.extra_networks,

@@ -95,9 +95,11 @@ def test_auto_turns_the_fabric_on_only_for_whole_gpu_multi_node_pools():
         fabric_pool(name="off", zones=None, fabric="none"),
         {"name": "g6e", "instanceType": "g6e.48xlarge", "maxNodes": 2},
         {"name": "g6eon", "instanceType": "g6e.48xlarge", "maxNodes": 2, "fabric": "on", "zones": ["eu-central-1b"]},
+        fabric_pool(name="spread", zones=["eu-central-1a", "eu-central-1b"]),
+        fabric_pool(name="regional", zones=None),
     ]))
     fabrics = plan_fabrics(stack, plan_pools(stack))
-    assert sorted(fabrics) == ["g6eon", "train"]
+    assert sorted(fabrics) == ["g6eon", "train"]  # auto leaves pools that may span zones as they were
     assert (fabrics["train"].devices, fabrics["train"].resource, fabrics["train"].zone) == (32, "vpc.amazonaws.com/efa", "eu-central-1a")
     assert fabrics["g6eon"].devices == 4
 
@@ -116,16 +118,16 @@ def test_example_stacks_keep_their_pools_and_only_the_training_pool_gets_a_fabri
 
 @pytest.mark.parametrize("cloud, pool, path, words", [
     ("aws", {"name": "i", "instanceType": "g5.2xlarge", "maxNodes": 2, "fabric": "on"}, "pools[0].fabric", "g5.2xlarge has no EFA"),
-    ("aws", fabric_pool(zones=None), "pools[0].zones", "EFA pools run in one zone"),
-    ("aws", fabric_pool(zones=["eu-central-1a", "eu-central-1b"]), "pools[0].zones", "(eu-central-1a, eu-central-1b is 2)"),
+    ("aws", fabric_pool(zones=None, fabric="on"), "pools[0].zones", "EFA pools run in one zone"),
+    ("aws", fabric_pool(zones=["eu-central-1a", "eu-central-1b"], fabric="on"), "pools[0].zones", "(eu-central-1a, eu-central-1b is 2)"),
     ("aws", fabric_pool(topologyLevel="rack"), "pools[0].topologyLevel", "'rack' is not a topology level of EKS; levels, coarse to fine: layer-1"),
     ("aws", fabric_pool(fabric="none", topologyLevel="layer-2"), "pools[0].topologyLevel", "applies to pools with a fabric"),
     ("aws", fabric_pool(fabric="on", sharing={"mode": "time-slicing", "replicas": 2}), "pools[0].fabric", "shares its GPUs by time-slicing"),
     ("aws", fabric_pool(fabric="yes"), "pools[0].fabric", "'auto', 'on' or 'none'"),
-    ("gcp", {"name": "a3", "instanceType": "a3-highgpu-8g", "maxNodes": 2}, "pools[0].zones", "GPUDirect pools run in one zone"),
+    ("gcp", {"name": "a3", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "fabric": "on"}, "pools[0].zones", "GPUDirect pools run in one zone"),
     ("gcp", {"name": "a3", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-a"], "topologyLevel": "layer-1"},
      "pools[0].topologyLevel", "levels, coarse to fine: block, subblock, host"),
-    ("azure", {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "zones": ["1", "2"]}, "pools[0].zones",
+    ("azure", {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "zones": ["1", "2"], "fabric": "on"}, "pools[0].zones",
      "InfiniBand pools run in one zone"),
     ("azure", {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "topologyLevel": "block"}, "pools[0].topologyLevel",
      "AKS nodes carry no topology labels"),
@@ -142,17 +144,21 @@ def test_cli_refuses_bad_fabric_input_with_exit_2(stack_file):
 
     from gpupools.cli.main import app
 
-    path = stack_file(stack_config("aws", pools=[fabric_pool(zones=["eu-central-1a", "eu-central-1c"])]))
+    path = stack_file(stack_config("aws", pools=[fabric_pool(zones=["eu-central-1a", "eu-central-1c"], fabric="on")]))
     result = CliRunner().invoke(app, ["plan", "--config", str(path)])
     assert result.exit_code == 2
     assert result.output.startswith("error: pools[0].zones: EFA pools run in one zone") and result.output.count("\n") == 1
 
 
-def test_a_zonal_gke_cluster_pins_a_fabric_pool_without_zones():
+def test_a_zonal_gke_cluster_or_a_gpu_in_one_zone_pins_a_fabric_pool_without_zones():
     config = stack_config("gcp", cluster={"name": "ml", "location": "us-central1-a"},
                           pools=[{"name": "a3", "instanceType": "a3-highgpu-8g", "maxNodes": 2}])
     stack = validate_stack(config)
     assert plan_fabrics(stack, plan_pools(stack))["a3"].zone == "us-central1-a"
+    # H200s are offered in one zone of us-central1 only (the catalog's gcpZones), so the regional pool is in one zone.
+    stack = validate_stack(stack_config("gcp", pools=[{"name": "h", "instanceType": "a3-ultragpu-8g", "maxNodes": 1},
+                                                      {"name": "a3", "instanceType": "a3-highgpu-8g", "maxNodes": 2}]))
+    assert {name: f.zone for name, f in plan_fabrics(stack, plan_pools(stack)).items()} == {"h": "us-central1-b"}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -477,3 +483,49 @@ def test_gke_without_fabric_pools_keeps_its_cluster():
     plan = plan_of(stack_config("gcp"))
     cluster = plan.of_type("gcp:container/cluster:Cluster")[0].inputs
     assert "enableMultiNetworking" not in cluster and not plan.of_type("gcp:compute/network:Network")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# AKS
+
+
+@pytest.fixture(scope="module")
+def aks_plan():
+    return plan_of(stack_config("azure", pools=[{"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "spot": True},
+                                                {"name": "nc", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2}]))
+
+
+def test_nic_cluster_policy_against_the_pinned_crd(aks_plan):
+    jsonschema = pytest.importorskip("jsonschema")
+    ref = needs_reference()
+    crd = yaml.safe_load((ref / "network-operator" / "mellanox.com_nicclusterpolicies.yaml").read_text())
+    schema = next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
+    (resource,) = aks_plan.of_type("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
+    policy = {k: resource.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    jsonschema.validate(policy, schema)
+    assert crd_rule_failures(policy, schema) == []
+    terms = policy["spec"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "gpupools.io/pool", "operator": "In", "values": ["nd"]}]}]
+    tolerated = {(t["key"], t.get("value")) for t in policy["spec"]["tolerations"]}
+    assert tolerated == {("nvidia.com/gpu", "present"), ("kubernetes.azure.com/scalesetpriority", "spot")}
+    config = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])
+    assert config["configList"][0]["resourceName"] == "shared_ib"  # the pods' rdma/shared_ib
+
+
+def test_network_operator_chart_and_values_are_the_pinned_charts(aks_plan):
+    ref = needs_reference()
+    release = aks_plan.get("kubernetes:helm.sh/v3:Release", "network-operator").inputs
+    chart = yaml.safe_load((ref / "network-operator" / "Chart.yaml").read_text())
+    assert (release["chart"], release["version"]) == (chart["name"], chart["version"])
+    upstream = yaml.safe_load((ref / "network-operator" / "values.yaml").read_text())
+    assert [p for p in value_paths(release["values"]) if not has_path(upstream, p)] == []
+    # The GPU Operator brings Node Feature Discovery on AKS; one per cluster.
+    assert release["values"]["nfd"] == {"enabled": False, "deployNodeFeatureRules": False}
+    namespace = aks_plan.get("kubernetes:core/v1:Namespace", "namespace-nvidia-network-operator").inputs
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_no_network_operator_without_infiniband_pools():
+    plan = plan_of(stack_config("azure"))
+    assert not plan.of_type("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
+    assert all(r.name != "network-operator" for r in plan.of_type("kubernetes:helm.sh/v3:Release"))
