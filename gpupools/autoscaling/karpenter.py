@@ -118,7 +118,8 @@ def network_interfaces(efa: int) -> list[dict]:
     vpc.amazonaws.com/efa as there are efa-only entries (pkg/providers/instancetype/types.go efas()), and EFA-only
     interfaces take no IP address from the subnet."""
     interfaces = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]
-    interfaces += [{"networkCardIndex": card, "deviceIndex": 1 if card == 0 else 0, "interfaceType": "efa-only"} for card in range(efa)]
+    # Device index 1 on every card, as on card 0 and as Karpenter places the EFAs it attaches itself.
+    interfaces += [{"networkCardIndex": card, "deviceIndex": 1, "interfaceType": "efa-only"} for card in range(efa)]
     return interfaces
 
 

@@ -470,14 +470,13 @@ def efa_security_group_rules(group_id) -> dict[str, dict]:
 
 
 def efa_network_interfaces(count: int, security_group_ids) -> list[dict]:
-    """A managed node group's launch template: an EFA (with its ENA) as the primary interface on network card 0 and an
-    EFA-only interface on each further card, one EFA per card (EKS user guide ml/node-efa.adoc: "You can assign up
-    to one EFA per network card"; card 0 cannot be EFA-only; EC2 InterfaceType efa | efa-only)."""
-    interfaces = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "efa", "securityGroups": security_group_ids,
-                   "deleteOnTermination": "true"}]
-    interfaces += [{"networkCardIndex": card, "deviceIndex": 0, "interfaceType": "efa-only", "securityGroups": security_group_ids,
-                    "deleteOnTermination": "true"} for card in range(1, count)]
-    return interfaces
+    """A managed node group's launch template: an EFA (EFA with ENA, `efa`) on every network card, one per card, the
+    one on card 0 as the primary interface (EKS user guide ml/node-efa.adoc: "You can assign up to one EFA per
+    network card"; EC2 InterfaceType efa works on every EFA instance type, where efa-only needs the card to list it).
+    Device index 1 on the further cards, as Karpenter lays out the EFAs it attaches itself
+    (pkg/providers/launchtemplate/launchtemplate.go generateNetworkInterfaces)."""
+    return [{"networkCardIndex": card, "deviceIndex": 0 if card == 0 else 1, "interfaceType": "efa", "securityGroups": security_group_ids,
+             "deleteOnTermination": "true"} for card in range(count)]
 
 
 def raid0_user_data(bottlerocket: bool) -> str:

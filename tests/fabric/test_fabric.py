@@ -209,7 +209,7 @@ def test_ec2_node_class_has_efa_on_every_card_placement_and_raid0_valid_against_
 def test_the_node_class_rules_catch_two_efa_devices_on_one_card(karpenter_plan):
     schema = karpenter_schema(needs_reference())
     spec = dict(next(r.inputs for r in karpenter_plan.of_type(NODE_CLASS) if "fabric" in r.inputs["metadata"]["name"])["spec"])
-    spec["networkInterfaces"] = spec["networkInterfaces"] + [{"networkCardIndex": 3, "deviceIndex": 1, "interfaceType": "efa-only"}]
+    spec["networkInterfaces"] = spec["networkInterfaces"] + [{"networkCardIndex": 3, "deviceIndex": 0, "interfaceType": "efa-only"}]
     rules = schema["properties"]["spec"]["properties"]["networkInterfaces"]
     assert crd_rule_failures(spec["networkInterfaces"][:-1], rules) == []
     assert any("at most one efa device per network card" in f for f in crd_rule_failures(spec["networkInterfaces"], rules))
@@ -263,8 +263,8 @@ def test_launch_templates_placement_groups_and_efa_rules_against_the_ec2_model(n
     for name, inputs in templates.items():
         ec2_check("CreateLaunchTemplate", {"LaunchTemplateName": name, "LaunchTemplateData": _launch_template_data(inputs)})
         cards = [i["networkCardIndex"] for i in inputs["networkInterfaces"]]
-        assert cards == list(range(len(cards))) and inputs["networkInterfaces"][0]["interfaceType"] == "efa"
-        assert {i["interfaceType"] for i in inputs["networkInterfaces"][1:]} == {"efa-only"}
+        assert cards == list(range(len(cards))) and {i["interfaceType"] for i in inputs["networkInterfaces"]} == {"efa"}
+        assert [i["deviceIndex"] for i in inputs["networkInterfaces"]][:2] == [0, 1]
     assert len(templates["train-nodes"]["networkInterfaces"]) == 4 and len(templates["p5-nodes"]["networkInterfaces"]) == 32
     for group in node_group_plan.of_type("aws:ec2/placementGroup:PlacementGroup"):
         i = group.inputs
@@ -529,3 +529,63 @@ def test_no_network_operator_without_infiniband_pools():
     plan = plan_of(stack_config("azure"))
     assert not plan.of_type("kubernetes:mellanox.com/v1alpha1:NicClusterPolicy")
     assert all(r.name != "network-operator" for r in plan.of_type("kubernetes:helm.sh/v3:Release"))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Policies, run on planned stacks as `gpupools check` runs them
+
+
+FABRIC_POLICIES = ("multi-node-pool-fabric", "fabric-pool-one-zone", "fabric-devices-reachable")
+
+
+def fabric_violations(plan) -> list[tuple[str, str]]:
+    from gpupools.cli.policycheck import run_policies
+    from gpupools.policies.pack import by_name
+
+    result = run_policies(plan, policies=[by_name()[n] for n in FABRIC_POLICIES])
+    return [(v.policy, v.message) for v in result.violations]
+
+
+def test_fabric_pools_as_gpupools_builds_them_pass(karpenter_plan, node_group_plan, aks_plan):
+    for plan in (karpenter_plan, node_group_plan, aks_plan):
+        assert fabric_violations(plan) == []
+
+
+def test_a_multi_node_pool_without_fabric_is_flagged():
+    plan = plan_of(stack_config("aws", pools=[fabric_pool(fabric="none"), fabric_pool(name="mig", sharing={"mode": "mig", "migProfile": "1g.10gb"})]))
+    found = fabric_violations(plan)
+    assert [p for p, _ in found] == ["multi-node-pool-fabric"]
+    assert "pool 'train' (p5.48xlarge) is built for jobs that span nodes but has no EFA" in found[0][1]
+    azure = plan_of(stack_config("azure", pools=[{"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "fabric": "none"}]))
+    assert [p for p, _ in fabric_violations(azure)] == ["multi-node-pool-fabric"]
+
+
+def test_an_efa_pool_over_zones_or_without_its_plugin_is_flagged(karpenter_plan):
+    plan = copy_plan(karpenter_plan)
+    pool = plan.get("kubernetes:karpenter.sh/v1:NodePool", "nodepool-gpupools-train").inputs
+    for req in pool["spec"]["template"]["spec"]["requirements"]:
+        if req["key"] == "topology.kubernetes.io/zone":
+            req["values"] = ["eu-central-1a", "eu-central-1b"]
+    plan.resources = [r for r in plan.resources if r.name != "aws-efa-k8s-device-plugin"]
+    found = fabric_violations(plan)
+    assert sorted(p for p, _ in found) == ["fabric-devices-reachable", "fabric-devices-reachable", "fabric-pool-one-zone"]
+    assert any("spans 2 zones (eu-central-1a, eu-central-1b)" in m for _, m in found)
+    assert any("installs no EFA device plugin" in m for _, m in found)
+
+
+def test_an_efa_plugin_that_does_not_tolerate_the_gpu_taint_is_flagged(karpenter_plan):
+    plan = copy_plan(karpenter_plan)
+    plan.get("kubernetes:helm.sh/v3:Release", "aws-efa-k8s-device-plugin").inputs["values"]["tolerations"] = []
+    assert any("does not run on its nodes" in m for p, m in fabric_violations(plan) if p == "fabric-devices-reachable")
+
+
+def test_gke_gpudirect_pools_are_flagged_until_pods_can_reach_the_nics():
+    plan = plan_of(stack_config("gcp", pools=[{"name": "a3", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-a"]}]))
+    found = fabric_violations(plan)
+    assert [p for p, _ in found] == ["fabric-devices-reachable"] and "no GKE Network objects" in found[0][1]
+
+
+def copy_plan(plan):
+    import copy
+
+    return copy.deepcopy(plan)
