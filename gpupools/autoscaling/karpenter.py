@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpupools.clouds.aws import bottlerocket_settings
+from gpupools.clouds.aws import EFA_HUGE_PAGES, bottlerocket_settings
 from gpupools.fabric.plan import FabricPlan
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.core.sharing import GPU_RESOURCE
@@ -205,8 +205,13 @@ def overlay_capacity(plan: PoolPlan) -> dict[str, int]:
     return {name: count for name, count in plan.autoscaler_resources.items() if ec2.get(name) != count}
 
 
-def node_overlay(plan: PoolPlan) -> dict | None:
-    capacity = overlay_capacity(plan)
+def node_overlay(plan: PoolPlan, fabric: FabricPlan | None = None) -> dict | None:
+    """With EFA, also the EFA driver's huge pages, which Karpenter's instance types do not list (Karpenter's own
+    NodeOverlay example adds `hugepages-2Mi`, docs/concepts/nodeoverlays.md); the EFA count Karpenter takes from the
+    node class's efa-only interfaces."""
+    capacity: dict = dict(overlay_capacity(plan))
+    if fabric is not None and fabric.kind == "efa":
+        capacity["hugepages-2Mi"] = EFA_HUGE_PAGES
     if not capacity:
         return None
     return {

@@ -512,3 +512,13 @@ def fabric_pod(count: int) -> dict:
     return {"limits": {FABRIC_RESOURCE: count, "hugepages-2Mi": "5120Mi", "memory": "64Gi"},
             "env": {"FI_PROVIDER": "efa", "NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
             "capabilities": []}
+
+
+# Nodes with the EFA driver set aside 5128 huge pages of 2 MiB (EKS user guide ml/node-efa.adoc), which EFA jobs ask for;
+# an autoscaler's picture of a new node must hold them for such a pod to wake the pool.
+EFA_HUGE_PAGES = f"{5128 * 2}Mi"
+
+
+def fabric_node_resources(efa: int) -> dict[str, str]:
+    """What a new EFA node offers beside its GPUs, as an autoscaler must be told."""
+    return {FABRIC_RESOURCE: str(efa), "hugepages-2Mi": EFA_HUGE_PAGES}

@@ -247,7 +247,7 @@ class Karpenter(Component):
         association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "karpenter", {
             "clusterName": cluster.name, "namespace": karpenter.CHART.namespace, "serviceAccount": karpenter.SERVICE_ACCOUNT,
             "roleArn": controller.arn}, self.child())
-        overlays = any(karpenter.node_overlay(p) for p in plans)
+        overlays = any(karpenter.node_overlay(p, (cluster.details.get("fabrics") or {}).get(p.name)) for p in plans)
         values = karpenter.helm_values(cluster_name, cluster.details["endpoint"], karpenter.queue_name(cluster_name), overlays, service_monitor)
         self.release = helm_release(Release(karpenter.CHART, karpenter.CHART.default_version, values),
                                     self.child(provider=cluster.kubernetes, depends_on=[*self.node_role.ready, access, policy, association, *after]))
@@ -321,7 +321,8 @@ class EksGpuNodePool(Component):
                 opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True, depends_on=cluster.details["node_role_ready"]))
             if autoscaler != KARPENTER:
                 asg = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-                for key, value in ca.asg_tags(plan).items():
+                tags = {**ca.asg_tags(plan), **(ca.fabric_asg_tags(fabric.devices) if fabric is not None else {})}
+                for key, value in tags.items():
                     resource("autoscaling/tag:Tag", f"{plan.name}-{ca.tag_suffix(key)}", {
                         "autoscalingGroupName": asg, "tag": {"key": key, "value": value, "propagateAtLaunch": False}}, self.child(parent=self.node_group))
         if autoscaler == KARPENTER and karpenter.karpenter_nodes(plan) > 0:
@@ -329,7 +330,7 @@ class EksGpuNodePool(Component):
             node_class = karpenter.node_class_name(karpenter.node_class_spec(plan, fabric), plan)
             after = self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release, karpenter_controller.node_classes[node_class]])
             kube.apply(karpenter.node_pool(plan, node_class), after)
-            overlay = karpenter.node_overlay(plan)
+            overlay = karpenter.node_overlay(plan, fabric)
             if overlay is not None:
                 kube.apply(overlay, self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release]))
         self.register_outputs({"nodeGroupName": self.node_group.node_group_name if self.node_group else None,

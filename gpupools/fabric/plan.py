@@ -69,7 +69,8 @@ def fabric_zone(cloud: str, pool: Pool, cluster: Cluster | None) -> str | None:
     return offered[0] if offered and len(offered) == 1 else None
 
 
-def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
+def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sharing, hardware: Hardware | None, path: str,
+                    example_zone: str | None = None) -> list[Problem]:
     """Fabric on an instance type without one, a fabric pool over several zones, a topology level the cloud lacks."""
     if hardware is None:
         return []
@@ -91,7 +92,7 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
         if len(zones) > 1 or (one and fabric_zone(cloud, pool, cluster) is None):
             why = (f"{module.FABRIC_NAME} pools run in one zone ({', '.join(zones)} is {len(zones)})" if zones
                    else f"{module.FABRIC_NAME} pools run in one zone, and without zones the pool spreads over the region's")
-            example = {"aws": "eu-central-1a", "gcp": "us-central1-a", "azure": "\"1\""}[cloud]
+            example = example_zone or {"aws": "eu-central-1a", "gcp": "us-central1-a", "azure": "\"1\""}[cloud]
             problems.append(Problem(f"{path}.zones", f"{why}: its nodes must sit close on one network; give one zone (e.g. zones: "
                                                      f"[{example}]), or set fabric: none"))
     if pool.topology_level is not None:

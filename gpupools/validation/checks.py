@@ -7,7 +7,7 @@ from datetime import date
 
 from gpupools.clouds.registry import cloud_module
 from gpupools.autoscaling.choice import autoscaler_problems
-from gpupools.core.catalog import load_catalog
+from gpupools.core.catalog import load_catalog, zone_region
 from gpupools.clouds.common import version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
 from gpupools.stack.errors import Problem
@@ -64,12 +64,18 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
-        problems += fabric_problems(cloud, cluster, pool, sharing, hardware, path)
+        problems += fabric_problems(cloud, cluster, pool, sharing, hardware, path, _example_zone(cloud, cluster, providers or {}))
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
     problems += _hami_setting_problems(vgpu)
     problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas)
     return problems
+
+
+def _example_zone(cloud: str, cluster: Cluster | None, providers: dict) -> str | None:
+    """A zone of the stack's own region, for messages that ask for one."""
+    region = providers.get("aws:region") if cloud == "aws" else zone_region(cluster.location) if cloud == "gcp" and cluster and cluster.location else None
+    return f"{region}a" if cloud == "aws" and isinstance(region, str) else f"{region}-a" if isinstance(region, str) else None
 
 
 def _hami_setting_problems(vgpu: list[tuple[str, Sharing]]) -> list[Problem]:

@@ -589,3 +589,29 @@ def copy_plan(plan):
     import copy
 
     return copy.deepcopy(plan)
+
+
+def test_autoscalers_are_told_a_new_efa_node_offers_the_efa_devices_and_huge_pages(karpenter_plan, node_group_plan):
+    """A pending multi-node pod asks for vpc.amazonaws.com/efa and hugepages-2Mi; at zero nodes it wakes the pool only if
+    the autoscaler's picture of a new node holds them (5128 huge pages of 2 MiB: EKS user guide node-efa)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    ref = needs_reference()
+    overlay = karpenter_plan.get("kubernetes:karpenter.sh/v1alpha1:NodeOverlay", "nodeoverlay-gpupools-train").inputs
+    assert overlay["spec"]["capacity"] == {"hugepages-2Mi": "10256Mi"}
+    crd = yaml.safe_load((ref / "karpenter" / "karpenter.sh_nodeoverlays.yaml").read_text())
+    schema = next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
+    obj = {k: overlay[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+    jsonschema.validate(obj, schema)
+    assert crd_rule_failures(obj["spec"]["capacity"], schema["properties"]["spec"]["properties"]["capacity"], "capacity") == []
+    values = karpenter_plan.get("kubernetes:helm.sh/v3:Release", "karpenter").inputs["values"]
+    assert values["settings"]["featureGates"]["nodeOverlay"] is True
+    tags = {t.inputs["tag"]["key"]: t.inputs["tag"]["value"] for t in node_group_plan.of_type("aws:autoscaling/tag:Tag")
+            if t.name.startswith("p5-")}
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"] == "32"
+    assert tags["k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"] == "10256Mi"
+    from gpupools.cli.workload import multinode_job
+
+    stack = validate_stack(stack_config("aws", pools=[fabric_pool()]))
+    (plan,) = plan_pools(stack)
+    limits = multinode_job(stack, plan, 2)[1]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["hugepages-2Mi"] == "5120Mi" and int(limits["vpc.amazonaws.com/efa"]) <= 32
