@@ -201,25 +201,33 @@ def catalog_rows(cloud: str | None) -> list[dict]:
                 continue
             rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
                          "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
-                         "priceRead": it.price_read, "accelerator": it.accelerator})
+                         "priceRead": it.price_read, "accelerator": it.accelerator, **catalog_fabric_row(catalog, name_cloud, it.name)})
         if name_cloud == "gcp":
             n1 = [it.name for it in types.values() if it.gpu is None]
             for acc in catalog.gcp_accelerators.values():
                 rows.append({"cloud": "gcp", "instanceType": f"n1 ({', '.join(n1)}) + {acc.name}", "gpu": acc.gpu.name,
                              "gpus": "/".join(map(str, acc.counts)), "gpuMemoryGb": acc.gpu.memory_gb, "mig": [],
-                             "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name})
+                             "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name,
+                             "fabric": None, "localNvmeGb": None})
     return rows
+
+
+def catalog_fabric_row(catalog, cloud: str, name: str) -> dict:
+    """The instance type's fabric in words (`efa x32`, `infiniband`, `gpudirect-tcpx x4`) and its local NVMe."""
+    fabric = catalog.fabric_of(cloud, name)
+    count = fabric.efa or fabric.extra_networks
+    return {"fabric": (fabric.kind + (f" x{count}" if count else "")) if fabric.kind else None, "localNvmeGb": fabric.local_nvme_gb or None}
 
 
 def print_catalog(rows: list[dict], console: Console | None = None) -> None:
     console = console or Console(highlight=False, width=200)
     table = Table(box=box.SIMPLE_HEAD)
-    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "USD/h", "USD/GPU-h", "read"):
+    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "fabric", "USD/h", "USD/GPU-h", "read"):
         table.add_column(col, justify="right" if col in ("GPUs", "GB/GPU", "USD/h", "USD/GPU-h") else "left")
     for r in rows:
         mig = ", ".join(r["mig"]) if r["mig"] else "-"
         price = f"{r['pricePerHour']:.3f}" if r["pricePerHour"] is not None else "machine + GPUs"
-        table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, price,
+        table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, r.get("fabric") or "-", price,
                       f"{r['pricePerGpuHour']:.3f}", r["priceRead"])
     console.print(table)
     console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in load_catalog().price_region.items()) + ".")

@@ -615,3 +615,15 @@ def test_autoscalers_are_told_a_new_efa_node_offers_the_efa_devices_and_huge_pag
     (plan,) = plan_pools(stack)
     limits = multinode_job(stack, plan, 2)[1]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["hugepages-2Mi"] == "5120Mi" and int(limits["vpc.amazonaws.com/efa"]) <= 32
+
+
+def test_catalog_command_shows_the_fabric():
+    from typer.testing import CliRunner
+
+    from gpupools.cli.main import app
+
+    rows = {r["instanceType"]: r for r in json.loads(CliRunner().invoke(app, ["catalog", "--cloud", "aws", "--json"]).output)}
+    assert (rows["p5.48xlarge"]["fabric"], rows["p5.48xlarge"]["localNvmeGb"]) == ("efa x32", 30400)
+    assert rows["g5.2xlarge"]["fabric"] is None
+    human = CliRunner().invoke(app, ["catalog", "--cloud", "gcp"], terminal_width=220).output
+    assert "gpudirect-tcpxo x8" in human
