@@ -391,7 +391,7 @@ def n1_shape_problems(machine_type: str, accelerator: str, count: int, path: str
 
 FABRIC_RESOURCE = None  # GPUDirect NICs reach pods through GKE multi-networking, not a device plugin resource
 FABRIC_NAME = "GPUDirect"
-# Coarse to fine: the labels GKE puts on nodes of dense A3/A4 capacity, as Google's own Kueue Topology lists them
+# Coarse to fine: GKE's topology node labels, as Google's own Kueue Topology for A3 lists them
 # (docs.cloud.google.com/ai-hypercomputer/docs/nccl/test-gke-custom-a3-mega-high, Topology `gke-default`).
 TOPOLOGY_LEVELS = (("block", "cloud.google.com/gce-topology-block"), ("subblock", "cloud.google.com/gce-topology-subblock"),
                    ("host", "cloud.google.com/gce-topology-host"))

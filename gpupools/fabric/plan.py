@@ -152,6 +152,8 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
         configured = False
         gaps = ("pods reach the GPUDirect NICs only through GKE multi-networking (Network and GKENetworkParamSet objects, pod "
                 "interface annotations) and Google's NCCL plugin, which gpupools does not install",)
+        if not stack.cluster.create:
+            gaps += ("the existing cluster must have multi-networking and Dataplane V2, which gpupools does not change",)
     elif stack.cloud == "azure":
         gaps = (f"the subscription's AKSInfinibandSupport feature ({module.INFINIBAND_FEATURE}), so the scale set's VMs share "
                 "one InfiniBand network",)
