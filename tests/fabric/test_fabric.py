@@ -38,7 +38,15 @@ def karpenter_reference() -> dict[str, dict]:
 
 
 def fabric_pool(**over) -> dict:
-    return {"name": "train", "instanceType": "p5.48xlarge", "maxNodes": 4, "zones": ["eu-central-1a"], **over}
+    return {"name": "train", "instanceType": "p5.48xlarge", "maxNodes": 4, "zones": ["us-east-1a"], **over}
+
+
+def aws_config(**keys) -> dict:
+    """An EKS stack in us-east-1, which offers every AWS instance type these tests use (p5.48xlarge is not offered in the
+    default test region)."""
+    config = stack_config("aws", **keys)
+    config["aws:region"] = "us-east-1"
+    return config
 
 
 def problems_of(config: dict) -> list[str]:
@@ -89,18 +97,18 @@ def test_multi_node_types_have_a_fabric_and_eight_gpus():
 
 
 def test_auto_turns_the_fabric_on_only_for_whole_gpu_multi_node_pools():
-    stack = validate_stack(stack_config("aws", pools=[
+    stack = validate_stack(aws_config(pools=[
         fabric_pool(),
         fabric_pool(name="mig", zones=None, sharing={"mode": "mig", "migProfile": "1g.10gb"}),
         fabric_pool(name="off", zones=None, fabric="none"),
         {"name": "g6e", "instanceType": "g6e.48xlarge", "maxNodes": 2},
-        {"name": "g6eon", "instanceType": "g6e.48xlarge", "maxNodes": 2, "fabric": "on", "zones": ["eu-central-1b"]},
-        fabric_pool(name="spread", zones=["eu-central-1a", "eu-central-1b"]),
+        {"name": "g6eon", "instanceType": "g6e.48xlarge", "maxNodes": 2, "fabric": "on", "zones": ["us-east-1b"]},
+        fabric_pool(name="spread", zones=["us-east-1a", "us-east-1b"]),
         fabric_pool(name="regional", zones=None),
     ]))
     fabrics = plan_fabrics(stack, plan_pools(stack))
     assert sorted(fabrics) == ["g6eon", "train"]  # auto leaves pools that may span zones as they were
-    assert (fabrics["train"].devices, fabrics["train"].resource, fabrics["train"].zone) == (32, "vpc.amazonaws.com/efa", "eu-central-1a")
+    assert (fabrics["train"].devices, fabrics["train"].resource, fabrics["train"].zone) == (32, "vpc.amazonaws.com/efa", "us-east-1a")
     assert fabrics["g6eon"].devices == 4
 
 
@@ -119,7 +127,7 @@ def test_example_stacks_keep_their_pools_and_only_the_training_pool_gets_a_fabri
 @pytest.mark.parametrize("cloud, pool, path, words", [
     ("aws", {"name": "i", "instanceType": "g5.2xlarge", "maxNodes": 2, "fabric": "on"}, "pools[0].fabric", "g5.2xlarge has no EFA"),
     ("aws", fabric_pool(zones=None, fabric="on"), "pools[0].zones", "EFA pools run in one zone"),
-    ("aws", fabric_pool(zones=["eu-central-1a", "eu-central-1b"], fabric="on"), "pools[0].zones", "(eu-central-1a, eu-central-1b is 2)"),
+    ("aws", fabric_pool(zones=["us-east-1a", "us-east-1b"], fabric="on"), "pools[0].zones", "(us-east-1a, us-east-1b is 2)"),
     ("aws", fabric_pool(topologyLevel="rack"), "pools[0].topologyLevel", "'rack' is not a topology level of EKS; levels, coarse to fine: layer-1"),
     ("aws", fabric_pool(fabric="none", topologyLevel="layer-2"), "pools[0].topologyLevel", "applies to pools with a fabric"),
     ("aws", fabric_pool(fabric="on", sharing={"mode": "time-slicing", "replicas": 2}), "pools[0].fabric", "shares its GPUs by time-slicing"),
@@ -133,7 +141,7 @@ def test_example_stacks_keep_their_pools_and_only_the_training_pool_gets_a_fabri
      "AKS nodes carry no topology labels"),
 ])
 def test_bad_fabric_input_is_one_line_naming_the_field(cloud, pool, path, words):
-    problems = problems_of(stack_config(cloud, pools=[pool]))
+    problems = problems_of(aws_config(pools=[pool]) if cloud == "aws" else stack_config(cloud, pools=[pool]))
     assert len(problems) == 1, problems
     assert problems[0].startswith(f"error: {path}: ") and words in problems[0], problems[0]
     assert "\n" not in problems[0]
@@ -144,7 +152,7 @@ def test_cli_refuses_bad_fabric_input_with_exit_2(stack_file):
 
     from gpupools.cli.main import app
 
-    path = stack_file(stack_config("aws", pools=[fabric_pool(zones=["eu-central-1a", "eu-central-1c"], fabric="on")]))
+    path = stack_file(aws_config(pools=[fabric_pool(zones=["us-east-1a", "us-east-1c"], fabric="on")]))
     result = CliRunner().invoke(app, ["plan", "--config", str(path)])
     assert result.exit_code == 2
     assert result.output.startswith("error: pools[0].zones: EFA pools run in one zone") and result.output.count("\n") == 1
@@ -167,14 +175,14 @@ def test_a_zonal_gke_cluster_or_a_gpu_in_one_zone_pins_a_fabric_pool_without_zon
 
 @pytest.fixture(scope="module")
 def karpenter_plan():
-    return plan_of(stack_config("aws", pools=[fabric_pool(minNodes=1), {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}],
+    return plan_of(aws_config(pools=[fabric_pool(minNodes=1), {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}],
                                 teams=[{"name": "ml", "gpus": {"train": 16, "infer": 1}}]))
 
 
 @pytest.fixture(scope="module")
 def node_group_plan():
-    return plan_of(stack_config("aws", autoscaler="cluster-autoscaler",
-                                pools=[fabric_pool(instanceType="p4d.24xlarge", os="bottlerocket"), fabric_pool(name="p5", zones=["eu-central-1b"])]))
+    return plan_of(aws_config(autoscaler="cluster-autoscaler",
+                                pools=[fabric_pool(instanceType="p4d.24xlarge", os="bottlerocket"), fabric_pool(name="p5", zones=["us-east-1b"])]))
 
 
 def karpenter_schema(ref) -> dict:
@@ -220,7 +228,7 @@ def test_the_node_class_rules_catch_two_efa_devices_on_one_card(karpenter_plan):
 def test_node_pool_pins_the_zone_and_the_floor_group_has_efa(karpenter_plan):
     pool = karpenter_plan.get("kubernetes:karpenter.sh/v1:NodePool", "nodepool-gpupools-train").inputs
     zone = [r for r in pool["spec"]["template"]["spec"]["requirements"] if r["key"] == "topology.kubernetes.io/zone"]
-    assert zone == [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["eu-central-1a"]}]
+    assert zone == [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}]
     template = karpenter_plan.get("aws:ec2/launchTemplate:LaunchTemplate", "train-nodes").inputs
     assert template["placement"] == {"groupName": "ml-test-train"} and len(template["networkInterfaces"]) == 32
 
@@ -305,7 +313,7 @@ def test_efa_device_plugin_runs_only_on_efa_pools_tolerating_the_gpu_taint(karpe
 
 
 def test_no_efa_software_without_efa_pools():
-    plan = plan_of(stack_config("aws"))
+    plan = plan_of(aws_config())
     assert not [r for r in plan.resources if "efa" in r.name or r.type.endswith("PlacementGroup")]
 
 
@@ -363,7 +371,7 @@ def test_gke_topology_uses_googles_labels():
 def test_multinode_job_asks_for_every_gpu_and_efa_device_and_queues_close_together():
     from gpupools.cli.workload import multinode_job
 
-    stack = validate_stack(stack_config("aws", pools=[fabric_pool(topologyLevel="layer-2")], teams=[{"name": "ml", "gpus": 16}]))
+    stack = validate_stack(aws_config(pools=[fabric_pool(topologyLevel="layer-2")], teams=[{"name": "ml", "gpus": 16}]))
     (plan,) = plan_pools(stack)
     service, job = multinode_job(stack, plan, 3, team="ml")
     assert service["spec"]["clusterIP"] == "None" and service["metadata"]["namespace"] == job["metadata"]["namespace"] == "ml"
@@ -406,7 +414,7 @@ def test_workload_nodes_errors_are_one_line(stack_file, args, words):
 
     from gpupools.cli.main import app
 
-    path = stack_file(stack_config("aws", pools=[fabric_pool(), {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}]))
+    path = stack_file(aws_config(pools=[fabric_pool(), {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}]))
     result = CliRunner().invoke(app, ["workload", "--config", str(path), *args])
     assert result.exit_code == 2, result.output
     assert result.output == f"error: {words}" + result.output.split(words, 1)[1] and result.output.count("\n") == 1
@@ -417,7 +425,7 @@ def test_workload_nodes_prints_service_and_job(stack_file):
 
     from gpupools.cli.main import app
 
-    path = stack_file(stack_config("aws", pools=[fabric_pool()]))
+    path = stack_file(aws_config(pools=[fabric_pool()]))
     result = CliRunner().invoke(app, ["workload", "--config", str(path), "--pool", "train", "--nodes", "2"])
     assert result.exit_code == 0, result.output
     kinds = [d["kind"] for d in yaml.safe_load_all(result.output)]
@@ -433,17 +441,17 @@ def test_plan_json_and_text_carry_the_fabric(stack_file):
 
     from gpupools.cli.main import app
 
-    path = stack_file(stack_config("aws", pools=[fabric_pool(), {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}],
+    path = stack_file(aws_config(pools=[fabric_pool(), {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}],
                                    teams=[{"name": "ml", "gpus": 8}]))
     result = CliRunner().invoke(app, ["plan", "--config", str(path), "--json"])
     assert result.exit_code == 0, result.output
     pools = {p["name"]: p for p in json.loads(result.output)["outputs"]["pools"]}
     fabric = pools["train"]["fabric"]
     assert (fabric["kind"], fabric["devices"], fabric["zone"], fabric["placement"], fabric["perPod"]) == (
-        "efa", 32, "eu-central-1a", "placement group ml-test-train", 32)
+        "efa", 32, "us-east-1a", "placement group ml-test-train", 32)
     assert pools["train"]["localNvmeGb"] == 30400 and pools["infer"]["fabric"] is None and pools["infer"]["localNvmeGb"] == 450
     text = CliRunner().invoke(app, ["plan", "--config", str(path)], terminal_width=200).output
-    assert "EFA x32 (efa), placement group ml-test-train, zone eu-central-1a" in text
+    assert "EFA x32 (efa), placement group ml-test-train, zone us-east-1a" in text
     assert "30,400 GB as one RAID0 array" in text and "topology.k8s.aws/network-node-layer-3" in text
 
 
@@ -552,7 +560,7 @@ def test_fabric_pools_as_gpupools_builds_them_pass(karpenter_plan, node_group_pl
 
 
 def test_a_multi_node_pool_without_fabric_is_flagged():
-    plan = plan_of(stack_config("aws", pools=[fabric_pool(fabric="none"), fabric_pool(name="mig", sharing={"mode": "mig", "migProfile": "1g.10gb"})]))
+    plan = plan_of(aws_config(pools=[fabric_pool(fabric="none"), fabric_pool(name="mig", sharing={"mode": "mig", "migProfile": "1g.10gb"})]))
     found = fabric_violations(plan)
     assert [p for p, _ in found] == ["multi-node-pool-fabric"]
     assert "pool 'train' (p5.48xlarge) is built for jobs that span nodes but has no EFA" in found[0][1]
@@ -565,11 +573,11 @@ def test_an_efa_pool_over_zones_or_without_its_plugin_is_flagged(karpenter_plan)
     pool = plan.get("kubernetes:karpenter.sh/v1:NodePool", "nodepool-gpupools-train").inputs
     for req in pool["spec"]["template"]["spec"]["requirements"]:
         if req["key"] == "topology.kubernetes.io/zone":
-            req["values"] = ["eu-central-1a", "eu-central-1b"]
+            req["values"] = ["us-east-1a", "us-east-1b"]
     plan.resources = [r for r in plan.resources if r.name != "aws-efa-k8s-device-plugin"]
     found = fabric_violations(plan)
     assert sorted(p for p, _ in found) == ["fabric-devices-reachable", "fabric-devices-reachable", "fabric-pool-one-zone"]
-    assert any("spans 2 zones (eu-central-1a, eu-central-1b)" in m for _, m in found)
+    assert any("spans 2 zones (us-east-1a, us-east-1b)" in m for _, m in found)
     assert any("installs no EFA device plugin" in m for _, m in found)
 
 
@@ -611,7 +619,7 @@ def test_autoscalers_are_told_a_new_efa_node_offers_the_efa_devices_and_huge_pag
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"] == "10256Mi"
     from gpupools.cli.workload import multinode_job
 
-    stack = validate_stack(stack_config("aws", pools=[fabric_pool()]))
+    stack = validate_stack(aws_config(pools=[fabric_pool()]))
     (plan,) = plan_pools(stack)
     limits = multinode_job(stack, plan, 2)[1]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["hugepages-2Mi"] == "5120Mi" and int(limits["vpc.amazonaws.com/efa"]) <= 32
