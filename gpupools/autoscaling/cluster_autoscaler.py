@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from gpupools.clouds.aws import fabric_node_resources
 from gpupools.clouds.common import minor_key
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint
 from gpupools.core.sharing import GPU_RESOURCE
@@ -125,3 +126,14 @@ def helm_values(cluster_name: str, region: str | None, image_tag: str, service_m
     if service_monitor is not None:
         values["serviceMonitor"] = {"enabled": True, "selector": dict(service_monitor), "namespace": CHART.namespace}
     return values
+
+
+# cluster-autoscaler never removes a node while a pod on it carries this annotation set to "false"
+# (kubernetes/autoscaler cluster-autoscaler/FAQ.md, "What types of pods can prevent CA from removing a node?"). The
+# managed autoscalers of AKS and GKE are cluster-autoscaler and honour it too.
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+def fabric_asg_tags(efa: int) -> dict[str, str]:
+    """An EFA pool's group also offers its EFA interfaces and the EFA driver's huge pages, which its jobs ask for."""
+    return {f"{TAG_PREFIX}resources/{name}": value for name, value in fabric_node_resources(efa).items()}

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpupools.capacity import sources as capacity
-from gpupools.clouds.aws import bottlerocket_settings, karpenter_capacity_types, reservation_selector_terms
+from gpupools.capacity.sources import placement_zones, reserved_marker
+from gpupools.clouds.aws import EFA_HUGE_PAGES, bottlerocket_settings, karpenter_capacity_types, reservation_selector_terms
+from gpupools.fabric.plan import FabricPlan
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.pools.software import Chart
@@ -72,6 +73,9 @@ class NodeClassSpec:
     family: str  # al2023 | bottlerocket
     disk_gb: int
     user_data: str | None  # Bottlerocket settings TOML
+    efa: int = 0  # EFA-only interfaces, one per network card (fabric pools)
+    placement_group: str | None = None  # the pool's cluster placement group (fabric pools)
+    raid0: bool = False  # the instance store as one RAID0 array for ephemeral storage
     reservations: str | None = None  # capacityReservationSelectorTerms as JSON; the pool's own class when set
 
     @property
@@ -79,11 +83,14 @@ class NodeClassSpec:
         return f"{self.family}@latest"
 
 
-def node_class_spec(plan: PoolPlan) -> NodeClassSpec:
+def node_class_spec(plan: PoolPlan, fabric: FabricPlan | None = None) -> NodeClassSpec:
     family = plan.pool.os or "al2023"
     terms = reservation_selector_terms(plan.pool)
-    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan),
-                         json.dumps(terms, sort_keys=True) if terms else None)
+    reservations = json.dumps(terms, sort_keys=True) if terms else None
+    if fabric is None:
+        return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan), reservations=reservations)
+    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan), efa=fabric.devices,
+                         placement_group=fabric.placement_group, raid0=fabric.local_nvme_gb > 0, reservations=reservations)
 
 
 def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
@@ -94,18 +101,32 @@ def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
     if spec.user_data is not None:
         m = plan.mechanism
         parts.append({"none": "whole", "time-slicing": f"ts{m.replicas}", "mps": f"mps{m.replicas}"}.get(m.mode) or f"mig-{m.mig_profile}")
+    if spec.placement_group is not None:  # one placement group per pool, so one node class per fabric pool
+        parts.append(f"fabric-{plan.name}")
     if spec.reservations is not None:
         parts.append(f"reserved-{plan.name}")  # reservations are the pool's own
     return "-".join(parts).replace("+", ".")
 
 
-def node_classes(plans: list[PoolPlan]) -> dict[str, NodeClassSpec]:
+def node_classes(plans: list[PoolPlan], fabrics: dict[str, FabricPlan] | None = None) -> dict[str, NodeClassSpec]:
     """Every distinct EC2NodeClass the pools need, by name."""
     out: dict[str, NodeClassSpec] = {}
     for plan in plans:
-        spec = node_class_spec(plan)
+        spec = node_class_spec(plan, (fabrics or {}).get(plan.name))
         out[node_class_name(spec, plan)] = spec
     return out
+
+
+def network_interfaces(efa: int) -> list[dict]:
+    """The primary interface on card 0 and an EFA-only interface on every network card, one EFA per card
+    (karpenter.k8s.aws/v1 EC2NodeClass spec.networkInterfaces, website/content/en/docs/concepts/nodeclasses.md @
+    v1.14.1: `interface` at card 0 device 0 beside `efa-only` at card 0 device 1). Karpenter then advertises as many
+    vpc.amazonaws.com/efa as there are efa-only entries (pkg/providers/instancetype/types.go efas()), and EFA-only
+    interfaces take no IP address from the subnet."""
+    interfaces = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}]
+    # Device index 1 on every card, as on card 0 and as Karpenter places the EFAs it attaches itself.
+    interfaces += [{"networkCardIndex": card, "deviceIndex": 1, "interfaceType": "efa-only"} for card in range(efa)]
+    return interfaces
 
 
 def block_devices(spec: NodeClassSpec) -> list[dict]:
@@ -131,6 +152,13 @@ def ec2_node_class(name: str, spec: NodeClassSpec, node_role_name: str, subnet_i
     }
     if spec.user_data is not None:
         body["userData"] = spec.user_data
+    if spec.efa:
+        body["networkInterfaces"] = network_interfaces(spec.efa)
+    if spec.placement_group is not None:
+        body["placementGroupSelector"] = {"name": spec.placement_group}
+    if spec.raid0:
+        # Karpenter builds the array and points the kubelet's ephemeral storage at it (nodeadm localStorage RAID0).
+        body["instanceStorePolicy"] = "RAID0"
     if spec.reservations is not None:
         # Karpenter uses the selected ODCRs and Capacity Blocks before spot and on-demand (nodeclasses docs,
         # capacityReservationSelectorTerms); the ReservedCapacity feature gate is on by default since 1.6.
@@ -160,13 +188,13 @@ def node_pool(plan: PoolPlan, node_class: str) -> dict:
     return {
         "apiVersion": NODE_POOL_API, "kind": "NodePool",
         "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name},
-                     **({"annotations": capacity.reserved_marker(plan.pool)} if capacity.reserved_marker(plan.pool) else {})},
+                     **({"annotations": reserved_marker(plan.pool)} if reserved_marker(plan.pool) else {})},
         "spec": {
             "template": {
                 "metadata": {"labels": dict(plan.labels)},
                 "spec": {
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
-                    "requirements": requirements(plan, capacity.placement_zones(plan.pool)),
+                    "requirements": requirements(plan, placement_zones(plan.pool)),
                     "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.taints],
                     "expireAfter": EXPIRE_AFTER,
                 },
@@ -188,8 +216,13 @@ def overlay_capacity(plan: PoolPlan) -> dict[str, int]:
     return {name: count for name, count in plan.autoscaler_resources.items() if ec2.get(name) != count}
 
 
-def node_overlay(plan: PoolPlan) -> dict | None:
-    capacity = overlay_capacity(plan)
+def node_overlay(plan: PoolPlan, fabric: FabricPlan | None = None) -> dict | None:
+    """With EFA, also the EFA driver's huge pages, which Karpenter's instance types do not list (Karpenter's own
+    NodeOverlay example adds `hugepages-2Mi`, docs/concepts/nodeoverlays.md); the EFA count Karpenter takes from the
+    node class's efa-only interfaces."""
+    capacity: dict = dict(overlay_capacity(plan))
+    if fabric is not None and fabric.kind == "efa":
+        capacity["hugepages-2Mi"] = EFA_HUGE_PAGES
     if not capacity:
         return None
     return {

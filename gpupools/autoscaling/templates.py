@@ -28,3 +28,14 @@ def node_group_labels(plan: PoolPlan, autoscaler: str) -> dict[str, str]:
     """An EKS managed node group's labels: as Karpenter's fixed floor the pool's own, under cluster-autoscaler also
     the GPU label it reads."""
     return dict(plan.labels) if autoscaler == KARPENTER else cluster_autoscaler.node_labels(plan)
+
+
+def eviction_guard(autoscaler: str) -> dict[str, str]:
+    """The pod annotation that keeps each autoscaler from taking a running Job's node away: Karpenter's own
+    do-not-disrupt (aws/karpenter-provider-aws website/content/en/docs/concepts/disruption.md), cluster-autoscaler's
+    safe-to-evict "false" (AKS's and GKE's managed autoscalers included). None where no autoscaler removes nodes."""
+    if autoscaler == KARPENTER:
+        return {karpenter.DO_NOT_DISRUPT: "true"}
+    if autoscaler in (CLUSTER_AUTOSCALER, CLOUD):
+        return {cluster_autoscaler.SAFE_TO_EVICT: "false"}
+    return {}

@@ -29,25 +29,31 @@ def fail(problems: list[Problem] | Problem | str, code: int = EXIT_USAGE) -> NoR
     raise typer.Exit(code)
 
 
-def project_dir() -> Path:
-    """The nearest directory with a Pulumi.yaml, so `--stack` works from anywhere inside a project."""
+def project_dir() -> Path | None:
+    """The nearest directory with a Pulumi.yaml, so `--stack` works from anywhere inside a project; None outside one
+    (never the installed package's own folder: its example stacks are not the user's)."""
     here = Path.cwd().resolve()
     for d in (here, *here.parents):
         if (d / "Pulumi.yaml").exists():
             return d
-    return Path(__file__).resolve().parent.parent
+    return None
 
 
 def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
     if stack and config:
         fail("give either --stack or --config, not both")
     if config is not None:
+        if config.is_dir():
+            fail(Problem("--config", f"{str(config)!r} is a directory; give a stack file such as {config / 'Pulumi.dev.yaml'}, or --stack NAME"))
         name = config.name
         name = name[len("Pulumi."):-len(".yaml")] if name.startswith("Pulumi.") and name.endswith((".yaml", ".yml")) else config.stem
         return config, name
     if not stack:
         fail("give --stack NAME (stacks/Pulumi.NAME.yaml) or --config FILE")
     root = project_dir()
+    if root is None:
+        fail(Problem("--stack", f"no Pulumi project at {Path.cwd()} or above it (no Pulumi.yaml); run inside the project, or give the "
+                                f"stack file with --config FILE"))
     stacks_dir = root / "stacks"
     from gpupools.stack.reading import ReadError, read_document
 
@@ -78,7 +84,7 @@ def load(stack: str | None, config: Path | None):
 
 
 StackOpt = typer.Option(None, "--stack", "-s", help="Stack name: reads stacks/Pulumi.NAME.yaml")
-ConfigOpt = typer.Option(None, "--config", "-c", help="Path of any stack file", dir_okay=False)
+ConfigOpt = typer.Option(None, "--config", "-c", help="Path of any stack file")
 JsonOpt = typer.Option(False, "--json", help="Machine-readable JSON on stdout")
 
 
@@ -126,7 +132,7 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
         return
     from gpupools.cli.planreport import print_plan
 
-    print_plan(typed, result, changes=changes)
+    print_plan(typed, result, changes=changes, source=stack_path(stack, config)[0])
 
 
 @app.command()
@@ -146,10 +152,12 @@ def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azu
 
 @app.command()
 def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
-           out: Path = typer.Option(..., "--out", "-o", help="Directory to write into", file_okay=False)) -> None:
+           out: Path = typer.Option(..., "--out", "-o", help="Directory to write into")) -> None:
     """Write each Helm release's values and every other Kubernetes object as YAML, for review or kubectl."""
     from gpupools.cli.render import write_rendered
 
+    if out.exists() and not out.is_dir():
+        fail(Problem("--out", f"{str(out)!r} is a file; give a directory to write into (created if missing)"))
     raw, typed, name = load(stack, config)
     result = run_plan(raw, name)
     try:
@@ -162,20 +170,39 @@ def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
         typer.echo(note)
 
 
+WORKLOAD_IMAGE = "nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04"
+
+
 @app.command()
 def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
              pool: Optional[str] = typer.Option(None, "--pool", "-p", help="Pool the Job should run on (with --team: optional on Kueue)"),
              team: Optional[str] = typer.Option(None, "--team", "-t", help="Queue for this team's GPU quota, in its namespace"),
              priority: Optional[str] = typer.Option(None, "--priority", help="With --team on Kueue: high, normal or low (default: the team's)"),
-             image: str = typer.Option("nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04", "--image", help="Container image"),
-             units: int = typer.Option(1, "--units", min=1, help="Schedulable GPU units to request"),
+             image: str = typer.Option(WORKLOAD_IMAGE, "--image", help="Container image (with --nodes: PyTorch with NCCL)"),
+             units: int = typer.Option(1, "--units", help="Schedulable GPU units to request (1 or more)"),
              gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="vgpu pools: memory per vGPU, e.g. 8Gi, 3000Mi or 25%"),
-             gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU")) -> None:
+             gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU"),
+             nodes: Optional[int] = typer.Option(None, "--nodes", help="A multi-node job on a fabric pool: N pods, one per node, each with "
+                                                                       "all its GPUs and fabric devices")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
-    from gpupools.cli.workload import job_manifest, team_job, workload_problems
+    from gpupools.cli.workload import job_manifest, multinode_job, team_job, workload_problems
 
+    if units < 1:
+        fail(Problem("--units", f"{units} is not a number of GPU units to request; ask for 1 or more"))
     _, typed, _ = load(stack, config)
+    if nodes is not None:
+        if pool is None or pool not in [p.name for p in typed.pools]:
+            fail(Problem("--pool", f"a multi-node job names its pool with --pool; pools: {', '.join(p.name for p in typed.pools)}"))
+        if units != 1 or gpu_memory is not None or gpu_cores is not None:
+            fail(Problem("--units", "a multi-node job takes every GPU of each node; drop --units, --gpu-memory and --gpu-cores"))
+        try:
+            docs = multinode_job(typed, plan_pool(typed, typed.pool(pool)), nodes,
+                                 image if image != WORKLOAD_IMAGE else None, team, priority)
+        except ConfigError as exc:
+            fail(exc.problems)
+        typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+        return
     if team is not None:
         try:
             job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores)

@@ -22,7 +22,9 @@ from gpupools.core.pools import PoolPlan
 from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
+from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.sharing import resolve_installer
+from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, plan_fabrics
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
                     NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
@@ -58,6 +60,33 @@ def money(value: float) -> str:
     return f"${value:,.3f}/h" if value < 10 else f"${value:,.2f}/h"
 
 
+def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) -> list[tuple[str, str]]:
+    """The pool's fabric, local NVMe and topology levels, as the plan shows them."""
+    nvme = catalog_fabric(stack.cloud, plan.pool.instance_type).local_nvme_gb
+    if fabric is None:
+        kind = catalog_fabric(stack.cloud, plan.pool.instance_type).kind
+        why = fabric_off_reason(stack.cloud, plan.pool, plan.sharing, stack.cluster)
+        rows = [("fabric", f"off: the instance type has {kind}, but {why}" if kind else "none")]
+        rows.append(("local NVMe", f"{nvme:,} GB, unused" if nvme else "none"))
+        return rows
+    rows = [("fabric", fabric.summary + (f", {fabric.resource} x {fabric.resource_count} per pod" if fabric.resource else ""))]
+    for gap in fabric.gaps:
+        rows.append(("", f"pods cannot use it yet: {gap}" if not fabric.configured else f"needs: {gap}"))
+    if fabric.local_nvme_gb:
+        rows.append(("local NVMe", f"{fabric.local_nvme_gb:,} GB as one RAID0 array for ephemeral storage" if stack.cloud == "aws"
+                     else f"{fabric.local_nvme_gb:,} GB, not configured by gpupools"))
+    else:
+        rows.append(("local NVMe", "none"))
+    if fabric.levels:
+        levels = " > ".join(label for _, label in fabric.levels)
+        how = (f"jobs must fit in one {fabric.required_level}" if fabric.required_level
+               else f"jobs packed as close as Kueue can (preferred {fabric.finest_level})")
+        rows.append(("topology", f"{levels}; {how}" + ("" if stack.quotas == "kueue" and stack.teams else " (used by Kueue team queues)")))
+    else:
+        rows.append(("topology", "no topology labels on this cloud's nodes"))
+    return rows
+
+
 def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None) -> Table:
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
@@ -90,6 +119,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER
     table.add_row("", sharing_change_note(stack.cloud, m.installer, pool.os, karpenter))
+    for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
+        table.add_row(key, value)
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
     per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
     table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}")
@@ -98,7 +129,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     return table
 
 
-def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None) -> None:
+def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None,
+               source=None) -> None:
     """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
     console = console or Console(highlight=False, width=140)
     module = cloud_module(stack.cloud)
@@ -107,8 +139,11 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     how = "new" if stack.cluster.create else "existing, looked up by name"
     default = f"{module.DEFAULT_KUBERNETES_VERSION} (default)" if module.DEFAULT_KUBERNETES_VERSION else "the release channel's default"
     version = stack.cluster.kubernetes_version or (default if stack.cluster.create else "as running")
-    console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
+    console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}{f' (read from {source})' if source else ''}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
                   f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)]}")
+    guard = eviction_guard(resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
+    console.print("eviction guard: Jobs from `gpupools workload` carry " + (", ".join(f"{k}: \"{v}\"" for k, v in guard.items()) if guard else
+                  "none (no autoscaler removes nodes)"), markup=False)
     for warning in version_warnings(stack, date.today()):
         console.print(f"[yellow]warning[/yellow]: {warning}")
     for note in provider_notes(stack.cloud, stack.providers):
@@ -179,25 +214,33 @@ def catalog_rows(cloud: str | None) -> list[dict]:
                 continue
             rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
                          "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
-                         "priceRead": it.price_read, "accelerator": it.accelerator})
+                         "priceRead": it.price_read, "accelerator": it.accelerator, **catalog_fabric_row(catalog, name_cloud, it.name)})
         if name_cloud == "gcp":
             n1 = [it.name for it in types.values() if it.gpu is None]
             for acc in catalog.gcp_accelerators.values():
                 rows.append({"cloud": "gcp", "instanceType": f"n1 ({', '.join(n1)}) + {acc.name}", "gpu": acc.gpu.name,
                              "gpus": "/".join(map(str, acc.counts)), "gpuMemoryGb": acc.gpu.memory_gb, "mig": [],
-                             "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name})
+                             "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name,
+                             "fabric": None, "localNvmeGb": None})
     return rows
+
+
+def catalog_fabric_row(catalog, cloud: str, name: str) -> dict:
+    """The instance type's fabric in words (`efa x32`, `infiniband`, `gpudirect-tcpx x4`) and its local NVMe."""
+    fabric = catalog.fabric_of(cloud, name)
+    count = fabric.efa or fabric.extra_networks
+    return {"fabric": (fabric.kind + (f" x{count}" if count else "")) if fabric.kind else None, "localNvmeGb": fabric.local_nvme_gb or None}
 
 
 def print_catalog(rows: list[dict], console: Console | None = None) -> None:
     console = console or Console(highlight=False, width=200)
     table = Table(box=box.SIMPLE_HEAD)
-    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "USD/h", "USD/GPU-h", "read"):
+    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "fabric", "USD/h", "USD/GPU-h", "read"):
         table.add_column(col, justify="right" if col in ("GPUs", "GB/GPU", "USD/h", "USD/GPU-h") else "left")
     for r in rows:
         mig = ", ".join(r["mig"]) if r["mig"] else "-"
         price = f"{r['pricePerHour']:.3f}" if r["pricePerHour"] is not None else "machine + GPUs"
-        table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, price,
+        table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, r.get("fabric") or "-", price,
                       f"{r['pricePerGpuHour']:.3f}", r["priceRead"])
     console.print(table)
     console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in load_catalog().price_region.items()) + ".")

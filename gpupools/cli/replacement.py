@@ -94,6 +94,10 @@ def sharing_change_note(cloud: str, installer: str, os: str | None, karpenter: b
     """What a change of this pool's sharing (mode, replicas, MIG profile) does on its cloud."""
     if cloud == "gcp" and installer == "cloud":
         return "a sharing change (mode, replicas, migProfile) REPLACES this node pool: GKE's guestAccelerators cannot change in place"
+    if karpenter and os == "bottlerocket":
+        # Bottlerocket's device plugin reads its settings from user data, which the pool's EC2NodeClass carries.
+        return ("a sharing change updates the EC2NodeClass user data (Bottlerocket settings); Karpenter replaces the nodes gracefully "
+                "(drift), the pool stays")
     if karpenter:
         return ("a sharing change updates a ConfigMap and the NodePool's node labels; Karpenter replaces the nodes gracefully "
                 "(drift), the pool stays")

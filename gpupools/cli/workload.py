@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from gpupools.autoscaling.choice import KARPENTER, resolve_autoscaler
-from gpupools.autoscaling.karpenter import DO_NOT_DISRUPT
+from gpupools.autoscaling.choice import resolve_autoscaler
+from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import gpu_memory_problem
 from gpupools.pools.pods import gpu_limits, pod_spec
@@ -47,7 +47,8 @@ def job_manifest(stack: StackConfig, plan: PoolPlan, image: str, units: int = 1,
                  gpu_cores: int | None = None) -> dict:
     """Requests are whole units of the pool's resource (a time-slice, an MPS share, a MIG slice, a vGPU or a GPU).
 
-    On Karpenter pools the pod asks Karpenter not to disrupt its node (drift, consolidation) while it runs. On
+    The pod asks the pool's autoscaler not to take its node away while it runs (Karpenter's do-not-disrupt,
+    cluster-autoscaler's safe-to-evict "false"; see autoscaling.templates.eviction_guard). On
     vgpu pools the pod names HAMi's scheduler itself, so it is placed by GPU memory and compute even where HAMi's
     admission webhook did not see it.
     """
@@ -58,8 +59,9 @@ def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan
     labels = {POOL_LABEL: plan.name} if plan is not None else {}
     spec = pod_spec(stack, plan, limits, image)
     pod_metadata: dict = {"labels": dict(labels)} if labels else {}
-    if resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER:
-        pod_metadata["annotations"] = {DO_NOT_DISRUPT: "true"}
+    guard = eviction_guard(resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
+    if guard:
+        pod_metadata["annotations"] = guard
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -126,3 +128,92 @@ def _team_pool(stack: StackConfig, team: TeamPlan, pool: str | None) -> PoolPlan
         raise ConfigError([Problem("--pool", f"team {team.team.name}'s pool {vgpu[0]} shares GPUs as vGPUs, whose pods name HAMi's scheduler; "
                                              "choose the pool with --pool")])
     return None
+
+
+# A PyTorch image with NCCL; on EFA the image must also carry aws-ofi-nccl (AWS Deep Learning Containers do).
+MULTI_NODE_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+MASTER_PORT = 29500
+# One all-reduce over every GPU of every node: proves the job's pods found each other and NCCL its fabric.
+ALL_REDUCE = ("import os, torch, torch.distributed as dist; dist.init_process_group('nccl'); "
+              "torch.cuda.set_device(int(os.environ['LOCAL_RANK'])); t = torch.ones(1 << 24, device='cuda'); dist.all_reduce(t); "
+              "print(f\"rank {dist.get_rank()} of {dist.get_world_size()}: {t[0].item():.0f}\"); dist.destroy_process_group()")
+
+
+def multinode_problems(stack: StackConfig, plan: PoolPlan, nodes: int) -> list[Problem]:
+    from gpupools.fabric.plan import plan_fabric
+
+    fabric = plan_fabric(stack, plan)
+    if nodes < 2:
+        return [Problem("--nodes", f"{nodes}: a multi-node job has 2 nodes or more; leave --nodes out for one node")]
+    if fabric is None:
+        return [Problem("--nodes", f"pool {plan.name!r} has no fabric between nodes (fabric: {plan.pool.fabric}, {plan.pool.instance_type}); "
+                                   f"multi-node jobs go to a pool with one")]
+    if not fabric.configured:
+        return [Problem("--nodes", f"pool {plan.name!r}'s {fabric.name} is not reachable by pods: {fabric.gaps[0]}")]
+    if nodes > plan.pool.max_nodes:
+        return [Problem("--nodes", f"{nodes} exceeds pool {plan.name!r}'s maxNodes ({plan.pool.max_nodes})")]
+    return []
+
+
+def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | None = None, team: str | None = None,
+                  priority: str | None = None) -> list[dict]:
+    """An Indexed Job of `nodes` pods, one per node, each with all the node's GPUs and fabric devices, and the headless
+    Service that gives pod i the name <job>-i.<job> (Kubernetes: an Indexed Job's pods get hostname <job>-<index>
+    and, with `subdomain`, a DNS record under that Service). torchrun's rank comes from JOB_COMPLETION_INDEX, which
+    Kubernetes sets in every pod of an Indexed Job. For a team on Kueue the Job queues and carries the topology
+    annotation that keeps its pods close."""
+    from gpupools.clouds.registry import cloud_module
+    from gpupools.fabric.plan import plan_fabric
+    from gpupools.queues.kueue import topology_annotation
+
+    problems = multinode_problems(stack, plan, nodes)
+    if problems:
+        raise ConfigError(problems)
+    fabric = plan_fabric(stack, plan)
+    assert fabric is not None
+    pod = cloud_module(stack.cloud).fabric_pod(fabric.resource_count)
+    name = f"multinode-{plan.name}"
+    gpus = plan.hardware.gpus_per_node
+    limits = {plan.mechanism.resource: gpus, **pod["limits"]}
+    spec = pod_spec(stack, plan, limits, image or MULTI_NODE_IMAGE)
+    container = spec["containers"][0]
+    container["name"] = "trainer"
+    container["command"] = ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus}", "--node-rank=$(JOB_COMPLETION_INDEX)",
+                            f"--master-addr={name}-0.{name}", f"--master-port={MASTER_PORT}", "--no-python", "python", "-c", ALL_REDUCE]
+    container["env"] = [{"name": k, "value": v} for k, v in pod["env"].items()]
+    container["ports"] = [{"containerPort": MASTER_PORT, "name": "rendezvous"}]
+    container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
+    if pod["capabilities"]:
+        container["securityContext"] = {"capabilities": {"add": list(pod["capabilities"])}}
+    spec["subdomain"] = name
+    spec["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]  # NCCL's shared memory between the node's GPUs
+    job = _job(stack, name, limits, image or MULTI_NODE_IMAGE, plan)
+    job["spec"]["template"]["spec"] = spec
+    job["spec"].update({"completionMode": "Indexed", "completions": nodes, "parallelism": nodes})
+    namespace = None
+    if team is not None:
+        teams = {t.team.name: t for t in plan_teams(stack, [plan])}
+        if team not in teams:
+            raise ConfigError([Problem("--team", f"{team!r} is not a team of pool {plan.name!r}; its teams: {', '.join(teams) or 'none'}")])
+        t = teams[team]
+        namespace = t.team.namespace_name
+        job["metadata"]["namespace"] = namespace
+        if stack.quotas == "kueue":
+            allowed = allowed_priorities(t.team.priority)
+            chosen = priority or t.team.priority
+            if chosen not in allowed:
+                raise ConfigError([Problem("--priority", f"team {team} may use {', '.join(allowed)}; got {chosen!r}")])
+            job["metadata"]["labels"].update({QUEUE_LABEL: team, PRIORITY_LABEL: chosen})
+            job["spec"] = {"suspend": True, **job["spec"]}
+            job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(topology_annotation(fabric))
+        elif priority is not None:
+            raise ConfigError([Problem("--priority", "priorities need gpupools:quotas: kueue")])
+    elif priority is not None:
+        raise ConfigError([Problem("--priority", "only with --team")])
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": {POOL_LABEL: plan.name}},
+               # Ready or not: rank 0 must be found by name while the others start.
+               "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"batch.kubernetes.io/job-name": name},
+                        "ports": [{"name": "rendezvous", "port": MASTER_PORT}]}}
+    if namespace:
+        service["metadata"]["namespace"] = namespace
+    return [service, job]

@@ -7,11 +7,13 @@ values the cloud creates at deploy time (ARNs, IDs) are passed in and placed unt
 from __future__ import annotations
 
 import base64
+import difflib
 import re
 
 from datetime import date
 
 from gpupools.core.catalog import Catalog, Hardware
+from gpupools.core.facts import load_facts
 from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
@@ -354,12 +356,53 @@ def extra_tolerations(plan: PoolPlan) -> list[dict]:
 def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
     region = providers.get("aws:region")
     region = region if isinstance(region, str) and re.fullmatch(AWS_REGION, region) else None  # a bad one is reported by itself
+    if region is not None and region not in load_facts().aws_regions:
+        return []  # region_problems names the region itself
     problems = zone_letter_problems(pool, path, region, f"{region or 'eu-central-1'}a")
+    problems += [Problem(f"{path}.zones[{i}]", f"{zone!r} is not a zone of region {region}: AWS zone names are the region and one letter a to f "
+                                               f"(no region has more than six zones); `aws ec2 describe-availability-zones --region {region}` lists yours")
+                 for i, zone in enumerate(pool.zones or []) if not problems and region and zone[len(region):] not in ZONE_LETTERS]
     for s in capacity.sources(pool):  # a reservation's zones pin the pool there: they must be the region's too
         if s.reservation is not None and s.reservation.zones and not pool.zones:
             problems += zone_letter_problems(pool.model_copy(update={"zones": s.reservation.zones}), f"{s.path(path)}.reservation", region,
                                              f"{region or 'eu-central-1'}a")
-    return problems
+    if problems or region is None or hardware is None:
+        return problems
+    return offering_problems(pool, path, region)
+
+
+# AWS availability-zone names end in one letter; us-east-1, the largest region, runs from a to f.
+ZONE_LETTERS = tuple("abcdef")
+
+
+def region_problems(providers: dict) -> list[Problem]:
+    """A region botocore's endpoint data does not know (facts_aws.yaml, refreshed from botocore)."""
+    region = providers.get("aws:region")
+    if not isinstance(region, str) or not re.fullmatch(AWS_REGION, region) or region in load_facts().aws_regions:
+        return []
+    close = difflib.get_close_matches(region, load_facts().aws_regions, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else "see `aws ec2 describe-regions`"
+    return [Problem("aws:region", f"{region!r} is not an AWS region; {hint} (regions known to botocore's endpoint data)")]
+
+
+def offering_problems(pool: Pool, path: str, region: str) -> list[Problem]:
+    """Whether EC2 offers the instance type in the region (SkyPilot's catalog of DescribeInstanceTypeOfferings, by
+    zone ID). Zone names map to zone IDs differently in every account, so a zone is judged by count only: a pool
+    cannot use more zones than the region has zones offering its type."""
+    facts = load_facts()
+    zone_ids = facts.aws_regions_offering(pool.instance_type, region)
+    if zone_ids is None:
+        return []
+    if not zone_ids:
+        where = sorted(facts.aws_offerings.get(pool.instance_type, {}))
+        return [Problem(f"{path}.instanceType", f"{pool.instance_type} is not offered in {region}; regions that offer it: "
+                                                f"{', '.join(where) or 'none known'} (gpupools catalog --cloud aws)")]
+    wanted = sorted(set(pool.zones or []))
+    if len(wanted) > len(zone_ids):
+        return [Problem(f"{path}.zones", f"{len(wanted)} zones asked, but {pool.instance_type} is offered in only {len(zone_ids)} zone"
+                                         f"{'s' if len(zone_ids) != 1 else ''} of {region} (zone IDs {', '.join(zone_ids)}); list at most "
+                                         f"{len(zone_ids)}: `aws ec2 describe-availability-zones --region {region}` maps your zone names to IDs")]
+    return []
 
 
 def node_template(plan: PoolPlan) -> NodeTemplate | None:
@@ -392,6 +435,105 @@ def vpc_zones(available: list[str], wanted: list[str], count: int = AVAILABILITY
 def pool_zones(pools: list[Pool]) -> list[str]:
     """Zones pools ask for, their own or their reservations'."""
     return sorted({zone for pool in pools for zone in (capacity.placement_zones(pool) or [])})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The fabric: EFA between nodes, a cluster placement group, and the nodes' instance store
+
+# The extended resource the EFA device plugin advertises, one per EFA interface (EKS user guide ml/node-efa.adoc;
+# Karpenter pkg/apis/v1/labels.go ResourceEFA).
+FABRIC_RESOURCE = "vpc.amazonaws.com/efa"
+FABRIC_NAME = "EFA"
+# Coarse to fine: the EC2 instance topology (DescribeInstanceTopology) as the AWS cloud controller manager writes it
+# onto nodes, `topology.k8s.aws/network-node-layer-<n>` counting from 1 at the top (kubernetes/cloud-provider-aws
+# pkg/providers/v1/well_known_labels.go LabelNetworkNodePrefix, instances_v2.go getAdditionalLabels). Layer 3 is
+# the bottom for most instance types (EKS user guide "ml-workload-topology"); a fourth exists only on some.
+TOPOLOGY_LEVELS = (("layer-1", "topology.k8s.aws/network-node-layer-1"), ("layer-2", "topology.k8s.aws/network-node-layer-2"),
+                   ("layer-3", "topology.k8s.aws/network-node-layer-3"))
+# EFA traffic stays in one Availability Zone and a cluster placement group is one zone's.
+FABRIC_ZONES = "one"
+
+
+def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
+    """How a fabric pool's nodes are kept close: its cluster placement group (description, group name)."""
+    name = f"{cluster_name}-{pool}"
+    return f"placement group {name}", name
+
+
+def placement_group_args(cluster_name: str, pool: str) -> dict:
+    """A cluster placement group per fabric pool: its instances packed close in one zone's low-latency network
+    (EC2 CreatePlacementGroup Strategy=cluster)."""
+    return {"name": fabric_placement(cluster_name, pool)[1], "strategy": "cluster",
+            "tags": {"gpupools.io/pool": pool, f"kubernetes.io/cluster/{cluster_name}": "owned"}}
+
+
+def efa_security_group_args(cluster_name: str, vpc_id) -> dict:
+    return {"name": f"{cluster_name}-efa", "description": "EFA: all traffic between the fabric pools' nodes", "vpcId": vpc_id,
+            "tags": {f"kubernetes.io/cluster/{cluster_name}": "owned", "Name": f"{cluster_name}-efa"}}
+
+
+def efa_security_group_rules(group_id) -> dict[str, dict]:
+    """EFA's OS-bypass traffic passes only a security group that allows all traffic to and from itself, both ways
+    (EC2 user guide efa-start; AWS PCS working-with_networking_efa_create-sg: `--protocol -1 --source-group SG`
+    ingress and egress). ipProtocol -1 is every protocol and port (aws.vpc.SecurityGroupIngressRule)."""
+    rule = {"securityGroupId": group_id, "ipProtocol": "-1", "referencedSecurityGroupId": group_id,
+            "description": "EFA between the fabric pools' nodes"}
+    return {"ingress": dict(rule), "egress": dict(rule)}
+
+
+def efa_network_interfaces(count: int, security_group_ids) -> list[dict]:
+    """A managed node group's launch template: an EFA (EFA with ENA, `efa`) on every network card, one per card, the
+    one on card 0 as the primary interface (EKS user guide ml/node-efa.adoc: "You can assign up to one EFA per
+    network card"; EC2 InterfaceType efa works on every EFA instance type, where efa-only needs the card to list it).
+    Device index 1 on the further cards, as Karpenter lays out the EFAs it attaches itself
+    (pkg/providers/launchtemplate/launchtemplate.go generateNetworkInterfaces)."""
+    return [{"networkCardIndex": card, "deviceIndex": 0 if card == 0 else 1, "interfaceType": "efa", "securityGroups": security_group_ids,
+             "deleteOnTermination": "true"} for card in range(count)]
+
+
+def raid0_user_data(bottlerocket: bool) -> str:
+    """The instance store as one RAID0 array for the node's ephemeral storage, as Karpenter's instanceStorePolicy RAID0
+    does it (aws/karpenter-provider-aws pkg/providers/amifamily/bootstrap/nodeadm.go: NodeConfig
+    spec.instance.localStorage.strategy RAID0, which EKS merges with its own NodeConfig; bottlerocket.go: the
+    bootstrap command `apiclient ephemeral-storage init` then `bind`)."""
+    if bottlerocket:
+        return ('[settings.bootstrap-commands.000-mount-instance-storage]\n'
+                'commands = [["apiclient", "ephemeral-storage", "init"], ["apiclient", "ephemeral-storage", "bind", "--dirs", '
+                '"/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]]\nmode = "always"\nessential = true\n')
+    return ("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"GPUPOOLS\"\n\n--GPUPOOLS\nContent-Type: application/node.eks.aws\n\n"
+            "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  instance:\n    localStorage:\n      strategy: RAID0\n\n--GPUPOOLS--\n")
+
+
+def fabric_launch_template_args(args: dict, efa: int, placement_group: str, security_group_ids, raid0: bool, bottlerocket: bool) -> dict:
+    """A fabric pool's launch template: EFA on every card, the pool's placement group, its instance store as RAID0."""
+    out = {**args, "networkInterfaces": efa_network_interfaces(efa, security_group_ids), "placement": {"groupName": placement_group}}
+    if raid0:
+        extra = raid0_user_data(bottlerocket)
+        if bottlerocket and "userData" in args:
+            extra = base64.b64decode(args["userData"]).decode() + "\n" + extra
+        out["userData"] = base64.b64encode(extra.encode()).decode()
+    return out
+
+
+def fabric_pod(count: int) -> dict:
+    """What a pod on an EFA node needs beside its GPUs: every EFA interface, and the huge pages the EFA driver's
+    nodes set aside (EKS user guide ml/node-efa.adoc: each p5.48xlarge worker asks for vpc.amazonaws.com/efa: 32 and
+    hugepages-2Mi: 5120Mi). Env after aws-samples/awsome-distributed-training (nccl-tests.yaml: FI_PROVIDER=efa;
+    FSDP example: NCCL_SOCKET_IFNAME=^lo, TORCH_NCCL_ASYNC_ERROR_HANDLING=1); with current libfabric and aws-ofi-nccl
+    no other FI_* setting is needed (1.architectures/efa-cheatsheet.md)."""
+    return {"limits": {FABRIC_RESOURCE: count, "hugepages-2Mi": "5120Mi", "memory": "64Gi"},
+            "env": {"FI_PROVIDER": "efa", "NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+            "capabilities": []}
+
+
+# Nodes with the EFA driver set aside 5128 huge pages of 2 MiB (EKS user guide ml/node-efa.adoc), which EFA jobs ask for;
+# an autoscaler's picture of a new node must hold them for such a pod to wake the pool.
+EFA_HUGE_PAGES = f"{5128 * 2}Mi"
+
+
+def fabric_node_resources(efa: int) -> dict[str, str]:
+    """What a new EFA node offers beside its GPUs, as an autoscaler must be told."""
+    return {FABRIC_RESOURCE: str(efa), "hugepages-2Mi": EFA_HUGE_PAGES}
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -8,10 +8,12 @@ so every MIG change would replace the pool.
 
 from __future__ import annotations
 
+import difflib
 import re
 from datetime import date
 
 from gpupools.core.catalog import Catalog, Hardware
+from gpupools.core.facts import load_facts
 from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
@@ -254,8 +256,40 @@ def spot_taint(plan: PoolPlan) -> tuple[Taint, ...]:
 
 
 def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
-    return [Problem(f"{path}.zones[{i}]", f"{zone!r} is not an Azure availability zone; use {', '.join(ZONES)}")
-            for i, zone in enumerate(pool.zones or []) if zone not in ZONES]
+    problems = [Problem(f"{path}.zones[{i}]", f"{zone!r} is not an Azure availability zone; use {', '.join(ZONES)}")
+                for i, zone in enumerate(pool.zones or []) if zone not in ZONES]
+    location = providers.get("azure-native:location")
+    if problems or hardware is None or not isinstance(location, str):
+        return problems
+    return offering_problems(pool, path, location)
+
+
+def region_problems(providers: dict) -> list[Problem]:
+    """A location one letter or two away from a region the Retail Prices API lists (facts_azure.yaml) is a typo; any
+    other unknown name is left to Azure (sovereign clouds have regions the table does not list)."""
+    location = providers.get("azure-native:location")
+    regions = load_facts().azure_regions
+    if not isinstance(location, str) or location in regions:
+        return []
+    close = difflib.get_close_matches(location, regions, n=1, cutoff=0.85)
+    return [Problem("azure-native:location", f"{location!r} is not an Azure region; did you mean {close[0]}?")] if close else []
+
+
+def offering_problems(pool: Pool, path: str, location: str) -> list[Problem]:
+    """Whether Azure sells the VM size in the location (Karpenter-Azure's table from the Retail Prices API), and in
+    the pool's zones where a Resource SKUs snapshot lists them. A price is not a quota: the subscription may still
+    need one."""
+    facts = load_facts()
+    offered = facts.azure_offered_in(pool.instance_type, location)
+    if offered is False:
+        where = facts.azure_offerings.get(pool.instance_type, ())
+        return [Problem(f"{path}.instanceType", f"{pool.instance_type} is not offered in {location}; regions that offer it: "
+                                                f"{', '.join(where) or 'none known'} (gpupools catalog --cloud azure)")]
+    zones = facts.azure_zones.get(pool.instance_type, {}).get(location)
+    if zones is None:
+        return []
+    return [Problem(f"{path}.zones[{i}]", f"{pool.instance_type} is not offered in zone {zone} of {location}; zones that offer it: {', '.join(zones)}")
+            for i, zone in enumerate(pool.zones or []) if zone not in zones]
 
 
 def node_template(plan: PoolPlan) -> NodeTemplate:
@@ -380,3 +414,33 @@ def reservation_identity_findings(name: str, identity: dict | None, scopes: list
                 f"in a capacity reservation group (gpupools does not assign roles on a cluster it did not create)"]
     return [f"existing AKS cluster {name!r} has a {kind or 'missing'} identity; pools in a capacity reservation group need a user-assigned "
             f"identity with Contributor on {', '.join(scopes)} (az aks update --assign-identity)"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The fabric: InfiniBand between ND-series nodes
+
+# The resource the NVIDIA Network Operator's RDMA shared device plugin advertises in Azure's configuration
+# (Azure/aks-rdma-infiniband configs/nicclusterpolicy/.../rdma.yaml: resourceName shared_ib, prefix rdma).
+FABRIC_RESOURCE = "rdma/shared_ib"
+FABRIC_NAME = "InfiniBand"
+# AKS writes no node labels for the InfiniBand topology, so Kueue has no levels to pack a job by on AKS.
+TOPOLOGY_LEVELS: tuple[tuple[str, str], ...] = ()
+# One scale set is one InfiniBand network once AKSInfinibandSupport is registered; zones would split it.
+FABRIC_ZONES = "at most one"
+# AKS puts a pool's VMs on one InfiniBand network only with this subscription feature registered
+# (MicrosoftDocs/azure-aks-docs articles/aks/use-amd-gpus.md, "Register the AKSInfinibandSupport feature").
+INFINIBAND_FEATURE = "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport"
+
+
+def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
+    """How a fabric pool's nodes are kept close: one scale set, one InfiniBand network."""
+    return f"one scale set (agent pool {pool})", None
+
+
+def fabric_pod(count: int) -> dict:
+    """What a pod on an InfiniBand node needs beside its GPUs: the shared IB device, IPC_LOCK to pin memory for RDMA, and
+    NCCL told to use InfiniBand with GPUDirect RDMA (Azure/aks-rdma-infiniband tests/scenarios/k8s/values.yaml:
+    `rdma/shared_ib: 1`, capability IPC_LOCK, NCCL_IB_DISABLE=0, NCCL_NET_GDR_LEVEL=SYS)."""
+    return {"limits": {FABRIC_RESOURCE: count},
+            "env": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "SYS", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
+            "capabilities": ["IPC_LOCK"]}

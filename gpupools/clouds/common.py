@@ -92,6 +92,10 @@ def endpoint_control(cluster) -> Control:
     mode = cluster.endpoint_mode
     setting = {"private": "private", "public": "public to any address",
                "restricted": f"restricted to {', '.join(cluster.authorized_cidrs or [])}"}[mode]
+    everyone = [c for c in cluster.authorized_cidrs or [] if c in ("0.0.0.0/0", "::/0")]
+    if mode == "restricted" and everyone:
+        # An authorized range that is every address restricts nothing.
+        setting = f"open to any address (authorizedCidrs lists {', '.join(everyone)}; `gpupools check` fails it)"
     return Control("API endpoint", setting, "endpointAccess, authorizedCidrs", "cluster-endpoint-restricted")
 
 

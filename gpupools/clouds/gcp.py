@@ -8,11 +8,13 @@ change replaces the pool (README says so).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from datetime import date
 
 from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
+from gpupools.core.facts import load_facts
 from gpupools.stack.config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
@@ -69,6 +71,10 @@ def pool_problems(pool: Pool, path: str) -> list[Problem]:
     return problems
 
 
+def region_problems(providers: dict) -> list[Problem]:
+    return []
+
+
 def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, path: str) -> list[Problem]:
     return []
 
@@ -94,6 +100,9 @@ def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, l
     count = pool.gpu_count or 1
     if count not in accelerator.counts:
         return None, [Problem(f"{path}.gpuCount", f"{count} x {pool.gpu} is not offered on N1; allowed counts: {', '.join(map(str, accelerator.counts))}")]
+    shape_problems = n1_shape_problems(instance.name, accelerator.name, count, path)
+    if shape_problems:
+        return None, shape_problems
     price = instance.price + accelerator.price_per_gpu * count
     return Hardware(instance.name, accelerator.gpu, count, round(price, 4), min(instance.price_read, accelerator.price_read), accelerator.name), []
 
@@ -493,3 +502,80 @@ def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
         else:
             lines.append(f"{s.kind}: node pool " + ("Spot VMs" if s.kind == capacity.SPOT else "standard VMs"))
     return lines
+def n1_shape_problems(machine_type: str, accelerator: str, count: int, path: str) -> list[Problem]:
+    """Compute Engine attaches N GPUs of a type only to N1 machines up to a vCPU and memory size (facts_gcp.yaml)."""
+    facts = load_facts()
+    shape, limits = facts.n1_machines.get(machine_type), facts.n1_limits.get(accelerator, {})
+    limit = limits.get(count)
+    if shape is None or limit is None or (shape.vcpus <= limit.vcpus and shape.memory_gb <= limit.memory_gb):
+        return []
+    fits = [n for n, lim in sorted(limits.items()) if shape.vcpus <= lim.vcpus and shape.memory_gb <= lim.memory_gb]
+    hint = f"use gpuCount {fits[0]} or more, or a smaller N1 machine type" if fits else "use a smaller N1 machine type"
+    return [Problem(f"{path}.gpuCount" if fits else f"{path}.instanceType",
+                    f"{machine_type} ({shape.vcpus} vCPUs, {shape.memory_gb:g} GB) is too large for {count} x {accelerator}: Compute Engine "
+                    f"allows at most {limit.vcpus} vCPUs and {limit.memory_gb:g} GB with that many; {hint}")]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The fabric: GPUDirect NICs on extra VPC networks, compact placement
+
+FABRIC_RESOURCE = None  # GPUDirect NICs reach pods through GKE multi-networking, not a device plugin resource
+FABRIC_NAME = "GPUDirect"
+# Coarse to fine: GKE's topology node labels, as Google's own Kueue Topology for A3 lists them
+# (docs.cloud.google.com/ai-hypercomputer/docs/nccl/test-gke-custom-a3-mega-high, Topology `gke-default`).
+TOPOLOGY_LEVELS = (("block", "cloud.google.com/gce-topology-block"), ("subblock", "cloud.google.com/gce-topology-subblock"),
+                   ("host", "cloud.google.com/gce-topology-host"))
+# Compact placement packs one zone's VMs; GKE takes it only on a node pool in a single zone.
+FABRIC_ZONES = "one"
+
+
+def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
+    """How a fabric pool's nodes are kept close: GKE's compact placement policy."""
+    return "compact placement", None
+
+
+def fabric_pod(count: int) -> dict:
+    return {"limits": {}, "env": {"NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}, "capabilities": []}
+
+
+# Extra NICs' subnets come from 172.16.0.0/12, a /24 each, apart from the cluster's own network: a VM's NICs must not
+# share address ranges.
+FABRIC_RANGE = ipaddress.ip_network("172.16.0.0/12")
+SUBNETS_PER_POOL = 16
+
+
+def fabric_networks(cluster_name: str, pool: str, pool_index: int, gpudirect: str, networks: int, region: str) -> list[dict]:
+    """The VPC networks (each with its subnets) a fabric pool's extra NICs attach to, as Google's blueprints build them.
+
+    TCPX (A3 High, 4 NICs) and TCPXO (A3 Mega, 8 NICs): one VPC with one subnet per NIC (GKE "Maximize GPU network
+    bandwidth"; GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpx/nccl-test-latest.yaml names eth1..eth4
+    on vpc1..vpc4). RDMA (A3 Ultra): one more gVNIC VPC, and one VPC with the zone's RoCE network profile holding 8
+    subnets, one per CX-7 NIC (GoogleCloudPlatform/cluster-toolkit examples/gke-a3-ultragpu/gke-a3-ultragpu.yaml:
+    `network_profile: .../networkProfiles/<zone>-vpc-roce`, `subnetworks_template.count: 8`). `rdma_profile` marks
+    the network that needs the profile; the component fills in the project.
+    """
+    def cidr(k: int) -> str:
+        return f"{FABRIC_RANGE.network_address + (pool_index * SUBNETS_PER_POOL + k) * 256}/24"
+
+    base = f"{cluster_name}-{pool}"
+    if gpudirect == "rdma":
+        gvnic = {"name": f"{base}-gvnic", "rdma_profile": False, "subnets": [{"name": f"{base}-gvnic", "cidr": cidr(0), "region": region}]}
+        roce = {"name": f"{base}-rdma", "rdma_profile": True,
+                "subnets": [{"name": f"{base}-rdma-{i}", "cidr": cidr(1 + i), "region": region} for i in range(networks - 1)]}
+        return [gvnic, roce]
+    return [{"name": f"{base}-net-{i + 1}", "rdma_profile": False, "subnets": [{"name": f"{base}-net-{i + 1}", "cidr": cidr(i), "region": region}]}
+            for i in range(networks)]
+
+
+def fabric_node_pool_args(args: dict, attachments: list[dict]) -> dict:
+    """A fabric pool: a NIC on each extra network (NodeNetworkConfig.additionalNodeNetworkConfigs, "Each node network
+    corresponds to an additional interface"), gVNIC, and compact placement (PlacementPolicy type COMPACT: the pool's
+    VMs close together in its one zone)."""
+    node_config = {**args["node_config"], "gvnic": {"enabled": True}}
+    return {**args, "node_config": node_config, "placement_policy": {"type": "COMPACT"},
+            "network_config": {"additional_node_network_configs": list(attachments)}}
+
+
+def fabric_cluster_args(args: dict) -> dict:
+    """Extra node networks need GKE multi-networking, which needs Dataplane V2 (GKE "Maximize GPU network bandwidth")."""
+    return {**args, "enable_multi_networking": True, "datapath_provider": "ADVANCED_DATAPATH"}

@@ -18,6 +18,9 @@ from gpupools.clouds import aws as decide
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
 from gpupools.pools.software import Release
+from gpupools.pools.planning import plan_pools
+from gpupools.fabric.plan import FabricPlan, plan_fabrics
+from gpupools.fabric.software import efa_device_plugin_release
 
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
@@ -68,6 +71,7 @@ class EksCluster(Component):
             self.cluster_name = eks.name
             endpoint, ca_data = eks.endpoint, eks.certificate_authority.data
             self.security_group_id = eks.vpc_config.cluster_security_group_id
+            self.vpc_id = eks.vpc_config.vpc_id
             self.version = eks.version
             template = resource("ec2/launchTemplate:LaunchTemplate", "system-nodes", decide.system_launch_template_args(), self.child(),
                                 ("latestVersion", "arn"))
@@ -86,6 +90,7 @@ class EksCluster(Component):
             subnet_ids = pulumi.Output.from_input(cluster.subnet_ids) if cluster.subnet_ids else found.vpc_config.subnet_ids
             endpoint, ca_data = found.endpoint, found.certificate_authorities[0].data
             self.security_group_id = found.vpc_config.cluster_security_group_id
+            self.vpc_id = found.vpc_config.vpc_id
             self.version = found.version
             # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
             pulumi.Output.all(found.name, found.vpc_config, found.enabled_cluster_log_types, found.access_configs).apply(
@@ -100,12 +105,34 @@ class EksCluster(Component):
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
             lambda a: decide.kubeconfig(a[0], a[1], a[2], region)))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self._fabric(stack)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def _fabric(self, stack: StackConfig) -> None:
+        """For EFA pools: a security group open to itself that their nodes join, a cluster placement group per pool,
+        and the EFA device plugin that advertises the interfaces to pods."""
+        self.fabrics: dict[str, FabricPlan] = {f.pool: f for f in plan_fabrics(stack, plan_pools(stack)).values() if f.kind == "efa"}
+        self.efa_security_group_id = None
+        self.placement_groups: dict[str, CloudResource] = {}
+        if not self.fabrics:
+            return
+        group = resource("ec2/securityGroup:SecurityGroup", "efa", decide.efa_security_group_args(stack.cluster.name, self.vpc_id), self.child(), ("id",))
+        for direction, rule in decide.efa_security_group_rules(group.id).items():
+            token = "vpc/securityGroupIngressRule:SecurityGroupIngressRule" if direction == "ingress" else "vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+            resource(token, f"efa-{direction}", rule, self.child(parent=group))
+        self.efa_security_group_id = group.id
+        for pool in self.fabrics:
+            self.placement_groups[pool] = resource("ec2/placementGroup:PlacementGroup", f"{pool}-placement",
+                                                   decide.placement_group_args(stack.cluster.name, pool), self.child())
+        release = efa_device_plugin_release(list(self.fabrics.values()))
+        assert release is not None
+        helm_release(release, self.child(provider=self.kubernetes))
 
     def handle(self) -> ClusterHandle:
         return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {
             "node_role_arn": self.node_role.arn, "node_role_ready": self.node_role.ready, "subnet_ids": self.subnet_ids, "subnets_by_zone": self.subnets_by_zone,
-            "security_group_id": self.security_group_id, "endpoint": self.endpoint, "version": self.version})
+            "security_group_id": self.security_group_id, "endpoint": self.endpoint, "version": self.version,
+            "fabrics": self.fabrics, "efa_security_group_id": self.efa_security_group_id, "placement_groups": self.placement_groups})
 
     def _role(self, name: str, service: str, policies: tuple[str, ...]) -> IamRole:
         return iam_role(self, name, decide.assume_role_policy(service), policies)
@@ -221,17 +248,21 @@ class Karpenter(Component):
         association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "karpenter", {
             "clusterName": cluster.name, "namespace": karpenter.CHART.namespace, "serviceAccount": karpenter.SERVICE_ACCOUNT,
             "roleArn": controller.arn}, self.child())
-        overlays = any(karpenter.node_overlay(p) for p in plans)
+        overlays = any(karpenter.node_overlay(p, (cluster.details.get("fabrics") or {}).get(p.name)) for p in plans)
         values = karpenter.helm_values(cluster_name, cluster.details["endpoint"], karpenter.queue_name(cluster_name), overlays, service_monitor)
         self.release = helm_release(Release(karpenter.CHART, karpenter.CHART.default_version, values),
                                     self.child(provider=cluster.kubernetes, depends_on=[*self.node_role.ready, access, policy, association, *after]))
         self.node_classes: dict[str, pulumi.Resource] = {}
-        for class_name, spec in karpenter.node_classes(plans).items():
+        fabrics = cluster.details.get("fabrics") or {}
+        placement_groups = list((cluster.details.get("placement_groups") or {}).values())
+        for class_name, spec in karpenter.node_classes(plans, fabrics).items():
+            # EFA nodes also join the group that lets EFA traffic between them.
+            groups = [cluster.details["security_group_id"]] + ([cluster.details["efa_security_group_id"]] if spec.efa else [])
             self.node_classes[class_name] = kube.apply(
                 {**karpenter.ec2_node_class(class_name, spec, "-", [], []), "spec": pulumi.Output.all(
-                    self.node_role.name, cluster.details["subnet_ids"], cluster.details["security_group_id"]).apply(
-                    lambda a, n=class_name, s=spec: karpenter.ec2_node_class(n, s, a[0], a[1], [a[2]])["spec"])},
-                self.child(provider=cluster.kubernetes, depends_on=[self.release]))
+                    self.node_role.name, cluster.details["subnet_ids"], *groups).apply(
+                    lambda a, n=class_name, s=spec: karpenter.ec2_node_class(n, s, a[0], a[1], list(a[2:]))["spec"])},
+                self.child(provider=cluster.kubernetes, depends_on=[self.release, *(placement_groups if spec.placement_group else [])]))
         self.register_outputs({"release": karpenter.CHART.release, "nodeRoleArn": self.node_role.arn, "interruptionQueue": queue.name})
 
 
@@ -271,8 +302,16 @@ class EksGpuNodePool(Component):
                  karpenter_controller: Karpenter | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__(plan.name, opts)
         self.node_group = None
+        fabric = (cluster.details.get("fabrics") or {}).get(plan.name)
         if autoscaler != KARPENTER or plan.pool.min_nodes > 0:
-            template = resource("ec2/launchTemplate:LaunchTemplate", f"{plan.name}-nodes", decide.launch_template_args(plan), self.child(),
+            template_args = decide.launch_template_args(plan)
+            after: list[pulumi.Resource] = []
+            if fabric is not None:
+                groups = pulumi.Output.all(cluster.details["security_group_id"], cluster.details["efa_security_group_id"]).apply(list)
+                template_args = decide.fabric_launch_template_args(template_args, fabric.devices, fabric.placement_group, groups,
+                                                                   fabric.local_nvme_gb > 0, plan.pool.os == "bottlerocket")
+                after.append(cluster.details["placement_groups"][plan.name])
+            template = resource("ec2/launchTemplate:LaunchTemplate", f"{plan.name}-nodes", template_args, self.child(depends_on=after),
                                 ("latestVersion", "arn"))
             self.node_group = aws.eks.NodeGroup(
                 plan.name,
@@ -283,15 +322,16 @@ class EksGpuNodePool(Component):
                 opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True, depends_on=cluster.details["node_role_ready"]))
             if autoscaler != KARPENTER:
                 asg = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-                for key, value in ca.asg_tags(plan).items():
+                tags = {**ca.asg_tags(plan), **(ca.fabric_asg_tags(fabric.devices) if fabric is not None else {})}
+                for key, value in tags.items():
                     resource("autoscaling/tag:Tag", f"{plan.name}-{ca.tag_suffix(key)}", {
                         "autoscalingGroupName": asg, "tag": {"key": key, "value": value, "propagateAtLaunch": False}}, self.child(parent=self.node_group))
         if autoscaler == KARPENTER and karpenter.karpenter_nodes(plan) > 0:
             assert karpenter_controller is not None
-            node_class = karpenter.node_class_name(karpenter.node_class_spec(plan), plan)
+            node_class = karpenter.node_class_name(karpenter.node_class_spec(plan, fabric), plan)
             after = self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release, karpenter_controller.node_classes[node_class]])
             kube.apply(karpenter.node_pool(plan, node_class), after)
-            overlay = karpenter.node_overlay(plan)
+            overlay = karpenter.node_overlay(plan, fabric)
             if overlay is not None:
                 kube.apply(overlay, self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release]))
         self.register_outputs({"nodeGroupName": self.node_group.node_group_name if self.node_group else None,

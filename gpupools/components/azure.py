@@ -11,9 +11,16 @@ import pulumi_kubernetes as k8s
 
 from gpupools.clouds import azure as decide
 from gpupools.stack.config import StackConfig
-from gpupools.core.pools import PoolPlan
+from gpupools.core.pools import GPU_TAINT, PoolPlan, toleration
+from gpupools.core.sharing import resolve_installer
+from gpupools.fabric import software as fabric_software
+from gpupools.fabric.plan import plan_fabrics
+from gpupools.pools.planning import plan_pools
+from gpupools.pools.software import namespace as software_namespace
 
+from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
+from gpupools.components.gpu_software import helm_release
 
 containerservice = azure_native.containerservice
 authorization = azure_native.authorization
@@ -70,7 +77,24 @@ class AksCluster(Component):
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=after))
         self.kubeconfig = pulumi.Output.secret(credentials.kubeconfigs[0].value.apply(lambda v: decide.exec_kubeconfig(base64.b64decode(v).decode())))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self._fabric(stack)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def _fabric(self, stack: StackConfig) -> None:
+        """InfiniBand pools: the NVIDIA Network Operator and a NicClusterPolicy that loads the IB driver and advertises
+        the HCAs as rdma/shared_ib on those pools."""
+        plans = plan_pools(stack)
+        fabrics = list(plan_fabrics(stack, plans).values())
+        installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+        release = fabric_software.network_operator_release(fabrics, gpu_operator_nfd=installer == "gpu-operator")
+        if release is None:
+            return
+        ib = [p for p in plans if p.name in {f.pool for f in fabrics}]
+        tolerations = [toleration(GPU_TAINT)] + ([decide.SPOT_TOLERATION] if any(p.pool.spot for p in ib) else [])
+        ns = kube.apply(software_namespace(release.chart.namespace, privileged=True), self.child(provider=self.kubernetes))
+        chart = helm_release(release, self.child(provider=self.kubernetes, depends_on=[ns]))
+        policy = fabric_software.nic_cluster_policy(fabrics, tolerations)
+        kube.apply(policy, self.child(provider=self.kubernetes, depends_on=[chart]))
 
     def handle(self) -> ClusterHandle:
         return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"resource_group": self.resource_group,

@@ -12,6 +12,9 @@ from gpupools.core.pools import PoolPlan
 
 from gpupools.components.base import ClusterHandle, Component
 from gpupools.components.wire import CloudResource, invoke
+from gpupools.core.catalog import zone_region
+from gpupools.fabric.plan import plan_fabrics
+from gpupools.pools.planning import plan_pools
 
 
 class GkeCluster(Component):
@@ -37,7 +40,10 @@ class GkeCluster(Component):
                 router = CloudResource("gcp:compute/router:Router", router_args["name"], router_args, ("name",), self.child())
                 after.append(CloudResource("gcp:compute/routerNat:RouterNat", nat_args["name"], {**nat_args, "router": router.name}, (),
                                            self.child(parent=router)))
-            gke = gcp.container.Cluster(name, **decide.cluster_args(cluster, project, pool), opts=self.child())
+            cluster_args = decide.cluster_args(cluster, project, pool)
+            if plan_fabrics(stack, plan_pools(stack)):
+                cluster_args = decide.fabric_cluster_args(cluster_args)
+            gke = gcp.container.Cluster(name, **cluster_args, opts=self.child())
             self.cluster_name = gke.name
             endpoint, ca_data = gke.endpoint, gke.master_auth.cluster_ca_certificate
             # The system pool's nodes pull images from outside Google as soon as they start: NAT first.
@@ -56,10 +62,46 @@ class GkeCluster(Component):
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
             lambda a: decide.kubeconfig(a[0], a[1], a[2])))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self.fabric_networks = self._fabric(stack)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
+    def _fabric(self, stack: StackConfig) -> dict[str, list[dict]]:
+        """The VPC networks and subnets each GPUDirect pool's extra NICs attach to, by pool: attachments for the pool."""
+        out: dict[str, list[dict]] = {}
+        region = zone_region(stack.cluster.location or "")
+        project = self.project
+        for index, (pool, fabric) in enumerate(plan_fabrics(stack, plan_pools(stack)).items()):
+            gpudirect = fabric.kind.removeprefix("gpudirect-")
+            attachments = []
+            for net in decide.fabric_networks(stack.cluster.name, pool, index, gpudirect, fabric.devices, region):
+                args: dict = {"name": net["name"], "autoCreateSubnetworks": False}
+                if net["rdma_profile"]:
+                    profile = f"{fabric.zone}-vpc-roce"
+                    args["networkProfile"] = (f"projects/{project}/global/networkProfiles/{profile}" if project else
+                                              invoke("gcp:organizations/getClientConfig:getClientConfig", {}, self).apply(
+                                                  lambda r, p=profile: f"projects/{r['project']}/global/networkProfiles/{p}"))
+                if project:
+                    args["project"] = project
+                network = CloudResource("gcp:compute/network:Network", net["name"], args, ("name", "selfLink"), self.child())
+                for sub in net["subnets"]:
+                    sub_args = {"name": sub["name"], "network": network.id, "ipCidrRange": sub["cidr"], "region": sub["region"]}
+                    if project:
+                        sub_args["project"] = project
+                    subnet = CloudResource("gcp:compute/subnetwork:Subnetwork", sub["name"], sub_args, ("name",), self.child(parent=network))
+                    attachments.append({"network": network.name, "subnetwork": subnet.name})
+                if not net["rdma_profile"]:
+                    # Traffic between the pool's nodes on this network (RoCE networks allow it implicitly).
+                    rule = {"name": f"{net['name']}-internal", "network": network.name, "allows": [{"protocol": "all"}],
+                            "sourceRanges": [s["cidr"] for s in net["subnets"]], "direction": "INGRESS"}
+                    if project:
+                        rule["project"] = project
+                    CloudResource("gcp:compute/firewall:Firewall", rule["name"], rule, (), self.child(parent=network))
+            out[pool] = attachments
+        return out
+
     def handle(self) -> ClusterHandle:
-        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"location": self.location, "project": self.project})
+        return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"location": self.location, "project": self.project,
+                                                                                  "fabric_networks": self.fabric_networks})
 
 
 def _with_workload_identity(name: str, configs: list) -> str:
@@ -78,9 +120,13 @@ class GkeGpuNodePool(Component):
     def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, kubernetes_version: str | None = None,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__(plan.name, opts)
+        args = decide.node_pool_args(plan, installer, cluster.name, cluster.details["location"], cluster.details["project"], kubernetes_version)
+        attachments = (cluster.details.get("fabric_networks") or {}).get(plan.name)
+        if attachments is not None:
+            args = decide.fabric_node_pool_args(args, attachments)
         self.node_pool = gcp.container.NodePool(
             plan.name,
-            **decide.node_pool_args(plan, installer, cluster.name, cluster.details["location"], cluster.details["project"], kubernetes_version),
+            **args,
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
             opts=self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True))
         self.register_outputs({"nodePoolName": self.node_pool.name})

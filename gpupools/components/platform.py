@@ -14,6 +14,7 @@ from gpupools.pools.software import software_plan
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.queues.engine import quota_plan, team_rows
+from gpupools.fabric.plan import catalog_fabric, fabric_row, plan_fabrics
 
 from gpupools.components import monitoring as gpu_monitoring
 from gpupools.components.base import Component
@@ -60,7 +61,9 @@ class GpuPlatform(Component):
     def pool_outputs(self) -> list[dict]:
         verdicts = scale_ups(self.stack, self.plans)
         autoscaler = resolve_autoscaler(self.stack.cloud, self.stack.cluster.create, self.stack.autoscaler)
+        fabrics = plan_fabrics(self.stack, self.plans)
         return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler,
+                 **fabric_row(fabrics.get(plan.name), catalog_fabric(self.stack.cloud, plan.pool.instance_type).local_nvme_gb),
                  "capacitySources": capacity_report(self.stack, plan, autoscaler)}
                 for plan, verdict in zip(self.plans, verdicts)]
 

@@ -19,10 +19,17 @@ class GpuModel:
     architecture: str
     device_names: tuple[str, ...]
     mig_profiles: dict[str, int] = field(default_factory=dict)
+    usable_memory: int | None = None  # MiB, where a source reports it (catalog.yaml usableMemoryMiB)
+    memory_source: str | None = None
 
     @property
     def supports_mig(self) -> bool:
         return bool(self.mig_profiles)
+
+    @property
+    def memory_mib(self) -> int:
+        """What one GPU offers: the reported usable memory, else the marketing size in MiB."""
+        return self.usable_memory or self.memory_gb * 1024
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,11 @@ class Catalog:
     gcp_accelerators: dict[str, GcpAccelerator]
     price_region: dict[str, str]
     gcp_zones: dict[str, tuple[str, ...]] = field(default_factory=dict)  # accelerator type -> zones offering it
+    fabric: dict[str, dict[str, "Fabric"]] = field(default_factory=dict)  # cloud -> instance type -> its fabric and local NVMe
+
+    def fabric_of(self, cloud: str, name: str) -> "Fabric":
+        """An instance type's fabric; one the catalog says nothing of has none and no local NVMe."""
+        return self.fabric.get(cloud, {}).get(name) or Fabric()
 
     def gcp_zones_in(self, accelerator: str, region: str) -> list[str] | None:
         """Zones of `region` that offer the accelerator; None when the catalog knows nothing of that region."""
@@ -110,6 +122,8 @@ def _load(text: str) -> Catalog:
             architecture=g["architecture"],
             device_names=tuple(g["deviceNames"]),
             mig_profiles=dict(g.get("migProfiles") or {}),
+            usable_memory=g.get("usableMemoryMiB"),
+            memory_source=g.get("memorySource"),
         )
         for name, g in raw["gpus"].items()
     }
@@ -139,7 +153,36 @@ def _load(text: str) -> Catalog:
         for name, a in raw.get("gcpAccelerators", {}).items()
     }
     zones = {name: tuple(z) for name, z in raw.get("gcpZones", {}).items()}
-    return Catalog(gpus=gpus, instances=instances, gcp_accelerators=accelerators, price_region=raw["priceRegion"], gcp_zones=zones)
+    fabric = {cloud: {name: _fabric(f) for name, f in types.items()} for cloud, types in raw.get("fabric", {}).items()}
+    return Catalog(gpus=gpus, instances=instances, gcp_accelerators=accelerators, price_region=raw["priceRegion"], gcp_zones=zones,
+                   fabric=fabric)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """The network between nodes that jobs spanning nodes use, and the node's local NVMe (see catalog.yaml)."""
+
+    efa: int = 0  # aws: EFA interfaces, one per network card
+    infiniband: bool = False  # azure: an RDMA-capable ND size
+    gpudirect: str | None = None  # gcp: tcpx | tcpxo | rdma
+    extra_networks: int = 0  # gcp: VPC networks for the extra NICs
+    multi_node: bool = False  # built for jobs that span nodes
+    local_nvme_gb: int = 0
+
+    @property
+    def kind(self) -> str | None:
+        """efa | infiniband | gpudirect-<flavour>, or None without a fabric."""
+        if self.efa:
+            return "efa"
+        if self.infiniband:
+            return "infiniband"
+        return f"gpudirect-{self.gpudirect}" if self.gpudirect else None
+
+
+def _fabric(raw: dict) -> Fabric:
+    return Fabric(efa=int(raw.get("efa", 0)), infiniband=bool(raw.get("infiniband", False)), gpudirect=raw.get("gpudirect"),
+                  extra_networks=int(raw.get("extraNetworks", 0)), multi_node=bool(raw.get("multiNode", False)),
+                  local_nvme_gb=int(raw.get("localNvmeGb", 0)))
 
 
 def zone_region(location: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpupools.core.catalog import Hardware, mig_config_name, mig_resource_name
+from gpupools.core.facts import load_facts
 from gpupools.stack.config import Sharing
 from gpupools.stack.errors import Problem
 
@@ -174,8 +175,9 @@ def vgpu_memory_limits(text: str) -> dict[str, int]:
 
 
 def gpu_memory_mib(hardware: Hardware, scaling: float | None) -> int:
-    """Memory one GPU offers HAMi's scheduler: the catalog's GB (as GiB) times deviceMemoryScaling."""
-    return int(hardware.gpu.memory_gb * 1024 * (scaling or 1))
+    """Memory one GPU offers HAMi's scheduler: the catalog's usable MiB (the marketing size where no source reports
+    it) times deviceMemoryScaling."""
+    return int(hardware.gpu.memory_mib * (scaling or 1))
 
 
 def gpu_memory_problem(text: str, hardware: Hardware | None, scaling: float | None) -> str | None:
@@ -186,14 +188,20 @@ def gpu_memory_problem(text: str, hardware: Hardware | None, scaling: float | No
     if hardware is not None and amount > gpu_memory_mib(hardware, scaling):
         scaled = f" x {scaling:g} memoryScaling" if scaling not in (None, 1) else ""
         return (f"{text} ({amount} MiB) is more than one {hardware.gpu.name} GPU of {hardware.instance_type} offers "
-                f"({hardware.gpu.memory_gb} GB{scaled} = {gpu_memory_mib(hardware, scaling)} MiB)")
+                f"({_memory_words(hardware)}{scaled} = {gpu_memory_mib(hardware, scaling)} MiB)")
     return None
+
+
+def _memory_words(hardware: Hardware) -> str:
+    gpu = hardware.gpu
+    return f"{gpu.usable_memory} MiB usable" if gpu.usable_memory else f"{gpu.memory_gb} GB"
 
 
 def _gke_mechanism(sharing: Sharing, hardware: Hardware) -> Mechanism:
     """GKE's own device plugin: sharing is a node-pool setting, and MIG partitions are still `nvidia.com/gpu`."""
     if sharing.mode == "mig":
-        count = hardware.gpu.mig_profiles[sharing.mig_profile]
+        # GKE's partitioner makes as many partitions of the one size as fit on each GPU (gke_partition_sizes).
+        count = gke_partition_sizes(hardware.accelerator)[sharing.mig_profile]
         return Mechanism("cloud", "mig", GPU_RESOURCE, count, f"GKE GPU partitions {sharing.mig_profile} x{count}", mig_profile=sharing.mig_profile)
     if sharing.mode in ("time-slicing", "mps"):
         what = "time-sharing" if sharing.mode == "time-slicing" else "MPS"
@@ -226,6 +234,12 @@ def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharin
             gpu = hardware.gpu
             if not gpu.supports_mig:
                 problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: its {gpu.name} GPU has no MIG support (MIG needs A100, H100, H200 or newer)"))
+            elif installer == "cloud" and cloud == "gcp":
+                sizes = gke_partition_sizes(hardware.accelerator)
+                if sharing.mig_profile not in sizes:
+                    made = ", ".join(f"{size} (x{n})" for size, n in sizes.items()) or "none"
+                    problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not a partition size GKE makes for {hardware.accelerator}; "
+                                                                  f"GKE's own MIG makes {made} per GPU (or set gpuSoftware.installer: gpu-operator)"))
             elif sharing.mig_profile not in gpu.mig_profiles:
                 problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not a MIG profile of {gpu.name}; it has {', '.join(gpu.mig_profiles)}"))
     return problems
@@ -264,3 +278,10 @@ def installer_problems(cloud: str, installer: str, version: str | None = None) -
         elif resolved == "cloud":
             problems.append(Problem("gpuSoftware.version", f"{version!r} pins no chart with installer 'cloud': GKE manages its own GPU software"))
     return problems
+
+
+def gke_partition_sizes(accelerator: str | None) -> dict[str, int]:
+    """The partition sizes GKE's own MIG makes for an accelerator, with how many per GPU: sizes its partitioner
+    creates (container-engine-accelerators partition_gpu/partition_gpu.go) that its device plugin also advertises
+    (pkg/gpu/nvidia/mig/mig.go); see facts_gcp.yaml."""
+    return load_facts().gke_partitions.get(accelerator or "", {})

@@ -42,9 +42,19 @@ def team_rows(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
         row: dict = {"team": t.team.name, "namespace": t.team.namespace_name,
                      "units": {p.name: t.nominal[p.name] for p in t.pools}}
         if stack.quotas == "kueue":
-            row.update({"queue": t.team.name, "priority": t.team.priority, "borrow": str(t.team.borrow), "lend": str(t.team.lend)})
+            row.update({"queue": t.team.name, "priority": t.team.priority, "borrow": str(t.team.borrow), "lend": lend_cell(t)})
         rows.append(row)
     return rows
+
+
+def lend_cell(team) -> str:
+    """The team's lend as its ClusterQueue gets it: a number is capped per pool at the team's quota there."""
+    if not isinstance(team.team.lend, int):
+        return str(team.team.lend)
+    limits = {p.name: team.lending_limit(p.name) for p in team.pools}
+    if all(v == team.team.lend for v in limits.values()):
+        return str(team.team.lend)
+    return ", ".join(f"{pool} {limit}" for pool, limit in limits.items())
 
 
 def cohort_line(stack: StackConfig, plans: list[PoolPlan]) -> str | None:

@@ -26,6 +26,7 @@ from gpupools.clouds.registry import cloud_module
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
 from gpupools.pools.software import Chart, Release, namespace as software_namespace
+from gpupools.fabric.plan import HOSTNAME, FabricPlan, plan_fabrics
 from gpupools.queues.teams import MANAGED, TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_admission_policy, team_labels
 
 # The published chart points at registry.k8s.io/kueue/kueue:<appVersion> (the repository's values.yaml names a
@@ -90,11 +91,40 @@ def pool_flavors(stack: StackConfig, plan: PoolPlan, autoscaler: str = "") -> li
     return [Flavor(f"{plan.name}-{kind}", kind, {POOL_LABEL: plan.name, **labels}) for kind, labels in kinds]
 
 
-def resource_flavor(stack: StackConfig, plan: PoolPlan, flavor: Flavor | None = None) -> dict:
+
+def resource_flavor(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None = None, flavor: Flavor | None = None) -> dict:
+    """A fabric pool's flavor names the cluster's Topology, so Kueue places a multi-node job's pods on nodes close
+    together (topology-aware scheduling, beta and on by default since Kueue 0.14). `flavor`: which of the pool's
+    capacity flavors (`pool_flavors`); the pool's first by default."""
     flavor = flavor or pool_flavors(stack, plan)[0]
     tolerations = [toleration(t) for t in plan.taints] + cloud_module(stack.cloud).extra_tolerations(plan)
-    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor.name, "labels": dict(MANAGED)},
-            "spec": {"nodeLabels": dict(flavor.node_labels), "tolerations": tolerations}}
+    spec: dict = {"nodeLabels": dict(flavor.node_labels), "tolerations": tolerations}
+    if fabric is not None and fabric.levels:
+        spec["topologyName"] = TOPOLOGY
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor.name, "labels": dict(MANAGED)}, "spec": spec}
+
+
+# The one Topology of a stack: the cloud's own topology labels, coarse to fine, then the node itself (the hostname
+# level may only come last: CEL rule of the pinned kueue.x-k8s.io_topologies.yaml).
+TOPOLOGY = "gpupools"
+# Where a Job's pod template says how close its pods must sit (kueue apis/kueue/v1beta1/topology_types.go).
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+
+
+def topology(fabrics: list[FabricPlan]) -> dict | None:
+    levels = next((f.levels for f in fabrics if f.levels), ())
+    if not levels:
+        return None
+    return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": {"name": TOPOLOGY, "labels": dict(MANAGED)},
+            "spec": {"levels": [{"nodeLabel": label} for _, label in levels] + [{"nodeLabel": HOSTNAME}]}}
+
+
+def topology_annotation(fabric: FabricPlan) -> dict[str, str]:
+    """A job on a fabric pool: within the pool's required level, or as close as Kueue can pack it without waiting."""
+    if fabric.required_level:
+        return {REQUIRED_TOPOLOGY: fabric.required_level}
+    return {PREFERRED_TOPOLOGY: fabric.finest_level} if fabric.finest_level else {}
 
 
 def resource_groups(plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = None) -> list[dict]:
@@ -266,8 +296,10 @@ def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan
     `autoscaler`: the resolved autoscaler, which decides whether a pool's capacity kinds can be told apart by node labels."""
     flavors = {p.name: pool_flavors(stack, p, autoscaler) for p in plans}
     objects = [software_namespace(CHART.namespace)] + [namespace(t) for t in teams]
+    fabrics = plan_fabrics(stack, plans)
     objects += [priority_class(name) for name in PRIORITIES] + [cohort()]
-    objects += [resource_flavor(stack, p, f) for p in plans for f in flavors[p.name]]
+    topo = topology(list(fabrics.values()))
+    objects += ([topo] if topo else []) + [resource_flavor(stack, p, fabrics.get(p.name), f) for p in plans for f in flavors[p.name]]
     objects += [o for p in plans for o in provisioning_objects(stack, p)]
     objects += [cluster_queue(t, flavors, admission_checks(stack, t, flavors)) for t in teams] + [local_queue(t) for t in teams]
     for t in teams:

@@ -188,6 +188,12 @@ class Pool(Model):
     zones: Annotated[list[Annotated[str, BeforeValidator(_zone_number), StringConstraints(pattern=ZONE)]], Field(min_length=1, max_length=16)] | None = None
     # Where nodes come from, in fallback order; unset: spot or on-demand as `spot` says.
     capacity: Annotated[list[CapacityEntry], Field(min_length=1, max_length=8)] | None = None
+    # The network between nodes for jobs that span them (EFA, GPUDirect, InfiniBand): `auto` turns it on for whole-GPU
+    # pools of instance types built for multi-node work, `on` for any instance type that has one, `none` never.
+    fabric: Literal["auto", "on", "none"] = "auto"
+    # The topology level a multi-node job of the pool must fit in (Kueue's required topology); unset: Kueue packs the
+    # job as close as it can without waiting for it. Names per cloud: see gpupools.fabric.
+    topology_level: Annotated[str, StringConstraints(pattern=DNS_LABEL)] | None = None
 
 
 def _cidr(value: str) -> str:
@@ -580,6 +586,11 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
             message = f"expected a list, got {describe(given)}"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
             message = f"expected a mapping, got {describe(given)}"
+        elif kind == "string_type" and isinstance(given, (int, float)) and not isinstance(given, bool):
+            # YAML turns unquoted 1.30 into the number 1.3, and (YAML 1.1) 1:30 into 90 (base 60).
+            message = (f"expected text, got the number {given!r}: YAML read the value as a number (1.30 becomes 1.3, 1:30 becomes 90); "
+                       f"quote it, e.g. {loc[-1]}: \"1.30\"" if loc and loc[-1] == "kubernetesVersion" else
+                       f"expected text, got the number {given!r}: YAML read the value as a number; quote it")
         else:
             text = err["msg"]
             message = f"{text[0].lower()}{text[1:]} (got {describe(given)})"

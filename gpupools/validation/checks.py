@@ -8,7 +8,7 @@ from datetime import date
 from gpupools.clouds.registry import cloud_module
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED
-from gpupools.core.catalog import load_catalog
+from gpupools.core.catalog import load_catalog, zone_region
 from gpupools.clouds.common import version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
 from gpupools.stack.errors import Problem
@@ -16,6 +16,7 @@ from gpupools.core.sharing import HAMI_NODE_SELECTOR, installer_problems, resolv
 from gpupools.queues.kueue import CHART as KUEUE
 from gpupools.monitoring.plan import NAMESPACE as MONITORING
 from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART
+from gpupools.fabric.plan import fabric_problems
 
 
 # The non-GPU pool gpupools creates for cluster add-ons is called "system" on every cloud.
@@ -34,6 +35,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
     installer = resolve_installer(cloud, software.installer)
     problems = installer_problems(cloud, software.installer, software.version)
     problems += autoscaler_problems(cloud, autoscaler, module.SERVICE)
+    problems += module.region_problems(providers or {})
     if cluster is not None:
         problems += module.cluster_problems(cluster)
         problems += version_problems(cluster, module.KUBERNETES_RELEASES, module.SERVICE, today or date.today())
@@ -65,6 +67,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
+        problems += fabric_problems(cloud, cluster, pool, sharing, hardware, path, _example_zone(cloud, cluster, providers or {}))
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
     problems += _hami_setting_problems(vgpu)
@@ -85,6 +88,12 @@ def _queued_pool_problems(pools: list[tuple[int, Pool]], teams: list[Team], quot
             problems.append(Problem(f"pools[{index}].capacity", "queued: nodes come only through Kueue's ProvisioningRequest admission check; "
                                                                 "set gpupools:quotas: kueue and give the pool to at least one team"))
     return problems
+
+
+def _example_zone(cloud: str, cluster: Cluster | None, providers: dict) -> str | None:
+    """A zone of the stack's own region, for messages that ask for one."""
+    region = providers.get("aws:region") if cloud == "aws" else zone_region(cluster.location) if cloud == "gcp" and cluster and cluster.location else None
+    return f"{region}a" if cloud == "aws" and isinstance(region, str) else f"{region}-a" if isinstance(region, str) else None
 
 
 def _hami_setting_problems(vgpu: list[tuple[str, Sharing]]) -> list[Problem]:

@@ -351,14 +351,19 @@ def test_chart_pins_are_the_reference_versions():
     assert "v1.14.1" in (ref / "SOURCES.md").read_text() and karpenter.CHART.default_version == "1.14.1"
 
 
-def test_workload_job_asks_karpenter_not_to_disrupt_it(tmp_path):
+def test_workload_job_asks_its_autoscaler_not_to_take_its_node(tmp_path):
     from gpupools.cli.workload import job_manifest
 
-    stack = validate_stack(one_pool("aws", "none"))
-    job = job_manifest(stack, plan_pools(stack)[0], image="x")
-    assert job["spec"]["template"]["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
-    stack = validate_stack(one_pool("aws", "none", autoscaler="cluster-autoscaler"))
-    assert "annotations" not in job_manifest(stack, plan_pools(stack)[0], image="x")["spec"]["template"]["metadata"]
+    def annotations(config):
+        stack = validate_stack(config)
+        return job_manifest(stack, plan_pools(stack)[0], image="x")["spec"]["template"]["metadata"].get("annotations")
+
+    assert annotations(one_pool("aws", "none")) == {"karpenter.sh/do-not-disrupt": "true"}
+    ca = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    assert annotations(one_pool("aws", "none", autoscaler="cluster-autoscaler")) == ca
+    assert annotations(stack_config("azure")) == ca
+    assert annotations(stack_config("gcp")) == ca
+    assert annotations(one_pool("aws", "none", autoscaler="none")) is None
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ def test_workload_on_azure_spot_pool_tolerates_spot():
 def test_workload_unknown_pool_exits_2():
     result = invoke("workload", "--stack", "dev-aws", "--pool", "nope")
     assert result.exit_code == 2
-    assert result.stderr == "error: --pool: 'nope' is not a pool of this stack; pools: infer, batch, train\n"
+    assert result.stderr == "error: --pool: 'nope' is not a pool of this stack; pools: infer, batch, train, pretrain\n"
 
 
 def test_team_workload_queues_for_the_team():
@@ -154,14 +154,14 @@ def test_team_workload_queues_for_the_team():
 
 @pytest.mark.parametrize("args, message", [
     (["--team", "nobody"], "error: --team: 'nobody' is not a team of this stack; teams: research, search\n"),
-    # research's pools in the order its stack file names them: gpus: {train: 24, infer: 8}
+    # research's pools in the order its stack file names them: gpus: {train: 24, infer: 8, pretrain: 16}
     (["--team", "research"], "error: --pool: team research's pools offer different GPU resources: train (nvidia.com/mig-3g.40gb), "
-                             "infer (nvidia.com/gpu); choose one with --pool\n"),
-    (["--team", "research", "--pool", "batch"], "error: --pool: 'batch' is not a pool of team research; its pools: train, infer\n"),
+                             "infer (nvidia.com/gpu), pretrain (nvidia.com/gpu); choose one with --pool\n"),
+    (["--team", "research", "--pool", "batch"], "error: --pool: 'batch' is not a pool of team research; its pools: train, infer, pretrain\n"),
     (["--team", "research", "--pool", "infer", "--priority", "high"], "error: --priority: team research may use normal, low; got 'high'\n"),
     (["--team", "search", "--units", "5"], "error: --units: 5 exceeds what one node offers (4 x nvidia.com/gpu)\n"),
     (["--pool", "infer", "--priority", "low"], "error: --priority: only with --team\n"),
-    ([], "error: --pool: give --pool (one of infer, batch, train) or --team\n"),
+    ([], "error: --pool: give --pool (one of infer, batch, train, pretrain) or --team\n"),
 ])
 def test_team_workload_mistakes_exit_2(args, message):
     result = invoke("workload", "--stack", "dev-aws", *args)
@@ -185,4 +185,4 @@ def test_plan_json_carries_each_pools_scale_up_path():
     pools = {p["name"]: p for p in json.loads(result.stdout)["outputs"]["pools"]}
     assert pools["train"]["autoscaler"] == "cluster-autoscaler"
     assert pools["train"]["scaleUp"] == ("scales from zero: Auto Scaling group tags of node group train, "
-                                         "56 x nvidia.com/mig-1g.10gb per node")
+                                         "56 x nvidia.com/mig-1g.5gb per node")

@@ -22,9 +22,9 @@ def test_one_taint_spelled_per_cloud():
 
 
 def test_portable_labels():
-    (plan,) = plan_pools(validate_stack(stack_config("aws", pools=[{"name": "x", "instanceType": "p5.48xlarge", "maxNodes": 1, "labels": {"team": "a"}}])))
+    (plan,) = plan_pools(validate_stack(stack_config("aws", pools=[{"name": "x", "instanceType": "p4de.24xlarge", "maxNodes": 1, "labels": {"team": "a"}}])))
     assert plan.labels["gpupools.io/pool"] == "x"
-    assert plan.labels["gpupools.io/gpu"] == "H100-80GB"
+    assert plan.labels["gpupools.io/gpu"] == "A100-80GB"
     assert plan.labels["team"] == "a"
 
 

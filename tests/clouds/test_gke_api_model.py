@@ -26,6 +26,7 @@ API_SCHEMA = {CLUSTER: "Cluster", NODE_POOL: "NodePool"}
 # Pulumi (Terraform) field path -> the API's, where they differ; list indices are left out of paths.
 RENAMES = {
     CLUSTER: {("datapathProvider",): ("networkConfig", "datapathProvider"),
+              ("enableMultiNetworking",): ("networkConfig", "enableMultiNetworking"),
               ("enableShieldedNodes",): ("shieldedNodes", "enabled"),
               # The provider's min_master_version is the API's initialClusterVersion at creation.
               ("minMasterVersion",): ("initialClusterVersion",)},
@@ -105,6 +106,11 @@ GKE_STACKS = {
          "capacity": [{"reservation": {"id": "h100-res", "zones": ["us-central1-a"], "nodes": 2}}]},
         {"name": "any", "instanceType": "g2-standard-8", "maxNodes": 2, "capacity": ["any-reservation", "on-demand"]},
         {"name": "flex", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "capacity": [{"flexStart": {"maxRunDuration": "12h"}}]},
+    ]),
+    "fabric": stack_config("gcp", pools=[
+        {"name": "a3", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-a"]},
+        {"name": "mega", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
+        {"name": "ultra", "instanceType": "a3-ultragpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
     ]),
     "hardened-options": stack_config("gcp", cluster={"name": "prod", "location": "us-central1", "production": True,
                                                      "binaryAuthorization": True, "authorizedCidrs": ["198.51.100.0/24"]}),

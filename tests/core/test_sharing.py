@@ -82,7 +82,7 @@ def test_mig_through_the_operator_uses_labels_and_default_configs():
 
 
 def test_single_mig_strategy_keeps_the_gpu_resource_name():
-    _, (plan,) = plans_for("aws", [{"name": "m", "instanceType": "p5.48xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "3g.40gb"}}],
+    _, (plan,) = plans_for("aws", [{"name": "m", "instanceType": "p4de.24xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "3g.40gb"}}],
                            gpuSoftware={"migStrategy": "single"})
     assert plan.mechanism.resource == "nvidia.com/gpu"
     assert plan.units_per_node == 16

@@ -219,7 +219,7 @@ def test_bad_vgpu_input_is_one_line_naming_the_field(stack_file, name, config, e
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--gpu-memory", "30Gi"], "error: --gpu-memory: 30Gi (30720 MiB) is more than one A10G GPU of g5.12xlarge offers (24 GB = 24576 MiB)"),
+    (["--gpu-memory", "30Gi"], "error: --gpu-memory: 30Gi (30720 MiB) is more than one A10G GPU of g5.12xlarge offers (22888 MiB usable = 22888 MiB)"),
     (["--gpu-memory", "101%"], "error: --gpu-memory: 101% is more than a whole GPU"),
     (["--gpu-memory", "lots"], "error: --gpu-memory: 'lots' is not a GPU memory share"),
     (["--gpu-cores", "150"], "error: --gpu-cores: 150 is not a compute share; use 1 to 100"),
@@ -250,7 +250,7 @@ def test_karpenter_overlay_offers_vgpus_and_hamis_resources():
 
     plan = plan_of(vgpu_stack("aws", {**VGPU, "memoryPerPod": "8Gi"}))
     overlay = plan.get(NODE_OVERLAY, "nodeoverlay-gpupools-infer").inputs
-    assert overlay["spec"]["capacity"] == {"nvidia.com/gpu": "16", VGPU_MEMORY_RESOURCE: str(4 * 24 * 1024),
+    assert overlay["spec"]["capacity"] == {"nvidia.com/gpu": "16", VGPU_MEMORY_RESOURCE: str(4 * 22888),  # four A10Gs, each what EC2 reports usable
                                            VGPU_MEMORY_PERCENT_RESOURCE: "400", VGPU_CORES_RESOURCE: "400"}
     jsonschema.validate({k: overlay[k] for k in ("apiVersion", "kind", "metadata", "spec")},
                         crd_schema(needs_reference(), "karpenter.sh_nodeoverlays.yaml", "v1alpha1"))

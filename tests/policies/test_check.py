@@ -57,7 +57,7 @@ def _pool(**fields) -> dict:
 
 
 def test_too_large_fleet_fails_fleet_budget(stack_file):
-    path = stack_file(stack_config("aws", pools=[_pool(name="train", instanceType="p5.48xlarge", maxNodes=10)]))
+    path = stack_file({**stack_config("aws", pools=[_pool(name="train", instanceType="p5.48xlarge", maxNodes=10)]), "aws:region": "us-east-1"})
     result = invoke("check", "--config", str(path))
     assert result.exit_code == 1
     assert "fleet-budget" in result.stdout and "FAILED" in result.stdout

@@ -1,0 +1,102 @@
+"""Cloud facts the plan relies on, per region and zone, read from the generated facts_<cloud>.yaml files.
+
+Each file names its upstream source and when it was taken; tools/refresh_cloud_facts.py regenerates them and
+docs/cloud-facts.md says how. A region the source does not cover is not judged (None), so a stale file never refuses
+a place it simply does not know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from importlib import resources
+
+import yaml
+
+
+def _read(cloud: str) -> dict:
+    text = resources.files("gpupools.core").joinpath(f"facts_{cloud}.yaml").read_text()
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@dataclass(frozen=True)
+class N1Shape:
+    vcpus: int
+    memory_gb: float
+
+
+class CloudFacts:
+    """The facts of each cloud, each file read the first time a check asks for it (a stack needs only its cloud's)."""
+
+    @cached_property
+    def _aws(self) -> dict:
+        return _read("aws")
+
+    @cached_property
+    def _azure(self) -> dict:
+        return _read("azure")
+
+    @cached_property
+    def _gcp(self) -> dict:
+        return _read("gcp")
+
+    @cached_property
+    def aws_regions(self) -> tuple[str, ...]:
+        return tuple(self._aws["regions"]["names"])
+
+    @cached_property
+    def aws_offerings(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """Instance type -> region -> availability-zone IDs."""
+        return {t: {r: tuple(z) for r, z in regions.items()} for t, regions in self._aws["offerings"]["types"].items()}
+
+    @cached_property
+    def aws_covered_regions(self) -> frozenset[str]:
+        return frozenset(r for regions in self.aws_offerings.values() for r in regions)
+
+    @cached_property
+    def azure_regions(self) -> tuple[str, ...]:
+        return tuple(self._azure["regions"]["names"])
+
+    @cached_property
+    def azure_offerings(self) -> dict[str, tuple[str, ...]]:
+        """VM size -> regions."""
+        return {t: tuple(r) for t, r in self._azure["offerings"].items()}
+
+    @cached_property
+    def azure_zones(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """VM size -> region -> zones, only where a Resource SKUs snapshot lists them."""
+        return {t: {r: tuple(z) for r, z in regions.items()} for t, regions in self._azure["zones"]["types"].items()}
+
+    @cached_property
+    def gke_partitions(self) -> dict[str, dict[str, int]]:
+        """Accelerator -> partition size -> partitions per GPU."""
+        return {a: dict(sizes) for a, sizes in self._gcp["gkePartitionSizes"]["accelerators"].items()}
+
+    @cached_property
+    def n1_machines(self) -> dict[str, N1Shape]:
+        return {t: _shape(s) for t, s in self._gcp["n1Machines"]["types"].items()}
+
+    @cached_property
+    def n1_limits(self) -> dict[str, dict[int, N1Shape]]:
+        """Accelerator -> GPU count -> the largest N1 machine allowed."""
+        return {a: {int(n): _shape(s) for n, s in counts.items()} for a, counts in self._gcp["n1GpuLimits"]["accelerators"].items()}
+
+    def aws_regions_offering(self, instance_type: str, region: str) -> tuple[str, ...] | None:
+        """Zone IDs of `region` that offer the type: () if none, None if the source does not cover the region."""
+        if region not in self.aws_covered_regions:
+            return None
+        return self.aws_offerings.get(instance_type, {}).get(region, ())
+
+    def azure_offered_in(self, size: str, region: str) -> bool | None:
+        if region not in self.azure_regions:
+            return None
+        return region in self.azure_offerings.get(size, ())
+
+
+def _shape(d: dict) -> N1Shape:
+    return N1Shape(int(d["vcpus"]), float(d["memoryGb"]))
+
+
+@lru_cache(maxsize=1)
+def load_facts() -> CloudFacts:
+    return CloudFacts()

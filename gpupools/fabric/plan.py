@@ -1,0 +1,193 @@
+"""Which pools get the fabric between nodes (EFA, GPUDirect, InfiniBand), where they run, and what their pods ask for.
+
+Cloud-neutral decisions on the catalog's fabric facts; each cloud module names its fabric resource, its topology
+levels and how many zones a fabric pool may span (`FABRIC_RESOURCE`, `TOPOLOGY_LEVELS`, `FABRIC_ZONES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpupools.clouds.registry import cloud_module
+from gpupools.core.catalog import Fabric, Hardware, load_catalog
+from gpupools.core.pools import PoolPlan
+from gpupools.stack.config import Cluster, Pool, Sharing, StackConfig
+from gpupools.stack.errors import Problem
+
+# The level every topology ends in, so Kueue can also place a job's pods on single nodes.
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def catalog_fabric(cloud: str, instance_type: str) -> Fabric:
+    return load_catalog().fabric_of(cloud, instance_type)
+
+
+def fabric_on(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None = None) -> bool:
+    """`on`: wherever the instance type has a fabric. `auto`: for whole-GPU pools of instance types built for multi-node
+    work that already run in one zone (a fabric pool must), so no stack changes meaning; the plan and the policy pack
+    say when such a pool goes without."""
+    fabric = catalog_fabric(cloud, pool.instance_type)
+    if pool.fabric == "none" or fabric.kind is None:
+        return False
+    if pool.fabric == "on":
+        return True
+    one_zone = (fabric_zone(cloud, pool, cluster) is not None if cloud_module(cloud).FABRIC_ZONES == "one"
+                else len(pool.zones or []) <= 1)
+    return fabric.multi_node and sharing.mode == "none" and one_zone
+
+
+def fabric_off_reason(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None = None) -> str | None:
+    """Why a pool whose instance type has a fabric goes without; None when it has one or its type has none."""
+    fabric = catalog_fabric(cloud, pool.instance_type)
+    if fabric.kind is None or fabric_on(cloud, pool, sharing, cluster):
+        return None
+    if pool.fabric == "none":
+        return "fabric: none"
+    if sharing.mode != "none":
+        return f"GPUs shared by {sharing.mode}"
+    if not fabric.multi_node:
+        return "not built for multi-node jobs; fabric: on turns it on"
+    return "the pool may span several zones; give it one zone (zones: [...]) or fabric: on"
+
+
+def topology_levels(cloud: str) -> list[tuple[str, str]]:
+    """(name, node label) from coarse to fine, as stack files name them in `topologyLevel`."""
+    return list(cloud_module(cloud).TOPOLOGY_LEVELS)
+
+
+def fabric_zone(cloud: str, pool: Pool, cluster: Cluster | None) -> str | None:
+    """The one zone a fabric pool runs in: its own, a zonal GKE cluster's, or the only zone of a regional GKE cluster
+    that offers the pool's GPU."""
+    if pool.zones:
+        return pool.zones[0] if len(pool.zones) == 1 else None
+    if cloud != "gcp" or cluster is None or not cluster.location:
+        return None
+    if cluster.location.count("-") >= 2:
+        return cluster.location
+    instance = load_catalog().instance(cloud, pool.instance_type)
+    offered = load_catalog().gcp_zones_in(instance.accelerator, cluster.location) if instance and instance.accelerator else None
+    return offered[0] if offered and len(offered) == 1 else None
+
+
+def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sharing, hardware: Hardware | None, path: str,
+                    example_zone: str | None = None) -> list[Problem]:
+    """Fabric on an instance type without one, a fabric pool over several zones, a topology level the cloud lacks."""
+    if hardware is None:
+        return []
+    module = cloud_module(cloud)
+    fabric = catalog_fabric(cloud, pool.instance_type)
+    problems = []
+    if pool.fabric == "on" and fabric.kind is None:
+        with_one = sorted(n for n, f in load_catalog().fabric.get(cloud, {}).items() if f.kind and load_catalog().instance(cloud, n))
+        problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has no {module.FABRIC_NAME} fabric between nodes; instance types "
+                                                  f"with one: {', '.join(with_one) or 'none'}; or drop fabric"))
+        return problems
+    if pool.fabric == "on" and sharing.mode != "none":
+        problems.append(Problem(f"{path}.fabric", f"a fabric serves jobs that span nodes with whole GPUs, and the pool shares its GPUs "
+                                                  f"by {sharing.mode}; use fabric: none, or sharing mode none"))
+    on = fabric_on(cloud, pool, sharing, cluster) and not problems
+    if on:
+        zones = pool.zones or []
+        one = module.FABRIC_ZONES == "one"
+        if len(zones) > 1 or (one and fabric_zone(cloud, pool, cluster) is None):
+            why = (f"{module.FABRIC_NAME} pools run in one zone ({', '.join(zones)} is {len(zones)})" if zones
+                   else f"{module.FABRIC_NAME} pools run in one zone, and without zones the pool spreads over the region's")
+            example = example_zone or {"aws": "eu-central-1a", "gcp": "us-central1-a", "azure": "\"1\""}[cloud]
+            problems.append(Problem(f"{path}.zones", f"{why}: its nodes must sit close on one network; give one zone (e.g. zones: "
+                                                     f"[{example}]), or set fabric: none"))
+    if pool.topology_level is not None:
+        names = [name for name, _ in topology_levels(cloud)]
+        if not on:
+            problems.append(Problem(f"{path}.topologyLevel", "applies to pools with a fabric (the pool has none); drop topologyLevel"))
+        elif pool.topology_level not in names:
+            problems.append(Problem(f"{path}.topologyLevel", f"{pool.topology_level!r} is not a topology level of {module.SERVICE}; "
+                                                             + (f"levels, coarse to fine: {', '.join(names)}" if names
+                                                                else f"{module.SERVICE} nodes carry no topology labels")))
+    return problems
+
+
+@dataclass(frozen=True)
+class FabricPlan:
+    """One pool's fabric: what the cloud attaches, where the nodes sit, and what a pod asks for to use it."""
+
+    pool: str
+    cloud: str
+    name: str  # EFA | GPUDirect | InfiniBand
+    kind: str  # efa | gpudirect-tcpx | gpudirect-tcpxo | gpudirect-rdma | infiniband
+    devices: int  # EFA interfaces or extra networks; 0 where not counted
+    zone: str | None
+    placement: str  # in words: "placement group ml-train", "compact placement", ...
+    placement_group: str | None  # a placement group the stack creates
+    local_nvme_gb: int
+    resource: str | None  # the extended resource a pod asks for to reach the fabric
+    resource_count: int
+    levels: tuple[tuple[str, str], ...]  # Kueue topology levels, coarse to fine (without the hostname level)
+    required_level: str | None  # a node label: the level a job must fit in
+    configured: bool  # whether gpupools makes the fabric usable by pods on this cloud
+    gaps: tuple[str, ...] = ()  # what the pool still lacks, in words
+
+    @property
+    def summary(self) -> str:
+        count = f" x{self.devices}" if self.devices else ""
+        where = f", zone {self.zone}" if self.zone else ""
+        return f"{self.name}{count} ({self.kind}), {self.placement}{where}"
+
+    @property
+    def finest_level(self) -> str | None:
+        return self.levels[-1][1] if self.levels else None
+
+
+def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
+    if not fabric_on(stack.cloud, plan.pool, plan.sharing, stack.cluster):
+        return None
+    module = cloud_module(stack.cloud)
+    fabric = catalog_fabric(stack.cloud, plan.pool.instance_type)
+    levels = tuple(module.TOPOLOGY_LEVELS)
+    required = dict(levels).get(plan.pool.topology_level) if plan.pool.topology_level else None
+    resource = module.FABRIC_RESOURCE
+    count = fabric.efa if stack.cloud == "aws" else 1 if resource else 0
+    gaps: tuple[str, ...] = ()
+    configured = True
+    if stack.cloud == "gcp":
+        configured = False
+        gaps = ("pods reach the GPUDirect NICs only through GKE multi-networking (Network and GKENetworkParamSet objects, pod "
+                "interface annotations) and Google's NCCL plugin, which gpupools does not install",)
+        if not stack.cluster.create:
+            gaps += ("the existing cluster must have multi-networking and Dataplane V2, which gpupools does not change",)
+    elif stack.cloud == "azure":
+        gaps = (f"the subscription's AKSInfinibandSupport feature ({module.INFINIBAND_FEATURE}), so the scale set's VMs share "
+                "one InfiniBand network",)
+    placement, group = module.fabric_placement(stack.cluster.name, plan.name)
+    return FabricPlan(pool=plan.name, cloud=stack.cloud, name=module.FABRIC_NAME, kind=fabric.kind or "", devices=fabric.efa or fabric.extra_networks,
+                      zone=fabric_zone(stack.cloud, plan.pool, stack.cluster), placement=placement,
+                      placement_group=group,
+                      local_nvme_gb=fabric.local_nvme_gb, resource=resource, resource_count=count, levels=levels, required_level=required,
+                      configured=configured, gaps=gaps)
+
+
+def plan_fabrics(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, FabricPlan]:
+    """The fabric pools of a stack, by pool name."""
+    out = {}
+    for plan in plans:
+        fabric = plan_fabric(stack, plan)
+        if fabric is not None:
+            out[plan.name] = fabric
+    return out
+
+
+def pod_fabric_limits(fabric: FabricPlan | None) -> dict[str, int]:
+    """What a pod asks for to reach the fabric devices of its node: every EFA interface, or the shared IB device."""
+    if fabric is None or fabric.resource is None:
+        return {}
+    return {fabric.resource: fabric.resource_count}
+
+
+def fabric_row(fabric: FabricPlan | None, local_nvme_gb: int) -> dict:
+    """The plan's `--json` view of one pool's fabric."""
+    if fabric is None:
+        return {"fabric": None, "localNvmeGb": local_nvme_gb or None}
+    return {"fabric": {"kind": fabric.kind, "devices": fabric.devices, "zone": fabric.zone, "placement": fabric.placement,
+                       "resource": fabric.resource, "perPod": fabric.resource_count, "configured": fabric.configured,
+                       "topologyLevels": [label for _, label in fabric.levels], "requiredLevel": fabric.required_level,
+                       "gaps": list(fabric.gaps)},
+            "localNvmeGb": fabric.local_nvme_gb or None}

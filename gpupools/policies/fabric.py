@@ -1,0 +1,216 @@
+"""Multi-node pools: the fabric between nodes is there, in one zone, and reachable by pods.
+
+Judged from the registered resources, so pools another program declares are judged too: an EKS pool has EFA when its
+launch template or EC2NodeClass lists EFA interfaces, a GKE pool when it has additional node networks, an AKS pool
+when a NicClusterPolicy covers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
+
+from gpupools.core.catalog import load_catalog
+from gpupools.policies._fleet import (
+    AKS_AGENT_POOL,
+    EC2_NODE_CLASS,
+    EKS_NODE_GROUP,
+    GKE_NODE_POOL,
+    GPU_RESOURCE,
+    GPU_TAINT_KEY,
+    HELM_RELEASE,
+    KARPENTER_NODE_POOL,
+    LAUNCH_TEMPLATE,
+    POOL_LABEL,
+    GpuPool,
+    _chart_name,
+    _launch_template_pool,
+    fleet,
+)
+from gpupools.policies._props import get, is_unknown, items
+
+NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
+GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
+EFA_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
+NETWORK_OPERATOR_CHART = "network-operator"
+FABRIC_NAMES = {"aws": "EFA", "azure": "InfiniBand", "gcp": "GPUDirect networking"}
+
+
+@dataclass
+class PoolFabric:
+    pool: GpuPool
+    props: Any
+    has_fabric: bool | None  # None: not known yet (preview)
+    zones: list[str] | None  # where the pool's nodes may start, where the resources say; None: unknown
+    placement: bool  # a cluster placement group or compact placement
+
+
+def _efa_interfaces(interfaces: Any) -> bool:
+    return any(get(i, "interfaceType") in ("efa", "efa-only") for i in items(interfaces))
+
+
+def _karpenter_zones(props: Any) -> list[str] | None:
+    for req in items(get(props, "spec", "template", "spec", "requirements")):
+        if get(req, "key") == "topology.kubernetes.io/zone" and get(req, "operator") == "In":
+            return [z for z in items(get(req, "values")) if isinstance(z, str)]
+    return None
+
+
+def _nic_policy_pools(props: Any) -> set[str] | None:
+    """Pools a NicClusterPolicy's node affinity selects by the pool label; None: every node (no affinity on it)."""
+    terms = items(get(props, "spec", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"))
+    if not terms:
+        return None
+    pools: set[str] = set()
+    for term in terms:
+        for expr in items(get(term, "matchExpressions")):
+            if get(expr, "key") == POOL_LABEL and get(expr, "operator") == "In":
+                pools |= {v for v in items(get(expr, "values")) if isinstance(v, str)}
+    return pools
+
+
+def pool_fabrics(args_resources: list[Any]) -> list[PoolFabric]:
+    """Every GPU pool with whether it has its cloud's fabric, its zones and its placement, as registered."""
+    by_urn = {r.urn: r for r in args_resources}
+    templates = {_launch_template_pool(r.props): r.props for r in args_resources if r.resource_type == LAUNCH_TEMPLATE}
+    classes = {get(r.props, "metadata", "name"): r.props for r in args_resources if r.resource_type == EC2_NODE_CLASS}
+    nic_policies = [r.props for r in args_resources if r.resource_type == NIC_CLUSTER_POLICY]
+    out = []
+    for pool in fleet(args_resources):
+        props = by_urn[pool.urn].props if pool.urn in by_urn else None
+        if props is None:
+            continue
+        has: bool | None = False
+        zones: list[str] | None = None
+        placement = False
+        if pool.resource_type == EKS_NODE_GROUP:
+            template = templates.get(pool.pool)
+            interfaces = get(template, "networkInterfaces") if template is not None else None
+            has = None if is_unknown(interfaces) else _efa_interfaces(interfaces)
+            placement = isinstance(get(template, "placement", "groupName"), str) if template is not None else False
+        elif pool.resource_type == KARPENTER_NODE_POOL:
+            node_class = classes.get(pool.node_class)
+            interfaces = get(node_class, "spec", "networkInterfaces") if node_class is not None else None
+            has = None if is_unknown(interfaces) else _efa_interfaces(interfaces)
+            zones = _karpenter_zones(props)
+            placement = node_class is not None and get(node_class, "spec", "placementGroupSelector") not in (None,)
+        elif pool.resource_type == GKE_NODE_POOL:
+            networks = get(props, "networkConfig", "additionalNodeNetworkConfigs")
+            has = None if is_unknown(networks) else bool(items(networks)) or isinstance(get(props, "networkConfig", "acceleratorNetworkProfile"), str)
+            locations = get(props, "nodeLocations")
+            zones = None if is_unknown(locations) or locations is None else [z for z in items(locations) if isinstance(z, str)]
+            placement = get(props, "placementPolicy", "type") == "COMPACT"
+        elif pool.resource_type == AKS_AGENT_POOL:
+            has = any((selected := _nic_policy_pools(p)) is None or pool.pool in selected for p in nic_policies)
+            found = get(props, "availabilityZones")
+            zones = None if is_unknown(found) else [z for z in items(found) if isinstance(z, str)]
+            placement = True  # one scale set
+        out.append(PoolFabric(pool, props, has, zones, placement))
+    return out
+
+
+def _built_for_fabric(pool: GpuPool) -> bool:
+    return pool.instance_type is not None and load_catalog().fabric_of(pool.cloud, pool.instance_type).multi_node
+
+
+def validate_multi_node_fabric(args: StackValidationArgs, report: ReportViolation) -> None:
+    for f in pool_fabrics(args.resources):
+        pool = f.pool
+        if f.has_fabric is False and _built_for_fabric(pool) and pool.resource == GPU_RESOURCE and pool.units_per_gpu == 1:
+            report(f"pool {pool.pool!r} ({pool.instance_type}) is built for jobs that span nodes but has no {FABRIC_NAMES[pool.cloud]}: NCCL "
+                   f"between its nodes runs over the ordinary network at a fraction of the bandwidth; give it one zone and fabric: on "
+                   f"(or keep it for single-node work)", pool.urn)
+
+
+def validate_one_zone(args: StackValidationArgs, report: ReportViolation) -> None:
+    for f in pool_fabrics(args.resources):
+        if not f.has_fabric:
+            continue
+        pool = f.pool
+        if f.zones is not None and len(f.zones) > 1:
+            report(f"pool {pool.pool!r} has {FABRIC_NAMES[pool.cloud]} but spans {len(f.zones)} zones ({', '.join(f.zones)}): fabric traffic stays "
+                   f"within one zone, so nodes in different zones cannot reach each other over it; pin the pool to one zone", pool.urn)
+        elif pool.cloud == "aws" and not f.placement:
+            report(f"pool {pool.pool!r} has EFA but no cluster placement group: its nodes may start in different zones and far apart; "
+                   f"give it a cluster placement group in one zone", pool.urn)
+        elif pool.cloud == "aws" and pool.resource_type == KARPENTER_NODE_POOL and not f.zones:
+            report(f"pool {pool.pool!r} has EFA but its NodePool names no zone: Karpenter may start its nodes in any zone of the subnets; "
+                   f"require one topology.kubernetes.io/zone", pool.urn)
+
+
+def _tolerates_gpu_taint(tolerations: Any) -> bool:
+    for t in items(tolerations):
+        if get(t, "operator") == "Exists" and get(t, "key") in (None, GPU_TAINT_KEY):
+            return True
+        if get(t, "key") == GPU_TAINT_KEY and get(t, "effect") in (None, "NoSchedule"):
+            return True
+    return False
+
+
+def _efa_plugin_covers(values: Any, pool: GpuPool) -> bool:
+    """The chart's DaemonSet runs where every `supportedInstanceLabels.keys` label is In `values` (default: instance
+    types with EFA, which include every EFA type of the catalog)."""
+    labels = get(values, "supportedInstanceLabels")
+    keys = [k for k in items(get(labels, "keys"))] if labels is not None else ["node.kubernetes.io/instance-type"]
+    listed = [v for v in items(get(labels, "values"))] if labels is not None and get(labels, "values") is not None else None
+    for key in keys:
+        wanted = {POOL_LABEL: pool.pool, "node.kubernetes.io/instance-type": pool.instance_type}.get(key)
+        if key == "node.kubernetes.io/instance-type" and listed is None:
+            continue  # the chart's own list
+        if wanted is None or listed is None or wanted not in listed:
+            return False
+    return _tolerates_gpu_taint(get(values, "tolerations"))
+
+
+def validate_reachable(args: StackValidationArgs, report: ReportViolation) -> None:
+    releases = {(_chart_name(get(r.props, "chart"))): r.props for r in args.resources if r.resource_type == HELM_RELEASE}
+    gke_networks = any(r.resource_type == GKE_NETWORK for r in args.resources)
+    for f in pool_fabrics(args.resources):
+        if not f.has_fabric:
+            continue
+        pool = f.pool
+        if pool.cloud == "aws":
+            plugin = releases.get(EFA_PLUGIN_CHART)
+            if plugin is None:
+                report(f"pool {pool.pool!r} has EFA interfaces but the stack installs no EFA device plugin ({EFA_PLUGIN_CHART}), so no pod can "
+                       f"ask for vpc.amazonaws.com/efa", pool.urn)
+            elif not is_unknown(get(plugin, "values")) and not _efa_plugin_covers(get(plugin, "values"), pool):
+                report(f"pool {pool.pool!r} has EFA interfaces but the EFA device plugin does not run on its nodes (its supportedInstanceLabels "
+                       f"do not select the pool, or it does not tolerate the {GPU_TAINT_KEY} taint)", pool.urn)
+        elif pool.cloud == "azure":
+            policies = [r.props for r in args.resources if r.resource_type == NIC_CLUSTER_POLICY]
+            plugin = any(get(p, "spec", "rdmaSharedDevicePlugin") is not None or get(p, "spec", "sriovDevicePlugin") is not None for p in policies)
+            if NETWORK_OPERATOR_CHART not in releases or not plugin:
+                report(f"pool {pool.pool!r} has InfiniBand but no Network Operator with an RDMA device plugin, so no pod can ask for the IB "
+                       f"devices", pool.urn)
+        elif pool.cloud == "gcp" and not gke_networks:
+            report(f"pool {pool.pool!r} has GPUDirect node networks but the stack declares no GKE Network objects: pods reach only the "
+                   f"primary NIC, so NCCL does not use the GPUDirect NICs (GKE multi-networking: Network and GKENetworkParamSet per "
+                   f"network, and the pods' networking.gke.io/interfaces annotation)", pool.urn)
+
+
+multi_node_pool_fabric = StackValidationPolicy(
+    name="multi-node-pool-fabric",
+    description="Whole-GPU pools of instance types built for multi-node jobs (p4d, p5, ND-series, A3) have their cloud's fabric.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_multi_node_fabric,
+)
+
+fabric_pool_one_zone = StackValidationPolicy(
+    name="fabric-pool-one-zone",
+    description="Pools with a fabric (EFA, GPUDirect, InfiniBand) run in one zone, EFA pools in a cluster placement group.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_one_zone,
+)
+
+fabric_devices_reachable = StackValidationPolicy(
+    name="fabric-devices-reachable",
+    description="Pods on fabric pools can reach the fabric: the EFA device plugin or the Network Operator's RDMA plugin runs there, "
+                "GKE Network objects exist for GPUDirect networks.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_reachable,
+)
+
+POLICIES = [multi_node_pool_fabric, fabric_pool_one_zone, fabric_devices_reachable]

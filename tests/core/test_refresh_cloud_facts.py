@@ -1,0 +1,73 @@
+"""tools/refresh_cloud_facts.py reads each upstream format as it is, and the committed facts are what it writes."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import textwrap
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("refresh_cloud_facts", ROOT / "tools" / "refresh_cloud_facts.py")
+refresh = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(refresh)
+
+# Rows as catalogs/v8/aws/vms.csv has them (GpuInfo shortened), a Local Zone row among them.
+VMS_CSV = """InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch
+g4dn.12xlarge,T4,4.0,48.0,192.0,"{'Gpus': [{'Name': 'T4'}]}",3.912,1.665800,us-west-2,usw2-az1,x86_64
+g4dn.12xlarge,T4,4.0,48.0,192.0,"{'Gpus': [{'Name': 'T4'}]}",3.912,0.469400,us-west-2,usw2-lax1-az1,x86_64
+g4dn.12xlarge,T4,4.0,48.0,192.0,"{'Gpus': [{'Name': 'T4'}]}",4.89,1.634900,eu-central-1,euc1-az3,x86_64
+g4dn.12xlarge,T4,4.0,48.0,192.0,"{'Gpus': [{'Name': 'T4'}]}",4.89,1.583400,eu-central-1,euc1-az1,x86_64
+g4ad.xlarge,Radeon Pro V520,1.0,4.0,16.0,"{'Gpus': []}",0.37853,0.174000,us-west-2,usw2-az3,x86_64
+"""
+
+
+def test_aws_offerings_by_zone_id_without_local_zones(tmp_path):
+    path = tmp_path / "vms.csv"
+    path.write_text(VMS_CSV)
+    got = refresh.aws_offerings(path, "abc", ["g4dn.12xlarge", "p5.48xlarge"])
+    assert got["types"] == {"g4dn.12xlarge": {"eu-central-1": ["euc1-az1", "euc1-az3"], "us-west-2": ["usw2-az1"]}, "p5.48xlarge": {}}
+    assert got["source"]["commit"] == "abc"
+
+
+def test_go_map_keeps_comment_groups():
+    text = textwrap.dedent('''\
+        var partitionSizeMaxCount = map[string]int{
+        	//nvidia-tesla-a100
+        	"1g.5gb":  7,
+        	"4g.20gb": 1,
+        	//nvidia-a100-80gb, nvidia-h100-80gb
+        	"1g.10gb": 7,
+        }
+        ''')
+    assert refresh.go_map(text, "partitionSizeMaxCount") == [
+        ("nvidia-tesla-a100", "1g.5gb", "7"), ("nvidia-tesla-a100", "4g.20gb", "1"), ("nvidia-a100-80gb, nvidia-h100-80gb", "1g.10gb", "7")]
+
+
+@pytest.mark.parametrize("variable, option", [("GKE_ACCELERATORS_CHECKOUT", "--gke-accelerators"),
+                                              ("KARPENTER_AZURE_CHECKOUT", "--karpenter-azure")])
+def test_committed_facts_are_what_the_tool_writes_from_the_source(variable, option, tmp_path, monkeypatch):
+    """With a git checkout of the source named in $variable (docs/cloud-facts.md), regenerating changes nothing."""
+    if not os.environ.get(variable):
+        pytest.skip(f"set {variable} to a git checkout of the source to compare")
+    checkout = os.environ[variable]
+    cloud = "gcp" if "gke" in option else "azure"
+    committed = yaml.safe_load((ROOT / "gpupools" / "core" / f"facts_{cloud}.yaml").read_text())
+    monkeypatch.setattr(refresh, "CORE", tmp_path)
+    (tmp_path / "catalog.yaml").write_text((ROOT / "gpupools" / "core" / "catalog.yaml").read_text())
+    (tmp_path / f"facts_{cloud}.yaml").write_text((ROOT / "gpupools" / "core" / f"facts_{cloud}.yaml").read_text())
+    assert refresh.main([option, str(checkout)]) == 0
+    assert yaml.safe_load((tmp_path / f"facts_{cloud}.yaml").read_text()) == committed
+
+
+def test_aws_regions_are_botocores():
+    pytest.importorskip("botocore")
+    import botocore
+
+    committed = yaml.safe_load((ROOT / "gpupools" / "core" / "facts_aws.yaml").read_text())["regions"]
+    if botocore.__version__ not in committed["source"]:
+        pytest.skip(f"facts_aws.yaml was written with another botocore ({committed['source']})")
+    assert committed == refresh.aws_regions()
