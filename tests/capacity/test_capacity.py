@@ -22,7 +22,7 @@ CRG = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-cap
 
 
 def pool(cloud: str = "aws", **fields) -> dict:
-    instance = {"aws": "p5.48xlarge", "gcp": "a3-highgpu-8g", "azure": "Standard_NC24ads_A100_v4"}[cloud]
+    instance = {"aws": "p4d.24xlarge", "gcp": "a3-highgpu-8g", "azure": "Standard_NC24ads_A100_v4"}[cloud]
     return {"name": "big", "instanceType": instance, "maxNodes": 4, **fields}
 
 

@@ -212,7 +212,7 @@ def launch_template_data(inputs: dict) -> dict:
 @pytest.fixture(scope="module")
 def reserved_groups_plan():
     return plan_of(stack_config("aws", autoscaler="cluster-autoscaler", pools=[
-        {"name": "block", "instanceType": "p5.48xlarge", "maxNodes": 2, "capacity": [BLOCK]},
+        {"name": "block", "instanceType": "p4d.24xlarge", "maxNodes": 2, "capacity": [BLOCK]},
         {"name": "odcr", "instanceType": "p4d.24xlarge", "maxNodes": 3, "capacity": [ODCR, "on-demand"]},
         {"name": "only", "instanceType": "p4d.24xlarge", "maxNodes": 1, "capacity": [ODCR]}]))
 
@@ -230,7 +230,7 @@ def test_capacity_block_node_group_is_what_eks_requires(reserved_groups_plan):
     assert len(i["subnetIds"]) == 1
     template = reserved_groups_plan.get("aws:ec2/launchTemplate:LaunchTemplate", "block-nodes").inputs
     data = launch_template_data(template)
-    assert data == {"InstanceType": "p5.48xlarge", "InstanceMarketOptions": {"MarketType": "capacity-block"},
+    assert data == {"InstanceType": "p4d.24xlarge", "InstanceMarketOptions": {"MarketType": "capacity-block"},
                     "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}}}
     check("ec2", "CreateLaunchTemplate", {"LaunchTemplateName": "block-nodes", "LaunchTemplateData": data})
     assert any(s["availabilityZone"] == "eu-central-1a" for s in vpc_subnets.values())

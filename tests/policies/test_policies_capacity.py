@@ -26,7 +26,7 @@ def dws():
 @pytest.fixture(scope="module")
 def block_group():
     return plan_of(stack_config("aws", autoscaler="cluster-autoscaler", pools=[
-        {"name": "block", "instanceType": "p5.48xlarge", "maxNodes": 2,
+        {"name": "block", "instanceType": "p4d.24xlarge", "maxNodes": 2,
          "capacity": [{"reservation": {"id": "cr-0123456789abcdef0", "kind": "capacity-block", "zones": ["eu-central-1a"], "nodes": 3}}]}])
     ).get(EKS, "block").inputs
 
@@ -54,14 +54,14 @@ def test_dws_pool_with_a_setting_gke_rejects_is_reported(dws, path, value, words
 
 def test_planned_capacity_block_group_passes_and_a_wrong_one_is_reported(block_group):
     assert resource_violations("eks-capacity-block-node-group", EKS, block_group) == []
-    wrong = {**block_group, "instanceTypes": ["p5.48xlarge"], "scalingConfig": {**block_group["scalingConfig"], "desiredSize": 1}}
+    wrong = {**block_group, "instanceTypes": ["p4d.24xlarge"], "scalingConfig": {**block_group["scalingConfig"], "desiredSize": 1}}
     messages = resource_violations("eks-capacity-block-node-group", EKS, wrong)
     assert any("names instanceTypes" in m for m in messages) and any("desiredSize 1" in m for m in messages)
 
 
 def test_reservation_beyond_max_nodes_is_advised(block_group):
     (message,) = resource_violations("reservation-within-max-nodes", EKS, block_group, name="block")
-    assert "can run 2 nodes but its reservations hold 3" in message and "$55.04/h" in message
+    assert "can run 2 nodes but its reservations hold 3" in message and "$21.96/h" in message
     assert resource_violations("reservation-within-max-nodes", EKS, {**block_group, "scalingConfig": {"minSize": 0, "maxSize": 3,
                                                                                                        "desiredSize": 0}}) == []
 
@@ -75,7 +75,10 @@ def test_reserved_or_queued_h100_pools_pass_the_advice(stack, typ, name):
 
 
 def test_on_demand_h100_pool_is_advised():
-    plan = planned("dev-aws-existing")
+    config = stack_config("aws", autoscaler="cluster-autoscaler", pools=[
+        {"name": "train", "instanceType": "p5.48xlarge", "maxNodes": 1}, {"name": "infer", "instanceType": "g6.xlarge", "maxNodes": 1}])
+    config["aws:region"] = "us-east-1"  # where EC2 offers p5.48xlarge
+    plan = plan_of(config)
     (message,) = resource_violations("scarce-gpus-reserved", EKS, plan.get(EKS, "train").inputs)
     assert "H100-80GB" in message and "no reservation" in message
     assert resource_violations("scarce-gpus-reserved", EKS, plan.get(EKS, "infer").inputs) == []
