@@ -93,6 +93,15 @@ def pytest_sessionstart(session):
         raise pytest.UsageError("GPUPOOLS_REQUIRE_PROMETHEUS is set, but promtool and prometheus are not installed")
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Skipped Prometheus tests get one plain line saying how to run them, not only a place in the skip summary."""
+    reasons = [r.longrepr[2] for r in terminalreporter.stats.get("skipped", []) if isinstance(r.longrepr, tuple)]
+    skipped = sum(1 for reason in reasons if any(tool in reason for tool in ("prometheus", "promtool", "amtool")) and "not installed" in reason)
+    if skipped:
+        terminalreporter.write_line(f"{skipped} Prometheus tests skipped: promtool, prometheus or amtool is not installed; to run them: "
+                                    f"apt-get install prometheus prometheus-alertmanager, then ./dev test again (CI's bash .ci/run does both)")
+
+
 def value_paths(values: dict, free_form: tuple[str, ...] = (), prefix: tuple = ()):
     """Every key path we set in Helm values, not descending into maps whose keys are data (`free_form`)."""
     for key, value in values.items():

@@ -74,6 +74,27 @@ SETTINGS: dict[str, dict[str, Setting]] = {
 
 SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native"}
 
+# Each cloud's Pulumi provider SDK comes with the extra named after the cloud (pyproject.toml), so an install
+# carries only the clouds its stacks use: the three SDKs together are most of a full install's size.
+SDK_DISTRIBUTIONS = {"aws": ("the AWS provider", "pulumi-aws"), "azure": ("the Azure Native provider", "pulumi-azure-native"),
+                     "gcp": ("the Google Cloud provider", "pulumi-gcp")}
+
+
+def sdk_installed(cloud: str) -> bool:
+    """Whether this environment can import the cloud's Pulumi provider SDK; looked up, not imported (it is large)."""
+    try:
+        return importlib.util.find_spec(SDK_PACKAGES[NAMESPACES[cloud]]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_sdk_problem(cloud: str) -> Problem | None:
+    """The one line a stack gets when its cloud's provider SDK is not installed, naming the extra that brings it."""
+    if sdk_installed(cloud):
+        return None
+    provider, distribution = SDK_DISTRIBUTIONS[cloud]
+    return Problem("cloud", f"{cloud} needs {provider} ({distribution}), which this installation leaves out: pip install 'gpupools[{cloud}]'")
+
 
 @lru_cache(maxsize=None)
 def provider_sdk_keys(namespace: str) -> frozenset[str]:

@@ -18,7 +18,7 @@ from gpupools.monitoring.alerting import alerting_problems
 from gpupools.validation.checks import semantic_problems
 from gpupools.stack.config import Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
 from gpupools.stack.errors import ConfigError, Problem
-from gpupools.stack.providers import provider_problems
+from gpupools.stack.providers import missing_sdk_problem, provider_problems
 from gpupools.autoscaling.scaleup import scale_up_problems
 
 
@@ -44,6 +44,11 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
         problems.append(Problem("providers", f"unknown key 'providers'; allowed keys: {', '.join(allowed_keys(StackConfig, ()) or [])}; "
                                              f"provider settings are keys of their own, such as aws:region"))
     cloud = ours.get("cloud") if ours.get("cloud") in ("aws", "azure", "gcp") else None
+    # Without the cloud's provider SDK nothing can be planned or deployed, and its own settings cannot be told from
+    # typos: the missing extra is the one thing to say.
+    missing_sdk = missing_sdk_problem(cloud) if cloud is not None else None
+    if missing_sdk is not None:
+        raise ConfigError([missing_sdk])
     problems.extend(provider_problems(cloud, providers, environ))
     raw = {**ours, "providers": providers}
     stack = None
