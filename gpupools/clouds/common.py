@@ -80,7 +80,7 @@ def shared_cluster_problems(cluster, cloud: str) -> list[Problem]:
 @dataclass(frozen=True)
 class Control:
     """One hardening control of a new cluster: what it is, what this stack gets, the key that switches it, and the
-    policy that proves it. `gpupools plan` prints them; README's table is these rows for a stack that says nothing."""
+    policy that proves it. `gpupools plan` prints them; docs/pools.md's table is these rows for a stack that says nothing."""
 
     name: str
     setting: str

@@ -3,7 +3,7 @@ driver, and GKE's own GPU sharing (time-sharing, MPS, MIG partitions).
 
 Every field under `guest_accelerators` forces GKE to recreate the pool, while node labels update in place.
 That is why, with the GPU Operator installer, sharing is chosen by labels; with GKE's own installer a sharing
-change replaces the pool (README says so).
+change replaces the pool (docs/sharing.md says so).
 """
 
 from __future__ import annotations

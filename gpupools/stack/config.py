@@ -232,7 +232,7 @@ GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 
 
 class Cluster(Model):
-    """The cluster the pools join; the hardening fields are what a new cluster gets (see README, "Cluster controls").
+    """The cluster the pools join; the hardening fields are what a new cluster gets (see docs/pools.md, "Cluster controls").
 
     Fields that apply to one cloud only default to None and are refused on the others; each cloud module resolves
     None to its default, so a stack that says nothing gets every control on.

@@ -564,7 +564,7 @@ def test_gke_controls_off_need_exceptions():
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# What the plan and README say
+# What the plan and the docs say
 
 
 def _defaults():
@@ -575,11 +575,11 @@ def _defaults():
             ("GKE", gcp, Cluster(name="x", location="us-central1")))
 
 
-def test_readme_table_is_what_a_stack_that_says_nothing_gets():
+def test_docs_table_is_what_a_stack_that_says_nothing_gets():
     from conftest import ROOT
     from gpupools.policies.pack import by_name
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "pools.md").read_text()
     policies = by_name()
     for cloud, module, default in _defaults():
         for control in module.cluster_controls(default):

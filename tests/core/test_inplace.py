@@ -50,7 +50,7 @@ def test_sharing_change_touches_only_labels_and_the_config_map(cloud, keys, befo
 
 
 def test_gke_own_sharing_is_a_pool_setting_and_changes_the_accelerator():
-    """GKE's gpuSharingConfig is immutable: README warns that such a change replaces the pool."""
+    """GKE's gpuSharingConfig is immutable: docs/sharing.md warns that such a change replaces the pool."""
     old, _ = pool_inputs("gcp", {"mode": "time-slicing", "replicas": 4})
     new, _ = pool_inputs("gcp", {"mode": "time-slicing", "replicas": 8})
     assert old["nodeConfig"]["guestAccelerators"] != new["nodeConfig"]["guestAccelerators"]
@@ -58,7 +58,7 @@ def test_gke_own_sharing_is_a_pool_setting_and_changes_the_accelerator():
 
 def test_karpenter_sharing_change_moves_only_nodepool_labels_and_overlay():
     """Under Karpenter the same change edits the NodePool's template labels and the NodeOverlay; Karpenter then
-    replaces the pool's nodes gracefully (drift), which README states."""
+    replaces the pool's nodes gracefully (drift), which docs/autoscaling.md states."""
     def objects(sharing: dict) -> tuple[dict, dict]:
         plan = plan_of(stack_config("aws", pools=[{"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 3, "sharing": sharing}]))
         pool = plan.get("kubernetes:karpenter.sh/v1:NodePool", "nodepool-gpupools-infer").inputs

@@ -1,0 +1,180 @@
+"""The docs cannot rot silently: every relative link and anchor in README and docs/ resolves, every stack key the
+models accept is in the config reference (and nothing there that they do not accept), and README's example is the
+example stack with the plan it really gets."""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from conftest import ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+CODE = re.compile(r"(`+).+?\1")
+LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def prose(text: str) -> str:
+    """The page without fenced blocks and inline code, where brackets and parentheses are not links."""
+    return CODE.sub("", FENCE.sub("", text))
+
+
+def slug(heading: str) -> str:
+    """GitHub's heading anchor (github-slugger): the rendered text, lower case, without punctuation other than '-'
+    and '_', spaces turned into '-'."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text only
+    text = re.sub(r"<[^>]+>", "", text).replace("`", "")
+    text = re.sub(r"(\*\*|__|\*)", "", text)
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for line in FENCE.sub("", page.read_text()).splitlines():
+        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        base = slug(match.group(1))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out.add(base if count == 0 else f"{base}-{count}")
+    out.update(re.findall(r"<a\s+(?:name|id)=\"([^\"]+)\"", page.read_text()))
+    return out
+
+
+def links(page: Path) -> list[str]:
+    return [target for _, target in LINK.findall(prose(page.read_text()))]
+
+
+def shown(file: Path) -> Path:
+    return file.relative_to(ROOT) if file.is_relative_to(ROOT) else file
+
+
+def broken_links(page: Path) -> list[str]:
+    broken = []
+    for target in links(page):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...: not ours to resolve offline
+            continue
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(f"{target}: no file {shown(file)}")
+        elif anchor and (file.suffix != ".md" or anchor not in anchors(file)):
+            broken.append(f"{target}: no heading with anchor #{anchor} in {shown(file)}")
+    return broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_and_anchor_resolves(page):
+    assert broken_links(page) == []
+
+
+def test_the_link_check_finds_what_is_broken(tmp_path):
+    (tmp_path / "a.md").write_text("# Top\n\n## Pools and clouds\n\n## `gpupools idle`: the report\n\n## Top\n\n"
+                                   "[ok](#pools-and-clouds) [ok](#gpupools-idle-the-report) [ok](#top-1) [ok](b.md#b-c)\n"
+                                   "[bad](#pools) [bad](b.md#nope) [bad](c.md) `[not a link](c.md)`\n\n```\n[nor](d.md)\n```\n")
+    (tmp_path / "b.md").write_text("# B: c?\n")
+    found = [b.split(":")[0] for b in broken_links(tmp_path / "a.md")]
+    assert found == ["#pools", "b.md#nope", "c.md"]
+    assert slug("Autoscaling from zero") == "autoscaling-from-zero" and slug("vGPUs with HAMi") == "vgpus-with-hami"
+
+
+def test_readme_links_a_page_for_every_capability_and_stays_short():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 210
+    linked = {Path(t.partition("#")[0]).name for t in links(ROOT / "README.md") if t.startswith("docs/")}
+    assert {p.name for p in (ROOT / "docs").glob("*.md")} <= linked
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Stack keys: the models against docs/stack-config.md
+
+
+def models_in(annotation) -> tuple[list[type[BaseModel]], bool]:
+    """The pydantic models a field's type holds, through Optional, Annotated, unions and lists (not dicts, whose
+    keys are data), and whether they sit in a list."""
+    origin = typing.get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation], False
+    if origin is list:
+        return models_in(typing.get_args(annotation)[0])[0], True
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        args = typing.get_args(annotation)
+        found = [models_in(a) for a in (args[:1] if origin is typing.Annotated else args)]
+        return [m for ms, _ in found for m in ms], any(listy for _, listy in found)
+    return [], False
+
+
+def stack_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key a stack may set, spelled as the stack file spells it (the models' aliases): `cluster.name`,
+    `pools[].sharing.mode`, `monitoring.idle.forHours`."""
+    from gpupools.stack.config import StackConfig
+
+    keys = []
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        if model is StackConfig and key == "providers":  # the provider namespaces' keys, documented in their own table
+            continue
+        nested, listy = models_in(field.annotation)
+        path = prefix + key + ("[]" if listy and nested else "")
+        keys += [k for m in nested for k in stack_keys(m, path + ".")] if nested else [path]
+    return keys
+
+
+def documented_keys() -> set[str]:
+    """The first cell of every row of the key tables: `gpupools:<key>`, or `pools[].<key>` / `teams[].<key>`."""
+    text = FENCE.sub("", (ROOT / "docs" / "stack-config.md").read_text())
+    cells = re.findall(r"^\| `([^`]+)` \|", text, re.M)
+    return {c.removeprefix("gpupools:") for c in cells if c.startswith(("gpupools:", "pools[]", "teams[]"))}
+
+
+def test_every_stack_key_is_in_the_config_reference():
+    from gpupools.stack.config import StackConfig
+
+    keys = stack_keys(StackConfig)
+    assert {"cluster.name", "pools[].sharing.migProfile", "monitoring.idle.forHours", "teams[].alerts.slack.webhook"} <= set(keys)
+    documented = documented_keys()
+    # The stack-wide sharing default takes the same keys as a pool's own, which the reference lists once.
+    missing = [k for k in keys if k not in documented
+               and not (k.startswith("sharing.") and "sharing" in documented and f"pools[].{k}" in documented)]
+    assert missing == [], f"stack keys not documented in docs/stack-config.md: {missing}"
+    parents = {k.rsplit(".", 1)[0] for k in keys} | {k.rsplit(".", 1)[0].removesuffix("[]") for k in keys}
+    stale = sorted(d for d in documented if d not in keys and d.removesuffix("[]") not in parents)
+    assert stale == [], f"docs/stack-config.md documents keys the stack file does not take: {stale}"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# README's example: the example stack, and what `gpupools plan` prints for it
+
+
+def blocks(text: str, lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```", text, re.S | re.M)
+
+
+def test_readme_example_is_the_example_stack_and_its_real_plan():
+    from typer.testing import CliRunner
+
+    from gpupools.cli.main import app
+
+    readme = (ROOT / "README.md").read_text()
+    stack = next(b for b in blocks(readme, "yaml") if "gpupools:cloud" in b)
+    assert yaml.safe_load(stack) == yaml.safe_load((ROOT / "stacks" / "Pulumi.dev-aws.yaml").read_text())
+    shown = next(b for b in blocks(readme, "text") if b.startswith("gpupools plan: stack dev-aws")).splitlines()
+    result = CliRunner().invoke(app, ["plan", "--stack", "dev-aws"])
+    assert result.exit_code == 0, result.output
+    real = [line.rstrip() for line in result.stdout.splitlines()]
+    # The README shows the plan with parts left out where a line reads `...`; what it shows is in order, verbatim.
+    at = 0
+    for line in shown:
+        if line.strip() == "...":
+            continue
+        assert line.rstrip() in real[at:], f"README's plan line is not what `gpupools plan --stack dev-aws` prints next: {line!r}"
+        at = real.index(line.rstrip(), at) + 1
