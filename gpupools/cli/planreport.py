@@ -164,7 +164,9 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     for typ, n in sorted(counts.items()):
         summary.add_row(typ, str(n))
     console.print(summary)
-    releases = result.of_type("kubernetes:helm.sh/v3:Release")
+    # By name: the engine registers releases in whatever order their inputs resolve, and two plans of one stack
+    # should read alike.
+    releases = sorted(result.of_type("kubernetes:helm.sh/v3:Release"), key=lambda r: str(r.inputs.get("name")))
     for r in releases:
         source = f" from {r.inputs['repositoryOpts']['repo']}" if r.inputs.get("repositoryOpts") else ""
         console.print(f"helm release {r.inputs.get('name')}: chart {r.inputs.get('chart')} {r.inputs.get('version')}{source} "
