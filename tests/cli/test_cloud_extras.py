@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import tomllib
 
 import pytest
@@ -44,7 +45,7 @@ GCP_LINE = "error: cloud: gcp needs the Google Cloud provider (pulumi-gcp), whic
 
 def run_without(absent: str, *args: str, cwd=ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", ABSENT, absent, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(ROOT)})
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": tempfile.gettempdir()})
 
 
 def pyproject() -> dict:
