@@ -67,6 +67,13 @@ def test_each_cloud_provider_comes_with_its_extra_only():
     assert {"pulumi", "pulumi-kubernetes", "pulumi-random", "pulumi-policy", "pydantic", "pyyaml"} <= core
 
 
+def test_every_package_folder_is_installed():
+    """A wheel or a plain `pip install .` (the policy pack installs gpupools so) carries only the listed packages;
+    an editable install hides a forgotten one."""
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gpupools").rglob("__init__.py")}
+    assert folders == set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+
+
 def test_a_stack_whose_provider_is_missing_gets_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "pulumi_gcp", None)  # what `import pulumi_gcp` then does: ImportError
     broken = {**stack_config("gcp"), "gcp:regoin": "x", "gpupools:pools": [{"name": "BAD"}]}
