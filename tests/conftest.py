@@ -98,7 +98,7 @@ def pytest_terminal_summary(terminalreporter):
     reasons = [r.longrepr[2] for r in terminalreporter.stats.get("skipped", []) if isinstance(r.longrepr, tuple)]
     skipped = sum(1 for reason in reasons if any(tool in reason for tool in ("prometheus", "promtool", "amtool")) and "not installed" in reason)
     if skipped:
-        terminalreporter.write_line(f"{skipped} Prometheus tests skipped: promtool, prometheus or amtool is not installed; to run them: "
+        terminalreporter.write_line(f"{skipped} Prometheus test{'s' if skipped > 1 else ''} skipped: promtool, prometheus or amtool is not installed; to run them: "
                                     f"apt-get install prometheus prometheus-alertmanager, then ./dev test again (CI's bash .ci/run does both)")
 
 
