@@ -146,7 +146,8 @@ def test_every_stack_key_is_in_the_config_reference():
     missing = [k for k in keys if k not in documented
                and not (k.startswith("sharing.") and "sharing" in documented and f"pools[].{k}" in documented)]
     assert missing == [], f"stack keys not documented in docs/stack-config.md: {missing}"
-    parents = {k.rsplit(".", 1)[0] for k in keys} | {k.rsplit(".", 1)[0].removesuffix("[]") for k in keys}
+    ancestors = {".".join(k.split(".")[:i]) for k in keys for i in range(1, k.count(".") + 1)}
+    parents = ancestors | {a.removesuffix("[]") for a in ancestors}
     stale = sorted(d for d in documented if d not in keys and d.removesuffix("[]") not in parents)
     assert stale == [], f"docs/stack-config.md documents keys the stack file does not take: {stale}"
 
