@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -225,8 +226,24 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _bracket_depth(text: str) -> int:
+    """How deep a JSON text's lists and objects nest, read from its brackets outside strings. The parser's own
+    RecursionError depends on how deep the caller's stack already is, so it cannot be the limit."""
+    deepest = level = 0
+    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub('""', text)):
+        level += 1 if bracket in "[{" else -1
+        deepest = max(deepest, level)
+    return deepest
+
+
 def load_json(text: str) -> Any:
     """One JSON document as plain data, with the same limits as YAML, or ReadError."""
+    if _bracket_depth(text) > MAX_DEPTH:
+        raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
     try:
         doc = json.loads(text, parse_constant=_json_constant, parse_int=_json_int, parse_float=_json_float, object_pairs_hook=_json_object)
     except json.JSONDecodeError as exc:
