@@ -222,3 +222,14 @@ def test_team_units_total_or_per_pool_and_kueue_settings():
 def test_team_mistakes_name_the_field(team, keys, expected):
     (found,) = problems(stack_config("aws", teams=[team], **keys))
     assert found.startswith(expected)
+
+
+def test_teams_and_labels_have_a_cap():
+    """Each team and each label costs plan time and cluster objects; the caps say so in one line each."""
+    from gpupools.stack.config import MAX_POOL_LABELS, MAX_TEAMS
+
+    teams = [{"name": f"t{i}", "gpus": 1} for i in range(MAX_TEAMS + 1)]
+    assert problems(stack_config(teams=teams)) == [f"error: teams: {MAX_TEAMS + 1:,} teams; a stack has at most {MAX_TEAMS:,}"]
+    labels = {f"l{i}": "x" for i in range(6000)}
+    assert problems(stack_config(pools=[pool(labels=labels)])) == [f"error: pools[0].labels: 6,000 labels; a pool has at most {MAX_POOL_LABELS}"]
+    assert validate_stack(stack_config(pools=[pool(labels={f"l{i}": "x" for i in range(MAX_POOL_LABELS)})]))
