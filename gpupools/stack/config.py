@@ -497,6 +497,9 @@ def mark_secrets(values: dict[str, Any], secret_keys: set[str]) -> dict[str, Any
         key = f"{NAMESPACE}:{name}"
         if key in secret_keys and key in out:
             out[key] = walk(out[key], path)
+    for key in secret_keys:  # provider credentials (aws:secretKey, ...) are whole values
+        if key.partition(":")[0] in PROVIDER_NAMESPACES and isinstance(out.get(key), str):
+            out[key] = SecretText(out[key])
     return out
 
 
@@ -525,7 +528,9 @@ def from_pulumi_values(values: dict[str, Any]) -> dict[str, Any]:
     """
     out = {}
     for key, value in values.items():
-        if isinstance(value, str) and value[:1] in "[{":
+        # Only gpupools' own keys are structured; a provider's are strings, and one may be JSON text itself (the
+        # contents of a gcp:credentials key file), which must stay the string it is.
+        if key.partition(":")[0] == NAMESPACE and isinstance(value, str) and value[:1] in "[{":
             try:
                 value = load_json(value)
             except ReadError:

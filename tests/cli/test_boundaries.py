@@ -389,3 +389,34 @@ def test_against_needs_a_plan_of_the_same_stack(tmp_path):
 def test_every_pool_line_says_what_a_sharing_change_does(stack, expected):
     out = " ".join(invoke("plan", "--stack", stack).stdout.split())
     assert out.count(expected) == len(yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]["gpupools:pools"])
+
+
+@pytest.mark.parametrize("resource, expected", [
+    ({"type": ["aws:eks/nodeGroup:NodeGroup"], "name": "infer"}, "resources[0].type: expected a string, got [\"aws:eks/nodeGroup:NodeGroup\"]"),
+    ({"type": "aws:eks/nodeGroup:NodeGroup", "name": {"a": 1}}, "resources[0].name: expected a string, got {\"a\": 1}"),
+    ({"type": "aws:eks/nodeGroup:NodeGroup", "name": "infer", "inputs": [1]}, "resources[0].inputs: expected an object, got [1]"),
+    ("aws:eks/nodeGroup:NodeGroup", "resources[0]: expected a resource object, got 'aws:eks/nodeGroup:NodeGroup'"),
+])
+def test_against_with_a_malformed_resource_is_one_line(tmp_path, resource, expected):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"stack": "dev-aws", "resources": [resource]}))
+    result = invoke("plan", "--stack", "dev-aws", "--against", str(old))
+    assert result.exit_code == 2, result.output
+    (line,) = errors_of(result)
+    assert line == f"error: --against: {old}: {expected}"
+
+
+@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+def test_a_plan_leaves_no_event_loop_open(cloud, monkeypatch):
+    """The SDK's calls to the mock monitor run in worker threads, each of which made an event loop of its own and
+    left it open; at interpreter exit those loops' finalizers printed "Exception ignored in BaseEventLoop.__del__"
+    after a successful plan. Every loop a plan makes is closed when it ends."""
+    import asyncio
+
+    from conftest import plan_of
+
+    made, new_event_loop = [], asyncio.new_event_loop
+    monkeypatch.setattr(asyncio, "new_event_loop", lambda: made.append(new_event_loop()) or made[-1])
+    plan_of(stack_config(cloud))
+    assert len(made) > 1  # the plan's own loop and the worker threads'
+    assert all(loop.is_closed() for loop in made)
