@@ -19,7 +19,7 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.stack.providers import AWS_REGION
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems
+from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems, too_open
 
 NAME = "aws"
 SERVICE = "EKS"
@@ -291,7 +291,7 @@ def existing_cluster_findings(name: str, public: bool | None, cidrs: list[str] |
     """What an existing cluster, as `aws.eks.getCluster` reads it, lacks of the controls a new one gets. gpupools
     changes nothing on a cluster it did not create; these become warnings of `pulumi preview`."""
     found = []
-    if public and (not cidrs or WORLD in cidrs):
+    if public and (not cidrs or too_open(cidrs)):
         found.append(f"existing EKS cluster {name!r} serves its API endpoint to the whole internet (publicAccessCidrs "
                      f"{', '.join(cidrs or []) or 'unset'}); restrict it with `aws eks update-cluster-config --resources-vpc-config`")
     missing = [t for t in DEFAULT_LOG_TYPES if t not in (logs or [])]

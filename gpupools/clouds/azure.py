@@ -18,7 +18,7 @@ from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed
+from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
 from gpupools.stack.providers import provider_value
 
 NAME = "azure"
@@ -186,7 +186,7 @@ def existing_cluster_findings(name: str, read: dict) -> list[str]:
     found = []
     access = read.get("api_server_access_profile") or {}
     ranges = access.get("authorized_ip_ranges") or []
-    if not access.get("enable_private_cluster") and (not ranges or "0.0.0.0/0" in ranges):
+    if not access.get("enable_private_cluster") and (not ranges or too_open(ranges)):
         found.append(f"existing AKS cluster {name!r} serves its API server to the whole internet (no authorized IP ranges, not private); "
                      f"restrict it with `az aks update --api-server-authorized-ip-ranges`")
     aad = read.get("aad_profile") or {}

@@ -20,7 +20,7 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
+from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
 
 NAME = "gcp"
 SERVICE = "GKE"
@@ -214,7 +214,7 @@ def existing_cluster_findings(name: str, read: dict) -> list[str]:
     private = _first(read.get("private_cluster_configs"))
     networks = _first(read.get("master_authorized_networks_configs"))
     blocks = [b.get("cidr_block") for b in networks.get("cidr_blocks") or []]
-    if not private.get("enable_private_endpoint") and (not read.get("master_authorized_networks_configs") or "0.0.0.0/0" in blocks
+    if not private.get("enable_private_endpoint") and (not read.get("master_authorized_networks_configs") or too_open(blocks)
                                                        or networks.get("gcp_public_cidrs_access_enabled")):
         found.append(f"existing GKE cluster {name!r} serves its API endpoint to the whole internet (no master authorized networks)")
     if not private.get("enable_private_nodes"):
