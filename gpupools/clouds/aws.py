@@ -723,3 +723,13 @@ def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
             lines.append(f"when the block ends: {who} {BLOCK_DRAIN_MINUTES} minutes before its end time; EC2 terminates what is left "
                          f"{BLOCK_TERMINATE_MINUTES} minutes before it")
     return lines
+
+
+# Namespaces and node-label domains EKS and its add-ons own; a team may not claim them. Namespaces: the CloudWatch
+# Observability add-on (amazon-cloudwatch), the GuardDuty runtime agent (amazon-guardduty) and Fargate logging
+# (aws-observability), each as its EKS user guide page names it. Labels: EKS sets eks.amazonaws.com/* on managed
+# nodes (nodegroup, capacityType, ...) and k8s.amazonaws.com/accelerator on GPU nodes; Karpenter's NodePool CRD
+# refuses the label domains karpenter.sh and karpenter.k8s.aws (CEL rules in the pinned
+# karpenter.sh_nodepools.yaml, aws/karpenter-provider-aws pkg/apis/crds).
+RESERVED_NAMESPACES = frozenset({"amazon-cloudwatch", "amazon-guardduty", "aws-observability"})
+RESERVED_LABEL_DOMAINS = ("eks.amazonaws.com", "k8s.amazonaws.com", "karpenter.sh", "karpenter.k8s.aws")

@@ -13,7 +13,7 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, \
     StackValidationArgs, StackValidationPolicy
 
-from gpupools.clouds.aws import CORE_ADDONS, DEFAULT_LOG_TYPES, POD_IDENTITY_AGENT
+from gpupools.clouds.aws import CORE_ADDONS, DEFAULT_LOG_RETENTION_DAYS, DEFAULT_LOG_TYPES, POD_IDENTITY_AGENT
 from gpupools.clouds.common import too_open
 from gpupools.clouds.gcp import PRODUCTION_LABEL
 from gpupools.stack.config import EKS_LOG_TYPES, GKE_RELEASE_CHANNELS as RELEASE_CHANNELS
@@ -182,8 +182,13 @@ def validate_logs(args: ResourceValidationArgs, report: ReportViolation) -> None
         group = get(props, "name")
         if isinstance(group, str) and group.startswith("/aws/eks/") and group.endswith("/cluster"):
             retention = get(props, "retentionInDays")
+            least = args.get_config().get("minRetentionDays", DEFAULT_LOG_RETENTION_DAYS)
             if not is_unknown(retention) and not retention:
                 report(f"log group {group!r} keeps EKS control-plane logs forever; set retentionInDays (gpupools:cluster logRetentionDays)", None)
+            elif isinstance(retention, (int, float)) and not isinstance(retention, bool) and retention < least:
+                # A day or a week of audit logs is gone before most incidents are noticed.
+                report(f"log group {group!r} keeps EKS control-plane logs {retention:g} days, fewer than the {least} an investigation "
+                       f"needs; raise gpupools:cluster logRetentionDays (or this policy's minRetentionDays)", None)
 
 
 eks_control_plane_logs = cluster_policy(
@@ -193,6 +198,8 @@ eks_control_plane_logs = cluster_policy(
     requiredLogTypes={
         "type": "array", "items": {"type": "string", "enum": list(EKS_LOG_TYPES)},
         "default": REQUIRED_LOG_TYPES, "description": "Control-plane log types every EKS cluster must enable."},
+    minRetentionDays={"type": "integer", "minimum": 1, "default": DEFAULT_LOG_RETENTION_DAYS,
+                      "description": "The fewest days the control-plane log group may keep logs (gpupools' default retention)."},
 )
 
 # --------------------------------------------------------------------------------------------------------------------

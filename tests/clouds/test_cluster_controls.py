@@ -660,3 +660,13 @@ def test_endpoint_policy_judges_how_much_the_ranges_open(ranges, words):
                                     ["10.0.0.0/9", "10.128.0.0/9"]])
 def test_endpoint_policy_passes_an_organization_sized_range(ranges):
     assert resource_violations("cluster-endpoint-restricted", EKS_CLUSTER, eks_cluster(vpcConfig__publicAccessCidrs=ranges)) == []
+
+
+@pytest.mark.parametrize("days, fails", [(1, True), (30, True), (60, True), (90, False), (365, False)])
+def test_control_plane_log_retention_has_a_minimum(days, fails):
+    group = {"name": "/aws/eks/ml/cluster", "retentionInDays": days}
+    found = resource_violations("eks-control-plane-logs", LOG_GROUP, group)
+    assert bool(found) is fails, found
+    if fails:
+        assert f"{days} days, fewer than the 90" in found[0]
+    assert resource_violations("eks-control-plane-logs", LOG_GROUP, group, config={"minRetentionDays": 1}) == []
