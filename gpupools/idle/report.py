@@ -405,9 +405,9 @@ def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorde
         for name, result in answers:
             for sample in result:
                 key, value = _key(sample["metric"]), sample["value"]
-                if not math.isfinite(value):  # NaN or an infinity is no count and no utilization: not idle
-                    continue
                 holder = holders.setdefault(key, Holder({k: v for k, v in sample["metric"].items() if v}))
+                if not math.isfinite(value):  # NaN or an infinity is no count and no utilization: seen, not idle
+                    continue
                 if name == "peak":
                     holder.peak = value if math.isnan(holder.peak) else max(holder.peak, value)
                 elif name == "share":
