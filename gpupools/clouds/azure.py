@@ -444,6 +444,8 @@ def fabric_pod(count: int) -> dict:
     return {"limits": {FABRIC_RESOURCE: count},
             "env": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "SYS", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
             "capabilities": ["IPC_LOCK"]}
+
+
 # Namespaces and node-label domains AKS and its add-ons own; a team may not claim them. Namespaces: the Azure Policy
 # add-on (gatekeeper-system), Calico network policy (calico-system, tigera-operator), `az aks command invoke`
 # (aks-command) and the application routing add-on (app-routing-system). Labels: AKS reserves the

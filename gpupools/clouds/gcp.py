@@ -579,6 +579,8 @@ def fabric_node_pool_args(args: dict, attachments: list[dict]) -> dict:
 def fabric_cluster_args(args: dict) -> dict:
     """Extra node networks need GKE multi-networking, which needs Dataplane V2 (GKE "Maximize GPU network bandwidth")."""
     return {**args, "enable_multi_networking": True, "datapath_provider": "ADVANCED_DATAPATH"}
+
+
 # Namespaces and node-label domains GKE owns; a team may not claim them. Namespaces: Managed Service for Prometheus
 # (gmp-system, gmp-public), GKE's own managed components (gke-managed-system and the other gke-managed-*),
 # Config Sync (config-management-system). Labels: GKE sets cloud.google.com/* on every node (gke-nodepool,
