@@ -194,8 +194,11 @@ def yaml_versions_disagree(value: str, yaml11_tag: str) -> str | None:
                 f"write it without the leading zero, or quote it as a string")
     names = {"tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number", "tag:yaml.org,2002:bool": "a boolean",
              "tag:yaml.org,2002:null": "null", "tag:yaml.org,2002:str": "a string"}
-    return (f"{_short(value)} is {names.get(yaml11_tag, 'a string')} in YAML 1.1 but {names[core]} in YAML 1.2, which Pulumi reads; "
-            f"write a plain decimal number, or quote it as a string")
+    what = names.get(yaml11_tag, "a string")
+    if yaml11_tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and len(value) <= 40:
+        what = f"the number {yaml.safe_load(value)!r}"  # 1:30 is 90 (base 60), 1_000 is 1000
+    return (f"{_short(value)} is {what} in YAML 1.1 but {names[core]} in YAML 1.2, which Pulumi reads; "
+            f"write a plain decimal number, or quote it as a string (\"{value}\")")
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)

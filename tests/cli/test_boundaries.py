@@ -426,7 +426,7 @@ def test_a_plan_leaves_no_event_loop_open(cloud, monkeypatch):
 @pytest.mark.parametrize("line, words", [
     ("    create: no", "'no' is a boolean in YAML 1.1 but the string \"no\" in YAML 1.2"),
     ("    create: on", "'on' is a boolean in YAML 1.1"),
-    ("    kubernetesVersion: 1:30", "'1:30' is a number in YAML 1.1 but a string in YAML 1.2"),
+    ("    kubernetesVersion: 1:30", "'1:30' is the number 90 in YAML 1.1 but a string in YAML 1.2"),
     ("    diskSizeGb: 0o12", "'0o12' is a string in YAML 1.1 but a number in YAML 1.2"),
     ("    diskSizeGb: 0200", "'0200' is the octal number 128 in YAML 1.1 but 200 in YAML 1.2"),
 ])
