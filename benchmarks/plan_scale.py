@@ -5,6 +5,13 @@ so the ratio shows what gpupools itself adds per resource. Run:
 
     python benchmarks/plan_scale.py            # 10, 50 and 100 pools (the per-stack maximum), 3 repeats each
     python benchmarks/plan_scale.py --json     # machine-readable
+    python benchmarks/plan_scale.py --teams 10 100 1000 --sizes 10 100   # teams and pools, each against its smallest size
+
+Teams are timed on a three-pool stack with Kueue (a namespace, a ClusterQueue, a LocalQueue and an admission
+policy with its binding per team). For teams and pools alike the table shows the time per team (per pool) and
+its ratio to the time per team at the smallest size: a plan linear in teams keeps that ratio near 1 (the fixed
+cost of the cluster and its software is spread over more teams, so it may fall below 1); a quadratic one makes
+it grow with the size.
 
 The example stack (dev-aws: a new EKS cluster with Karpenter, three GPU pools, monitoring, teams) is timed in a
 fresh process, imports included, against the floor of `python -c "import pulumi"` timed in the same run; target:
@@ -38,11 +45,17 @@ def stack(pools: int) -> dict:
     return {"aws:region": "eu-central-1", "gpupools:cloud": "aws", "gpupools:cluster": {"name": "bench"}, "gpupools:pools": entries}
 
 
-def time_plan(pools: int) -> tuple[float, int]:
+def teams_stack(teams: int) -> dict:
+    config = stack(3)
+    config["gpupools:teams"] = [{"name": f"team-{i}", "gpus": 2 + i % 7, "priority": ("high", "normal", "low")[i % 3]} for i in range(teams)]
+    return config
+
+
+def time_plan(pools: int, config: dict | None = None) -> tuple[float, int]:
     from gpupools.validation.stack import validate_stack
     from gpupools.cli.planrun import run_program
 
-    config = stack(pools)
+    config = config or stack(pools)
     start = time.perf_counter()
     validate_stack(config)
     plan = run_program(config, "bench")
@@ -80,6 +93,7 @@ def import_floor() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50, 100])
+    parser.add_argument("--teams", type=int, nargs="*", default=[10, 100, 1000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -95,21 +109,41 @@ def main() -> None:
         plan_t, floor_t = statistics.median(plan_times), statistics.median(floor_times)
         rows.append({"pools": size, "resources": resources, "plan_s": round(plan_t, 3), "floor_s": round(floor_t, 3),
                      "ms_per_pool": round(plan_t * 1000 / size, 2), "ratio": round(plan_t / floor_t, 2)})
+    first = rows[0]["ms_per_pool"] if rows else None
+    for r in rows:
+        r["per_pool_vs_smallest"] = round(r["ms_per_pool"] / first, 2)
+    team_rows = []
+    for size in args.teams:
+        times, resources = [], 0
+        for _ in range(args.repeats if size < 1000 else 1):
+            t, resources = time_plan(0, teams_stack(size))
+            times.append(t)
+        plan_t = statistics.median(times)
+        team_rows.append({"teams": size, "resources": resources, "plan_s": round(plan_t, 3), "ms_per_team": round(plan_t * 1000 / size, 2)})
+    for r in team_rows:
+        r["per_team_vs_smallest"] = round(r["ms_per_team"] / team_rows[0]["ms_per_team"], 2)
     walls, floors = [], []
     for _ in range(max(args.repeats, 5)):  # interleaved, so both see the same machine load
         walls.append(example_wall())
         floors.append(import_floor())
     wall, floor = statistics.median(walls), statistics.median(floors)
-    result = {"example_stack_wall_s": round(wall, 3), "import_pulumi_floor_s": round(floor, 3), "example_ratio": round(wall / floor, 2), "scale": rows}
+    result = {"example_stack_wall_s": round(wall, 3), "import_pulumi_floor_s": round(floor, 3), "example_ratio": round(wall / floor, 2), "scale": rows,
+              "teams": team_rows}
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(f"example stack (dev-aws) `gpupools plan`: {wall:.2f} s wall, floor `python -c \"import pulumi\"` {floor:.2f} s, "
           f"ratio {wall / floor:.2f} (median of {len(walls)}; target <= 4)")
-    print(f"{'pools':>6} {'resources':>9} {'plan s':>8} {'floor s':>8} {'ms/pool':>8} {'ratio':>6}")
+    print(f"{'pools':>6} {'resources':>9} {'plan s':>8} {'floor s':>8} {'ms/pool':>8} {'ratio':>6} {'vs smallest':>11}")
     for r in rows:
-        print(f"{r['pools']:>6} {r['resources']:>9} {r['plan_s']:>8.3f} {r['floor_s']:>8.3f} {r['ms_per_pool']:>8.2f} {r['ratio']:>6.2f}")
+        print(f"{r['pools']:>6} {r['resources']:>9} {r['plan_s']:>8.3f} {r['floor_s']:>8.3f} {r['ms_per_pool']:>8.2f} {r['ratio']:>6.2f}"
+              f" {r['per_pool_vs_smallest']:>11.2f}")
     print("ratio = plan time / floor (same number of bare resources under the same mock engine); target at 100 pools <= 1.5")
+    if team_rows:
+        print(f"{'teams':>6} {'resources':>9} {'plan s':>8} {'ms/team':>8} {'vs smallest':>11}")
+        for r in team_rows:
+            print(f"{r['teams']:>6} {r['resources']:>9} {r['plan_s']:>8.3f} {r['ms_per_team']:>8.2f} {r['per_team_vs_smallest']:>11.2f}")
+        print("vs smallest = time per team / time per team at the smallest size; linear in teams keeps it at or below 1")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pulumi
-from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env
+from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
 from gpupools.stack.config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values, mark_secrets
 from gpupools.validation.stack import validate_stack
@@ -16,7 +16,8 @@ def stack_config_from_pulumi() -> StackConfig:
     values = {**get_config_env(), **CONFIG.get()}
     wanted = {k: v for k, v in values.items() if k.partition(":")[0] in (NAMESPACE, *PROVIDER_NAMESPACES)}
     try:
-        return validate_stack(mark_secrets(from_pulumi_values(wanted), set(get_config_secret_keys_env())))
+        secret = set(get_config_secret_keys_env()) | {k for k in wanted if is_config_secret(k)}
+        return validate_stack(mark_secrets(from_pulumi_values(wanted), secret))
     except ConfigError as exc:
         raise pulumi.RunError("invalid stack config:\n" + str(exc)) from None
 

@@ -233,7 +233,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
          min_idle: str = typer.Option("1h", "--min-idle", help="List holders idle at least this long within the window (0: any idle step)"),
          whole_window: bool = typer.Option(False, "--whole-window", help="List only holders idle at every step they were seen"),
          raw: bool = typer.Option(False, "--raw", help="Count from raw samples even where gpupools' recorded idle steps cover the window"),
-         timeout: str = typer.Option("2m", "--timeout", help="How long one Prometheus query may take (sent to Prometheus too)"),
+         timeout: str = typer.Option("2m", "--timeout", help="The longest the whole report may take, every query included (sent to Prometheus too)"),
          by: Optional[str] = typer.Option(None, "--by", help="team, or team=NAME[,NAME]: totals per team (needs --stack or --config)"),
          stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
          as_json: bool = JsonOpt,
@@ -252,7 +252,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
     from gpupools.idle.report import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
                        parse_timeout, parse_window, plot_available)
     from gpupools.idle.report import plot as draw
-    from gpupools.idle.promapi import parse_url
+    from gpupools.idle.promapi import parse_url, redact
     from gpupools.idle.promauth import AuthOptions, connect
 
     teams = None
@@ -280,7 +280,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
     elif totals is not None and report.gpus_seen:
         typer.echo(format_teams(report, totals))
     elif report.gpus_seen == 0:
-        typer.echo(f"no DCGM GPU metrics at {url} in the last {window}: is dcgm-exporter scraped by this Prometheus?")
+        typer.echo(f"no DCGM GPU metrics at {redact(url)} in the last {window}: is dcgm-exporter scraped by this Prometheus?")
     elif not report.idle:
         typer.echo(f"no idle GPUs: none of the {report.gpus_seen} GPUs was held below {threshold:g}% "
                    + ("for the whole window" if whole_window else f"for {min_idle} or more") + f" in the last {window}")

@@ -313,6 +313,10 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
     # The region the mocks answer with: the stack's, or the one the AWS provider would take from the environment.
     aws_region = provider_value("aws", "aws:region", config)[0] if cloud == "aws" else None
     region = str(aws_region or config.get("gcp:region") or "eu-central-1")
+    # A provider credential kept encrypted reaches the program as Pulumi hands it over: a string in a key marked
+    # secret (offline the string is a placeholder, since nothing here can decrypt it).
+    config = {k: SECRET if k.partition(":")[0] != "gpupools" and isinstance(v, dict) and set(v) == {"secure"} else v
+              for k, v in config.items()}
     secret_keys = [k for k, v in config.items() if v == SECRET]
     set_all_config(to_pulumi_values(config), secret_keys)
     monitor = _make_monitor(plan, region)
@@ -341,12 +345,29 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
     sdk_wait = engine_stack.wait_for_rpcs
     engine_stack.wait_for_rpcs = _wait_for_quiescence
     loop = asyncio.new_event_loop()
+    # The SDK calls the monitor from the loop's default executor, and in each worker thread the mocks make an event
+    # loop of their own (pulumi/runtime/sync_await.py `_ensure_event_loop`) that nothing closes; at interpreter exit
+    # their finalizers then fail on already-closed sockets and print "Exception ignored in BaseEventLoop.__del__".
+    # Each worker gets its loop from us instead, and every one is closed when the plan ends.
+    worker_loops: list[asyncio.AbstractEventLoop] = []
+
+    def own_loop() -> None:
+        worker_loops.append(asyncio.new_event_loop())
+        asyncio.set_event_loop(worker_loops[-1])
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    executor = ThreadPoolExecutor(initializer=own_loop)
+    loop.set_default_executor(executor)
     try:
         asyncio.set_event_loop(loop)
         loop.run_until_complete(run_in_stack(program or default_program))
     finally:
         engine_stack.wait_for_rpcs = sdk_wait
         asyncio.set_event_loop(None)
+        executor.shutdown(wait=True)
         loop.close()
+        for worker_loop in worker_loops:
+            worker_loop.close()
         settings.ROOT.set(None)
     return plan

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupools.cli.planrun import Plan
+from gpupools.stack.errors import describe
 
 REPLACING: dict[str, tuple[str, ...]] = {
     "aws:eks/nodeGroup:NodeGroup": ("amiType", "capacityType", "clusterName", "diskSize", "instanceTypes", "launchTemplate.id",
@@ -86,7 +87,15 @@ def previous_plan_problems(doc: Any, stack: str) -> list[str]:
     if not isinstance(doc, dict) or not isinstance(doc.get("resources"), list):
         return ["expected the JSON of `gpupools plan --json` (an object with a resources list)"]
     if doc.get("stack") not in (None, stack):
-        return [f"is the plan of stack {doc.get('stack')!r}, not {stack!r}"]
+        return [f"is the plan of stack {describe(doc.get('stack'))}, not {stack!r}"]
+    for i, resource in enumerate(doc["resources"]):
+        if not isinstance(resource, dict):
+            return [f"resources[{i}]: expected a resource object, got {describe(resource)}"]
+        for key in ("type", "name"):
+            if not isinstance(resource.get(key), str):
+                return [f"resources[{i}].{key}: expected a string, got {describe(resource.get(key))}"]
+        if resource.get("inputs") is not None and not isinstance(resource["inputs"], dict):
+            return [f"resources[{i}].inputs: expected an object, got {describe(resource['inputs'])}"]
     return []
 
 

@@ -19,7 +19,7 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.stack.providers import AWS_REGION
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems
+from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems, too_open
 
 NAME = "aws"
 SERVICE = "EKS"
@@ -291,7 +291,7 @@ def existing_cluster_findings(name: str, public: bool | None, cidrs: list[str] |
     """What an existing cluster, as `aws.eks.getCluster` reads it, lacks of the controls a new one gets. gpupools
     changes nothing on a cluster it did not create; these become warnings of `pulumi preview`."""
     found = []
-    if public and (not cidrs or WORLD in cidrs):
+    if public and (not cidrs or too_open(cidrs)):
         found.append(f"existing EKS cluster {name!r} serves its API endpoint to the whole internet (publicAccessCidrs "
                      f"{', '.join(cidrs or []) or 'unset'}); restrict it with `aws eks update-cluster-config --resources-vpc-config`")
     missing = [t for t in DEFAULT_LOG_TYPES if t not in (logs or [])]
@@ -723,3 +723,13 @@ def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
             lines.append(f"when the block ends: {who} {BLOCK_DRAIN_MINUTES} minutes before its end time; EC2 terminates what is left "
                          f"{BLOCK_TERMINATE_MINUTES} minutes before it")
     return lines
+
+
+# Namespaces and node-label domains EKS and its add-ons own; a team may not claim them. Namespaces: the CloudWatch
+# Observability add-on (amazon-cloudwatch), the GuardDuty runtime agent (amazon-guardduty) and Fargate logging
+# (aws-observability), each as its EKS user guide page names it. Labels: EKS sets eks.amazonaws.com/* on managed
+# nodes (nodegroup, capacityType, ...) and k8s.amazonaws.com/accelerator on GPU nodes; Karpenter's NodePool CRD
+# refuses the label domains karpenter.sh and karpenter.k8s.aws (CEL rules in the pinned
+# karpenter.sh_nodepools.yaml, aws/karpenter-provider-aws pkg/apis/crds).
+RESERVED_NAMESPACES = frozenset({"amazon-cloudwatch", "amazon-guardduty", "aws-observability"})
+RESERVED_LABEL_DOMAINS = ("eks.amazonaws.com", "k8s.amazonaws.com", "karpenter.sh", "karpenter.k8s.aws")

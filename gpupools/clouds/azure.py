@@ -18,7 +18,7 @@ from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed
+from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
 from gpupools.stack.providers import provider_value
 
 NAME = "azure"
@@ -186,7 +186,7 @@ def existing_cluster_findings(name: str, read: dict) -> list[str]:
     found = []
     access = read.get("api_server_access_profile") or {}
     ranges = access.get("authorized_ip_ranges") or []
-    if not access.get("enable_private_cluster") and (not ranges or "0.0.0.0/0" in ranges):
+    if not access.get("enable_private_cluster") and (not ranges or too_open(ranges)):
         found.append(f"existing AKS cluster {name!r} serves its API server to the whole internet (no authorized IP ranges, not private); "
                      f"restrict it with `az aks update --api-server-authorized-ip-ranges`")
     aad = read.get("aad_profile") or {}
@@ -444,3 +444,11 @@ def fabric_pod(count: int) -> dict:
     return {"limits": {FABRIC_RESOURCE: count},
             "env": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "SYS", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
             "capabilities": ["IPC_LOCK"]}
+
+
+# Namespaces and node-label domains AKS and its add-ons own; a team may not claim them. Namespaces: the Azure Policy
+# add-on (gatekeeper-system), Calico network policy (calico-system, tigera-operator), `az aks command invoke`
+# (aks-command) and the application routing add-on (app-routing-system). Labels: AKS reserves the
+# kubernetes.azure.com domain for the labels it sets on every node (learn.microsoft.com/azure/aks/use-labels).
+RESERVED_NAMESPACES = frozenset({"gatekeeper-system", "calico-system", "tigera-operator", "aks-command", "app-routing-system"})
+RESERVED_LABEL_DOMAINS = ("kubernetes.azure.com",)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from gpupools.core.catalog import Catalog, Hardware, InstanceType
 from gpupools.stack.config import Pool
@@ -162,3 +165,57 @@ def zone_letter_problems(pool: Pool, path: str, region: str | None, example: str
         if not suffix or not suffix.lstrip("-").isalpha() or len(suffix.lstrip("-")) != 1:
             problems.append(Problem(f"{path}.zones[{i}]", f"{zone!r} is not a zone of region {region}; zones there are named like {example}"))
     return problems
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# How much of the internet a list of authorized ranges lets in
+
+# Wider than this many addresses is "the internet or most of it", whatever the spelling: more than a /8 of IPv4 (the
+# largest block any one organization holds) or a /16 of IPv6 (more than a regional registry hands any one network).
+MAX_OPEN_IPV4 = 2 ** (32 - 8)
+MAX_OPEN_IPV6 = 2 ** (128 - 16)
+# IPv6 forms that carry IPv4 addresses (RFC 4291 section 2.5.5.2): an endpoint reachable over IPv6 that authorizes
+# ::ffff:0.0.0.0/96 authorizes every IPv4 address.
+IPV4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
+
+
+def open_addresses(ranges: Iterable[Any]) -> tuple[int, int]:
+    """IPv4 and IPv6 addresses the ranges let in together, overlaps counted once; IPv4-mapped IPv6 ranges count as
+    the IPv4 addresses they map. Entries that are not CIDR blocks count for nothing (the cloud refuses them)."""
+    v4: list[ipaddress.IPv4Network] = []
+    v6: list[ipaddress.IPv6Network] = []
+    for entry in ranges:
+        try:
+            net = ipaddress.ip_network(str(entry).strip(), strict=False)
+        except ValueError:
+            continue
+        if isinstance(net, ipaddress.IPv4Network):
+            v4.append(net)
+            continue
+        v6.append(net)
+        if net.subnet_of(IPV4_MAPPED):
+            v4.append(ipaddress.ip_network((int(net.network_address) - int(IPV4_MAPPED.network_address), net.prefixlen - 96)))
+        elif IPV4_MAPPED.subnet_of(net):
+            v4.append(ipaddress.ip_network("0.0.0.0/0"))
+    count = lambda nets: sum(n.num_addresses for n in ipaddress.collapse_addresses(nets))  # noqa: E731
+    return count(v4), count(v6)
+
+
+def too_open(ranges: Iterable[Any]) -> str | None:
+    """What share of the address space the ranges open, when it is more than one organization's: else None."""
+    v4, v6 = open_addresses(ranges)
+    parts = []
+    if v4 > MAX_OPEN_IPV4:
+        parts.append(_share(v4 / 2**32, "IPv4"))
+    if v6 > MAX_OPEN_IPV6:
+        parts.append(_share(v6 / 2**128, "IPv6"))
+    if not parts:
+        return None
+    whole = v4 >= 2**32 or v6 >= 2**128
+    return ("the whole internet (" if whole else "") + " and ".join(parts) + (")" if whole else "")
+
+
+def _share(fraction: float, family: str) -> str:
+    if fraction >= 1:
+        return f"every {family} address"
+    return f"{fraction:.0%} of all {family} addresses" if fraction >= 0.01 else f"{fraction:.2%} of all {family} addresses"

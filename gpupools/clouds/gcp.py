@@ -20,7 +20,7 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems
+from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
 
 NAME = "gcp"
 SERVICE = "GKE"
@@ -214,7 +214,7 @@ def existing_cluster_findings(name: str, read: dict) -> list[str]:
     private = _first(read.get("private_cluster_configs"))
     networks = _first(read.get("master_authorized_networks_configs"))
     blocks = [b.get("cidr_block") for b in networks.get("cidr_blocks") or []]
-    if not private.get("enable_private_endpoint") and (not read.get("master_authorized_networks_configs") or "0.0.0.0/0" in blocks
+    if not private.get("enable_private_endpoint") and (not read.get("master_authorized_networks_configs") or too_open(blocks)
                                                        or networks.get("gcp_public_cidrs_access_enabled")):
         found.append(f"existing GKE cluster {name!r} serves its API endpoint to the whole internet (no master authorized networks)")
     if not private.get("enable_private_nodes"):
@@ -579,3 +579,12 @@ def fabric_node_pool_args(args: dict, attachments: list[dict]) -> dict:
 def fabric_cluster_args(args: dict) -> dict:
     """Extra node networks need GKE multi-networking, which needs Dataplane V2 (GKE "Maximize GPU network bandwidth")."""
     return {**args, "enable_multi_networking": True, "datapath_provider": "ADVANCED_DATAPATH"}
+
+
+# Namespaces and node-label domains GKE owns; a team may not claim them. Namespaces: Managed Service for Prometheus
+# (gmp-system, gmp-public), GKE's own managed components (gke-managed-system and the other gke-managed-*),
+# Config Sync (config-management-system). Labels: GKE sets cloud.google.com/* on every node (gke-nodepool,
+# gke-accelerator, gke-spot, ...), and a pool label under that domain would contradict what GKE sets.
+RESERVED_NAMESPACES = frozenset({"gmp-system", "gmp-public", "gke-managed-system", "config-management-system"})
+RESERVED_NAMESPACE_PREFIXES = ("gke-managed-",)
+RESERVED_LABEL_DOMAINS = ("cloud.google.com",)

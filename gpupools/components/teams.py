@@ -30,17 +30,22 @@ class TeamQuotas(Component):
                  opts: pulumi.ResourceOptions | None = None):
         """`monitoring`: the releases that bring the Prometheus Operator CRDs the ServiceMonitor needs."""
         super().__init__(name, opts)
-        namespaces = [kube.apply(obj, self.child(provider=kubernetes)) for obj in plan.objects if obj["kind"] == "Namespace"]
-        releases = [helm_release(r, self.child(provider=kubernetes, depends_on=namespaces)) for r in plan.releases]
-        policies = [kube.apply(obj, self.child(provider=kubernetes)) for obj in plan.objects if obj["kind"] == CLUSTER_POLICY]
+        # Each object waits for what it needs by name: its own namespace, its own policy. Depending on every
+        # namespace would give n teams n x n dependencies, which the engine resolves for each registration.
+        namespaces = {obj["metadata"]["name"]: kube.apply(obj, self.child(provider=kubernetes))
+                      for obj in plan.objects if obj["kind"] == "Namespace"}
+        releases = [helm_release(r, self.child(provider=kubernetes, depends_on=list(namespaces.values()))) for r in plan.releases]
+        policies = {obj["metadata"]["name"]: kube.apply(obj, self.child(provider=kubernetes))
+                    for obj in plan.objects if obj["kind"] == CLUSTER_POLICY}
         for obj in plan.objects:
             if obj["kind"] in ("Namespace", CLUSTER_POLICY):
                 continue
-            after = namespaces + releases
+            own = [namespaces[ns]] if (ns := obj["metadata"].get("namespace")) in namespaces else []
+            after = own + releases
             if obj["kind"] == "ValidatingAdmissionPolicyBinding":
-                after = policies
+                after = [policies[obj["spec"]["policyName"]]]
             elif obj["apiVersion"].startswith(MONITORING_GROUP):
-                after = namespaces + list(monitoring or [])
+                after = own + list(monitoring or [])
             kube.apply(obj, self.child(provider=kubernetes, depends_on=after))
         self.engine = plan.engine
         self.namespaces = [obj["metadata"]["name"] for obj in plan.objects if obj["kind"] == "Namespace"]

@@ -8,18 +8,28 @@ user reads as one line, not a traceback from deep inside a report.
 
 from __future__ import annotations
 
+import base64
+import math
+import re
 import socket
 import ssl
-from dataclasses import dataclass, field
+import threading
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 from gpupools.stack.errors import Problem, describe
 from gpupools.stack.reading import ReadError, decode, load_answer_json, load_json
 
 DEFAULT_TIMEOUT = 120  # Prometheus' own default query timeout (--query.timeout=2m)
-# A day at one-minute steps is about 60 kB per series; 256 MiB is several thousand series and still fits in memory.
-MAX_ANSWER_BYTES = 256 * 2**20
+# Limits on one answer, checked while it streams in, so a hostile or broken server costs at most this much memory
+# per query in flight. The report's answers are counts per holder (a few hundred bytes per GPU); a day at
+# one-minute steps is about 60 kB per series of the plot's range query. 64 MiB and 100,000 series are far above
+# what a fleet of thousands of GPUs needs; beyond them the answer is refused, not read.
+MAX_ANSWER_BYTES = 64 * 2**20
+MAX_SERIES = 100_000
+READ_CHUNK = 2**20
 
 # (method, url, headers, body) -> headers to add: how a managed service's request is authenticated (a signature or a
 # token), computed per request because signatures cover the body and tokens expire.
@@ -35,15 +45,106 @@ class ReportError(Exception):
         self.code = code
 
 
+def redact(url: str) -> str:
+    """The URL as it may be shown: a password in it (http://user:password@host) replaced by ***."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unreadable URL>"
+    if parts.password is None and "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}" if user else f"***@{host}"))
+
+
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """The URL without `user:password@`, and the (user, password) for HTTP basic authentication if it had one."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return bare, (unquote(parts.username or ""), unquote(parts.password or ""))
+
+
 def parse_url(text: str) -> str:
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        raise ReportError(Problem("--prometheus", f"{describe(redact(text))} is not an http(s) URL such as http://prometheus:9090"), 2) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ReportError(Problem("--prometheus", f"{text!r} is not an http(s) URL such as http://prometheus:9090"), 2)
+        raise ReportError(Problem("--prometheus", f"{describe(redact(text))} is not an http(s) URL such as http://prometheus:9090"), 2)
     try:
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
-        raise ReportError(Problem("--prometheus", f"{text!r} has an invalid port"), 2) from None
+        raise ReportError(Problem("--prometheus", f"{describe(redact(text))} has an invalid port"), 2) from None
     return text.rstrip("/")
+
+
+# What a server's message may repeat of a credential: an Authorization value, a JWT, a key=value secret, or any long
+# run of token characters (API keys, signatures, session IDs). Shown as [redacted]; the rest of the message stays.
+_TOKEN_LIKE = re.compile(
+    r"(?i)(?:bearer|basic|token|sigv4|signature|credential)\s*[:=]?\s*[A-Za-z0-9._~+/=-]{8,}"
+    r"|eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*)?"
+    r"|(?i:(?:password|passwd|secret|token|key|auth|sig|signature|credential)[A-Za-z_-]*)\s*[=:]\s*\S+"
+    r"|[A-Za-z0-9+/_=-]{32,}")
+
+
+def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """`text` with the given secrets and anything token-like replaced, for messages that quote a server."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return _TOKEN_LIKE.sub("[redacted]", text)
+
+
+class _Watch:
+    """Ends one request at the run's deadline, whatever it is doing: waiting for headers, reading a body dripped a
+    byte at a time or sent as endless chunks. A socket timeout bounds each read only, not the answer; shutting the
+    connection down at the deadline makes the blocked read return, and `expired` says why it did."""
+
+    def __init__(self, seconds: float):
+        self.expired = False
+        self._fds: list[int] = []
+        self._lock = threading.Lock()
+        self._done = False
+        self._timer = threading.Timer(max(seconds, 0.0), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def attach(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._fds.append(sock.fileno())
+            if self.expired:
+                self._shutdown(sock.fileno())
+        return sock
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+            for fd in self._fds:
+                self._shutdown(fd)
+
+    @staticmethod
+    def _shutdown(fd: int) -> None:
+        # By file descriptor: an https connection's socket object is replaced when TLS wraps it, the descriptor is not.
+        try:
+            dup = socket.socket(fileno=__import__("os").dup(fd))
+        except OSError:
+            return
+        try:
+            dup.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            dup.close()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._done = True
+        self._timer.cancel()
 
 
 @dataclass(frozen=True)
@@ -59,6 +160,17 @@ class Prometheus:
     method: str = "POST"
     # A private CA's bundle for https endpoints; None trusts the system's CAs
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
+    # time.monotonic() by which every query of the run has ended (`until`); None: each query gets `timeout`.
+    deadline: float | None = field(default=None, compare=False)
+    # Credentials a server's message must never repeat (a bearer token, a basic-auth password).
+    secrets: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def until(self, deadline: float) -> "Prometheus":
+        """The same server, every query of which ends by `deadline` (time.monotonic())."""
+        return replace(self, deadline=deadline)
+
+    def _remaining(self) -> float:
+        return self.timeout if self.deadline is None else self.deadline - time.monotonic()
 
     def query(self, expr: str, at: float) -> list[dict]:
         """An instant query's vector as [{metric: {str: str}, value: float}]."""
@@ -73,14 +185,16 @@ class Prometheus:
     def _post(self, endpoint: str, params: dict[str, str], kind: str) -> dict:
         """Send a query (POST, or GET for a service that takes no body); `timeout` goes to Prometheus too, so a slow
         query ends there with its own timeout error rather than running on after we stopped waiting; either way the
-        message says the server was slow, not unreachable."""
-        from http.client import HTTPException
-        from urllib.error import HTTPError, URLError
+        message says the server was slow, not unreachable. Every query ends by the run's deadline."""
         from urllib.request import Request
 
         base, timeout = self.url, self.timeout
+        remaining = self._remaining()
+        if remaining <= 0:
+            raise _slow(base, timeout)
         url = f"{base}/api/v1/{endpoint}"
-        fields = urlencode({**params, "timeout": f"{timeout:g}s"})
+        # Prometheus stops on its own a little before we stop waiting, so a slow query ends with its timeout error.
+        fields = urlencode({**params, "timeout": f"{max(1, math.floor(remaining - 1)):d}s"})
         if self.method == "GET":
             url, body, headers = f"{url}?{fields}", b"", {"Accept": "application/json", **self.headers}
         else:
@@ -89,31 +203,64 @@ class Prometheus:
         if self.signer is not None:
             headers.update(self.signer(self.method, url, dict(headers), body))
         request = Request(url, data=body if self.method == "POST" else None, headers=headers, method=self.method)
+        watch = _Watch(remaining)
         try:
-            with _opener(self.ssl_context).open(request, timeout=timeout + 2) as response:  # Prometheus stops first
-                raw = response.read(MAX_ANSWER_BYTES + 1)
+            raw = self._exchange(request, watch, remaining)
+        except ReportError:
+            if watch.expired:
+                raise _slow(base, timeout) from None
+            raise
+        finally:
+            watch.stop()
+        if watch.expired:
+            raise _slow(base, timeout)
+        try:
+            doc = load_answer_json(decode(raw))
+        except ReadError as exc:
+            raise ReportError(Problem("--prometheus", f"{base} did not answer like a Prometheus API ({exc})"), 1) from None
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            message = _api_error(raw) or "unexpected answer"
+            raise ReportError(Problem("prometheus", f"{base} answered: {scrub(message, self.secrets)}"), 1)
+        data = doc.get("data")
+        if not isinstance(data, dict) or data.get("resultType") != kind:
+            got = data.get("resultType") if isinstance(data, dict) else None
+            raise ReportError(Problem("prometheus", f"{base} answered with {describe(got)}, expected a {kind}"), 1)
+        return data
+
+    def _exchange(self, request: Any, watch: _Watch, remaining: float) -> bytes:
+        """Send `request` and read the answer within the limits, or ReportError saying what went wrong."""
+        from http.client import HTTPException
+        from urllib.error import HTTPError, URLError
+
+        base, timeout = self.url, self.timeout
+        try:
+            with _opener(self.ssl_context, watch).open(request, timeout=remaining) as response:
+                raw = _read_limited(response, base)
                 missing = getattr(response, "length", None)  # bytes Content-Length promised that never came
+        except ReportError:
+            raise
         except HTTPError as exc:
             try:
                 raw = exc.read(64 * 1024)
             except (OSError, HTTPException):
                 raw = b""
             if 300 <= exc.code < 400:
-                where = describe(exc.headers.get("Location") or "elsewhere", 200)
+                where = describe(scrub(exc.headers.get("Location") or "elsewhere", self.secrets), 200)
                 raise ReportError(Problem("--prometheus", f"{base} redirects to {where}; give the URL it redirects to"), 1) from None
             if exc.code in (401, 403):  # the server is there and answered: only the credentials are wrong
                 detail = _refusal(raw)
+                detail = scrub(detail, self.secrets) if detail else detail
                 raise ReportError(Problem("prometheus", f"{base} refused authentication (HTTP {exc.code} {exc.reason})"
                                                         + (f": {detail}" if detail else "")
                                                         + "; check --prometheus-auth and its credentials"), 1) from None
             message = _api_error(raw) or f"HTTP {exc.code} {exc.reason}"
             if message.startswith("timeout:"):
                 raise _slow(base, timeout) from None
-            raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1) from None
+            raise ReportError(Problem("prometheus", f"{base} answered: {scrub(message, self.secrets)}"), 1) from None
         except (socket.timeout, TimeoutError):
             raise _slow(base, timeout) from None
         except (URLError, OSError) as exc:
-            if isinstance(getattr(exc, "reason", None), (socket.timeout, TimeoutError)):
+            if watch.expired or isinstance(getattr(exc, "reason", None), (socket.timeout, TimeoutError)):
                 raise _slow(base, timeout) from None
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, ssl.SSLCertVerificationError):
@@ -121,37 +268,67 @@ class Prometheus:
                                                           "a private CA's bundle goes in --ca-file"), 1) from None
             raise ReportError(Problem("--prometheus", f"cannot reach {base}: {getattr(reason, 'strerror', None) or reason}"), 1) from None
         except HTTPException as exc:  # a body cut short (IncompleteRead), a broken status line
+            if watch.expired:
+                raise _slow(base, timeout) from None
             raise ReportError(Problem("prometheus", f"{base} sent a broken answer: {describe(str(exc) or type(exc).__name__)}"), 1) from None
-        if missing and len(raw) <= MAX_ANSWER_BYTES:
+        if watch.expired:
+            raise _slow(base, timeout)
+        if missing:
             raise ReportError(Problem("prometheus", f"{base} sent a broken answer: the body was cut short after {len(raw):,} bytes, "
                                                     f"{missing:,} bytes missing"), 1)
-        if len(raw) > MAX_ANSWER_BYTES:
+        return raw
+
+
+def _read_limited(response: Any, base: str) -> bytes:
+    """The body, read a chunk at a time and refused as soon as it passes `MAX_ANSWER_BYTES` or `MAX_SERIES` (every
+    series of an answer carries one "metric" key), so what is refused is never held whole."""
+    chunks, size, series, tail = [], 0, 0, b""
+    while True:
+        chunk = response.read(READ_CHUNK)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
             raise ReportError(Problem("prometheus", f"{base} answered with more than {MAX_ANSWER_BYTES // 2**20} MiB; "
                                                     f"use a shorter --window"), 1)
-        try:
-            doc = load_answer_json(decode(raw))
-        except ReadError as exc:
-            raise ReportError(Problem("--prometheus", f"{base} did not answer like a Prometheus API ({exc})"), 1) from None
-        if not isinstance(doc, dict) or doc.get("status") != "success":
-            message = _api_error(raw) or "unexpected answer"
-            raise ReportError(Problem("prometheus", f"{base} answered: {message}"), 1)
-        data = doc.get("data")
-        if not isinstance(data, dict) or data.get("resultType") != kind:
-            got = data.get("resultType") if isinstance(data, dict) else None
-            raise ReportError(Problem("prometheus", f"{base} answered with {describe(got)}, expected a {kind}"), 1)
-        return data
+        joined = tail + chunk
+        series += joined.count(b'"metric"') - tail.count(b'"metric"')
+        if series > MAX_SERIES:
+            raise ReportError(Problem("prometheus", f"{base} answered with more than {MAX_SERIES:,} series; gpupools reads at most "
+                                                    f"{MAX_SERIES:,} per query"), 1)
+        tail = chunk[-8:]
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
-def _opener(context: ssl.SSLContext | None):
+def _opener(context: ssl.SSLContext | None, watch: _Watch | None = None):
     """urllib without redirects: it would resend a token or tenant to wherever the Location points, and turn the
-    POSTed query into a GET without it."""
-    from urllib.request import HTTPRedirectHandler, HTTPSHandler, build_opener
+    POSTed query into a GET without it. Each connection's socket is handed to `watch`, which ends it at the deadline."""
+    from http.client import HTTPConnection, HTTPSConnection
+    from urllib.request import HTTPHandler, HTTPRedirectHandler, HTTPSHandler, build_opener
 
     class NoRedirect(HTTPRedirectHandler):
         def redirect_request(self, req, fp, code, msg, headers, newurl):
             return None
 
-    return build_opener(HTTPSHandler(context=context), NoRedirect)
+    def watched(cls: type) -> type:
+        class Watched(cls):
+            def __init__(self, *args: Any, **kwargs: Any):
+                super().__init__(*args, **kwargs)
+                if watch is not None:
+                    connect = self._create_connection
+                    self._create_connection = lambda *a, **k: watch.attach(connect(*a, **k))
+        return Watched
+
+    class Http(HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(watched(HTTPConnection), req)
+
+    class Https(HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(watched(HTTPSConnection), req, context=self._context)
+
+    return build_opener(Http(), Https(context=context), NoRedirect)
 
 
 def _slow(base: str, timeout: float) -> ReportError:

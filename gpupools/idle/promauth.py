@@ -24,7 +24,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 from gpupools.stack.errors import Problem
-from gpupools.idle.promapi import Prometheus, ReportError, Signer
+from gpupools.idle.promapi import Prometheus, ReportError, Signer, split_userinfo
 
 KINDS = ("auto", "none", "bearer", "aws", "gcp", "azure")
 TOKEN_ENV = "GPUPOOLS_PROMETHEUS_TOKEN"
@@ -66,9 +66,17 @@ def missing_extra(kind: str, library: str) -> ReportError:
 
 
 def connect(url: str, timeout: float, options: AuthOptions, environ: Mapping[str, str] = os.environ) -> Prometheus:
-    """A `Prometheus` for `url` that authenticates as `options` say, or ReportError (exit 2) naming the option."""
+    """A `Prometheus` for `url` that authenticates as `options` say, or ReportError (exit 2) naming the option.
+
+    A user and password in the URL (http://user:password@host, as curl and Grafana take them) become HTTP basic
+    authentication; they are taken out of the URL, so no message shows them.
+    """
+    url, userinfo = split_userinfo(url)
     parts = urlsplit(url)
     kind = resolve_kind(options.kind, parts.hostname or "", options, environ)
+    if userinfo is not None and kind != "none":
+        raise ReportError(Problem("--prometheus", f"a user and password in the URL are basic authentication, which does not go with "
+                                                  f"--prometheus-auth {kind}; give one or the other"), 2)
     if options.region is not None and kind != "aws":
         raise ReportError(Problem("--aws-region", f"only with --prometheus-auth aws (this is {kind})"), 2)
     if options.token_file is not None and kind != "bearer":
@@ -81,8 +89,16 @@ def connect(url: str, timeout: float, options: AuthOptions, environ: Mapping[str
     context = ca_context(options.ca_file, parts.scheme) if options.ca_file is not None else None
     signer: Signer | None = None
     method = "POST"
+    secrets: tuple[str, ...] = ()
+    if userinfo is not None:
+        import base64
+
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{userinfo[0]}:{userinfo[1]}".encode()).decode()
+        secrets = (userinfo[1], headers["Authorization"].split(" ", 1)[1])
     if kind == "bearer":
-        headers["Authorization"] = f"Bearer {bearer_token(options.token_file, environ)}"
+        token = bearer_token(options.token_file, environ)
+        headers["Authorization"] = f"Bearer {token}"
+        secrets = (token,)
     elif kind == "aws":
         signer = aws_signer(aws_region(url, options.region))
     elif kind == "gcp":
@@ -92,7 +108,7 @@ def connect(url: str, timeout: float, options: AuthOptions, environ: Mapping[str
         signer, method = gcp_signer(), "GET"
     elif kind == "azure":
         signer = azure_signer()
-    return Prometheus(url, timeout=timeout, headers=headers, signer=signer, method=method, ssl_context=context)
+    return Prometheus(url, timeout=timeout, headers=headers, signer=signer, method=method, ssl_context=context, secrets=secrets)
 
 
 def resolve_kind(kind: str, host: str, options: AuthOptions, environ: Mapping[str, str]) -> str:

@@ -334,6 +334,11 @@ class RecordedPiece:
         return f"sum by ({HOLDER}) (sum_over_time({self._series(IDLE_STEP, gpus)}))"
 
 
+def finite(result: list[dict]) -> list[float]:
+    """The finite values of an instant query's samples: Prometheus may answer NaN or an infinity (a division by zero)."""
+    return [s["value"] for s in result if math.isfinite(s["value"])]
+
+
 def recorded_throughout(prom: Prometheus, end: float, window: int, below: float) -> bool:
     """Whether this Prometheus recorded idle steps at this threshold both at the window's start and now, so the
     recorded series cover the window (rules installed an hour ago cannot answer for the last day). One series
@@ -401,6 +406,8 @@ def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorde
             for sample in result:
                 key, value = _key(sample["metric"]), sample["value"]
                 holder = holders.setdefault(key, Holder({k: v for k, v in sample["metric"].items() if v}))
+                if not math.isfinite(value):  # NaN or an infinity is no count and no utilization: seen, not idle
+                    continue
                 if name == "peak":
                     holder.peak = value if math.isnan(holder.peak) else max(holder.peak, value)
                 elif name == "share":
@@ -484,14 +491,14 @@ def namespace_series(prom: Prometheus, grid: Steps, recorded_below: float | None
     else:  # the latest recorded step at each instant (a step's length of lookback, so no step is shown twice)
         util = f'last_over_time({STEP_UTIL}{{{IDLE_BELOW}="{threshold(recorded_below)}"}}[{grid.step}s])'
     result = prom.query_range(f"avg by (namespace) ({util})", grid.end - (grid.count - 1) * grid.step, grid.end, grid.step)
-    return {s["metric"].get("namespace") or UNALLOCATED: s["values"] for s in sorted(result, key=lambda s: s["metric"].get("namespace", ""))}
+    return {s["metric"].get("namespace") or UNALLOCATED: [(t, v if math.isfinite(v) else math.nan) for t, v in s["values"]] for s in sorted(result, key=lambda s: s["metric"].get("namespace", ""))}
 
 
 def vgpus_per_gpu(prom: Prometheus, at: float, window: int) -> dict[str, int]:
     """vGPUs per GPU of each vgpu pool, from the stack's rules if this Prometheus ran them in the window (else empty,
     and vGPU holders are split among the pods holding the GPU like time-slices)."""
     result = prom.query(f"max by (pool) (last_over_time({VGPU_SHARES}[{window}s]))", at)
-    return {s["metric"]["pool"]: int(s["value"]) for s in result if s["metric"].get("pool") and s["value"] >= 1}
+    return {s["metric"]["pool"]: int(s["value"]) for s in result if s["metric"].get("pool") and math.isfinite(s["value"]) and s["value"] >= 1}
 
 
 def reserved_question(window: int) -> str:
@@ -546,13 +553,15 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
     from concurrent.futures import ThreadPoolExecutor
 
     prom = Prometheus(prom) if isinstance(prom, str) else prom
+    if prom.deadline is None:  # --timeout is what the whole report may take, however many queries it asks
+        prom = prom.until(time.monotonic() + prom.timeout)
     end = time.time() if now is None else now
     recorded_grid = Steps(end, STEP_SECONDS, window // STEP_SECONDS)
     with ThreadPoolExecutor(max_workers=PARALLEL + 2) as pool:
         probes = [pool.submit(ask) for ask in (
             lambda: not raw and recorded_throughout(prom, end, window, below),
-            lambda: max((s["value"] for s in prom.query(FASTEST, end)), default=None),
-            lambda: min((s["value"] for s in prom.query(SLOWEST, end)), default=None),
+            lambda: max(finite(prom.query(FASTEST, end)), default=None),
+            lambda: min(finite(prom.query(SLOWEST, end)), default=None),
             lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window),
             lambda: reserved_idle(prom, end, window))]
         # Asked before knowing whether the steps were recorded: where they were not, the answers are empty and quick.

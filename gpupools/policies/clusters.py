@@ -13,13 +13,13 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, \
     StackValidationArgs, StackValidationPolicy
 
-from gpupools.clouds.aws import CORE_ADDONS, DEFAULT_LOG_TYPES, POD_IDENTITY_AGENT
+from gpupools.clouds.aws import CORE_ADDONS, DEFAULT_LOG_RETENTION_DAYS, DEFAULT_LOG_TYPES, POD_IDENTITY_AGENT
+from gpupools.clouds.common import too_open
 from gpupools.clouds.gcp import PRODUCTION_LABEL
 from gpupools.stack.config import EKS_LOG_TYPES, GKE_RELEASE_CHANNELS as RELEASE_CHANNELS
 
 from gpupools.policies._fleet import AKS_CLUSTER, EKS_CLUSTER, GKE_CLUSTER
 from gpupools.policies._props import get, is_unknown, items
-from gpupools.policies.security import WORLD
 
 EKS_ADDON = "aws:eks/addon:Addon"
 KMS_KEY = "aws:kms/key:Key"
@@ -109,11 +109,15 @@ def validate_endpoint(args: ResourceValidationArgs, report: ReportViolation) -> 
     if is_unknown(flag) or flag is private_when or is_unknown(ranges):
         return
     ranges = items(ranges)
-    if ranges and not any(r in WORLD or r == GCP_PUBLIC for r in ranges):
+    # Judged by the addresses the ranges open together, not by their spelling: 0.0.0.0/1 with 128.0.0.0/1, a few
+    # /2 blocks or ::ffff:0.0.0.0/96 open as much as 0.0.0.0/0.
+    share = "the whole internet" if not ranges or GCP_PUBLIC in ranges else too_open(ranges)
+    if share is None:
         return
     name = cluster_name(args.props, args.name)
     excepted(args, name)
-    report(f"{service} cluster {name!r} serves its API endpoint to the whole internet ({field}: {', '.join(map(str, ranges)) or 'unset'}); "
+    shown = ", ".join(map(str, ranges[:8])) + (f", ... ({len(ranges)} ranges)" if len(ranges) > 8 else "")
+    report(f"{service} cluster {name!r} serves its API endpoint to {share} ({field}: {shown or 'unset'}); "
            f"set gpupools:cluster authorizedCidrs to the networks that may reach it, or endpointAccess: private", None)
 
 
@@ -178,8 +182,13 @@ def validate_logs(args: ResourceValidationArgs, report: ReportViolation) -> None
         group = get(props, "name")
         if isinstance(group, str) and group.startswith("/aws/eks/") and group.endswith("/cluster"):
             retention = get(props, "retentionInDays")
+            least = args.get_config().get("minRetentionDays", DEFAULT_LOG_RETENTION_DAYS)
             if not is_unknown(retention) and not retention:
                 report(f"log group {group!r} keeps EKS control-plane logs forever; set retentionInDays (gpupools:cluster logRetentionDays)", None)
+            elif isinstance(retention, (int, float)) and not isinstance(retention, bool) and retention < least:
+                # A day or a week of audit logs is gone before most incidents are noticed.
+                report(f"log group {group!r} keeps EKS control-plane logs {retention:g} days, fewer than the {least} an investigation "
+                       f"needs; raise gpupools:cluster logRetentionDays (or this policy's minRetentionDays)", None)
 
 
 eks_control_plane_logs = cluster_policy(
@@ -189,6 +198,8 @@ eks_control_plane_logs = cluster_policy(
     requiredLogTypes={
         "type": "array", "items": {"type": "string", "enum": list(EKS_LOG_TYPES)},
         "default": REQUIRED_LOG_TYPES, "description": "Control-plane log types every EKS cluster must enable."},
+    minRetentionDays={"type": "integer", "minimum": 1, "default": DEFAULT_LOG_RETENTION_DAYS,
+                      "description": "The fewest days the control-plane log group may keep logs (gpupools' default retention)."},
 )
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -24,8 +24,39 @@ OFFICIAL_REPOSITORIES: dict[str, str] = {
     "hami": "https://project-hami.github.io/HAMi/",
 }
 
+# The oldest chart release that may be installed, per chart, and why. A chart below it ships a component with a
+# known container escape, or cannot run what gpupools configures. Sources:
+# - gpu-operator: NVIDIA's GPU Operator CVE table (NVIDIA/cloud-native-docs, gpu-operator/security.rst) sets the
+#   floors 24.6.2 (CVE-2024-0132, CVE-2024-0133: Container Toolkit 1.16.2; bulletin a_id 5582), 24.9.0
+#   (CVE-2024-0134: toolkit 1.17.0; a_id 5585), 24.9.1 (CVE-2024-0135/0136/0137: toolkit 1.17.3; a_id 5599) and
+#   24.9.2 (CVE-2025-23359, the bypass of the 0132 fix: toolkit 1.17.4; a_id 5616); NVIDIA's bulletin of July 2025
+#   (nvidia.custhelp.com a_id 5659) raises it to 25.3.1 (CVE-2025-23266 "NVIDIAScape", CVE-2025-23267: toolkit
+#   1.17.8; every GPU Operator up to 25.3.0 is affected).
+# - nvidia-device-plugin: no advisory; the device plugin ships no container runtime hook. 0.15.0 is the first
+#   release that reads the `sharing.mps` section gpupools writes into its config (the project's CHANGELOG,
+#   "v0.15.0-rc.1: Add support for MPS sharing"); an older one would fail on the config at start.
+MINIMUM_VERSIONS: dict[str, tuple[str, str]] = {
+    "gpu-operator": ("v25.3.1", "CVE-2025-23266 and CVE-2025-23267 (NVIDIA Container Toolkit before 1.17.8, GPU Operator up to "
+                                "25.3.0; NVIDIA security bulletin 5659), after CVE-2024-0132, CVE-2024-0134 and CVE-2025-23359"),
+    "nvidia-device-plugin": ("0.15.0", "releases before 0.15.0 cannot read the sharing config gpupools writes (MPS arrived in 0.15.0)"),
+}
+
 # An exact SemVer 2 version, with or without the leading v that some charts use (v26.7.0).
 EXACT_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\Z")
+
+
+def version_key(version: str) -> tuple:
+    """SemVer order of `v?X.Y.Z[-pre]`: a pre-release sorts before its release."""
+    core, _, pre = version.lstrip("v").split("+")[0].partition("-")
+    return (*(int(p) for p in core.split(".")), 0 if pre else 1)
+
+
+def below_minimum(chart: str | None, version: str) -> tuple[str, str] | None:
+    """The minimum and its reason when `version` of `chart` is older than the table allows."""
+    floor = MINIMUM_VERSIONS.get(chart or "")
+    if floor is None or not EXACT_VERSION.match(version):
+        return None
+    return floor if version_key(version) < version_key(floor[0]) else None
 
 
 def _same_repo(a: str, b: str) -> bool:
@@ -43,6 +74,8 @@ def validate_release(args: ResourceValidationArgs, report: ReportViolation) -> N
             report(f"release {args.name!r} (chart {chart!r}) pins no chart version; set version to an exact release such as 1.2.3", None)
         elif not EXACT_VERSION.match(version):
             report(f"release {args.name!r} (chart {chart!r}) version {version!r} is a range, not one release; pin an exact version", None)
+        elif (floor := below_minimum(name, version)) is not None:
+            report(f"release {args.name!r} (chart {chart!r}) version {version!r} is older than {floor[0]}, the oldest allowed: {floor[1]}", None)
     if is_unknown(chart) or name is None:
         return
     repo = get(args.props, "repositoryOpts", "repo")

@@ -102,6 +102,14 @@ def _zone_number(value: Any) -> Any:
 # Pools per stack. AKS allows 100 node pools per cluster (one of them the system pool) and EKS 30 managed node
 # groups by default (EKS and AKS quota pages); 100 also bounds the time a plan takes (about 0.1 s per pool).
 MAX_POOLS = 100
+# Teams per stack: each is a namespace, so Kubernetes' scalability threshold of 10,000 namespaces per cluster
+# (kubernetes/community sig-scalability/configs-and-limits/thresholds.md) is the hard ceiling; 1,000 keeps a plan
+# under a minute (about 40 ms per team) and leaves the cluster room for everything else.
+MAX_TEAMS = 1_000
+# Labels per pool. Kubernetes counts none (only the object's size), but every label is repeated in each node's
+# object, in the autoscaler's node template and in the cloud's node pool. GCP allows 64 labels per resource
+# (cloud.google.com/resource-manager/docs/labels-overview); the same bound on every cloud keeps a stack portable.
+MAX_POOL_LABELS = 64
 
 
 class Model(BaseModel):
@@ -181,7 +189,7 @@ class Pool(Model):
     spot: Annotated[bool, Field(strict=True)] = False
     disk_size_gb: Annotated[int, Field(ge=20, le=16384, strict=True)] | None = None
     os: Literal["al2023", "bottlerocket"] | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Annotated[dict[str, str], Field(max_length=MAX_POOL_LABELS)] = Field(default_factory=dict)
     sharing: Sharing | None = None
     # Availability zones the pool's nodes may start in: EKS zone names (eu-central-1a), AKS zone numbers ("1"),
     # GKE zones (us-central1-a). Unset: every zone of the cluster that can run the pool (see each cloud).
@@ -398,7 +406,7 @@ class StackConfig(Model):
     pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
     gpu_software: GpuSoftware = Field(default_factory=GpuSoftware)
     monitoring: Monitoring = Field(default_factory=Monitoring)
-    teams: list[Team] = Field(default_factory=list)
+    teams: Annotated[list[Team], Field(max_length=MAX_TEAMS)] = Field(default_factory=list)
     quotas: QuotaEngine = "kueue"
     autoscaler: Autoscaler = "auto"
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
@@ -489,6 +497,9 @@ def mark_secrets(values: dict[str, Any], secret_keys: set[str]) -> dict[str, Any
         key = f"{NAMESPACE}:{name}"
         if key in secret_keys and key in out:
             out[key] = walk(out[key], path)
+    for key in secret_keys:  # provider credentials (aws:secretKey, ...) are whole values
+        if key.partition(":")[0] in PROVIDER_NAMESPACES and isinstance(out.get(key), str):
+            out[key] = SecretText(out[key])
     return out
 
 
@@ -517,7 +528,9 @@ def from_pulumi_values(values: dict[str, Any]) -> dict[str, Any]:
     """
     out = {}
     for key, value in values.items():
-        if isinstance(value, str) and value[:1] in "[{":
+        # Only gpupools' own keys are structured; a provider's are strings, and one may be JSON text itself (the
+        # contents of a gcp:credentials key file), which must stay the string it is.
+        if key.partition(":")[0] == NAMESPACE and isinstance(value, str) and value[:1] in "[{":
             try:
                 value = load_json(value)
             except ReadError:
@@ -580,6 +593,9 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
             message = "at least one pool is required"
         elif kind == "too_long" and loc[-1] == "pools":
             message = f"{len(given)} pools; a stack has at most {MAX_POOLS} (split larger fleets into several stacks)"
+        elif kind == "too_long" and loc[-1] in ("teams", "labels"):
+            what, most = ("teams", f"a stack has at most {MAX_TEAMS:,}") if loc[-1] == "teams" else ("labels", f"a pool has at most {MAX_POOL_LABELS}")
+            message = f"{len(given):,} {what}; {most}"
         elif kind == "secret_url":  # the message is complete, and must not echo a credential
             message = err["msg"]
         elif kind == "list_type":

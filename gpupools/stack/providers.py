@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpupools.stack.config import SecretPlaceholder
+from gpupools.stack.config import SecretPlaceholder, SecretText
 from gpupools.stack.errors import Problem, describe
 
 NAMESPACES = {"aws": "aws", "azure": "azure-native", "gcp": "gcp"}
@@ -59,7 +59,8 @@ SETTINGS: dict[str, dict[str, Setting]] = {
                                ("GOOGLE_PROJECT", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"), required=True),
         "gcp:region": Setting(GCP_REGION, "a GCP region such as us-central1", ("GOOGLE_REGION", "GCLOUD_REGION", "CLOUDSDK_COMPUTE_REGION")),
         "gcp:zone": Setting(GCP_ZONE, "a GCP zone such as us-central1-a", ("GOOGLE_ZONE", "GCLOUD_ZONE", "CLOUDSDK_COMPUTE_ZONE")),
-        "gcp:credentials": Setting(FREE, "a service account key"),
+        "gcp:credentials": Setting(FREE, "a service account key (its JSON, or the path of its file)"),
+        "gcp:accessToken": Setting(FREE, "an OAuth 2.0 access token"),
     },
     "azure": {
         "azure-native:location": Setting(AZURE_LOCATION, "an Azure region name such as westeurope (az account list-locations, column Name)",
@@ -70,6 +71,24 @@ SETTINGS: dict[str, dict[str, Setting]] = {
         "azure-native:clientSecret": Setting(FREE, "a client secret"),
     },
 }
+
+
+# Credentials a stack may hold only encrypted (`pulumi config set --secret KEY ...`): in plaintext they would sit
+# in the stack file, in git and in every clone of it, as a Slack webhook would. `gcp:credentials` may also be the
+# path of a key file, which is no secret; its JSON contents are.
+SECRET_SETTINGS = frozenset({"aws:secretKey", "aws:token", "azure-native:clientSecret", "gcp:accessToken", "gcp:credentials"})
+
+
+def _plaintext_secret(key: str, value: str) -> bool:
+    if key == "gcp:credentials":
+        return value.lstrip().startswith("{")
+    return key in SECRET_SETTINGS
+
+
+def _kind(value: Any) -> str:
+    """What a value is, without any of its contents: messages about credentials must not quote them."""
+    return {dict: "a mapping", list: "a list", bool: "a boolean", int: "a number", float: "a number", type(None): "null",
+            str: "an empty string"}.get(type(value), "a value of another type")
 
 
 SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native"}
@@ -112,7 +131,8 @@ def provider_sdk_keys(namespace: str) -> frozenset[str]:
 
 
 def _is_secret(value: Any) -> bool:
-    return isinstance(value, SecretPlaceholder)
+    """Encrypted in the stack: a placeholder offline, the decrypted text under `pulumi up`."""
+    return isinstance(value, (SecretPlaceholder, SecretText))
 
 
 def provider_problems(cloud: str | None, providers: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> list[Problem]:
@@ -139,8 +159,13 @@ def provider_problems(cloud: str | None, providers: Mapping[str, Any], environ: 
         if _is_secret(value):
             if setting.pattern is not None:
                 problems.append(Problem(key, f"must be a plain value, not a secret: it is {setting.shape}"))
+        elif setting.pattern is None and (not isinstance(value, str) or not value):
+            problems.append(Problem(key, f"expected {setting.shape} as a string, got {_kind(value)} (the value is not shown)"))
         elif not isinstance(value, str) or not value:
             problems.append(Problem(key, f"expected {setting.shape}, got {describe(value)}"))
+        elif _plaintext_secret(key, value):
+            problems.append(Problem(key, f"is in plaintext; keep {setting.shape} encrypted: pulumi config set --secret {key} ..."
+                                         + (" (or give the path of the key file)" if key == "gcp:credentials" else "")))
         elif setting.pattern is not None and not re.fullmatch(setting.pattern, value):
             problems.append(Problem(key, f"{describe(value)} is not {setting.shape}"))
     for key, setting in own.items():

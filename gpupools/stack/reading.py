@@ -15,7 +15,11 @@ below what would stall a CI runner:
 - keys: a key may appear once per mapping; the Pulumi CLI refuses a stack file with a duplicate key, and a
   reviewer reads the first value while PyYAML would keep the last;
 - values: only the YAML types a Pulumi stack file carries (null, bool, int, float, string, list, mapping);
-  dates stay strings and other tags (`!!binary`, `!!set`, `!!python/...`) are refused.
+  dates stay strings and other tags (`!!binary`, `!!set`, `!!python/...`) are refused;
+- one reading: the Pulumi CLI reads stack files as YAML 1.2 (core schema), PyYAML as YAML 1.1. An unquoted value the
+  two read differently (`no` and `on` are booleans in 1.1 and strings in 1.2, `1:30` is 90 in 1.1, `012` is 10 in
+  1.1 and 12 in 1.2, `0o12` and `1e3` are numbers in 1.2 only) is refused with where it is and how to write it, so
+  `gpupools check` never judges a different value than `pulumi up` deploys.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 
 import yaml
 from yaml.composer import ComposerError
-from yaml.events import AliasEvent
+from yaml.events import AliasEvent, ScalarEvent
 from yaml.nodes import MappingNode, ScalarNode
 
 MAX_BYTES = 1024 * 1024
@@ -125,6 +129,14 @@ class _Loader(yaml.SafeLoader):
         self._weight[id(node)] = self._nodes - before
         return node
 
+    def compose_scalar_node(self, anchor: Any) -> ScalarNode:
+        event = self.peek_event()
+        if isinstance(event, ScalarEvent) and event.tag is None and event.implicit[0] and event.style is None:
+            problem = yaml_versions_disagree(event.value, self.resolve(ScalarNode, event.value, (True, False)))
+            if problem:
+                raise _Refused(problem, event.start_mark)
+        return super().compose_scalar_node(anchor)
+
     def compose_mapping_node(self, anchor: Any) -> MappingNode:
         node = super().compose_mapping_node(anchor)
         seen: dict[tuple[str, str], Any] = {}
@@ -147,6 +159,46 @@ class _Loader(yaml.SafeLoader):
         if not math.isfinite(value):
             raise _Refused(f"{_short(node.value)} is not a finite number", node.start_mark)
         return value
+
+
+# YAML 1.2's core schema (yaml.org/spec/1.2.2, section 10.3.2), as the Pulumi CLI resolves plain scalars.
+_CORE_NULL = re.compile(r"~|null|Null|NULL|")
+_CORE_BOOL = re.compile(r"true|True|TRUE|false|False|FALSE")
+_CORE_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
+_CORE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
+_YAML11_BOOL_WORDS = re.compile(r"y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF")
+
+
+def _core_tag(value: str) -> str:
+    for tag, pattern in (("null", _CORE_NULL), ("bool", _CORE_BOOL), ("int", _CORE_INT), ("float", _CORE_FLOAT)):
+        if pattern.fullmatch(value):
+            return f"tag:yaml.org,2002:{tag}"
+    return "tag:yaml.org,2002:str"
+
+
+def yaml_versions_disagree(value: str, yaml11_tag: str) -> str | None:
+    """Why an unquoted scalar means one thing to PyYAML (YAML 1.1) and another to YAML 1.2's core schema, or None."""
+    if yaml11_tag == "tag:yaml.org,2002:merge":
+        return None
+    core = _core_tag(value)
+    quoted = f"\"{value}\""
+    if _YAML11_BOOL_WORDS.fullmatch(value):
+        meaning = "false" if value.lower() in ("n", "no", "off") else "true"
+        return (f"{_short(value)} is a boolean in YAML 1.1 but the string {quoted} in YAML 1.2, which Pulumi reads; "
+                f"write {meaning} for the boolean or {quoted} for the string")
+    if core == yaml11_tag:
+        leading_zero = core == "tag:yaml.org,2002:int" and re.fullmatch(r"[-+]?0[0-9]+", value)
+        if not leading_zero:
+            return None
+        return (f"{_short(value)} is the octal number {int(value, 8)} in YAML 1.1 but {int(value, 10)} in YAML 1.2, which Pulumi reads; "
+                f"write it without the leading zero, or quote it as a string")
+    names = {"tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number", "tag:yaml.org,2002:bool": "a boolean",
+             "tag:yaml.org,2002:null": "null", "tag:yaml.org,2002:str": "a string"}
+    what = names.get(yaml11_tag, "a string")
+    if yaml11_tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and len(value) <= 40:
+        what = f"the number {yaml.safe_load(value)!r}"  # 1:30 is 90 (base 60), 1_000 is 1000
+    return (f"{_short(value)} is {what} in YAML 1.1 but {names[core]} in YAML 1.2, which Pulumi reads; "
+            f"write a plain decimal number, or quote it as a string (\"{value}\")")
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)

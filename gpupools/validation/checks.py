@@ -52,7 +52,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
             problems.append(Problem(f"{path}.name", f"{pool.name!r} is used by more than one pool; pool names must be unique in a stack"))
         if pool.min_nodes > pool.max_nodes:
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes} is greater than maxNodes ({pool.max_nodes}); minNodes must be between 0 and maxNodes"))
-        problems += _label_problems(pool, path)
+        problems += _label_problems(pool, path, cloud)
         problems += module.pool_problems(pool, path)
         hardware, found = module.resolve(pool, catalog, path)
         problems += found
@@ -71,7 +71,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
     problems += _hami_setting_problems(vgpu)
-    problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas)
+    problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas, cloud)
     problems += _queued_pool_problems(pools, teams, quotas)
     return problems
 
@@ -111,12 +111,31 @@ def _hami_setting_problems(vgpu: list[tuple[str, Sharing]]) -> list[Problem]:
     return problems
 
 
-def _label_problems(pool: Pool, path: str) -> list[Problem]:
+# Label domains Kubernetes reserves for its core components, subdomains included (node-role.kubernetes.io,
+# topology.kubernetes.io, ...): kubernetes.io/docs/concepts/overview/working-with-objects/labels/ ("The kubernetes.io/
+# and k8s.io/ prefixes are reserved for Kubernetes core components"); the kubelet refuses such --node-labels.
+KUBERNETES_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
+# Kubernetes reserves the kube- prefix for its system namespaces (kubernetes.io/docs/concepts/overview/
+# working-with-objects/namespaces/).
+KUBERNETES_NAMESPACE_PREFIXES = ("kube-",)
+
+
+def reserved_label_domain(key: str, cloud: str | None = None) -> str | None:
+    """The platform domain a label key falls under (the domain itself or a subdomain of it), if any."""
+    prefix = key.partition("/")[0] if "/" in key else ""
+    domains = KUBERNETES_LABEL_DOMAINS + (getattr(cloud_module(cloud), "RESERVED_LABEL_DOMAINS", ()) if cloud else ())
+    return next((d for d in domains if prefix == d or prefix.endswith("." + d)), None)
+
+
+def _label_problems(pool: Pool, path: str, cloud: str | None = None) -> list[Problem]:
     problems = []
     for key, value in pool.labels.items():
         where = f"{path}.labels.{key}"
         if not LABEL_KEY.fullmatch(key):
             problems.append(Problem(where, f"{key!r} is not a valid Kubernetes label key ([prefix/]name, name at most 63 characters)"))
+        elif (domain := reserved_label_domain(key, cloud)) is not None:
+            problems.append(Problem(where, f"{key!r} is under {domain}, a label domain the platform reserves for the labels it sets "
+                                           f"itself; pick a key under your own domain, such as example.com/team"))
         elif key in HAMI_NODE_SELECTOR:
             problems.append(Problem(where, f"{key!r} is the label HAMi's device plugin selects nodes by; gpupools sets it on vgpu pools only"))
         elif key.startswith(RESERVED_LABEL_PREFIXES):
@@ -126,19 +145,25 @@ def _label_problems(pool: Pool, path: str) -> list[Problem]:
     return problems
 
 
-def reserved_namespaces() -> frozenset[str]:
-    """Namespaces a team must not claim: Kubernetes' own and those gpupools installs software into."""
+def reserved_namespaces(cloud: str | None = None) -> frozenset[str]:
+    """Namespaces a team must not claim: Kubernetes' own, the cloud's and those gpupools installs software into."""
+    own = getattr(cloud_module(cloud), "RESERVED_NAMESPACES", frozenset()) if cloud else frozenset()
     return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace,
-                      HAMI_CHART.namespace, MONITORING, KUEUE.namespace})
+                      HAMI_CHART.namespace, MONITORING, KUEUE.namespace}) | own
+
+
+def reserved_namespace_prefix(name: str, cloud: str | None = None) -> str | None:
+    prefixes = KUBERNETES_NAMESPACE_PREFIXES + (getattr(cloud_module(cloud), "RESERVED_NAMESPACE_PREFIXES", ()) if cloud else ())
+    return next((p for p in prefixes if name.startswith(p)), None)
 
 
 # What only Kueue can do; with ResourceQuotas these settings would be silently meaningless.
 KUEUE_ONLY_TEAM_KEYS = ("borrow", "lend", "priority")
 
 
-def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue") -> list[Problem]:
+def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue", cloud: str | None = None) -> list[Problem]:
     problems = []
-    reserved = reserved_namespaces() if teams else frozenset()
+    reserved = reserved_namespaces(cloud) if teams else frozenset()
     names = Counter(t.name for t in teams)
     namespaces = Counter(t.namespace_name for t in teams)
     for i, team in enumerate(teams):
@@ -148,6 +173,10 @@ def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue
             where = f"teams[{i}].namespace" if team.namespace else f"teams[{i}].name"
             problems.append(Problem(where, f"{team.namespace_name!r} is a namespace Kubernetes or gpupools already uses; give the team "
                                            f"another namespace (reserved: {', '.join(sorted(reserved))})"))
+        elif (prefix := reserved_namespace_prefix(team.namespace_name, cloud)) is not None:
+            where = f"teams[{i}].namespace" if team.namespace else f"teams[{i}].name"
+            problems.append(Problem(where, f"{team.namespace_name!r} starts with {prefix}, which the platform reserves for its own "
+                                           f"namespaces; give the team another namespace"))
         elif namespaces[team.namespace_name] > 1:
             problems.append(Problem(f"teams[{i}].namespace", f"{team.namespace_name!r} is the namespace of more than one team"))
         known = ", ".join(sorted(pool_names))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from gpupools.monitoring.alerting import alerting_problems
 from gpupools.validation.checks import semantic_problems
 from gpupools.stack.config import Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
-from gpupools.stack.errors import ConfigError, Problem
+from gpupools.stack.errors import ConfigError, Problem, field_path
 from gpupools.stack.providers import missing_sdk_problem, provider_problems
 from gpupools.autoscaling.scaleup import scale_up_problems
 
@@ -49,6 +49,8 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
     missing_sdk = missing_sdk_problem(cloud) if cloud is not None else None
     if missing_sdk is not None:
         raise ConfigError([missing_sdk])
+    problems.extend(invisible_problems(ours))
+    problems.extend(invisible_problems(providers, top=True))
     problems.extend(provider_problems(cloud, providers, environ))
     raw = {**ours, "providers": providers}
     stack = None
@@ -79,6 +81,47 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
         raise ConfigError(_dedupe(problems))
     assert stack is not None
     return stack
+
+
+def _invisible(text: str) -> tuple[int, str] | None:
+    """The first character of `text` a reader cannot see or tell from a space: format characters (zero-width
+    spaces and joiners, bidirectional controls, byte-order marks), control characters, and separators other than
+    the plain space. `eu-central-1\u2060` looks like a region and is a different string to every API."""
+    import unicodedata
+
+    for i, char in enumerate(text):
+        kind = unicodedata.category(char)
+        if kind in ("Cf", "Cc", "Zl", "Zp") or (kind == "Zs" and char != " "):
+            return i, char
+    return None
+
+
+def invisible_problems(values: Any, top: bool = False) -> list[Problem]:
+    """Every string (and mapping key) of the stack holding an invisible character, by its path; the value itself is
+    not shown (it may be a credential), only the character's code point and position."""
+    import unicodedata
+
+    problems: list[Problem] = []
+    stack: list[tuple[Any, tuple]] = [(values, ())]
+    while stack and len(problems) < 20:
+        node, loc = stack.pop()
+        if isinstance(node, dict):
+            for key, child in node.items():
+                where = (key,) if not loc else (*loc, key)
+                found = _invisible(key) if isinstance(key, str) else None
+                if found is not None:
+                    problems.append(Problem(field_path(where) if not top else str(key).encode("unicode_escape").decode(),
+                                            f"the key holds the invisible character U+{ord(found[1]):04X} "
+                                            f"({unicodedata.name(found[1], 'unnamed')}) at position {found[0] + 1}; retype it"))
+                    continue
+                stack.append((child, where))
+        elif isinstance(node, list):
+            stack.extend((child, (*loc, i)) for i, child in enumerate(node))
+        elif isinstance(node, str) and (found := _invisible(node)) is not None:
+            path = loc[0] if top and len(loc) == 1 else field_path(loc)
+            problems.append(Problem(path, f"holds the invisible character U+{ord(found[1]):04X} ({unicodedata.name(found[1], 'unnamed')}) "
+                                          f"at position {found[0] + 1}; retype the value without it"))
+    return problems
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

@@ -10,6 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpupools.cli.main import app
+from gpupools.stack.config import read_stack_file
 from gpupools.stack.errors import ConfigError, describe
 from gpupools.stack.reading import MAX_BYTES, MAX_DEPTH, MAX_INT_DIGITS, MAX_NODES, ReadError, load_json, load_yaml
 from gpupools.validation.stack import validate_stack
@@ -389,3 +390,61 @@ def test_against_needs_a_plan_of_the_same_stack(tmp_path):
 def test_every_pool_line_says_what_a_sharing_change_does(stack, expected):
     out = " ".join(invoke("plan", "--stack", stack).stdout.split())
     assert out.count(expected) == len(yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]["gpupools:pools"])
+
+
+@pytest.mark.parametrize("resource, expected", [
+    ({"type": ["aws:eks/nodeGroup:NodeGroup"], "name": "infer"}, "resources[0].type: expected a string, got [\"aws:eks/nodeGroup:NodeGroup\"]"),
+    ({"type": "aws:eks/nodeGroup:NodeGroup", "name": {"a": 1}}, "resources[0].name: expected a string, got {\"a\": 1}"),
+    ({"type": "aws:eks/nodeGroup:NodeGroup", "name": "infer", "inputs": [1]}, "resources[0].inputs: expected an object, got [1]"),
+    ("aws:eks/nodeGroup:NodeGroup", "resources[0]: expected a resource object, got 'aws:eks/nodeGroup:NodeGroup'"),
+])
+def test_against_with_a_malformed_resource_is_one_line(tmp_path, resource, expected):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"stack": "dev-aws", "resources": [resource]}))
+    result = invoke("plan", "--stack", "dev-aws", "--against", str(old))
+    assert result.exit_code == 2, result.output
+    (line,) = errors_of(result)
+    assert line == f"error: --against: {old}: {expected}"
+
+
+@pytest.mark.parametrize("cloud", ["gcp", "aws"])
+def test_a_plan_leaves_no_event_loop_open(cloud, monkeypatch):
+    """The SDK's calls to the mock monitor run in worker threads, each of which made an event loop of its own and
+    left it open; at interpreter exit those loops' finalizers printed "Exception ignored in BaseEventLoop.__del__"
+    after a successful plan. Every loop a plan makes is closed when it ends."""
+    import asyncio
+
+    from conftest import plan_of
+
+    made, new_event_loop = [], asyncio.new_event_loop
+    monkeypatch.setattr(asyncio, "new_event_loop", lambda: made.append(new_event_loop()) or made[-1])
+    plan_of(stack_config(cloud))
+    assert len(made) > 1  # the plan's own loop and the worker threads'
+    assert all(loop.is_closed() for loop in made)
+
+
+@pytest.mark.parametrize("line, words", [
+    ("    create: no", "'no' is a boolean in YAML 1.1 but the string \"no\" in YAML 1.2"),
+    ("    create: on", "'on' is a boolean in YAML 1.1"),
+    ("    kubernetesVersion: 1:30", "'1:30' is the number 90 in YAML 1.1 but a string in YAML 1.2"),
+    ("    diskSizeGb: 0o12", "'0o12' is a string in YAML 1.1 but a number in YAML 1.2"),
+    ("    diskSizeGb: 0200", "'0200' is the octal number 128 in YAML 1.1 but 200 in YAML 1.2"),
+])
+def test_values_yaml_1_1_and_1_2_read_differently_are_one_line(tmp_path, line, words):
+    """Offline reading and `pulumi up` must judge the same config: a value the two YAML versions disagree on is refused."""
+    text = f"config:\n  aws:region: eu-central-1\n  gpupools:cloud: aws\n  gpupools:cluster:\n    name: ml\n{line}\n" \
+           f"  gpupools:pools:\n  - name: infer\n    instanceType: g5.2xlarge\n    maxNodes: 2\n"
+    path = tmp_path / "Pulumi.yaml11.yaml"
+    path.write_text(text)
+    result = invoke("plan", "--config", str(path))
+    assert result.exit_code == 2
+    (error,) = errors_of(result)
+    assert error.startswith(f"error: {path}: ") and words in error and "at line 6" in error, error
+
+
+def test_quoted_and_yaml_1_2_values_still_read(tmp_path):
+    path = tmp_path / "Pulumi.ok.yaml"
+    path.write_text('config:\n  aws:region: eu-central-1\n  gpupools:cloud: aws\n  gpupools:cluster:\n    name: ml\n    create: false\n'
+                    '    kubernetesVersion: "1.30"\n  gpupools:pools:\n  - name: infer\n    instanceType: g5.2xlarge\n    maxNodes: 2\n'
+                    '    labels: {answer: "no"}\n')
+    assert read_stack_file(path)["gpupools:cluster"]["create"] is False

@@ -638,3 +638,35 @@ def test_existing_aks_and_gke_clusters_are_read_and_what_they_lack_is_warned():
     for cloud, count in (("azure", 3), ("gcp", 3)):
         plan = plan_of(cluster(cloud, create=False))
         assert len(plan.warnings) == count and all(w.startswith("existing ") for w in plan.warnings), plan.warnings
+
+
+@pytest.mark.parametrize("ranges, words", [
+    (["0.0.0.0/1", "128.0.0.0/1"], "the whole internet (every IPv4 address)"),
+    (["0.0.0.0/2", "64.0.0.0/2", "128.0.0.0/2", "192.0.0.0/2"], "the whole internet (every IPv4 address)"),
+    (["::/1", "8000::/1"], "the whole internet (every IPv4 address and every IPv6 address)"),
+    (["0.0.0.0/4"], "6% of all IPv4 addresses"),
+    (["::ffff:0.0.0.0/96"], "the whole internet (every IPv4 address)"),
+    (["::ffff:0:0/97", "203.0.113.0/24"], "50% of all IPv4 addresses"),
+    (["10.0.0.0/8", "11.0.0.0/8"], "0.78% of all IPv4 addresses"),
+    (["2000::/3"], "12% of all IPv6 addresses"),
+])
+def test_endpoint_policy_judges_how_much_the_ranges_open(ranges, words):
+    """Not the spelling 0.0.0.0/0: what the ranges let in together, IPv4, IPv6 and IPv4-mapped IPv6 alike."""
+    (message,) = resource_violations("cluster-endpoint-restricted", EKS_CLUSTER, eks_cluster(vpcConfig__publicAccessCidrs=ranges))
+    assert words in message, message
+
+
+@pytest.mark.parametrize("ranges", [["203.0.113.0/24"], ["10.0.0.0/8"], ["2001:db8::/32", "198.51.100.7/32"], ["::ffff:203.0.113.0/120"],
+                                    ["10.0.0.0/9", "10.128.0.0/9"]])
+def test_endpoint_policy_passes_an_organization_sized_range(ranges):
+    assert resource_violations("cluster-endpoint-restricted", EKS_CLUSTER, eks_cluster(vpcConfig__publicAccessCidrs=ranges)) == []
+
+
+@pytest.mark.parametrize("days, fails", [(1, True), (30, True), (60, True), (90, False), (365, False)])
+def test_control_plane_log_retention_has_a_minimum(days, fails):
+    group = {"name": "/aws/eks/ml/cluster", "retentionInDays": days}
+    found = resource_violations("eks-control-plane-logs", LOG_GROUP, group)
+    assert bool(found) is fails, found
+    if fails:
+        assert f"{days} days, fewer than the 90" in found[0]
+    assert resource_violations("eks-control-plane-logs", LOG_GROUP, group, config={"minRetentionDays": 1}) == []

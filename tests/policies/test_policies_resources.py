@@ -362,3 +362,34 @@ def test_extended_support_end_is_reported_and_the_date_moves_the_verdict():
     (message,) = resource_violations("kubernetes-version-supported", "aws:eks/cluster:Cluster", {"version": "1.34"}, {"asOf": "2026-12-03"})
     assert "extended support, billed extra, ends 2027-12-02" in message
     assert resource_violations("kubernetes-version-supported", "aws:eks/cluster:Cluster", {"version": "1.34"}, {"asOf": "2026-12-01"}) == []
+
+
+@pytest.mark.parametrize("chart, repo, version, floor", [
+    ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v1.0.0", "v25.3.1"),
+    ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v22.9.0", "v25.3.1"),
+    ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v24.6.2", "v25.3.1"),  # fixed CVE-2024-0132, not CVE-2025-23266
+    ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v25.3.0", "v25.3.1"),
+    ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v25.3.1-rc.1", "v25.3.1"),
+    ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.1.0", "0.15.0"),
+    ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.14.5", "0.15.0"),
+])
+def test_releases_older_than_their_advisories_allow_fail(chart, repo, version, floor):
+    (message,) = resource_violations("helm-release-pinned", RELEASE, helm_release(chart=chart, version=version, repositoryOpts={"repo": repo}))
+    assert f"is older than {floor}" in message
+
+
+@pytest.mark.parametrize("chart, repo, version", [
+    ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v25.3.1"), ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.7.0"),
+    ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.15.0"),
+    ("nvidia-device-plugin", "https://nvidia.github.io/k8s-device-plugin", "0.20.0"),
+])
+def test_releases_at_or_above_the_minimum_pass(chart, repo, version):
+    assert resource_violations("helm-release-pinned", RELEASE, helm_release(chart=chart, version=version, repositoryOpts={"repo": repo})) == []
+
+
+def test_gpupools_defaults_meet_the_minimums():
+    from gpupools.policies.helm import MINIMUM_VERSIONS, version_key
+    from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR
+
+    for chart in (GPU_OPERATOR, DEVICE_PLUGIN):
+        assert version_key(chart.default_version) >= version_key(MINIMUM_VERSIONS[chart.chart][0])

@@ -406,3 +406,26 @@ def test_kueue_service_monitor_validates_and_selects_the_charts_metrics_port():
     upstream = yaml.safe_load((ref / "kueue" / "values.yaml").read_text())
     assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in upstream["metricsService"]["ports"]}
     assert monitor["metadata"]["namespace"] == kueue.CHART.namespace
+
+
+@pytest.mark.parametrize("quotas", ["kueue", "resourcequota"])
+def test_team_objects_wait_for_their_own_namespace_only(quotas):
+    """The dependencies of a team's objects do not grow with the number of teams: each waits for its namespace and
+    the engine's release, a binding for its policy. Waiting on every namespace made a plan quadratic in teams."""
+    def widest(count: int) -> tuple[int, int]:
+        teams = [{"name": f"team-{i}", "gpus": 2} for i in range(count)]
+        plan = run_program(stack_config("aws", pools=POOLS, teams=teams, quotas=quotas), "test")
+        (component,) = plan.of_type("gpupools:index:TeamQuotas")
+        children = [r for r in plan.children("gpupools:index:TeamQuotas", component.name) if r.type != "kubernetes:helm.sh/v3:Release"]
+        for r in children:
+            namespace = r.inputs["metadata"].get("namespace")
+            waits = {n for t, n in r.depends_on if t == "kubernetes:core/v1:Namespace"}
+            assert waits <= {f"namespace-{namespace}"}, (r.name, waits)
+            if r.type.endswith(":ValidatingAdmissionPolicyBinding"):
+                assert r.depends_on == (("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+                                        "validatingadmissionpolicy-" + r.inputs["spec"]["policyName"]),)
+        return max(len(r.depends_on) for r in children), sum(len(r.depends_on) for r in children)
+
+    few, many = widest(3), widest(12)
+    assert few[0] == many[0]  # no object's dependencies grow with the number of teams
+    assert many[1] <= 4 * few[1] + 12  # and all of them together grow with it linearly

@@ -222,3 +222,74 @@ def test_team_units_total_or_per_pool_and_kueue_settings():
 def test_team_mistakes_name_the_field(team, keys, expected):
     (found,) = problems(stack_config("aws", teams=[team], **keys))
     assert found.startswith(expected)
+
+
+def test_teams_and_labels_have_a_cap():
+    """Each team and each label costs plan time and cluster objects; the caps say so in one line each."""
+    from gpupools.stack.config import MAX_POOL_LABELS, MAX_TEAMS
+
+    teams = [{"name": f"t{i}", "gpus": 1} for i in range(MAX_TEAMS + 1)]
+    assert problems(stack_config(teams=teams)) == [f"error: teams: {MAX_TEAMS + 1:,} teams; a stack has at most {MAX_TEAMS:,}"]
+    labels = {f"l{i}": "x" for i in range(6000)}
+    assert problems(stack_config(pools=[pool(labels=labels)])) == [f"error: pools[0].labels: 6,000 labels; a pool has at most {MAX_POOL_LABELS}"]
+    assert validate_stack(stack_config(pools=[pool(labels={f"l{i}": "x" for i in range(MAX_POOL_LABELS)})]))
+
+
+@pytest.mark.parametrize("cloud, key", [
+    ("aws", "node-role.kubernetes.io/gpu"), ("aws", "kubernetes.io/hostname"), ("gcp", "node.kubernetes.io/instance-type"),
+    ("azure", "k8s.io/x"), ("aws", "karpenter.sh/nodepool"), ("aws", "karpenter.k8s.aws/instance-family"),
+    ("aws", "k8s.amazonaws.com/accelerator"), ("aws", "eks.amazonaws.com/nodegroup"), ("gcp", "cloud.google.com/gke-nodepool"),
+    ("azure", "kubernetes.azure.com/mode"),
+])
+def test_platform_label_domains_are_refused(cloud, key):
+    (line,) = problems(stack_config(cloud, pools=[{**stack_config(cloud)["gpupools:pools"][0], "labels": {key: "x"}}]))
+    assert line.startswith(f"error: pools[0].labels.{key}: ") and "a label domain the platform reserves" in line
+
+
+def test_label_domains_are_matched_as_domains_not_substrings():
+    ok = {"example.com/team": "a", "mykubernetes.io/x": "b", "team": "c", "kubernetes.io.example.com/x": "d"}
+    assert validate_stack(stack_config("aws", pools=[pool(labels=ok)]))
+
+
+def test_karpenter_refuses_its_own_label_domains_too():
+    """The upstream artefact behind the Karpenter entries: every label domain the pinned NodePool CRD's CEL rules call
+    restricted is one gpupools refuses on AWS (the rules use Kubernetes' CEL string library, which the CEL evaluator
+    here lacks, so their messages are read)."""
+    import re
+
+    import yaml
+
+    from conftest import needs_reference
+    from gpupools.clouds.aws import RESERVED_LABEL_DOMAINS
+
+    crd = yaml.safe_load((needs_reference() / "karpenter" / "karpenter.sh_nodepools.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    labels_schema = schema["properties"]["spec"]["properties"]["template"]["properties"]["metadata"]["properties"]["labels"]
+    messages = [rule["message"] for rule in labels_schema["x-kubernetes-validations"]]
+    domains = {m.group(1) for text in messages if (m := re.fullmatch(r'label domain "([^"]+)" is restricted', text))}
+    assert domains == {"karpenter.sh", "karpenter.k8s.aws"} and set(domains) <= set(RESERVED_LABEL_DOMAINS)
+    assert 'label "kubernetes.io/hostname" is restricted' in messages  # under kubernetes.io, refused on every cloud
+
+
+@pytest.mark.parametrize("cloud, namespace", [
+    ("aws", "kube-team"), ("gcp", "gmp-system"), ("gcp", "gke-managed-system"), ("gcp", "gke-managed-cim"), ("azure", "gatekeeper-system"),
+    ("azure", "calico-system"), ("aws", "amazon-cloudwatch"),
+])
+def test_platform_namespaces_are_refused(cloud, namespace):
+    (line,) = problems(stack_config(cloud, teams=[{"name": "ml", "namespace": namespace, "gpus": 1}]))
+    assert line.startswith("error: teams[0].namespace: ") and ("reserves" in line or "already uses" in line), line
+
+
+@pytest.mark.parametrize("where, change, path", [
+    ("location", lambda c: c["gpupools:cluster"].update(location="us-central1\u2060"), "cluster.location"),
+    ("zero-width space", lambda c: c["gpupools:cluster"].update(location="us-\u200bcentral1"), "cluster.location"),
+    ("no-break space", lambda c: c["gpupools:pools"][0].update(instanceType="g2-standard-8\u00a0"), "pools[0].instanceType"),
+    ("bidi control", lambda c: c["gpupools:pools"][0].update(gpu="\u202eL4"), "pools[0].gpu"),
+    ("provider", lambda c: c.update({"gcp:region": "us-central1\ufeff"}), "gcp:region"),
+    ("label key", lambda c: c["gpupools:pools"][0].update(labels={"team\u200d": "a"}), "pools[0].labels.team\u200d"),
+])
+def test_invisible_characters_are_refused(where, change, path):
+    config = stack_config("gcp")
+    change(config)
+    found = problems(config)
+    assert any(line.startswith(f"error: {path}: ") and "invisible character U+" in line for line in found), found

@@ -113,3 +113,117 @@ def test_fuzzed_stack_files_end_in_exit_0_or_2(data):
     if result.exit_code == 2:
         lines = result.stderr.strip().splitlines()
         assert lines and all(line.startswith("error: ") for line in lines), result.stderr
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The other files a user hands over: a previous plan (`plan --against`) and a policy config (`check --policy-config`)
+
+_PREVIOUS: dict = {}
+
+
+def previous_plan() -> dict:
+    """The real `plan --json` of dev-aws, made once: the mutations start from what the command writes."""
+    if not _PREVIOUS:
+        import json
+
+        result = runner.invoke(app, ["plan", "--stack", "dev-aws", "--json"])
+        assert result.exit_code == 0, result.stderr
+        _PREVIOUS.update(json.loads(result.stdout))
+    return copy.deepcopy(_PREVIOUS)
+
+
+@st.composite
+def against_files(draw) -> bytes:
+    import json
+
+    doc = previous_plan()
+    pools = [r for r in doc["resources"] if r["type"] in ("aws:eks/nodeGroup:NodeGroup", "kubernetes:karpenter.sh/v1:NodePool")] or doc["resources"]
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        kind = draw(st.sampled_from(["field", "field", "resource", "top", "inputs-path"]))
+        if kind == "field":
+            resource = draw(st.sampled_from(pools))
+            resource[draw(st.sampled_from(["type", "name", "inputs", "parent"]))] = draw(odd_values)
+        elif kind == "resource":
+            doc["resources"][draw(st.integers(min_value=0, max_value=len(doc["resources"]) - 1))] = draw(odd_values)
+        elif kind == "top":
+            doc[draw(st.sampled_from(["resources", "stack", "outputs", "project"]))] = draw(odd_values)
+        else:
+            resource = draw(st.sampled_from(pools))
+            paths = list(_paths(resource.get("inputs") or {}))[1:]
+            if paths:
+                path = draw(st.sampled_from(paths))
+                _parent(resource["inputs"], path)[path[-1]] = draw(odd_values)
+    text = json.dumps(doc, allow_nan=True)
+    extra = draw(st.sampled_from(["none", "none", "deep", "duplicate", "not-json"]))
+    if extra == "deep":
+        text = '{"resources": [' + "[" * draw(st.integers(min_value=30, max_value=3000)) + "]"
+    elif extra == "duplicate":
+        text = text.replace('"stack":', '"stack": "dev-aws", "stack":', 1)
+    elif extra == "not-json":
+        text = text[: draw(st.integers(min_value=0, max_value=len(text)))]
+    return text.encode()
+
+
+def _one_run(args: list[str]) -> None:
+    started = time.perf_counter()
+    result = runner.invoke(app, args)
+    elapsed = time.perf_counter() - started
+    event(f"exit {result.exit_code}")
+    assert elapsed < SECONDS_PER_RUN * 2, f"{elapsed:.1f} s"
+    assert result.exit_code in (0, 1, 2), (result.exit_code, repr(result.exception), result.stderr[-2000:])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.stdout + result.stderr
+    if result.exit_code == 2:
+        lines = result.stderr.strip().splitlines()
+        assert lines and all(line.startswith("error: ") for line in lines), result.stderr
+
+
+@settings(max_examples=12, derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(against_files())
+def test_fuzzed_against_files_end_in_exit_0_or_2(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "old.json"
+        path.write_bytes(data)
+        _one_run(["plan", "--stack", "dev-aws", "--against", str(path)])
+
+
+def _policy_names() -> list[str]:
+    from gpupools.policies.pack import POLICIES
+
+    return sorted(p.name for p in POLICIES)
+
+
+@st.composite
+def policy_configs(draw) -> bytes:
+    import json
+
+    names = _policy_names()
+    doc: dict = {}
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        name = draw(st.sampled_from([*names, "all", "no-such-policy", ""]))
+        kind = draw(st.sampled_from(["level", "entry", "odd"]))
+        if kind == "level":
+            doc[name] = draw(st.sampled_from(["advisory", "mandatory", "disabled", "remediate", "MANDATORY", ""]))
+        elif kind == "entry":
+            key = draw(st.sampled_from(["enforcementLevel", "exceptions", "maxMonthlyUsd", "asOf", "requiredLogTypes", "minRetentionDays", "x"]))
+            doc[name] = {key: draw(odd_values)}
+        else:
+            doc[name] = draw(odd_values)
+    text = json.dumps(doc, allow_nan=True)
+    extra = draw(st.sampled_from(["none", "none", "deep", "array", "huge-int"]))
+    if extra == "deep":
+        text = "[" * draw(st.integers(min_value=30, max_value=3000))
+    elif extra == "array":
+        text = "[" + text + "]"
+    elif extra == "huge-int":
+        text = '{"all": ' + "9" * draw(st.integers(min_value=21, max_value=5000)) + "}"
+    return text.encode()
+
+
+@settings(max_examples=12, derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(policy_configs())
+def test_fuzzed_policy_configs_end_in_exit_0_1_or_2(data):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "policy.json"
+        path.write_bytes(data)
+        _one_run(["check", "--stack", "dev-aws", "--policy-config", str(path)])
