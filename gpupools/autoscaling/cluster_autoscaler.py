@@ -53,7 +53,12 @@ def asg_tags(plan: PoolPlan) -> dict[str, str]:
 
 
 def node_template(plan: PoolPlan) -> NodeTemplate:
-    """cluster-autoscaler's picture of a new node of the group: the instance type's GPU count, then the tags."""
+    """cluster-autoscaler's picture of a new node of the group: the instance type's GPU count, then the tags, then
+    the managed node group's own taints, sanitized as the autoscaler does.
+
+    kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_manager.go (buildNodeFromTemplate) reads taints
+    from the `node-template/taint/*` tags and appends the node group's taints from EKS DescribeNodegroup; every
+    template then goes through utils/taints/taints.go `SanitizeTaints`, which drops startup taints."""
     labels = {"node.kubernetes.io/instance-type": plan.pool.instance_type}
     taints: list[Taint] = []
     allocatable = {GPU_RESOURCE: plan.hardware.gpus_per_node}
@@ -66,7 +71,36 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
             taints.append(Taint(name, taint_value, effect))
         elif kind == "resources":
             allocatable[name] = int(value)
-    return NodeTemplate("cluster-autoscaler", f"Auto Scaling group tags of node group {plan.name}", labels, tuple(taints), allocatable)
+    taints += plan.taints + plan.startup_taints  # the node group's taints (aws_manager.go getManagedNodegroupTaints)
+    kept, startup = sanitize_taints(taints, startup_taint_keys([plan]))
+    return NodeTemplate("cluster-autoscaler", f"Auto Scaling group tags of node group {plan.name}", labels, kept, allocatable, startup)
+
+
+# cluster-autoscaler/utils/taints/taints.go: taints with these prefixes are startup taints without any flag.
+STARTUP_TAINT_PREFIXES = ("ignore-taint.cluster-autoscaler.kubernetes.io/", "startup-taint.cluster-autoscaler.kubernetes.io/")
+STATUS_TAINT_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
+
+
+def startup_taint_keys(plans: list[PoolPlan]) -> tuple[str, ...]:
+    """Keys passed with `--startup-taint` (config/flags/flags.go): the pools' startup taints the prefixes do not cover."""
+    keys = {t.key for p in plans for t in p.startup_taints}
+    return tuple(sorted(k for k in keys if not k.startswith(STARTUP_TAINT_PREFIXES)))
+
+
+def is_startup_taint(key: str, flagged: tuple[str, ...]) -> bool:
+    """`TaintConfig.IsStartupTaint`: an exact key given by flag, or either prefix."""
+    return key in flagged or key.startswith(STARTUP_TAINT_PREFIXES)
+
+
+def sanitize_taints(taints: list[Taint], flagged: tuple[str, ...]) -> tuple[tuple[Taint, ...], tuple[Taint, ...]]:
+    """`SanitizeTaints` for the taints gpupools sets: (kept, dropped as startup or status taints), de-duplicated."""
+    kept: list[Taint] = []
+    dropped: list[Taint] = []
+    for taint in taints:
+        target = dropped if is_startup_taint(taint.key, flagged) or taint.key.startswith(STATUS_TAINT_PREFIX) else kept
+        if taint not in target:
+            target.append(taint)
+    return tuple(kept), tuple(dropped)
 
 
 def iam_policy(cluster_name: str) -> str:
@@ -104,7 +138,8 @@ def image_tag(kubernetes_version: str) -> str:
     return IMAGE_TAGS[max(older or IMAGE_TAGS, key=minor_key)]
 
 
-def helm_values(cluster_name: str, region: str | None, image_tag: str, service_monitor: dict | None, on_system_pool: bool = True) -> dict:
+def helm_values(cluster_name: str, region: str | None, image_tag: str, service_monitor: dict | None, on_system_pool: bool = True,
+                startup_taints: tuple[str, ...] = ()) -> dict:
     """Auto-discovery by the tags EKS puts on node groups, an autoscaler release matching the cluster's minor."""
     values: dict = {
         "cloudProvider": "aws",
@@ -119,6 +154,10 @@ def helm_values(cluster_name: str, region: str | None, image_tag: str, service_m
             "scale-down-unneeded-time": SCALE_DOWN_UNNEEDED_TIME,
         },
     }
+    # The chart turns each extraArgs entry into `--key=value`; text after a `_` in the key is dropped, which is how
+    # a flag is given more than once (values.yaml, extraArgs).
+    for i, key in enumerate(startup_taints):
+        values["extraArgs"]["startup-taint" + (f"_{i}" if i else "")] = key
     if on_system_pool:
         values["nodeSelector"] = {"gpupools.io/pool": "system"}
     if region:

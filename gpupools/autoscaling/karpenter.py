@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpupools.capacity.sources import placement_zones, reserved_marker
 from gpupools.clouds.aws import EFA_HUGE_PAGES, bottlerocket_settings, karpenter_capacity_types, reservation_selector_terms
 from gpupools.fabric.plan import FabricPlan
-from gpupools.core.pools import NodeTemplate, PoolPlan
+from gpupools.core.pools import NodeTemplate, PoolPlan, Taint
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.pools.software import Chart
 
@@ -196,6 +196,8 @@ def node_pool(plan: PoolPlan, node_class: str) -> dict:
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
                     "requirements": requirements(plan, placement_zones(plan.pool)),
                     "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.taints],
+                    **({"startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.startup_taints]}
+                       if plan.startup_taints else {}),
                     "expireAfter": EXPIRE_AFTER,
                 },
             },
@@ -209,11 +211,18 @@ def overlay_capacity(plan: PoolPlan) -> dict[str, int]:
     """What the node will advertise where it differs from EC2's count (`gpus_per_node` x nvidia.com/gpu).
 
     A NodeOverlay's capacity replaces an instance type's value for the same resource (karpenter core
-    `InstanceType.ApplyCapacityOverlay`: `lo.Assign`), so time-sliced GPUs are counted as their shares too, and
-    adds the resources HAMi's scheduler accounts for on vgpu pools.
+    `InstanceType.ApplyCapacityOverlay`: `lo.Assign`), so time-sliced GPUs are counted as their shares too.
+
+    Only resources the node's device plugin registers with the kubelet: Karpenter copies a pod's requests into the
+    NodeClaim and marks it Initialized only once each of them is non-zero in the node's allocatable
+    (kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/initialization.go, RequestedResourcesRegistered),
+    and an uninitialized node is never consolidated (pkg/controllers/state/statenode.go, ValidateNodeDisruptable).
+    HAMi's memory and compute resources are accounted by its scheduler and never registered
+    (Project-HAMi/HAMi pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go registers `resourceName` only), so
+    advertising them would start nodes that run, empty, until they expire.
     """
     ec2 = {GPU_RESOURCE: plan.hardware.gpus_per_node}
-    return {name: count for name, count in plan.autoscaler_resources.items() if ec2.get(name) != count}
+    return {name: count for name, count in plan.advertised_resources.items() if ec2.get(name) != count}
 
 
 def node_overlay(plan: PoolPlan, fabric: FabricPlan | None = None) -> dict | None:
@@ -240,7 +249,10 @@ def node_overlay(plan: PoolPlan, fabric: FabricPlan | None = None) -> dict | Non
 
 def node_template(plan: PoolPlan) -> NodeTemplate:
     """Karpenter's picture of a new node: the NodePool's labels plus the well-known ones it sets from the
-    requirements, its taints, EC2's GPU count, and whatever the NodeOverlay adds or replaces."""
+    requirements, its taints, EC2's GPU count, and whatever the NodeOverlay adds or replaces.
+
+    `startupTaints` stay out of the simulation: "pods are not required to tolerate a StartupTaint in order to have
+    nodes provisioned for them" (karpenter.sh_nodepools.yaml, spec.template.spec.startupTaints)."""
     pool_obj = node_pool(plan, "-")
     labels = dict(pool_obj["spec"]["template"]["metadata"]["labels"])
     labels["karpenter.sh/nodepool"] = node_pool_name(plan)
@@ -253,7 +265,10 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     if overlay is not None:
         allocatable.update({k: int(v) for k, v in overlay["spec"]["capacity"].items()})
         source += f" + NodeOverlay {overlay['metadata']['name']}"
-    return NodeTemplate("Karpenter", source, labels, plan.taints, allocatable)
+    spec = pool_obj["spec"]["template"]["spec"]
+    taints = tuple(Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec["taints"])
+    startup = tuple(Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec.get("startupTaints", []))
+    return NodeTemplate("Karpenter", source, labels, taints, allocatable, startup)
 
 
 def helm_values(cluster_name: str, cluster_endpoint, queue: str, node_overlays: bool, service_monitor: dict | None) -> dict:

@@ -34,7 +34,13 @@ def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
         # The check's Job names memory only if the pool sets memoryPerPod; most vGPU pods name memory and compute.
         named = pod_spec(stack, plan, gpu_limits(plan, 1, gpu_memory="1%", gpu_cores=1), PROBE_IMAGE)
         reason = why_not(template, named) if template is not None else None
-        if reason is not None:
+        if reason is not None and autoscaler == KARPENTER:
+            # A node started for such a pod would never initialize (HAMi never registers these resources), so Karpenter
+            # is not told about them; see karpenter.overlay_capacity.
+            verdict = ScaleUp(verdict.pool, verdict.autoscaler, True, verdict.detail, verdict.notes + (
+                f"pods that name a vGPU memory or compute share make Karpenter start no node ({reason}); they run on nodes "
+                f"started for pods that name vGPUs only, so keep minNodes at 1 or more if such pods must find room",))
+        elif reason is not None:
             verdict = ScaleUp(verdict.pool, verdict.autoscaler, True, verdict.detail, verdict.notes + (
                 f"pods that name a vGPU memory or compute share do not wake the pool from zero: {reason}; keep minNodes at 1 or more "
                 f"if such pods must start it",))

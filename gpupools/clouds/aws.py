@@ -173,7 +173,8 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
         "capacity_type": node_group_capacity_type(pool),
         "instance_types": [pool.instance_type],
         "labels": dict(labels),
-        "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
+        # Startup taints too: the kubelet registers with them, so no pod lands before the GPU stack is validated.
+        "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints + plan.startup_taints],
         "scaling_config": scaling,
         "update_config": {"max_unavailable": 1},
         "launch_template": {"id": launch_template_id, "version": launch_template_version},
@@ -733,3 +734,9 @@ def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
 # karpenter.sh_nodepools.yaml, aws/karpenter-provider-aws pkg/apis/crds).
 RESERVED_NAMESPACES = frozenset({"amazon-cloudwatch", "amazon-guardduty", "aws-observability"})
 RESERVED_LABEL_DOMAINS = ("eks.amazonaws.com", "k8s.amazonaws.com", "karpenter.sh", "karpenter.k8s.aws")
+
+
+# Readiness: EKS nodes can register with a startup taint (node-group taints reach the kubelet at boot, Karpenter sets
+# NodePool startupTaints), and both autoscalers gpupools installs can be told to treat it as a startup taint.
+STARTUP_TAINTS = True
+READINESS_NOTE = "GPU nodes start tainted until the GPU Operator has validated driver, toolkit, CUDA and device plugin"

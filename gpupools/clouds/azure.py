@@ -452,3 +452,13 @@ def fabric_pod(count: int) -> dict:
 # kubernetes.azure.com domain for the labels it sets on every node (learn.microsoft.com/azure/aks/use-labels).
 RESERVED_NAMESPACES = frozenset({"gatekeeper-system", "calico-system", "tigera-operator", "aks-command", "app-routing-system"})
 RESERVED_LABEL_DOMAINS = ("kubernetes.azure.com",)
+
+
+# Readiness: no startup taint. The AKS cluster autoscaler builds its template from the agent pool's taints and takes no
+# --startup-taint, so a node that is Ready but still tainted would look full and it would start another. It counts a
+# node with the GPU label but no allocatable nvidia.com/gpu as still starting (kubernetes/autoscaler cluster-autoscaler/
+# processors/customresources/gpu_processor.go; AKS label kubernetes.azure.com/accelerator), and GPU pods wait for the
+# device plugin's resource anyway.
+STARTUP_TAINTS = False
+READINESS_NOTE = ("GPU pods wait for the device plugin's resource; the AKS autoscaler counts a GPU node as starting until nvidia.com/gpu is "
+                  "allocatable (no startup taint: it cannot be told to ignore one)")

@@ -588,3 +588,12 @@ def fabric_cluster_args(args: dict) -> dict:
 RESERVED_NAMESPACES = frozenset({"gmp-system", "gmp-public", "gke-managed-system", "config-management-system"})
 RESERVED_NAMESPACE_PREFIXES = ("gke-managed-",)
 RESERVED_LABEL_DOMAINS = ("cloud.google.com",)
+
+
+# Readiness: no startup taint, for the reason AKS has none: GKE's cluster autoscaler builds its template from the node
+# pool's taints and cannot be given --startup-taint; it counts a node labelled cloud.google.com/gke-accelerator without
+# allocatable nvidia.com/gpu as still starting (kubernetes/autoscaler cluster-autoscaler/processors/customresources/
+# gpu_processor.go).
+STARTUP_TAINTS = False
+READINESS_NOTE = ("GPU pods wait for the device plugin's resource; the GKE autoscaler counts a GPU node as starting until nvidia.com/gpu is "
+                  "allocatable (no startup taint: it cannot be told to ignore one)")

@@ -272,7 +272,7 @@ class ClusterAutoscaler(Component):
     TYPE = "ClusterAutoscaler"
 
     def __init__(self, name: str, stack: StackConfig, cluster: ClusterHandle, service_monitor: dict | None,
-                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None):
+                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None, plans: list[PoolPlan] | None = None):
         super().__init__(name, opts)
         cluster_name = stack.cluster.name
         role = iam_role(self, "cluster-autoscaler", decide.pod_identity_trust_policy())
@@ -282,7 +282,8 @@ class ClusterAutoscaler(Component):
             "clusterName": cluster.name, "namespace": ca.CHART.namespace, "serviceAccount": ca.SERVICE_ACCOUNT, "roleArn": role.arn}, self.child())
         minor = stack.cluster.kubernetes_version
         image_tag = ca.image_tag(minor) if minor else pulumi.Output.from_input(cluster.details["version"]).apply(ca.image_tag)
-        values = ca.helm_values(cluster_name, stack.providers.get("aws:region"), image_tag, service_monitor, on_system_pool=stack.cluster.create)
+        values = ca.helm_values(cluster_name, stack.providers.get("aws:region"), image_tag, service_monitor, on_system_pool=stack.cluster.create,
+                                startup_taints=ca.startup_taint_keys(plans or []))
         self.release = helm_release(Release(ca.CHART, ca.CHART.default_version, values),
                                     self.child(provider=cluster.kubernetes, depends_on=[policy, association, *after]))
         self.register_outputs({"release": ca.CHART.release, "roleArn": role.arn})
@@ -348,7 +349,7 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
     if autoscaler == KARPENTER:
         return Karpenter("karpenter", stack, cluster, plans, service_monitor, after, opts)
     if autoscaler == CLUSTER_AUTOSCALER:
-        return ClusterAutoscaler("cluster-autoscaler", stack, cluster, service_monitor, after, opts)
+        return ClusterAutoscaler("cluster-autoscaler", stack, cluster, service_monitor, after, opts, plans=plans)
     return None
 
 

@@ -51,6 +51,9 @@ class NodeTemplate:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     allocatable: Mapping[str, int]  # extended resources (name -> count) the autoscaler expects per node
+    # Taints the new node starts with but the autoscaler leaves out of its simulation (Karpenter `startupTaints`,
+    # cluster-autoscaler startup taints): pending pods need not tolerate them.
+    startup_taints: tuple[Taint, ...] = ()
 
 
 def toleration(taint: Taint) -> dict:
@@ -67,6 +70,10 @@ class PoolPlan:
     mechanism: Mechanism
     labels: dict[str, str]
     taints: tuple[Taint, ...]
+    # Taints a new node carries until its GPU stack is validated (gpupools.health.readiness): registered with where
+    # the pool config can carry them, put on at join by the Node Readiness Controller elsewhere;
+    # workload pods never tolerate them, autoscalers treat them as startup taints.
+    startup_taints: tuple[Taint, ...] = ()
 
     @property
     def name(self) -> str:

@@ -28,6 +28,9 @@ MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 # GPU Operator per-node switches: a pool whose OS already provides a component turns the operator's copy off.
 DEPLOY_DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 DEPLOY_MIG_MANAGER_LABEL = "nvidia.com/gpu.deploy.mig-manager"
+# The operator's switch for every operand at once (NVIDIA/gpu-operator controllers/state_manager.go,
+# commonOperandsLabelKey; "false" removes all nvidia.com/gpu.deploy.* labels, so no operand DaemonSet selects the node).
+DEPLOY_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
 
 NO_SHARING_ENTRY = "no-sharing"
 
@@ -115,7 +118,10 @@ def mechanism(cloud: str, installer: str, os: str | None, sharing: Sharing, hard
     if installer == "cloud":
         return _gke_mechanism(sharing, hardware)
     if installer == BOTTLEROCKET:
-        labels = {DEPLOY_DEVICE_PLUGIN_LABEL: "false", DEPLOY_MIG_MANAGER_LABEL: "false"}
+        # Bottlerocket is no GPU Operator platform: its image brings driver, toolkit and device plugin, and the operator's
+        # validator, GFD, DCGM and exporter would not become ready there. The per-operand labels keep the standalone
+        # device plugin away (its affinity reads them); the operator drops them with the rest.
+        labels = {DEPLOY_DEVICE_PLUGIN_LABEL: "false", DEPLOY_MIG_MANAGER_LABEL: "false", DEPLOY_OPERANDS_LABEL: "false"}
         if mode in ("time-slicing", "mps"):
             what = "time-slicing" if mode == "time-slicing" else "MPS"
             return Mechanism(installer, mode, GPU_RESOURCE, sharing.replicas, f"Bottlerocket device plugin, {what} x{sharing.replicas}",

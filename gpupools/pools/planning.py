@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpupools.capacity import sources as capacity
 from gpupools.clouds.registry import cloud_module
 from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
 from gpupools.core.sharing import mechanism, resolve_installer
+from gpupools.health.readiness import startup_taints
 from gpupools.stack.config import Pool, StackConfig
 
 
@@ -19,7 +22,8 @@ def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
     installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
     mech = mechanism(stack.cloud, installer, pool.os, sharing, hardware, stack.gpu_software.mig_strategy)
     labels = {POOL_LABEL: pool.name, GPU_LABEL: hardware.gpu.name, **pool.labels, **mech.node_labels}
-    return PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,))
+    plan = PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,))
+    return dataclasses.replace(plan, startup_taints=startup_taints(stack, plan))
 
 
 def plan_pools(stack: StackConfig) -> list[PoolPlan]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from gpupools.clouds.registry import cloud_module
+from gpupools.health import readiness
 from gpupools.stack.config import DEFAULT_DEVICE_PLUGIN_VERSION, DEFAULT_GPU_OPERATOR_VERSION, Sharing, StackConfig
 from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
 from gpupools.core.sharing import (
@@ -72,6 +73,10 @@ class SoftwarePlan:
 def gpu_tolerations(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
     """Every GPU DaemonSet tolerates the pool taint, plus whatever the cloud adds itself (AKS spot)."""
     tolerations = [{"key": GPU_TAINT.key, "operator": "Exists", "effect": GPU_TAINT.effect}]
+    if any(p.startup_taints for p in plans):
+        # The software that makes a node ready runs before the readiness taint is gone (the GPU Operator's operands
+        # tolerate only what daemonsets.tolerations lists).
+        tolerations += readiness.tolerations()
     module = cloud_module(stack.cloud)
     for plan in plans:
         for extra in module.extra_tolerations(plan):
@@ -189,6 +194,13 @@ def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monit
     }
     if custom_mig_profiles(plans):
         values["migManager"]["config"] = {"name": MIG_CONFIGMAP, "default": "all-disabled"}
+    if hami_served(plans):
+        # The validator's plugin check runs a pod asking for nvidia.com/gpu on the node, bound by name; HAMi's device
+        # plugin only allocates to pods its scheduler placed (Project-HAMi/HAMi pkg/device-plugin/nvidiadevice/
+        # nvinternal/plugin/server.go, Allocate: getPendingPod), so on vgpu nodes the check would never pass. Without
+        # the workload it still requires the GPUs advertised (NVIDIA/gpu-operator cmd/nvidia-validator/main.go,
+        # Plugin.validate: validateGPUResource, then the workload only if WITH_WORKLOAD).
+        values["validator"] = {"plugin": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}
     return values
 
 
@@ -217,9 +229,7 @@ def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: di
         if custom:
             out.objects.append(config_map(MIG_CONFIGMAP, ns, {"config.yaml": _yaml(mig_parted_config(custom))}))
         if stack.cloud == "gcp":
-            out.objects.append({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": GKE_OPERATOR_QUOTA, "namespace": ns},
-                                "spec": {"hard": {"pods": "100"}, "scopeSelector": {"matchExpressions": [
-                                    {"operator": "In", "scopeName": "PriorityClass", "values": ["system-node-critical", "system-cluster-critical"]}]}}})
+            out.objects.append(gke_critical_pods_quota(GKE_OPERATOR_QUOTA, ns))
         out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version,
                                     gpu_operator_values(stack, plans, service_monitor)))
     elif installer == "device-plugin":
@@ -228,7 +238,42 @@ def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: di
         if served:
             out.objects.append(namespace(chart.namespace, privileged=True))
             out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version, device_plugin_values(stack, served)))
+    if any(p.startup_taints for p in plans):
+        readiness_software(stack, plans, out)
     if hami_served(plans):
         out.objects.append(namespace(HAMI_CHART.namespace, privileged=True))
+        if stack.cloud == "gcp":
+            # HAMi's scheduler Deployment and device-plugin DaemonSet are system-node-critical, hard-coded in the chart
+            # (Project-HAMi/HAMi charts/hami/templates/scheduler/deployment.yaml, device-plugin/daemonsetnvidia.yaml).
+            out.objects.append(gke_critical_pods_quota(GKE_HAMI_QUOTA, HAMI_CHART.namespace))
         out.releases.append(Release(HAMI_CHART, HAMI_CHART.default_version, hami_values(stack, plans)))
     return out
+
+
+# GKE admits pods of the system-*-critical priority classes outside kube-system only in namespaces holding a quota
+# scoped to them (NVIDIA/cloud-native-docs gpu-operator/manifests/input/google-gke-gpu-operator-quota.yaml, used by
+# gpu-operator/google-gke.rst; Kubernetes "limit priority class consumption by default").
+GKE_HAMI_QUOTA = "hami-quota"
+CRITICAL_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
+
+
+def gke_critical_pods_quota(name: str, ns: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": ns},
+            "spec": {"hard": {"pods": "100"}, "scopeSelector": {"matchExpressions": [
+                {"operator": "In", "scopeName": "PriorityClass", "values": list(CRITICAL_PRIORITY_CLASSES)}]}}}
+
+
+NODE_READINESS_CHART = Chart(readiness.CHART_NAME, readiness.CHART_REF, "", readiness.NAMESPACE, readiness.CHART_VERSION)
+GKE_READINESS_QUOTA = "node-readiness-quota"
+
+
+def readiness_software(stack: StackConfig, plans: list[PoolPlan], out: SoftwarePlan) -> None:
+    """The Node Readiness Controller (with the gate's rule) and the reporter DaemonSet on gated GPU nodes. The
+    reporter reads a host directory, so its namespace admits privileged pods; both pods are system-*-critical."""
+    ns = readiness.NAMESPACE
+    out.objects.append(namespace(ns, privileged=True))
+    if stack.cloud == "gcp":
+        out.objects.append(gke_critical_pods_quota(GKE_READINESS_QUOTA, ns))
+    extra = [t for t in gpu_tolerations(stack, plans) if t not in readiness.tolerations() and t["key"] != GPU_TAINT.key]
+    out.objects.extend(readiness.reporter_objects(extra))
+    out.releases.append(Release(NODE_READINESS_CHART, NODE_READINESS_CHART.default_version, readiness.controller_values(stack.cluster.create)))

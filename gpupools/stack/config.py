@@ -202,6 +202,9 @@ class Pool(Model):
     # The topology level a multi-node job of the pool must fit in (Kueue's required topology); unset: Kueue packs the
     # job as close as it can without waiting for it. Names per cloud: see gpupools.fabric.
     topology_level: Annotated[str, StringConstraints(pattern=DNS_LABEL)] | None = None
+    # Replace (or reboot) nodes whose GPU or node health checks fail: EKS node-group repair, GKE auto-repair.
+    # Unset: on. AKS repairs every node of a cluster and Karpenter every node it made: one switch each, not per pool.
+    auto_repair: Annotated[bool, Field(strict=True)] | None = None
 
 
 def _cidr(value: str) -> str:
@@ -397,6 +400,13 @@ class Team(Model):
         return self.pools
 
 
+class Health(Model):
+    """GPU node lifecycle: the readiness gate on new GPU nodes, and NVIDIA NVSentinel beside the clouds' repair."""
+
+    readiness_gate: Annotated[bool, Field(strict=True)] = True
+    nvsentinel: Annotated[bool, Field(strict=True)] = False
+
+
 class StackConfig(Model):
     """Everything a stack file says under the `gpupools:` namespace, plus the provider settings beside it."""
 
@@ -409,6 +419,7 @@ class StackConfig(Model):
     teams: Annotated[list[Team], Field(max_length=MAX_TEAMS)] = Field(default_factory=list)
     quotas: QuotaEngine = "kueue"
     autoscaler: Autoscaler = "auto"
+    health: Health = Field(default_factory=Health)
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
 
     def pool(self, name: str) -> Pool:

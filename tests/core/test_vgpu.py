@@ -177,7 +177,7 @@ def test_job_requests_one_vgpu_with_memory_and_compute_from_hamis_scheduler():
 
 
 def test_memory_per_pod_is_the_jobs_default():
-    stack = validate_stack(vgpu_stack("aws", {**VGPU, "memoryPerPod": "6Gi"}))
+    stack = validate_stack(vgpu_stack("aws", {**VGPU, "memoryPerPod": "6Gi"}, autoscaler="cluster-autoscaler"))
     limits = job_manifest(stack, plan_pools(stack)[0], "img")["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits[VGPU_MEMORY_RESOURCE] == 6144
 
@@ -244,26 +244,28 @@ def test_memory_scaling_lets_a_request_exceed_the_physical_memory(stack_file):
 # Autoscalers
 
 
-def test_karpenter_overlay_offers_vgpus_and_hamis_resources():
+def test_karpenter_overlay_offers_vgpus_only():
+    """HAMi's memory and compute resources stay out: a node started for them would never initialize (tests/health)."""
     jsonschema = pytest.importorskip("jsonschema")
     from test_autoscaling import NODE_OVERLAY, crd_schema
 
-    plan = plan_of(vgpu_stack("aws", {**VGPU, "memoryPerPod": "8Gi"}))
+    plan = plan_of(vgpu_stack("aws"))
     overlay = plan.get(NODE_OVERLAY, "nodeoverlay-gpupools-infer").inputs
-    assert overlay["spec"]["capacity"] == {"nvidia.com/gpu": "16", VGPU_MEMORY_RESOURCE: str(4 * 22888),  # four A10Gs, each what EC2 reports usable
-                                           VGPU_MEMORY_PERCENT_RESOURCE: "400", VGPU_CORES_RESOURCE: "400"}
+    assert overlay["spec"]["capacity"] == {"nvidia.com/gpu": "16"}
     jsonschema.validate({k: overlay[k] for k in ("apiVersion", "kind", "metadata", "spec")},
                         crd_schema(needs_reference(), "karpenter.sh_nodeoverlays.yaml", "v1alpha1"))
 
 
 @pytest.mark.parametrize("cloud, keys", SUPPORTED)
 def test_vgpu_pools_scale_from_zero(cloud, keys):
-    stack = validate_stack(vgpu_stack(cloud, {**VGPU, "memoryPerPod": "4Gi"} if cloud == "aws" else VGPU, **keys))
+    told = cloud == "aws" and keys.get("autoscaler") == "cluster-autoscaler"
+    stack = validate_stack(vgpu_stack(cloud, {**VGPU, "memoryPerPod": "4Gi"} if told else VGPU, **keys))
     verdict = scale_ups(stack)[0]
     assert verdict.from_zero, verdict.summary
     named = [n for n in verdict.notes if "name a vGPU memory or compute share" in n]
-    # Karpenter and cluster-autoscaler are told about HAMi's resources; AKS and GKE build nodes from the machine only.
-    assert bool(named) == (cloud != "aws"), verdict.notes
+    # cluster-autoscaler is told about HAMi's resources; Karpenter is not (a node started for them would never
+    # initialize), AKS and GKE build nodes from the machine only.
+    assert bool(named) == (not told), verdict.notes
 
 
 def test_cluster_autoscaler_tags_carry_hamis_resources():
@@ -409,7 +411,7 @@ def test_gpu_sharing_sane_checks_hamis_split_count_and_that_hami_is_installed():
 def test_the_planned_vgpu_stack_passes_the_pack():
     from gpupools.cli.policycheck import run_policies
 
-    result = run_policies(plan_of(vgpu_stack("aws", {**VGPU, "memoryPerPod": "8Gi"})))
+    result = run_policies(plan_of(vgpu_stack("aws", {**VGPU, "memoryPerPod": "8Gi"}, autoscaler="cluster-autoscaler")))
     assert [v for v in result.violations if v.level == "mandatory"] == []
 
 

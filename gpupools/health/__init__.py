@@ -1,0 +1,1 @@
+"""GPU node lifecycle: ready before taking work, watched while it runs, repaired when a GPU breaks."""

@@ -1,0 +1,172 @@
+"""Ready before taking work: a new GPU node carries a startup taint until the GPU Operator has validated its stack.
+
+The gate, per pool whose nodes run the GPU Operator's operands:
+
+1. The node starts with the taint `readiness.k8s.io/gpupools-gpu-ready=pending:NoSchedule` (Karpenter `startupTaints`,
+   EKS node-group taints). AKS and GKE get no such taint: their managed autoscalers read a pool's taints into their
+   template and cannot be told to ignore one, so a Ready node still tainted would look full and they would start
+   another; there the autoscaler's own GPU rule and the pods' GPU requests are the gate (see the cloud modules).
+2. The GPU Operator's validator writes `/run/nvidia/validations/plugin-ready` once driver, toolkit, CUDA and the
+   device plugin's resources are validated on the node (NVIDIA/gpu-operator cmd/nvidia-validator/main.go,
+   `pluginStatusFile`; written after `validateGPUResource`). After a MIG reconfiguration the MIG manager restarts
+   the validator, so the file only appears once the partitions are advertised.
+3. A reporter DaemonSet (the Node Readiness Controller's own `node-readiness-reporter` image) polls that file through
+   a file server in the same pod and writes the node condition `gpupools.io/GPUStackReady`.
+4. The Node Readiness Controller (kubernetes-sigs/node-readiness-controller, official chart) removes the taint
+   once the condition is True, once per node (`bootstrap-only`).
+
+Nothing in NVIDIA's stack removes a taint (the GPU Operator, device plugin and GFD have no taint code), which is
+why the controller does it. Autoscalers treat the taint as a startup taint:
+
+- Karpenter counts `readiness.k8s.io/` taints as known ephemeral (kubernetes-sigs/karpenter pkg/scheduling/taints.go,
+  `KnownEphemeralTaintKeyPrefixes`) and, listed in `startupTaints`, ignores it when simulating pods and keeps the
+  NodeClaim uninitialized until it is gone (pkg/controllers/nodeclaim/lifecycle/initialization.go).
+- cluster-autoscaler is told the key with `--startup-taint` (kubernetes/autoscaler cluster-autoscaler/utils/taints/
+  taints.go, `NewTaintConfig`): it strips the taint from node templates and counts a tainted node as still starting,
+  so it does not start a second node for the same pods. Its own prefix (`startup-taint.cluster-autoscaler.kubernetes.io/`)
+  cannot be used: the controller manages `readiness.k8s.io/` keys only (the NodeReadinessRule CRD's CEL rule).
+
+Pure: manifests and chart values as plain data.
+"""
+
+from __future__ import annotations
+
+from gpupools.clouds.registry import cloud_module
+from gpupools.core.pools import GPU_LABEL, PoolPlan, Taint, toleration
+from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL, HAMI, resolve_installer
+from gpupools.stack.config import StackConfig
+
+# The startup taint every gated GPU node carries until its GPU stack is validated.
+READINESS_TAINT = Taint("readiness.k8s.io/gpupools-gpu-ready", "pending", "NoSchedule")
+CONDITION = "gpupools.io/GPUStackReady"
+RULE_NAME = "gpupools-gpu-ready"
+
+# kubernetes-sigs/node-readiness-controller v0.5.0: the chart is published as an OCI artifact on registry.k8s.io
+# (docs/book/src/releases.md, "v0.5.0 / Helm Chart"); images carry the same tag.
+CHART_NAME = "node-readiness-controller"
+CHART_REF = "oci://registry.k8s.io/node-readiness-controller/charts/node-readiness-controller"
+CHART_VERSION = "0.5.0"
+NAMESPACE = "node-readiness"
+REPORTER_IMAGE = "registry.k8s.io/node-readiness-controller/node-readiness-reporter:v0.5.0"
+# Serves the validator's status directory read-only on the pod's loopback; a missing file answers 404, which the
+# reporter (cmd/readiness-condition-reporter/main.go: 2xx is healthy) records as False.
+FILE_SERVER_IMAGE = "docker.io/library/busybox:1.37.0"
+FILE_SERVER_PORT = 8089
+VALIDATIONS_DIR = "/run/nvidia/validations"
+STATUS_FILE = "plugin-ready"
+REPORTER = "gpupools-gpu-ready-reporter"
+CHECK_INTERVAL = "15s"
+
+# Nodes the gate covers: gpupools GPU pools whose operands the GPU Operator has not been told to leave alone.
+NODE_SELECTOR = {"matchExpressions": [
+    {"key": GPU_LABEL, "operator": "Exists"},
+    {"key": DEPLOY_OPERANDS_LABEL, "operator": "NotIn", "values": ["false"]},
+]}
+
+
+def operator_validates(stack: StackConfig, plan: PoolPlan) -> bool:
+    """The GPU Operator's validator runs on the pool's nodes: the operator serves the pool, or HAMi does where the
+    operator brings driver, toolkit and validator. Bottlerocket pools (`nvidia.com/gpu.deploy.operands=false`), GKE's
+    own installer and the standalone device plugin have no validator."""
+    if resolve_installer(stack.cloud, stack.gpu_software.installer) != "gpu-operator":
+        return False
+    return plan.mechanism.installer in ("gpu-operator", HAMI)
+
+
+def gate_enabled(stack: StackConfig) -> bool:
+    return stack.health.readiness_gate
+
+
+def gated(stack: StackConfig, plan: PoolPlan) -> bool:
+    """Gated: the gate is on, the operator validates the pool's nodes, and the cloud's nodes can start tainted with
+    autoscalers that know the taint (EKS; see each cloud module's STARTUP_TAINTS)."""
+    return gate_enabled(stack) and cloud_module(stack.cloud).STARTUP_TAINTS and operator_validates(stack, plan)
+
+
+def any_gated(stack: StackConfig, plans: list[PoolPlan]) -> bool:
+    return any(gated(stack, p) for p in plans)
+
+
+def startup_taints(stack: StackConfig, plan: PoolPlan) -> tuple[Taint, ...]:
+    """The taints a new node of the pool registers with, besides the pool's own."""
+    return (READINESS_TAINT,) if gated(stack, plan) else ()
+
+
+def tolerations() -> list[dict]:
+    """What the GPU software that makes a node ready must tolerate (operator operands, NFD, HAMi, the reporter)."""
+    return [{"key": READINESS_TAINT.key, "operator": "Exists", "effect": READINESS_TAINT.effect}]
+
+
+def readiness_rule() -> dict:
+    """The NodeReadinessRule, as the chart's `nodeReadinessRules[]` takes it (name plus spec)."""
+    return {
+        "name": RULE_NAME,
+        "conditions": [{"type": CONDITION, "requiredStatus": "True"}],
+        "taint": {"key": READINESS_TAINT.key, "value": READINESS_TAINT.value, "effect": READINESS_TAINT.effect},
+        "enforcementMode": "bootstrap-only",
+        "nodeSelector": NODE_SELECTOR,
+    }
+
+
+def controller_values(on_system_pool: bool) -> dict:
+    """Chart values: the rule, and the controller on the system nodes where gpupools made them."""
+    values: dict = {"nodeReadinessRules": [readiness_rule()]}
+    if on_system_pool:
+        values["nodeSelector"] = {"gpupools.io/pool": "system"}
+    return values
+
+
+def reporter_objects(extra_tolerations: list[dict]) -> list[dict]:
+    """The reporter's ServiceAccount, its right to patch node status (the upstream examples' ClusterRole), and the
+    DaemonSet on gated GPU nodes: the reporter beside a file server over the validator's status directory."""
+    labels = {"app.kubernetes.io/name": REPORTER, "app.kubernetes.io/managed-by": "gpupools"}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [dict(e) for e in NODE_SELECTOR["matchExpressions"]]}]}}}
+    node_tolerations = tolerations() + [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}] + list(extra_tolerations)
+    daemonset = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": REPORTER, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": REPORTER}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": REPORTER,
+                    "priorityClassName": "system-node-critical",
+                    "affinity": affinity,
+                    "tolerations": node_tolerations,
+                    "containers": [
+                        {"name": "reporter", "image": REPORTER_IMAGE,
+                         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                 {"name": "CHECK_ENDPOINT", "value": f"http://127.0.0.1:{FILE_SERVER_PORT}/{STATUS_FILE}"},
+                                 {"name": "CONDITION_TYPE", "value": CONDITION},
+                                 {"name": "CHECK_INTERVAL", "value": CHECK_INTERVAL}],
+                         "resources": {"requests": {"cpu": "5m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+                         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                                             "runAsUser": 65532, "capabilities": {"drop": ["ALL"]}}},
+                        {"name": "validations", "image": FILE_SERVER_IMAGE,
+                         "command": ["httpd", "-f", "-p", f"127.0.0.1:{FILE_SERVER_PORT}", "-h", "/validations"],
+                         "volumeMounts": [{"name": "validations", "mountPath": "/validations", "readOnly": True}],
+                         "resources": {"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"memory": "32Mi"}},
+                         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                                             "runAsUser": 65534, "capabilities": {"drop": ["ALL"]}}},
+                    ],
+                    "volumes": [{"name": "validations", "hostPath": {"path": VALIDATIONS_DIR, "type": "DirectoryOrCreate"}}],
+                },
+            },
+        },
+    }
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": REPORTER, "labels": labels},
+            "rules": [{"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch", "update"]},
+                      {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": REPORTER, "labels": labels},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REPORTER},
+               "subjects": [{"kind": "ServiceAccount", "name": REPORTER, "namespace": NAMESPACE}]}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": REPORTER, "namespace": NAMESPACE, "labels": labels}}
+    return [account, role, binding, daemonset]
+
+
+def pod_tolerates_gate(pod_tolerations: list[dict]) -> bool:
+    """Whether a workload pod would ignore the gate (it must not: it would land on a node whose GPUs are not ready)."""
+    return toleration(READINESS_TAINT) in pod_tolerations or any(
+        t.get("operator") == "Exists" and t.get("key") in (None, "", READINESS_TAINT.key) for t in pod_tolerations)
