@@ -278,7 +278,10 @@ def helm_values(cluster_name: str, cluster_endpoint, queue: str, node_overlays: 
             "clusterName": cluster_name,
             "clusterEndpoint": cluster_endpoint,
             "interruptionQueue": queue,
-            "featureGates": {"nodeOverlay": node_overlays},
+            # NodeRepair (alpha, off by default): replace nodes whose conditions stay bad, with the AWS provider's
+            # policies (aws/karpenter-provider-aws pkg/cloudprovider/cloudprovider.go RepairPolicies:
+            # AcceleratedHardwareReady=False for 10m, the other node monitoring agent conditions and Ready for 30m).
+            "featureGates": {"nodeOverlay": node_overlays, "nodeRepair": True},
         },
         "serviceAccount": {"name": SERVICE_ACCOUNT},
         "controller": {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},

@@ -23,8 +23,10 @@ from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.autoscaling.templates import eviction_guard
-from gpupools.core.sharing import resolve_installer
+from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL, resolve_installer
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, plan_fabrics
+from gpupools.health.readiness import readiness_summary
+from gpupools.health.repair import pool_repair
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
                     NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
@@ -115,6 +117,14 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     for note in scale_up.notes:
         table.add_row("", note)
     table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
+    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    table.add_row("ready", readiness_summary(stack, plan, autoscaler))
+    repair = pool_repair(stack, plan, autoscaler)
+    table.add_row("broken GPU", repair.detects)
+    table.add_row("repair", repair.then)
+    if DEPLOY_OPERANDS_LABEL in m.node_labels:
+        table.add_row("GPU metrics", "none: the GPU Operator's operands, DCGM exporter included, stay off Bottlerocket nodes; GPU faults still "
+                                     "reach the node monitoring agent's conditions and their alerts")
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+import json
 import re
 
 from datetime import date
@@ -187,6 +188,7 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
         # lets the policy pack price the group from the node group alone.
         del args["instance_types"]
         args["tags"]["gpupools.io/instance-type"] = pool.instance_type
+    args["node_repair_config"] = node_repair_config(plan)
     return args
 
 
@@ -225,7 +227,7 @@ DEFAULT_AUTHENTICATION_MODE = "API"
 # The add-ons every EKS cluster runs; as EKS managed add-ons they are versioned, updated and reported by EKS.
 CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns")
 # CoreDNS is a Deployment: as a managed add-on it only becomes ACTIVE once nodes can run it.
-ADDONS_NEEDING_NODES = ("coredns",)
+ADDONS_NEEDING_NODES = ("coredns", "eks-node-monitoring-agent")
 WORLD = "0.0.0.0/0"
 
 
@@ -320,13 +322,16 @@ def addons(cluster: Cluster) -> list[str]:
     """Managed add-ons of a new cluster: the core ones (unless turned off) and the Pod Identity agent, which the
     autoscalers' roles and any team's Pod Identity association need."""
     core = list(CORE_ADDONS) if cluster.managed_addons is not False else []
-    return [*core, POD_IDENTITY_AGENT]
+    return [*core, POD_IDENTITY_AGENT, NODE_MONITORING_AGENT]
 
 
 def addon_args(cluster_name, addon: str, version) -> dict:
     """OVERWRITE on create: EKS has already installed vpc-cni, kube-proxy and CoreDNS itself; the managed add-on
     takes them over rather than failing on their fields."""
-    return {"clusterName": cluster_name, "addonName": addon, "addonVersion": version, "resolveConflictsOnCreate": "OVERWRITE"}
+    args = {"clusterName": cluster_name, "addonName": addon, "addonVersion": version, "resolveConflictsOnCreate": "OVERWRITE"}
+    if addon == NODE_MONITORING_AGENT:
+        args["configurationValues"] = json.dumps(NODE_MONITORING_AGENT_VALUES, separators=(",", ":"))
+    return args
 
 
 def assume_role_policy(service: str) -> str:
@@ -740,3 +745,54 @@ RESERVED_LABEL_DOMAINS = ("eks.amazonaws.com", "k8s.amazonaws.com", "karpenter.s
 # NodePool startupTaints), and both autoscalers gpupools installs can be told to treat it as a startup taint.
 STARTUP_TAINTS = True
 READINESS_NOTE = "GPU nodes start tainted until the GPU Operator has validated driver, toolkit, CUDA and device plugin"
+
+
+# Repair. The EKS node monitoring agent (add-on of the same name; aws/eks-node-monitoring-agent, chart
+# eks-node-monitoring-agent 1.7.0) sets the node conditions AcceleratedHardwareReady, KernelReady, NetworkingReady,
+# StorageReady and ContainerRuntimeReady; on NVIDIA nodes it reads GPU health from a DCGM host engine that its chart runs
+# as the dcgm-server DaemonSet. That DaemonSet tolerates nothing by default (values.yaml dcgmAgent.tolerations: []),
+# so on GPU nodes, which carry the GPU taint (and the readiness taint), it must be told to tolerate them.
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
+NODE_MONITORING_AGENT_VALUES = {"dcgmAgent": {"tolerations": [{"operator": "Exists"}]}}
+# Conditions (and the reasons that set them) a managed node group repairs by replacing the node at once rather than
+# rebooting it: a GPU that fell off the bus (XID 79) or memory with uncorrectable errors does not recover by a reboot
+# (aws/eks-node-monitoring-agent docs/node-health-issues.adoc: NvidiaXID79Error, NvidiaDoubleBitError set
+# AcceleratedHardwareReady=False). The wait matches Karpenter's for AcceleratedHardwareReady (10m).
+GPU_REPAIR_OVERRIDES = (("AcceleratedHardwareReady", "NvidiaXID79Error"), ("AcceleratedHardwareReady", "NvidiaDoubleBitError"))
+GPU_REPAIR_WAIT_MINUTES = 10
+# At most a fifth of a group unhealthy before repair stops (Karpenter's own guard is 20% of a NodePool), one node at a
+# time: a fault that hits many nodes at once is rarely the nodes' own.
+MAX_UNHEALTHY_PERCENT = 20
+MAX_PARALLEL_REPAIRS = 1
+
+
+def repair_enabled(pool: Pool) -> bool:
+    return pool.auto_repair is not False
+
+
+def node_repair_config(plan: PoolPlan) -> dict:
+    """EKS node auto repair for the group (CreateNodegroup nodeRepairConfig; off unless enabled)."""
+    if not repair_enabled(plan.pool):
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "max_unhealthy_node_threshold_percentage": MAX_UNHEALTHY_PERCENT,
+        "max_parallel_nodes_repaired_count": MAX_PARALLEL_REPAIRS,
+        "node_repair_config_overrides": [
+            {"node_monitoring_condition": condition, "node_unhealthy_reason": reason, "min_repair_wait_time_mins": GPU_REPAIR_WAIT_MINUTES,
+             "repair_action": "Replace"} for condition, reason in GPU_REPAIR_OVERRIDES],
+    }
+
+
+def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
+    """(what notices a broken GPU, what happens next) for one pool on EKS."""
+    detects = (f"{NODE_MONITORING_AGENT} (DCGM health, XID, double-bit ECC, NVLink, device count) sets AcceleratedHardwareReady=False")
+    if autoscaler == "karpenter":
+        floor = (f"; the {plan.name}-floor node group: EKS node repair, XID 79 and double-bit errors replaced after {GPU_REPAIR_WAIT_MINUTES}m"
+                 if plan.pool.min_nodes else "")
+        return detects, ("Karpenter node repair replaces the node after 10m (other agent conditions and NotReady after 30m), "
+                         "unless more than 20% of the NodePool is unhealthy" + floor)
+    if not repair_enabled(plan.pool):
+        return detects, "nothing: EKS node repair is off for this node group (autoRepair: false); replace the node by hand"
+    return detects, (f"EKS node repair: XID 79 and double-bit errors replace the node after {GPU_REPAIR_WAIT_MINUTES}m, other faults "
+                     f"reboot or replace it (EKS defaults), one node at a time, stopping above {MAX_UNHEALTHY_PERCENT}% unhealthy")

@@ -61,6 +61,9 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
     problems = reject_fields(pool, path, NAME, {
         "gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"), "os": ("os", "aws")})
+    if pool.auto_repair is False:
+        problems.append(Problem(f"{path}.autoRepair", "AKS node auto-repair covers every node of the cluster and cannot be turned off per pool; "
+                                                      "remove autoRepair"))
     if not AGENT_POOL_NAME.match(pool.name):
         problems.append(Problem(f"{path}.name", f"{pool.name!r} cannot name an AKS agent pool: use 1-12 lower-case letters and digits, starting with a letter"))
     return problems
@@ -462,3 +465,16 @@ RESERVED_LABEL_DOMAINS = ("kubernetes.azure.com",)
 STARTUP_TAINTS = False
 READINESS_NOTE = ("GPU pods wait for the device plugin's resource; the AKS autoscaler counts a GPU node as starting until nvidia.com/gpu is "
                   "allocatable (no startup taint: it cannot be told to ignore one)")
+
+
+def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
+    """(what notices a broken GPU, what happens next) for one pool on AKS. AKS node auto-repair acts on NotReady or
+    missing status only (reboot, reimage, redeploy); the node problem detector's GPU conditions (GPUMissing, XIDErrors,
+    NVLinkStatusInactive, ...) are reported, not acted on, and are not checked on pools whose driver AKS does not
+    install (MicrosoftDocs/azure-aks-docs articles/aks/node-auto-repair.md, node-problem-detector.md)."""
+    if plan.mechanism.installer == "gpu-operator":
+        detects = "the GPU alerts (DCGM XID and row-remap faults); AKS checks no GPU health on pools whose driver the GPU Operator installs"
+    else:
+        detects = "AKS node problem detector GPU conditions (GPUMissing, XIDErrors, NVLinkStatusInactive) and the GPU alerts"
+    return detects, ("AKS node auto-repair reboots, then reimages, then redeploys a node NotReady for 5m or more; a GPU fault that leaves the "
+                     "node Ready is alerted to the platform team, not repaired")

@@ -153,7 +153,8 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
         # total_* bound the whole pool, whatever number of zones a regional cluster spans.
         "autoscaling": {"total_min_node_count": pool.min_nodes, "total_max_node_count": pool.max_nodes,
                         "location_policy": "ANY" if capacity.spot_only(pool) else "BALANCED"},
-        "management": {"auto_repair": True, "auto_upgrade": True},
+        # Unset: on (GKE's default for Standard pools); a pool may turn it off (autoRepair: false).
+        "management": {"auto_repair": pool.auto_repair is not False, "auto_upgrade": True},
         "node_config": node_config,
     }
     args = apply_capacity(pool, args)
@@ -597,3 +598,13 @@ RESERVED_LABEL_DOMAINS = ("cloud.google.com",)
 STARTUP_TAINTS = False
 READINESS_NOTE = ("GPU pods wait for the device plugin's resource; the GKE autoscaler counts a GPU node as starting until nvidia.com/gpu is "
                   "allocatable (no startup taint: it cannot be told to ignore one)")
+
+
+def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
+    """(what notices a broken GPU, what happens next) for one pool on GKE. GKE auto-repair recreates nodes NotReady
+    (or without status) for about 10 minutes or out of boot disk for about 30 (cloud.google.com/kubernetes-engine/docs/
+    how-to/node-auto-repair); it has no documented GPU-health criterion."""
+    detects = "the GPU alerts (DCGM XID and row-remap faults); GKE auto-repair checks node readiness, not GPU health"
+    if plan.pool.auto_repair is False:
+        return detects, "nothing: GKE auto-repair is off for this pool (autoRepair: false); replace the node by hand"
+    return detects, "GKE auto-repair recreates a node NotReady for about 10m; a GPU fault that leaves the node Ready is alerted, not repaired"

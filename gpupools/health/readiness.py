@@ -170,3 +170,31 @@ def pod_tolerates_gate(pod_tolerations: list[dict]) -> bool:
     """Whether a workload pod would ignore the gate (it must not: it would land on a node whose GPUs are not ready)."""
     return toleration(READINESS_TAINT) in pod_tolerations or any(
         t.get("operator") == "Exists" and t.get("key") in (None, "", READINESS_TAINT.key) for t in pod_tolerations)
+
+
+def readiness_summary(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> str:
+    """What keeps work off a new node of the pool until its GPUs are usable (`autoscaler` as resolved by autoscaling)."""
+    module = cloud_module(stack.cloud)
+    if gated(stack, plan):
+        how = {"karpenter": "Karpenter lists it in startupTaints and initializes the NodeClaim only once it is gone",
+               "cluster-autoscaler": "cluster-autoscaler gets --startup-taint for it and counts the node as starting meanwhile (at most 15m)",
+               }.get(autoscaler, "the autoscaler you run must treat it as a startup taint (cluster-autoscaler: --startup-taint)")
+        return (f"starts with taint {READINESS_TAINT.key}={READINESS_TAINT.value}:{READINESS_TAINT.effect}, removed by the Node Readiness "
+                f"Controller once the GPU Operator has validated driver, toolkit, CUDA and device plugin ({CONDITION}=True); {how}")
+    if not module.STARTUP_TAINTS:
+        return module.READINESS_NOTE
+    if not gate_enabled(stack):
+        return "no readiness taint (health.readinessGate: false): pods that need no GPU may land before the GPU stack is up"
+    if not operator_validates(stack, plan):
+        return ("no readiness taint (no GPU Operator validator on these nodes): GPU pods wait for the device plugin's resource, and the "
+                "autoscaler counts the node as starting until it is allocatable")
+    return "no readiness taint"
+
+
+def ungated(stack: StackConfig, plan: PoolPlan) -> str | None:
+    """Why nothing holds work (or a second node) off a new node of the pool until its GPUs are usable, or None."""
+    if gated(stack, plan) or not cloud_module(stack.cloud).STARTUP_TAINTS:
+        return None
+    if operator_validates(stack, plan):
+        return "the GPU Operator validates these nodes but health.readinessGate is false, so nothing waits for it"
+    return None

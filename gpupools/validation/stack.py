@@ -20,6 +20,8 @@ from gpupools.stack.config import Autoscaler, Cluster, GpuSoftware, Pool, QuotaE
 from gpupools.stack.errors import ConfigError, Problem, field_path
 from gpupools.stack.providers import missing_sdk_problem, provider_problems
 from gpupools.autoscaling.scaleup import scale_up_problems
+from gpupools.autoscaling.choice import resolve_autoscaler
+from gpupools.health.repair import repair_problems
 
 
 def _try(model: type[BaseModel], raw: Any, loc: tuple, problems: list[Problem] | None = None):
@@ -62,6 +64,7 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
         problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software,
                                           stack.teams, stack.autoscaler, stack.providers, quotas=stack.quotas))
         problems.extend(alerting_problems(stack))
+        problems.extend(repair_problems(stack, resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)))
         if not problems:
             problems.extend(scale_up_problems(stack))
     else:
