@@ -202,8 +202,11 @@ def test_the_plan_says_bottlerocket_pools_have_no_gpu_metrics():
 
     result = CliRunner().invoke(app, ["plan", "--stack", "dev-aws"])
     assert result.exit_code == 0, result.stderr
-    batch = result.stdout.split("pool batch", 1)[1].split("pool ", 1)[0]
-    assert "GPU metrics" in batch and "stay off Bottlerocket nodes" in " ".join(batch.split())
+    text = " ".join(result.stdout.split())
+    batch = text.split("pool batch creates", 1)[1].split(" price ", 1)[0]
+    assert "GPU metrics none: the GPU Operator's operands, DCGM exporter included, stay off Bottlerocket nodes" in batch
+    infer = text.split("pool infer creates", 1)[1].split(" price ", 1)[0]
+    assert "GPU metrics" not in infer and f"starts with taint {readiness.READINESS_TAINT.key}" in infer
 
 
 # --------------------------------------------------------------------------------------------------------------------
