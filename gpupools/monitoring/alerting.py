@@ -9,7 +9,8 @@ render and state outputs can show the whole routing tree without a webhook URL i
 
 from __future__ import annotations
 
-from gpupools.stack.config import StackConfig, Team
+from gpupools.health.signals import ALERTS as NODE_HEALTH_ALERTS
+from gpupools.stack.config import StackConfig, Team, TeamAlerts
 from gpupools.stack.errors import Problem
 
 RECEIVERS_SECRET = "gpupools-alertmanager-receivers"
@@ -19,6 +20,11 @@ QUEUE_BLOCKED_ALERT = "GpuTeamQueueBlocked"
 QUEUE_WAITING_ALERT = "GpuTeamQueueWaiting"
 NULL_RECEIVER = "null"  # kube-prometheus-stack's default route ends here; alerts nobody claims stay silent
 SMTP_PASSWORD_KEY = "smtp-password"
+PLATFORM_RECEIVER = "platform"
+PLATFORM_SLACK_KEY = "platform.slack-webhook"  # the dot keeps it apart from every team key (team names are DNS labels)
+# What the platform team fixes: faulty GPUs (DCGM), GPU nodes the health agents call unhealthy or that never get ready.
+PLATFORM_ALERTS = ("GpuXidError", "GpuRowRemapFailure", "GpuRowRemapPending", "GpuTemperatureHigh", "GpuNodeWithoutDcgmMetrics",
+                   *NODE_HEALTH_ALERTS)
 
 
 def receiver_name(team: Team) -> str:
@@ -42,28 +48,37 @@ def team_alert_names(stack: StackConfig) -> list[str]:
     return [IDLE_ALERT] + ([QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT] if stack.quotas == "kueue" else [])
 
 
+def _receiver(name: str, alerts: TeamAlerts, slack_file_key: str, title: str) -> dict:
+    receiver: dict = {"name": name}
+    if alerts.slack is not None:
+        slack = {"api_url_file": _file(slack_file_key), "send_resolved": True, "title": title,
+                 "text": '{{ range .Alerts }}{{ .Annotations.description }}\n{{ end }}'}
+        if alerts.slack.channel:
+            slack["channel"] = alerts.slack.channel
+        receiver["slack_configs"] = [slack]
+    if alerts.email:
+        receiver["email_configs"] = [{"to": ", ".join(alerts.email), "send_resolved": True}]
+    return receiver
+
+
 def alertmanager_config(stack: StackConfig) -> dict | None:
     """Routes and receivers: the idle alert of a team's namespace, and with Kueue quotas the alerts on its queue, go
-    to that team; everything else to the chart's default. None when no team names a channel."""
+    to that team; GPU faults and GPU nodes that never become ready go to the platform team (`health.alerts`), whatever
+    pod ran there; everything else to the chart's default. None when nobody names a channel."""
     teams = alerting_teams(stack)
-    if not teams:
+    platform = stack.health.alerts
+    if not teams and platform is None:
         return None
     names = team_alert_names(stack)
     receivers: list[dict] = [{"name": NULL_RECEIVER}]
     routes = []
+    if platform is not None:
+        receivers.append(_receiver(PLATFORM_RECEIVER, platform, PLATFORM_SLACK_KEY, '{{ .CommonLabels.alertname }} on pool {{ .CommonLabels.pool }}'))
+        # First, and final: a fault on a GPU held by a team's pod is the platform's to fix.
+        routes.append({"receiver": PLATFORM_RECEIVER, "matchers": [f'alertname=~"{"|".join(PLATFORM_ALERTS)}"'],
+                       "group_by": ["alertname", "pool"], "repeat_interval": "4h"})
     for team in teams:
-        alerts = team.alerts
-        receiver: dict = {"name": receiver_name(team)}
-        if alerts.slack is not None:
-            slack = {"api_url_file": _file(slack_key(team)), "send_resolved": True,
-                     "title": '{{ .CommonLabels.alertname }} in {{ .CommonLabels.namespace }}',
-                     "text": '{{ range .Alerts }}{{ .Annotations.description }}\n{{ end }}'}
-            if alerts.slack.channel:
-                slack["channel"] = alerts.slack.channel
-            receiver["slack_configs"] = [slack]
-        if alerts.email:
-            receiver["email_configs"] = [{"to": ", ".join(alerts.email), "send_resolved": True}]
-        receivers.append(receiver)
+        receivers.append(_receiver(receiver_name(team), team.alerts, slack_key(team), '{{ .CommonLabels.alertname }} in {{ .CommonLabels.namespace }}'))
         routes.append({"receiver": receiver_name(team),
                        "matchers": [f'alertname=~"{"|".join(names)}"', f'namespace="{team.namespace_name}"'],
                        "group_by": ["alertname", "namespace"], "repeat_interval": "12h"})
@@ -84,6 +99,9 @@ def receiver_secrets(stack: StackConfig) -> dict[str, tuple[str, str]]:
     when the engine runs the program, `[secret]` offline."""
     out = {slack_key(t): (t.alerts.slack.webhook, f"gpupools:teams[{i}].alerts.slack.webhook")
            for i, t in enumerate(stack.teams) if t.alerts is not None and t.alerts.slack is not None}
+    platform = stack.health.alerts
+    if platform is not None and platform.slack is not None:
+        out[PLATFORM_SLACK_KEY] = (platform.slack.webhook, "gpupools:health.alerts.slack.webhook")
     if stack.monitoring.smtp is not None and stack.monitoring.smtp.password is not None:
         out[SMTP_PASSWORD_KEY] = (stack.monitoring.smtp.password, "gpupools:monitoring.smtp.password")
     return out
@@ -114,6 +132,11 @@ def alerting_problems(stack: StackConfig) -> list:
     if email and stack.monitoring.smtp is None:
         problems.append(Problem("monitoring.smtp", f"required for e-mail alerts (teams[{email[0]}].alerts.email): "
                                                    "smarthost (host:port) and from"))
+    platform = stack.health.alerts
+    if platform is not None and platform.email and stack.monitoring.smtp is None and not email:
+        problems.append(Problem("monitoring.smtp", "required for e-mail alerts (health.alerts.email): smarthost (host:port) and from"))
+    if platform is not None and not stack.monitoring.enabled:
+        problems.append(Problem("health.alerts", "needs monitoring.enabled: true (the alerts come from its rules)"))
     if teams and not stack.monitoring.enabled:
         problems.append(Problem(f"teams[{stack.teams.index(teams[0])}].alerts", "needs monitoring.enabled: true (the alerts come from its rules)"))
     return problems

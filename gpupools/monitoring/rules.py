@@ -11,6 +11,7 @@ from gpupools.monitoring.alerting import QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALER
 from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import plan_pools
 from gpupools.monitoring.promql import RESERVED_NODE_PRICE, RESERVED_NODES, reserved_unused
+from gpupools.health.signals import node_health_group
 from gpupools.core.catalog import Catalog, load_catalog
 from gpupools.stack.config import Idle, StackConfig
 from gpupools.queues.kueue import queue_namespaces
@@ -329,6 +330,7 @@ def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | N
         {"name": "gpupools-gpu-alerts", "rules": alert_rules(idle)},
         idle_step_rules(idle),
     ]
+    groups.append(node_health_group(KSM_POOL_LABEL))
     if shares:
         groups.append({"name": "gpupools-vgpu-recording", "rules": hami_rules()})
     if queues:

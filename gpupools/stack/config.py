@@ -405,6 +405,8 @@ class Health(Model):
 
     readiness_gate: Annotated[bool, Field(strict=True)] = True
     nvsentinel: Annotated[bool, Field(strict=True)] = False
+    # Where the platform team hears about GPU faults and GPU nodes that never become ready (not the pods' teams).
+    alerts: TeamAlerts | None = None
 
 
 class StackConfig(Model):
@@ -487,7 +489,7 @@ class SecretText(str):
 
 
 # Fields that hold credentials, by their path under a config key ("*" for every item of a list).
-SECRET_PATHS = {"teams": ("*", "alerts", "slack", "webhook"), "monitoring": ("smtp", "password")}
+SECRET_PATHS = {"teams": ("*", "alerts", "slack", "webhook"), "monitoring": ("smtp", "password"), "health": ("alerts", "slack", "webhook")}
 
 
 def mark_secrets(values: dict[str, Any], secret_keys: set[str]) -> dict[str, Any]:

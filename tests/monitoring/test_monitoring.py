@@ -54,7 +54,7 @@ def test_install_with_operator(cloud):
     rule = p.get(RULE, "prometheusrule-gpupools-monitoring-gpupools-gpu")
     assert rule.inputs["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert {g["name"] for g in rule.inputs["spec"]["groups"]} == {"gpupools-gpu-prices", "gpupools-gpu-recording", "gpupools-gpu-alerts",
-                                                                  "gpupools-gpu-idle-steps"}
+                                                                  "gpupools-gpu-idle-steps", "gpupools-gpu-node-health"}
     assert all(r.parent == "gpu-monitoring" for r in p.resources if r.parent_type == MONITORING.split(":")[-1])
     assert len(p.of_type(MONITORING)) == 1
 
@@ -142,7 +142,7 @@ def test_grafana_off_means_no_dashboards_and_no_secret():
 def test_monitoring_off_deploys_nothing_and_leaves_operator_monitor_off():
     p = plan(stack_config("aws", monitoring={"enabled": False}))
     assert not p.of_type(MONITORING) and not p.of_type(RULE)
-    assert set(releases(p)) == {"gpu-operator", "karpenter"}
+    assert set(releases(p)) == {"gpu-operator", "karpenter", "node-readiness-controller"}
     assert releases(p)["gpu-operator"]["values"]["dcgmExporter"]["serviceMonitor"]["enabled"] is False
     assert "serviceMonitor" not in releases(p)["karpenter"]["values"]  # nothing scrapes it, and no CRD to hold it
 
@@ -176,7 +176,8 @@ def test_render_writes_the_rules_file_and_dashboards():
     config = stack_config("gcp")
     files = rendered_files(validate_stack(config), plan(config))
     doc = yaml.safe_load(files["prometheus/gpupools-gpu.rules.yaml"])
-    assert [g["name"] for g in doc["groups"]] == ["gpupools-gpu-prices", "gpupools-gpu-recording", "gpupools-gpu-alerts", "gpupools-gpu-idle-steps"]
+    assert [g["name"] for g in doc["groups"]] == ["gpupools-gpu-prices", "gpupools-gpu-recording", "gpupools-gpu-alerts", "gpupools-gpu-idle-steps",
+                                                 "gpupools-gpu-node-health"]
     assert json.loads(files["grafana/gpupools-fleet.json"])["title"].startswith("GPU fleet overview")
     assert "dcgm-exporter.values.yaml" in files
 
