@@ -87,5 +87,25 @@ def node_health_alerts(ksm_pool_label: str) -> list[dict]:
     ]
 
 
-def node_health_group(ksm_pool_label: str) -> dict:
-    return {"name": "gpupools-gpu-node-health", "rules": node_health_alerts(ksm_pool_label)}
+UNHEALTHY_NODES = "gpupools:pool_gpu_nodes_unhealthy:count"
+UNREADY_NODES = "gpupools:pool_gpu_nodes_waiting:count"
+ALERTS_FIRING = "gpupools:gpu_health_alerts_firing:count"
+
+
+def node_health_recording(ksm_pool_label: str, platform_alerts: tuple[str, ...]) -> list[dict]:
+    """Per pool: GPU nodes a health agent calls unhealthy, GPU nodes still behind the readiness gate; per alert and
+    pool: the GPU health alerts firing now (Prometheus' own ALERTS series)."""
+    nodes = gpu_nodes(ksm_pool_label)
+    bad = (f'(max by (node) (kube_node_status_condition{{condition=~"{"|".join((EKS_GPU_CONDITION, *EKS_NODE_CONDITIONS))}",status="false"}} == 1)'
+           f' or max by (node) (kube_node_status_condition{{condition=~"{"|".join(AKS_GPU_FAULTS)}",status="true"}} == 1))')
+    waiting = f'max by (node) (kube_node_spec_taint{{key="{READINESS_TAINT.key}"}})'
+    return [
+        {"record": UNHEALTHY_NODES, "expr": f"count by (pool) ({bad} * on (node) group_left (pool) {nodes})"},
+        {"record": UNREADY_NODES, "expr": f"count by (pool) ({waiting} * on (node) group_left (pool) {nodes})"},
+        {"record": ALERTS_FIRING, "expr": f'count by (alertname, pool) (ALERTS{{alertstate="firing",alertname=~"{"|".join(platform_alerts)}"}})'},
+    ]
+
+
+def node_health_group(ksm_pool_label: str, platform_alerts: tuple[str, ...]) -> dict:
+    return {"name": "gpupools-gpu-node-health",
+            "rules": node_health_recording(ksm_pool_label, platform_alerts) + node_health_alerts(ksm_pool_label)}

@@ -21,6 +21,8 @@ from gpupools.monitoring.promql import (
     percent,
 )
 
+from gpupools.health.signals import ALERTS_FIRING, UNHEALTHY_NODES, UNREADY_NODES
+
 _DS = {"type": "prometheus", "uid": "${datasource}"}
 
 
@@ -81,10 +83,11 @@ def fleet_dashboard(idle: Idle) -> dict:
                description="Above 1 where time-slicing or MPS lets several pods hold one GPU."),
         _panel("table", f"Idle GPUs: held by a pod, below {below}% now", [_target(idle_now, instant=True)], 0, 21, 24, 9,
                unit="percent", description="Run `gpupools idle --prometheus URL` for hours idle and wasted cost over a window."),
+        *health_panels(30),
     ]
     pool_var = _query_var("pool", "Pool", f"label_values({UTIL}, pool)")
     return _dashboard("gpupools-fleet", "GPU fleet overview (gpupools)", panels, [pool_var],
-                      "GPUs per pool, utilization per pool and namespace, memory, idle GPUs and sharing.")
+                      "GPUs per pool, utilization per pool and namespace, memory, idle GPUs, sharing and GPU node health.")
 
 
 def namespace_dashboard(vgpu: bool = False) -> dict:
@@ -156,3 +159,19 @@ def dashboards(idle: Idle, vgpu: bool = False, queues: bool = False) -> dict[str
     if queues:
         boards["gpupools-queues.json"] = queues_dashboard()
     return boards
+
+
+def health_panels(y: int) -> list[dict]:
+    """GPU node health: nodes the health agents call unhealthy, nodes still behind the readiness gate, and the GPU
+    health alerts firing (those the platform team receives)."""
+    return [
+        _panel("stat", "GPU nodes unhealthy", [_target(f'sum({UNHEALTHY_NODES}{{pool=~"$pool"}}) or vector(0)')], 0, y, 6, 5,
+               description="GPU nodes with a failed health-agent condition: AcceleratedHardwareReady or another EKS node monitoring "
+                           "agent condition False, or a GPU fault of AKS's node problem detector."),
+        _panel("stat", "GPU nodes waiting for their GPU stack", [_target(f'sum({UNREADY_NODES}{{pool=~"$pool"}}) or vector(0)')], 6, y, 6, 5,
+               description="New GPU nodes still carrying the readiness taint: the GPU Operator has not validated them yet."),
+        _panel("timeseries", "GPU health alerts firing", [_target(f'sum by (alertname) ({ALERTS_FIRING}{{pool=~"$pool"}})', "{{alertname}}")],
+               12, y, 12, 5),
+        _panel("table", "GPU health alerts firing now, per pool", [_target(f"{ALERTS_FIRING}", instant=True)], 0, y + 5, 24, 6,
+               description="XID and row-remap faults (DCGM), health-agent conditions and never-ready nodes; they go to the platform team."),
+    ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from gpupools.monitoring.alerting import QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT
+from gpupools.monitoring.alerting import PLATFORM_ALERTS, QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT
 from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import plan_pools
 from gpupools.monitoring.promql import RESERVED_NODE_PRICE, RESERVED_NODES, reserved_unused
@@ -330,7 +330,7 @@ def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | N
         {"name": "gpupools-gpu-alerts", "rules": alert_rules(idle)},
         idle_step_rules(idle),
     ]
-    groups.append(node_health_group(KSM_POOL_LABEL))
+    groups.append(node_health_group(KSM_POOL_LABEL, PLATFORM_ALERTS))
     if shares:
         groups.append({"name": "gpupools-vgpu-recording", "rules": hami_rules()})
     if queues:

@@ -71,6 +71,14 @@ def test_node_health_alerts_fire_on_gpu_nodes_only(tmp_path):
             {"eval_time": "25m", "alertname": "GpuNodeNeverReady", "exp_alerts": []},
             {"eval_time": "45m", "alertname": "GpuNodeNeverReady", "exp_alerts": [fired("gpu-d", "train", "warning")]},
         ],
+        # What the fleet dashboard's health panels show.
+        "promql_expr_test": [
+            {"eval_time": "15m", "expr": signals.UNHEALTHY_NODES,
+             "exp_samples": [{"labels": f'{signals.UNHEALTHY_NODES}{{pool="infer"}}', "value": 1},
+                             {"labels": f'{signals.UNHEALTHY_NODES}{{pool="train"}}', "value": 1}]},
+            {"eval_time": "15m", "expr": signals.UNREADY_NODES, "exp_samples": [{"labels": f'{signals.UNREADY_NODES}{{pool="train"}}', "value": 2}]},
+            {"eval_time": "45m", "expr": signals.UNREADY_NODES, "exp_samples": [{"labels": f'{signals.UNREADY_NODES}{{pool="train"}}', "value": 1}]},
+        ],
     })
 
 
@@ -138,3 +146,14 @@ def test_bad_health_keys_are_one_line(keys, expected):
         validate_stack(stack_config("aws", **keys))
     assert any(str(p).startswith(expected) for p in exc.value.problems), exc.value
     assert "hooks.slack.com" not in str(exc.value)
+
+
+def test_the_fleet_dashboard_has_a_health_row():
+    from gpupools.monitoring.dashboards import fleet_dashboard
+
+    panels = {p["title"]: p for p in fleet_dashboard(Idle())["panels"]}
+    for title, series in (("GPU nodes unhealthy", signals.UNHEALTHY_NODES), ("GPU nodes waiting for their GPU stack", signals.UNREADY_NODES),
+                          ("GPU health alerts firing now, per pool", signals.ALERTS_FIRING)):
+        assert series in panels[title]["targets"][0]["expr"]
+    recorded = {r["record"] for g in rule_groups(Idle(), PRICES) for r in g["rules"] if "record" in r}
+    assert {signals.UNHEALTHY_NODES, signals.UNREADY_NODES, signals.ALERTS_FIRING} <= recorded
