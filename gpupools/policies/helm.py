@@ -22,6 +22,9 @@ OFFICIAL_REPOSITORIES: dict[str, str] = {
     "kube-prometheus-stack": "https://prometheus-community.github.io/helm-charts",
     "dcgm-exporter": "https://nvidia.github.io/dcgm-exporter/helm-charts",
     "hami": "https://project-hami.github.io/HAMi/",
+    # An OCI registry: the release names the whole address as its chart (kubernetes-sigs/node-readiness-controller
+    # docs/book/src/releases.md, "Helm Chart").
+    "node-readiness-controller": "oci://registry.k8s.io/node-readiness-controller/charts",
 }
 
 # The oldest chart release that may be installed, per chart, and why. A chart below it ships a component with a

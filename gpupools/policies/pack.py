@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Policy
 
-from gpupools.policies import budget, capacity, clusters, fabric, gpu_pools, helm, monitoring, quotas, security, versions, workloads
+from gpupools.policies import budget, capacity, clusters, fabric, gpu_pools, helm, lifecycle, monitoring, quotas, security, versions, workloads
 
 PACK_NAME = "gpupools"
 PACK_DESCRIPTION = "Guardrails for shared GPU node pools on EKS, AKS and GKE: taints, sharing, budget, monitoring, security, cluster hardening, quotas, versions."
@@ -26,6 +26,7 @@ POLICIES: list[Policy] = [
     *versions.POLICIES,
     *fabric.POLICIES,
     *capacity.POLICIES,
+    *lifecycle.POLICIES,
 ]
 
 

@@ -96,6 +96,7 @@ def eks_node_group(**changes) -> dict:
         "launchTemplate": {"id": "lt-0123", "version": "1"}, "nodeGroupName": "infer",
         "scalingConfig": {"desiredSize": 0, "maxSize": 6, "minSize": 0},
         "taints": [{"effect": "NO_SCHEDULE", "key": "nvidia.com/gpu", "value": "present"}],
+        "nodeRepairConfig": {"enabled": True},
     }
     props.update(changes)
     return props

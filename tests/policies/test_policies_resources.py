@@ -173,7 +173,11 @@ def test_every_gpupools_chart_is_in_the_official_repository_table():
         charts += [v for v in vars(module).values() if isinstance(v, Chart)]
     assert {"gpu-operator", "nvidia-device-plugin"} <= {c.chart for c in charts}
     for chart in charts:
-        assert OFFICIAL_REPOSITORIES.get(chart.chart) == chart.repo, chart
+        if chart.chart.startswith("oci://"):  # an OCI chart is its whole address, with no separate repository
+            registry, _, name = chart.chart.rpartition("/")
+            assert OFFICIAL_REPOSITORIES.get(name) == registry and chart.repo == "", chart
+        else:
+            assert OFFICIAL_REPOSITORIES.get(chart.chart) == chart.repo, chart
 
 
 # --------------------------------------------------------------------------------------------------------------------
