@@ -322,7 +322,7 @@ def addons(cluster: Cluster) -> list[str]:
     """Managed add-ons of a new cluster: the core ones (unless turned off) and the Pod Identity agent, which the
     autoscalers' roles and any team's Pod Identity association need."""
     core = list(CORE_ADDONS) if cluster.managed_addons is not False else []
-    return [*core, POD_IDENTITY_AGENT, NODE_MONITORING_AGENT]
+    return [*core, POD_IDENTITY_AGENT]
 
 
 def addon_args(cluster_name, addon: str, version) -> dict:

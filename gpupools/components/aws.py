@@ -78,7 +78,8 @@ class EksCluster(Component):
             system = aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
                                                                                 template.latestVersion.apply(str)),
                                        opts=self.child(ignore_changes=["scalingConfig.desiredSize"], depends_on=self.node_role.ready))
-            for addon in decide.addons(cluster):
+            # The node monitoring agent too: the GPU health checks node repair acts on.
+            for addon in [*decide.addons(cluster), decide.NODE_MONITORING_AGENT]:
                 # The newest version EKS offers for the cluster's Kubernetes version.
                 version = aws.eks.get_addon_version_output(addon_name=addon, kubernetes_version=eks.version, most_recent=True,
                                                            opts=_invoke_opts(self)).version

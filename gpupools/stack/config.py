@@ -401,10 +401,9 @@ class Team(Model):
 
 
 class Health(Model):
-    """GPU node lifecycle: the readiness gate on new GPU nodes, and NVIDIA NVSentinel beside the clouds' repair."""
+    """GPU node lifecycle: the readiness gate on new GPU nodes, and who hears about broken GPUs."""
 
     readiness_gate: Annotated[bool, Field(strict=True)] = True
-    nvsentinel: Annotated[bool, Field(strict=True)] = False
     # Where the platform team hears about GPU faults and GPU nodes that never become ready (not the pods' teams).
     alerts: TeamAlerts | None = None
 

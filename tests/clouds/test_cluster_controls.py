@@ -121,7 +121,8 @@ def test_new_eks_cluster_is_hardened_by_default(eks_default):
 
 def test_core_addons_are_managed_with_versions_for_the_cluster_version(eks_default):
     addons = {a.inputs["addonName"]: a for a in eks_default.of_type(ADDON)}
-    assert sorted(addons) == sorted(["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"])
+    # The node monitoring agent comes beside them: the GPU health checks node repair acts on (docs/node-lifecycle.md).
+    assert sorted(addons) == sorted(["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "eks-node-monitoring-agent"])
     for addon in addons.values():
         assert addon.inputs["clusterName"] == "ml-test" and addon.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
         assert addon.inputs["addonVersion"].startswith("v")
@@ -148,7 +149,7 @@ def test_controls_switch_off_and_policies_then_need_exceptions(tmp_path):
                      managedAddons=False)
     plan = plan_of(config)
     assert not plan.of_type(KMS_KEY) and not plan.of_type(LOG_GROUP)
-    assert [a.inputs["addonName"] for a in plan.of_type(ADDON)] == ["eks-pod-identity-agent"]
+    assert [a.inputs["addonName"] for a in plan.of_type(ADDON)] == ["eks-pod-identity-agent", "eks-node-monitoring-agent"]
     i = plan.get(EKS_CLUSTER, "ml-test").inputs
     assert "encryptionConfig" not in i and i["enabledClusterLogTypes"] == []
     failed = {v.policy for v in run_policies(plan).mandatory}

@@ -21,7 +21,9 @@ def test_eks_gpu_node_group_inputs():
     assert i["capacityType"] == "SPOT"
     assert i["instanceTypes"] == ["g5.12xlarge"]
     assert i["scalingConfig"] == {"minSize": 1, "maxSize": 5, "desiredSize": 1}
-    assert i["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+    # The GPU taint, and the readiness taint the Node Readiness Controller lifts once the GPU Operator validated the node.
+    assert i["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"},
+                           {"key": "readiness.k8s.io/gpupools-gpu-ready", "value": "pending", "effect": "NO_SCHEDULE"}]
     assert i["labels"]["gpupools.io/pool"] == "infer"
     assert i["labels"]["gpupools.io/gpu"] == "A10G"
     assert i["labels"]["team"] == "search"
