@@ -32,7 +32,7 @@ Pure: manifests and chart values as plain data.
 from __future__ import annotations
 
 from gpupools.clouds.registry import cloud_module
-from gpupools.core.pools import GPU_LABEL, PoolPlan, Taint, toleration
+from gpupools.core.pools import GPU_LABEL, PoolPlan, Taint
 from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL, HAMI, resolve_installer
 from gpupools.stack.config import StackConfig
 
@@ -81,10 +81,6 @@ def gated(stack: StackConfig, plan: PoolPlan) -> bool:
     """Gated: the gate is on, the operator validates the pool's nodes, and the cloud's nodes can start tainted with
     autoscalers that know the taint (EKS; see each cloud module's STARTUP_TAINTS)."""
     return gate_enabled(stack) and cloud_module(stack.cloud).STARTUP_TAINTS and operator_validates(stack, plan)
-
-
-def any_gated(stack: StackConfig, plans: list[PoolPlan]) -> bool:
-    return any(gated(stack, p) for p in plans)
 
 
 def startup_taints(stack: StackConfig, plan: PoolPlan) -> tuple[Taint, ...]:
@@ -166,11 +162,6 @@ def reporter_objects(extra_tolerations: list[dict]) -> list[dict]:
     return [account, role, binding, daemonset]
 
 
-def pod_tolerates_gate(pod_tolerations: list[dict]) -> bool:
-    """Whether a workload pod would ignore the gate (it must not: it would land on a node whose GPUs are not ready)."""
-    return toleration(READINESS_TAINT) in pod_tolerations or any(
-        t.get("operator") == "Exists" and t.get("key") in (None, "", READINESS_TAINT.key) for t in pod_tolerations)
-
 
 def readiness_summary(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> str:
     """What keeps work off a new node of the pool until its GPUs are usable (`autoscaler` as resolved by autoscaling)."""
@@ -190,11 +181,3 @@ def readiness_summary(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> st
                 "autoscaler counts the node as starting until it is allocatable")
     return "no readiness taint"
 
-
-def ungated(stack: StackConfig, plan: PoolPlan) -> str | None:
-    """Why nothing holds work (or a second node) off a new node of the pool until its GPUs are usable, or None."""
-    if gated(stack, plan) or not cloud_module(stack.cloud).STARTUP_TAINTS:
-        return None
-    if operator_validates(stack, plan):
-        return "the GPU Operator validates these nodes but health.readinessGate is false, so nothing waits for it"
-    return None
