@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpupools.core.pools import POOL_LABEL, GPU_TAINT, toleration
+from gpupools.health import readiness
 from gpupools.fabric.plan import FabricPlan
 from gpupools.pools.software import Chart, Release
 
@@ -20,7 +21,8 @@ def efa_device_plugin_values(fabrics: list[FabricPlan]) -> dict:
     """
     return {
         "supportedInstanceLabels": {"keys": [POOL_LABEL], "values": sorted(f.pool for f in fabrics)},
-        "tolerations": [toleration(GPU_TAINT)],
+        # And the readiness taint: EFA interfaces are advertised while the GPU stack is being validated, not after.
+        "tolerations": [toleration(GPU_TAINT), *readiness.tolerations()],
     }
 
 
