@@ -13,7 +13,6 @@ from gpupools.core.sharing import resolve_installer
 from gpupools.pools.software import software_plan
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.scaleup import scale_ups
-from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
 from gpupools.queues.engine import quota_plan, team_rows
@@ -65,7 +64,6 @@ class GpuPlatform(Component):
         verdicts = scale_ups(self.stack, self.plans)
         autoscaler = resolve_autoscaler(self.stack.cloud, self.stack.cluster.create, self.stack.autoscaler)
         fabrics = plan_fabrics(self.stack, self.plans)
-        autoscaler = resolve_autoscaler(self.stack.cloud, self.stack.cluster.create, self.stack.autoscaler)
         return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler,
                  **fabric_row(fabrics.get(plan.name), catalog_fabric(self.stack.cloud, plan.pool.instance_type).local_nvme_gb),
                  "capacitySources": capacity_report(self.stack, plan, autoscaler),
