@@ -149,7 +149,7 @@ def test_controls_switch_off_and_policies_then_need_exceptions(tmp_path):
                      managedAddons=False)
     plan = plan_of(config)
     assert not plan.of_type(KMS_KEY) and not plan.of_type(LOG_GROUP)
-    assert [a.inputs["addonName"] for a in plan.of_type(ADDON)] == ["eks-pod-identity-agent", "eks-node-monitoring-agent"]
+    assert sorted(a.inputs["addonName"] for a in plan.of_type(ADDON)) == ["eks-node-monitoring-agent", "eks-pod-identity-agent"]
     i = plan.get(EKS_CLUSTER, "ml-test").inputs
     assert "encryptionConfig" not in i and i["enabledClusterLogTypes"] == []
     failed = {v.policy for v in run_policies(plan).mandatory}
