@@ -14,7 +14,8 @@ from gpupools.policies._props import as_int, get, is_unknown, items
 SCARCE_GPUS = ("H100", "H200", "B200", "GB200")
 
 
-def _dws(props) -> str | None:
+def dws_mode(props) -> str | None:
+    """The GKE Dynamic Workload Scheduler mode a node pool runs in, or None."""
     if get(props, "queuedProvisioning", "enabled") is True:
         return "queued provisioning"
     if get(props, "nodeConfig", "flexStart") is True:
@@ -27,7 +28,7 @@ def validate_dws_node_pool(args: ResourceValidationArgs, report: ReportViolation
     and provisioningrequest): autoscaling from zero with location policy ANY, no reservation, auto-repair off, no Spot."""
     if args.resource_type != GKE_NODE_POOL:
         return
-    mode = _dws(args.props)
+    mode = dws_mode(args.props)
     if mode is None:
         return
     props = args.props
@@ -87,7 +88,7 @@ def validate_scarce_gpus_reserved(args: ResourceValidationArgs, report: ReportVi
     pool = gpu_pool(args.resource_type, args.name, args.props)
     if pool is None or pool.gpu is None or not pool.gpu.name.startswith(SCARCE_GPUS):
         return
-    if reserved_nodes(args.resource_type, args.props) or _dws(args.props) or get(args.props, "capacityType") == "CAPACITY_BLOCK":
+    if reserved_nodes(args.resource_type, args.props) or dws_mode(args.props) or get(args.props, "capacityType") == "CAPACITY_BLOCK":
         return
     if args.resource_type == KARPENTER_NODE_POOL:
         types = [r for r in items(get(args.props, "spec", "template", "spec", "requirements")) if get(r, "key") == "karpenter.sh/capacity-type"]

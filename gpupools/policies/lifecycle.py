@@ -7,6 +7,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationA
 
 from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL
 from gpupools.health.readiness import CHART_NAME as READINESS_CHART, READINESS_TAINT
+from gpupools.policies.capacity import dws_mode
 from gpupools.policies._fleet import EKS_NODE_GROUP, GKE_NODE_POOL, HELM_RELEASE, KARPENTER_NODE_POOL, _chart_name, is_gpu_pool, node_labels
 from gpupools.policies._props import get, is_unknown, items
 
@@ -22,7 +23,9 @@ def validate_repair(args: ResourceValidationArgs, report: ReportViolation) -> No
             report(f"GPU node group {args.name!r} has EKS node repair off: a node whose GPU fails (AcceleratedHardwareReady=False) "
                    f"keeps its pods and its cost until someone replaces it; set nodeRepairConfig.enabled (gpupools: drop autoRepair: false)",
                    None)
-    elif typ == GKE_NODE_POOL and is_gpu_pool(typ, props):
+    elif typ == GKE_NODE_POOL and is_gpu_pool(typ, props) and dws_mode(props) is None:
+        # Flex-start and queued-provisioning pools run with auto-repair off by Google's recipes (policy gke-dws-node-pool):
+        # their nodes live one run and are not recreated in place.
         enabled = get(props, "management", "autoRepair")
         if not is_unknown(enabled) and enabled is not True:
             report(f"GPU node pool {args.name!r} has GKE auto-repair off: a node that goes NotReady is not recreated; set "

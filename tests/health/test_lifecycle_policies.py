@@ -48,6 +48,12 @@ def test_repair_policy_on_single_resources():
     assert resource_violations("gpu-node-repair", EKS, cpu) == []
     assert resource_violations("gpu-node-repair", GKE, {**gke_node_pool(), "management": {"autoRepair": True}}) == []
     assert resource_violations("gpu-node-repair", GKE, {**gke_node_pool(), "management": {"autoRepair": False}})
+    # GKE's flex-start and queued provisioning want auto-repair off (gke-dws-node-pool): not a repair finding there.
+    queued = {**gke_node_pool(), "management": {"autoRepair": False}, "queuedProvisioning": {"enabled": True}}
+    assert resource_violations("gpu-node-repair", GKE, queued) == []
+    flex = gke_node_pool()
+    flex = {**flex, "management": {"autoRepair": False}, "nodeConfig": {**flex.get("nodeConfig", {}), "flexStart": True}}
+    assert resource_violations("gpu-node-repair", GKE, flex) == []
     karpenter = helm_release(chart="oci://public.ecr.aws/karpenter/karpenter", name="karpenter",
                              values={"settings": {"featureGates": {"nodeOverlay": True}}})
     assert [m for m in resource_violations("gpu-node-repair", RELEASE, karpenter) if "featureGates.nodeRepair" in m]
