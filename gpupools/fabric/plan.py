@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpupools.capacity.sources import placement_zones
 from gpupools.clouds.registry import cloud_module
 from gpupools.core.catalog import Fabric, Hardware, load_catalog
 from gpupools.core.pools import PoolPlan
@@ -32,7 +33,7 @@ def fabric_on(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None 
     if pool.fabric == "on":
         return True
     one_zone = (fabric_zone(cloud, pool, cluster) is not None if cloud_module(cloud).FABRIC_ZONES == "one"
-                else len(pool.zones or []) <= 1)
+                else len(placement_zones(pool) or []) <= 1)
     return fabric.multi_node and sharing.mode == "none" and one_zone
 
 
@@ -56,10 +57,11 @@ def topology_levels(cloud: str) -> list[tuple[str, str]]:
 
 
 def fabric_zone(cloud: str, pool: Pool, cluster: Cluster | None) -> str | None:
-    """The one zone a fabric pool runs in: its own, a zonal GKE cluster's, or the only zone of a regional GKE cluster
-    that offers the pool's GPU."""
-    if pool.zones:
-        return pool.zones[0] if len(pool.zones) == 1 else None
+    """The one zone a fabric pool runs in: its own, its reservation's (which pins the pool there), a zonal GKE
+    cluster's, or the only zone of a regional GKE cluster that offers the pool's GPU."""
+    zones = placement_zones(pool)
+    if zones:
+        return zones[0] if len(zones) == 1 else None
     if cloud != "gcp" or cluster is None or not cluster.location:
         return None
     if cluster.location.count("-") >= 2:
@@ -87,7 +89,7 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
                                                   f"by {sharing.mode}; use fabric: none, or sharing mode none"))
     on = fabric_on(cloud, pool, sharing, cluster) and not problems
     if on:
-        zones = pool.zones or []
+        zones = placement_zones(pool) or []
         one = module.FABRIC_ZONES == "one"
         if len(zones) > 1 or (one and fabric_zone(cloud, pool, cluster) is None):
             why = (f"{module.FABRIC_NAME} pools run in one zone ({', '.join(zones)} is {len(zones)})" if zones

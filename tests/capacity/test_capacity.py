@@ -223,7 +223,7 @@ def kueue_schema(plural: str) -> dict:
 
 PLURALS = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "AdmissionCheck": "admissionchecks",
            "ProvisioningRequestConfig": "provisioningrequestconfigs", "LocalQueue": "localqueues", "Cohort": "cohorts",
-           "WorkloadPriorityClass": "workloadpriorityclasses"}
+           "WorkloadPriorityClass": "workloadpriorityclasses", "Topology": "topologies"}
 
 
 def kueue_objects(name: str, autoscaler: str) -> list[dict]:

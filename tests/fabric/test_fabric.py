@@ -113,15 +113,26 @@ def test_auto_turns_the_fabric_on_only_for_whole_gpu_multi_node_pools():
 
 
 @pytest.mark.parametrize("cloud", ["aws", "azure", "gcp"])
-def test_example_stacks_keep_their_pools_and_only_the_training_pool_gets_a_fabric(cloud):
+def test_example_stacks_keep_their_pools_and_only_the_training_pools_get_a_fabric(cloud):
     from gpupools.stack.reading import read_document
 
+    # dev-aws-reserved's H100 pool sits in its Capacity Block's one zone, which pins it as `zones` would.
+    training = {"Pulumi.dev-aws.yaml": ["pretrain"], "Pulumi.dev-aws-reserved.yaml": ["h100"]}
     for path in sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml")):
         stack = validate_stack(read_document(path)["config"])
         if stack.cloud != cloud:
             continue
         fabrics = plan_fabrics(stack, plan_pools(stack))
-        assert sorted(fabrics) == (["pretrain"] if path.name == "Pulumi.dev-aws.yaml" else []), path.name
+        assert sorted(fabrics) == training.get(path.name, []), path.name
+
+
+def test_a_reservation_zone_places_a_fabric_pool_like_its_own_zones():
+    config = stack_config("aws", autoscaler="karpenter", pools=[{"name": "train", "instanceType": "p5.48xlarge", "maxNodes": 2, "capacity": [
+        {"reservation": {"id": "cr-0123456789abcdef0", "kind": "capacity-block", "zones": ["us-east-1a"], "nodes": 2}}, "on-demand"]}])
+    config["aws:region"] = "us-east-1"
+    stack = validate_stack(config)
+    (fabric,) = plan_fabrics(stack, plan_pools(stack)).values()
+    assert (fabric.devices, fabric.zone) == (32, "us-east-1a")
 
 
 @pytest.mark.parametrize("cloud, pool, path, words", [
