@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from test_cloud_models import enum_errors
 from conftest import ROOT, crd_rule_failures, has_path, needs_reference, plan_of, stack_config, value_paths
 from gpupools.core.catalog import load_catalog
 from gpupools.fabric.plan import plan_fabrics
@@ -251,21 +252,8 @@ def ec2_check(operation: str, params: dict) -> None:
     shape = botocore_session.get_session().get_service_model("ec2").operation_model(operation).input_shape
     report = ParamValidator().validate(params, shape)
     assert not report.has_errors(), f"ec2.{operation}: {report.generate_report()}"
-    assert _enum_errors(shape, params) == [], operation
+    assert enum_errors(shape, params) == [], operation
 
-
-def _enum_errors(shape, value, path: str = "") -> list[str]:
-    errors = []
-    if shape.type_name == "structure" and isinstance(value, dict):
-        for name, member in shape.members.items():
-            if name in value:
-                errors += _enum_errors(member, value[name], f"{path}.{name}")
-    elif shape.type_name == "list" and isinstance(value, list):
-        for i, item in enumerate(value):
-            errors += _enum_errors(shape.member, item, f"{path}[{i}]")
-    elif shape.type_name == "string" and getattr(shape, "enum", None) and value not in shape.enum:
-        errors.append(f"{path}: {value!r} not in {shape.enum}")
-    return errors
 
 
 def _launch_template_data(inputs: dict) -> dict:
