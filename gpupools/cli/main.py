@@ -186,7 +186,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                                                        "all its GPUs and fabric devices")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
-    from gpupools.cli.workload import job_manifest, multinode_job, team_job, workload_problems
+    from gpupools.landing.jobs import job_manifest, multinode_job, team_job, workload_problems
 
     if units < 1:
         fail(Problem("--units", f"{units} is not a number of GPU units to request; ask for 1 or more"))

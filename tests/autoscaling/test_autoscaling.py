@@ -352,7 +352,7 @@ def test_chart_pins_are_the_reference_versions():
 
 
 def test_workload_job_asks_its_autoscaler_not_to_take_its_node(tmp_path):
-    from gpupools.cli.workload import job_manifest
+    from gpupools.landing.jobs import job_manifest
 
     def annotations(config):
         stack = validate_stack(config)

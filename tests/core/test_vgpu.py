@@ -32,7 +32,7 @@ from gpupools.core.sharing import (
 )
 from gpupools.pools.software import HAMI_CHART, software_plan
 from gpupools.validation.stack import validate_stack
-from gpupools.cli.workload import job_manifest
+from gpupools.landing.jobs import job_manifest
 from test_inplace import pool_inputs, without_labels
 from test_policies import RELEASE, eks_node_group, helm_release, resource_violations, stack_violations
 

@@ -368,7 +368,7 @@ def test_gke_topology_uses_googles_labels():
 
 
 def test_multinode_job_asks_for_every_gpu_and_efa_device_and_queues_close_together():
-    from gpupools.cli.workload import multinode_job
+    from gpupools.landing.jobs import multinode_job
 
     stack = validate_stack(aws_config(pools=[fabric_pool(topologyLevel="layer-2")], teams=[{"name": "ml", "gpus": 16}]))
     (plan,) = plan_pools(stack)
@@ -391,7 +391,7 @@ def test_multinode_job_asks_for_every_gpu_and_efa_device_and_queues_close_togeth
 
 def test_multinode_job_passes_the_gpu_workload_policy_and_schema():
     """The manifest is a valid Job (the pinned Kubernetes schemas used for the other workloads, when present)."""
-    from gpupools.cli.workload import multinode_job
+    from gpupools.landing.jobs import multinode_job
 
     stack = validate_stack(stack_config("azure", pools=[{"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2}]))
     (plan,) = plan_pools(stack)
@@ -616,7 +616,7 @@ def test_autoscalers_are_told_a_new_efa_node_offers_the_efa_devices_and_huge_pag
             if t.name.startswith("p5-")}
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/vpc.amazonaws.com/efa"] == "32"
     assert tags["k8s.io/cluster-autoscaler/node-template/resources/hugepages-2Mi"] == "10256Mi"
-    from gpupools.cli.workload import multinode_job
+    from gpupools.landing.jobs import multinode_job
 
     stack = validate_stack(aws_config(pools=[fabric_pool()]))
     (plan,) = plan_pools(stack)

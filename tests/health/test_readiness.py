@@ -13,7 +13,7 @@ from gpupools.autoscaling import cluster_autoscaler as ca
 from gpupools.autoscaling import karpenter
 from gpupools.autoscaling.choice import decide, requested_extended, why_not
 from gpupools.autoscaling.scaleup import scale_ups
-from gpupools.cli.workload import job_manifest
+from gpupools.landing.jobs import job_manifest
 from gpupools.clouds import aws
 from gpupools.core.pools import NodeTemplate, Taint, toleration
 from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL, GPU_RESOURCE

@@ -366,7 +366,7 @@ def test_team_rows_follow_the_engine():
 
 def test_team_jobs_on_vgpu_pools_name_hams_scheduler_and_the_pool():
     from gpupools.stack.errors import ConfigError
-    from gpupools.cli.workload import team_job
+    from gpupools.landing.jobs import team_job
 
     pools = [{"name": "l4", "instanceType": "g6.xlarge", "maxNodes": 4, "sharing": {"mode": "vgpu", "replicas": 4}},
              {"name": "a10", "instanceType": "g5.xlarge", "maxNodes": 2}]
