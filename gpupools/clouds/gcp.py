@@ -17,7 +17,7 @@ from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
 from gpupools.core.facts import load_facts
 from gpupools.stack.config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
-from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
+from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.capacity import sources as capacity
 from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
@@ -329,8 +329,21 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str) -> str:
     }, indent=2)
 
 
+# GKE taints the nodes of a queued-provisioning pool (GoogleCloudPlatform/cluster-toolkit, GKE consumption options
+# guide, "DWS Flex Start + Queued Provisioning": workloads need a toleration for cloud.google.com/gke-queued:NoSchedule;
+# ai-on-gke's DWS examples tolerate it). Kueue's provisioning controller adds no toleration to the pods it admits
+# (kueue v0.19.2 pkg/controller/admissionchecks/provisioning/controller.go, podSetUpdates: node selector only), so
+# the pool's ResourceFlavor, its Jobs and its DaemonSets carry it.
+QUEUED_TAINT = Taint("cloud.google.com/gke-queued", "true", "NoSchedule")
+
+
+def node_taints(plan: PoolPlan) -> tuple[Taint, ...]:
+    """Taints GKE itself puts on the pool's nodes, beside those of the pool config."""
+    return (QUEUED_TAINT,) if capacity.has(plan.pool, capacity.QUEUED) else ()
+
+
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
-    return []
+    return [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in node_taints(plan)]
 
 
 def node_locations(pool: Pool, accelerator: str | None, cluster_location: str | None) -> list[str] | None:
@@ -383,7 +396,7 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     gke_shares = plan.mechanism.installer == "cloud"
     gpus = plan.units_per_node if gke_shares else plan.hardware.gpus_per_node
     source = f"node pool {plan.name}'s accelerator config" + (f" ({plan.mechanism.description})" if gke_shares and plan.mechanism.mode != "none" else "")
-    return NodeTemplate("the GKE cluster autoscaler", source, labels, plan.taints, {GPU_RESOURCE: gpus})
+    return NodeTemplate("the GKE cluster autoscaler", source, labels, plan.taints + node_taints(plan), {GPU_RESOURCE: gpus})
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
 from gpupools.queues.engine import quota_plan, team_rows
+from gpupools.queues.kueue import topology_guarantee
 from gpupools.fabric.plan import catalog_fabric, fabric_row, plan_fabrics
 
 from gpupools.components import monitoring as gpu_monitoring
@@ -66,6 +67,7 @@ class GpuPlatform(Component):
         fabrics = plan_fabrics(self.stack, self.plans)
         return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler,
                  **fabric_row(fabrics.get(plan.name), catalog_fabric(self.stack.cloud, plan.pool.instance_type).local_nvme_gb),
+                 "topology": topology_guarantee(self.stack, plan, fabrics.get(plan.name), autoscaler),
                  "capacitySources": capacity_report(self.stack, plan, autoscaler),
                  "ready": readiness_summary(self.stack, plan, autoscaler), "repair": pool_repair(self.stack, plan, autoscaler).as_json()}
                 for plan, verdict in zip(self.plans, verdicts)]

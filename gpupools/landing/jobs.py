@@ -105,6 +105,13 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
         raise ConfigError([Problem("--priority", f"team {team} may use {', '.join(allowed)}; got {chosen!r}")])
     job["metadata"]["labels"].update({QUEUE_LABEL: team, PRIORITY_LABEL: chosen})
     job["spec"] = {"suspend": True, **job["spec"]}
+    if target is not None:
+        from gpupools.fabric.plan import plan_fabric
+        from gpupools.queues.kueue import podset_topology
+
+        annotations = podset_topology(stack, target, plan_fabric(stack, target), gang=False)
+        if annotations:
+            job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
     return job
 
 
@@ -164,7 +171,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     annotation that keeps its pods close."""
     from gpupools.clouds.registry import cloud_module
     from gpupools.fabric.plan import plan_fabric
-    from gpupools.queues.kueue import topology_annotation
+    from gpupools.queues.kueue import podset_topology
 
     problems = multinode_problems(stack, plan, nodes)
     if problems:
@@ -205,7 +212,9 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
                 raise ConfigError([Problem("--priority", f"team {team} may use {', '.join(allowed)}; got {chosen!r}")])
             job["metadata"]["labels"].update({QUEUE_LABEL: team, PRIORITY_LABEL: chosen})
             job["spec"] = {"suspend": True, **job["spec"]}
-            job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(topology_annotation(fabric))
+            annotations = podset_topology(stack, plan, fabric, gang=True)
+            if annotations:
+                job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
         elif priority is not None:
             raise ConfigError([Problem("--priority", "priorities need gpupools:quotas: kueue")])
     elif priority is not None:

@@ -92,14 +92,50 @@ def pool_flavors(stack: StackConfig, plan: PoolPlan, autoscaler: str = "") -> li
 
 
 
+def topology_aware(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) -> bool:
+    """Whether the pool's flavors name the cluster's Topology (topology-aware scheduling, TAS).
+
+    TAS fits a workload only into nodes that exist: it counts the allocatable of Ready, schedulable nodes (kueue
+    v0.19.2 site/content/en/docs/concepts/topology_aware_scheduling.md, "Capacity calculation"; pkg/cache/scheduler/
+    tas_nodes_cache.go). A workload that does not fit stays suspended, creates no pod, and no autoscaler ever sees
+    it. So a fabric pool's flavors are topology-aware only where the nodes are there before admission: a pool fixed
+    at its size (minNodes = maxNodes), or a flavor behind a ProvisioningRequest admission check, for which Kueue
+    assigns the topology only after the nodes are provisioned (pkg/scheduler/flavorassigner/tas_flavorassigner.go,
+    podSetTopologyRequest: DelayedTopologyRequest while the check has no quota reservation). Karpenter 1.14 has no
+    ProvisioningRequest support (kubernetes-sigs/kueue issue 5133), so a Karpenter fabric pool that scales from
+    zero keeps its nodes close by its placement group, not by Kueue."""
+    if fabric is None or not fabric.levels:
+        return False
+    return plan.pool.min_nodes >= plan.pool.max_nodes or cloud_module(stack.cloud).provisioning_request_class(plan.pool) is not None
+
+
+def topology_guarantee(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None, autoscaler: str = "") -> str | None:
+    """What keeps a multi-node job's pods close on a fabric pool, in words; None for pools without a fabric."""
+    if fabric is None:
+        return None
+    if not fabric.levels:
+        return f"{fabric.placement} (the cloud's nodes carry no topology labels)"
+    if topology_aware(stack, plan, fabric):
+        why = ("the pool's nodes exist before admission (minNodes = maxNodes)" if plan.pool.min_nodes >= plan.pool.max_nodes
+               else "a ProvisioningRequest admission check brings the nodes before Kueue places the pods")
+        return f"topology-aware: Kueue places a job's pods by {fabric.levels[-1][1]}, {why}"
+    engine = {"karpenter": "Karpenter"}.get(autoscaler, "the autoscaler")
+    return (f"topology best effort: the pool scales from zero on {engine} and Kueue's topology-aware scheduling counts only nodes "
+            f"that exist, so its flavor is not topology-aware; {fabric.placement} keeps the nodes close")
+
+
 def resource_flavor(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None = None, flavor: Flavor | None = None) -> dict:
-    """A fabric pool's flavor names the cluster's Topology, so Kueue places a multi-node job's pods on nodes close
-    together (topology-aware scheduling, beta and on by default since Kueue 0.14). `flavor`: which of the pool's
-    capacity flavors (`pool_flavors`); the pool's first by default."""
+    """A fabric pool's flavor names the cluster's Topology where TAS can admit anything (`topology_aware`), so Kueue
+    places a multi-node job's pods on nodes close together (beta and on by default since Kueue 0.14). `flavor`: which
+    of the pool's capacity flavors (`pool_flavors`); the pool's first by default.
+
+    The tolerations are the pool's and the cloud's (GKE's queued-provisioning taint among them): Kueue adds a flavor's
+    tolerations to the pods it admits on it, and nothing else does (its provisioning controller adds none:
+    pkg/controller/admissionchecks/provisioning/controller.go)."""
     flavor = flavor or pool_flavors(stack, plan)[0]
     tolerations = [toleration(t) for t in plan.taints] + cloud_module(stack.cloud).extra_tolerations(plan)
     spec: dict = {"nodeLabels": dict(flavor.node_labels), "tolerations": tolerations}
-    if fabric is not None and fabric.levels:
+    if topology_aware(stack, plan, fabric):
         spec["topologyName"] = TOPOLOGY
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor.name, "labels": dict(MANAGED)}, "spec": spec}
 
@@ -113,6 +149,7 @@ PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 
 
 def topology(fabrics: list[FabricPlan]) -> dict | None:
+    """The Topology the topology-aware flavors name; `fabrics`: the pools whose flavors are topology-aware."""
     levels = next((f.levels for f in fabrics if f.levels), ())
     if not levels:
         return None
@@ -120,11 +157,33 @@ def topology(fabrics: list[FabricPlan]) -> dict | None:
             "spec": {"levels": [{"nodeLabel": label} for _, label in levels] + [{"nodeLabel": HOSTNAME}]}}
 
 
+# A PodSet that asks for no particular placement but may use a topology-aware flavor (kueue v0.19.2
+# apis/kueue/v1beta2/topology_types.go, PodSetUnconstrainedTopologyAnnotation).
+UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+
+
 def topology_annotation(fabric: FabricPlan) -> dict[str, str]:
-    """A job on a fabric pool: within the pool's required level, or as close as Kueue can pack it without waiting."""
+    """A multi-node job on a topology-aware pool: within the pool's required level, or as close as Kueue can pack it
+    without waiting."""
     if fabric.required_level:
         return {REQUIRED_TOPOLOGY: fabric.required_level}
     return {PREFERRED_TOPOLOGY: fabric.finest_level} if fabric.finest_level else {}
+
+
+def podset_topology(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None, gang: bool) -> dict[str, str]:
+    """The pod-template annotations a queued Job for the pool carries.
+
+    On a topology-aware flavor, a PodSet that asks for no topology is refused ("supports only
+    TopologyAwareScheduling", pkg/scheduler/flavorassigner/tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS)
+    unless every flavor of its ClusterQueue is topology-aware (pkg/cache/scheduler/clusterqueue.go, isTASOnly). A
+    team queue mixes them whenever a team has a fabric pool beside another, so a Job for a topology-aware pool
+    always says what it wants: a gang its level, a one-pod Job no constraint. On a flavor that is not
+    topology-aware an explicit request is refused the same way ("does not support TopologyAwareScheduling"), so
+    such Jobs carry none."""
+    if not topology_aware(stack, plan, fabric):
+        return {}
+    assert fabric is not None
+    return topology_annotation(fabric) if gang else {UNCONSTRAINED_TOPOLOGY: "true"}
 
 
 def resource_groups(plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = None) -> list[dict]:
@@ -298,7 +357,8 @@ def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan
     objects = [software_namespace(CHART.namespace)] + [namespace(t) for t in teams]
     fabrics = plan_fabrics(stack, plans)
     objects += [priority_class(name) for name in PRIORITIES] + [cohort()]
-    topo = topology(list(fabrics.values()))
+    by_name = {p.name: p for p in plans}
+    topo = topology([f for name, f in fabrics.items() if topology_aware(stack, by_name[name], f)])
     objects += ([topo] if topo else []) + [resource_flavor(stack, p, fabrics.get(p.name), f) for p in plans for f in flavors[p.name]]
     objects += [o for p in plans for o in provisioning_objects(stack, p)]
     objects += [cluster_queue(t, flavors, admission_checks(stack, t, flavors)) for t in teams] + [local_queue(t) for t in teams]

@@ -325,9 +325,28 @@ def kueue_schema(ref, plural: str) -> dict:
     return next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1beta2")
 
 
-def test_topology_and_flavor_against_the_pinned_crds_and_rules(karpenter_plan):
+@pytest.fixture(scope="module")
+def fixed_fabric_plan():
+    """A fabric pool fixed at its size: its nodes exist before any job is admitted, so its flavor is topology-aware."""
+    return plan_of(aws_config(pools=[fabric_pool(minNodes=4), {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}],
+                                teams=[{"name": "ml", "gpus": {"train": 16, "infer": 1}}]))
+
+
+def test_a_fabric_pool_that_scales_from_zero_on_karpenter_gets_no_topology_aware_flavor(karpenter_plan):
+    """Kueue's TAS counts only Ready nodes (kueue v0.19.2 topology_aware_scheduling.md, "Capacity calculation"): a
+    topology-aware flavor on a pool that Karpenter starts per pending pod would keep every multi-node job suspended."""
+    assert karpenter_plan.of_type(TOPOLOGY) == []
+    flavors = {r.inputs["metadata"]["name"]: r.inputs for r in karpenter_plan.of_type(FLAVOR)}
+    assert "topologyName" not in flavors["train"]["spec"]
+    pools = {p["name"]: p for p in karpenter_plan.outputs["pools"]}
+    assert pools["train"]["topology"].startswith("topology best effort: the pool scales from zero on Karpenter")
+    assert pools["infer"]["topology"] is None
+
+
+def test_topology_and_flavor_against_the_pinned_crds_and_rules(fixed_fabric_plan):
     jsonschema = pytest.importorskip("jsonschema")
     ref = needs_reference()
+    karpenter_plan = fixed_fabric_plan
     topology = karpenter_plan.of_type(TOPOLOGY)
     assert len(topology) == 1
     topo = {k: topology[0].inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
@@ -370,7 +389,7 @@ def test_gke_topology_uses_googles_labels():
 def test_multinode_job_asks_for_every_gpu_and_efa_device_and_queues_close_together():
     from gpupools.landing.jobs import multinode_job
 
-    stack = validate_stack(aws_config(pools=[fabric_pool(topologyLevel="layer-2")], teams=[{"name": "ml", "gpus": 16}]))
+    stack = validate_stack(aws_config(pools=[fabric_pool(topologyLevel="layer-2", minNodes=4)], teams=[{"name": "ml", "gpus": 16}]))
     (plan,) = plan_pools(stack)
     service, job = multinode_job(stack, plan, 3, team="ml")
     assert service["spec"]["clusterIP"] == "None" and service["metadata"]["namespace"] == job["metadata"]["namespace"] == "ml"
@@ -387,6 +406,17 @@ def test_multinode_job_asks_for_every_gpu_and_efa_device_and_queues_close_togeth
     assert "--nnodes=3" in container["command"] and "--node-rank=$(JOB_COMPLETION_INDEX)" in container["command"]
     assert f"--master-addr={job['metadata']['name']}-0.{service['metadata']['name']}" in container["command"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ml"
+
+
+def test_multinode_job_on_a_pool_without_topology_aware_flavor_asks_for_no_topology():
+    """An explicit topology request on a flavor that is not topology-aware is refused ("does not support
+    TopologyAwareScheduling", kueue v0.19.2 tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS)."""
+    from gpupools.landing.jobs import multinode_job
+
+    stack = validate_stack(aws_config(pools=[fabric_pool(topologyLevel="layer-2")], teams=[{"name": "ml", "gpus": 16}]))
+    (plan,) = plan_pools(stack)
+    _, job = multinode_job(stack, plan, 3, team="ml")
+    assert not any(k.startswith("kueue.x-k8s.io/podset") for k in job["spec"]["template"]["metadata"].get("annotations", {}))
 
 
 def test_multinode_job_passes_the_gpu_workload_policy_and_schema():
@@ -451,7 +481,9 @@ def test_plan_json_and_text_carry_the_fabric(stack_file):
     assert pools["train"]["localNvmeGb"] == 30400 and pools["infer"]["fabric"] is None and pools["infer"]["localNvmeGb"] == 450
     text = CliRunner().invoke(app, ["plan", "--config", str(path)], terminal_width=200).output
     assert "EFA x32 (efa), placement group ml-test-train, zone us-east-1a" in text
-    assert "30,400 GB as one RAID0 array" in text and "topology.k8s.aws/network-node-layer-3" in text
+    assert "30,400 GB as one RAID0 array" in text
+    assert "topology best effort: the pool scales from zero on Karpenter" in " ".join(text.split())
+    assert pools["train"]["topology"].endswith("placement group ml-test-train keeps the nodes close")
 
 
 # --------------------------------------------------------------------------------------------------------------------
