@@ -12,8 +12,9 @@ import json
 from dataclasses import dataclass
 
 from gpupools.capacity.sources import placement_zones, reserved_marker
-from gpupools.clouds.aws import EFA_HUGE_PAGES, bottlerocket_settings, karpenter_capacity_types, reservation_selector_terms
+from gpupools.clouds.aws import EFA_HUGE_PAGES, FABRIC_RESOURCE as EFA_RESOURCE, bottlerocket_settings, karpenter_capacity_types, reservation_selector_terms
 from gpupools.fabric.plan import FabricPlan
+from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.pools.software import Chart
@@ -260,6 +261,11 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
         if req["operator"] == "In" and len(req["values"]) == 1:
             labels[req["key"]] = req["values"][0]
     allocatable = {GPU_RESOURCE: plan.hardware.gpus_per_node}
+    # EC2's EFA count is in Karpenter's own capacity of an instance type (aws/karpenter-provider-aws
+    # pkg/providers/instancetype/types.go, computeCapacity: v1.ResourceEFA: efas(info)).
+    efa = load_catalog().fabric_of("aws", plan.pool.instance_type).efa
+    if efa:
+        allocatable[EFA_RESOURCE] = efa
     overlay = node_overlay(plan)
     source = f"NodePool {node_pool_name(plan)}"
     if overlay is not None:
