@@ -12,19 +12,20 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def reference_dir() -> Path | None:
-    """Upstream files (chart values, MIG configs) to check against, when this machine has them."""
-    for candidate in (os.environ.get("GPUPOOLS_REFERENCE"), ROOT.parent / "shared" / "reference", Path("/work/shared/reference")):
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return None
+REFERENCE = Path(__file__).resolve().parent / "reference"
+
+
+def reference_dir() -> Path:
+    """Upstream files (chart values, CRDs, MIG configs) the tests check against, copied byte-for-byte into
+    tests/reference/ with their sources in its SOURCES.md, so that a plain clone runs every check."""
+    return REFERENCE
 
 
 def needs_reference() -> Path:
-    ref = reference_dir()
-    if ref is None:
-        pytest.skip("upstream reference files (../shared/reference or $GPUPOOLS_REFERENCE) are not on this machine")
-    return ref
+    """The reference folder; it is part of the repository, so a missing one fails the test instead of skipping it."""
+    if not REFERENCE.is_dir():
+        pytest.fail(f"{REFERENCE} is missing: the upstream files the tests check against belong to the repository")
+    return REFERENCE
 
 
 BASE = {

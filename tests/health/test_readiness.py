@@ -3,8 +3,6 @@ on, and the readiness gate (startup taint, Node Readiness Controller, reporter) 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -23,7 +21,6 @@ from gpupools.pools.planning import plan_pools
 from gpupools.pools.software import GPU_OPERATOR, HAMI_CHART, NODE_READINESS_CHART, software_plan
 from gpupools.validation.stack import validate_stack
 
-HERE = Path(__file__).parent / "reference"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 VGPU = {"mode": "vgpu", "replicas": 4}
@@ -253,7 +250,7 @@ def cel_failures(obj, schema: dict, path: str = "") -> list[str]:
 
 def test_node_readiness_rule_against_the_pinned_crd():
     jsonschema = pytest.importorskip("jsonschema")
-    crd = yaml.safe_load((HERE / "nodereadinessrules.readiness.node.x-k8s.io.yaml").read_text())
+    crd = yaml.safe_load((needs_reference() / "node-readiness-controller" / "crds" / "nodereadinessrules.readiness.node.x-k8s.io.yaml").read_text())
     schema = next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1alpha1")
     rule = readiness.readiness_rule()
     # The chart's templates/nodereadinessrules.yaml: name -> metadata.name, the rest -> spec.
@@ -267,7 +264,7 @@ def test_node_readiness_rule_against_the_pinned_crd():
 
 
 def test_node_readiness_controller_values_exist_in_the_pinned_chart():
-    upstream = yaml.safe_load((HERE / "node-readiness-controller-values.yaml").read_text())
+    upstream = yaml.safe_load((needs_reference() / "node-readiness-controller" / "values.yaml").read_text())
     for create in (True, False):
         values = readiness.controller_values(create)
         missing = [".".join(p) for p in value_paths(values, ("nodeSelector",)) if not has_path(upstream, p)]

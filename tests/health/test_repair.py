@@ -4,7 +4,6 @@ switch where a cloud has one, and what the plan says per pool."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,7 +15,6 @@ from gpupools.clouds import aws
 from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 
-HERE = Path(__file__).parent / "reference"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 CA_POOLS = [{"name": "train", "instanceType": "p4de.24xlarge", "maxNodes": 2, "sharing": {"mode": "mig", "migProfile": "1g.10gb"}},
@@ -69,7 +67,7 @@ def test_node_monitoring_agent_add_on_and_its_values():
     assert not ParamValidator().validate(eks_params, shape).has_errors()
     # The add-on's configuration is the chart's values (aws/eks-node-monitoring-agent charts/eks-node-monitoring-agent,
     # v1.7.0): the DCGM host engine must run on GPU nodes, which are all tainted.
-    upstream = yaml.safe_load((HERE / "eks-node-monitoring-agent-values.yaml").read_text())
+    upstream = yaml.safe_load((needs_reference() / "eks-node-monitoring-agent" / "values.yaml").read_text())
     values = json.loads(addon["configurationValues"])
     assert [".".join(p) for p in value_paths(values) if not has_path(upstream, p)] == []
     assert upstream["dcgmAgent"]["tolerations"] == [] and values["dcgmAgent"]["tolerations"] == [{"operator": "Exists"}]

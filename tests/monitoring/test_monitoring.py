@@ -20,7 +20,7 @@ from gpupools.cli.planrun import run_program
 from gpupools.pools.planning import plan_pools
 from gpupools.cli.render import rendered_files
 
-from conftest import reference_dir, stack_config
+from conftest import needs_reference, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
@@ -159,7 +159,7 @@ def test_prometheus_rule_matches_the_pinned_crd(cloud):
     """The PrometheusRule a stack deploys, per-group intervals and rule labels included, against the pinned CRD."""
     import jsonschema
 
-    from conftest import needs_reference, prometheus_operator_schema
+    from conftest import prometheus_operator_schema
 
     # Not checked as a schema: one of its patterns is Go's `(?i)` in a place Python's re refuses; it is not ours.
     validator = jsonschema.Draft7Validator(prometheus_operator_schema(needs_reference(), "prometheusrules"))
@@ -212,9 +212,7 @@ def all_exprs() -> list[str]:
 
 
 def test_every_dcgm_metric_is_a_default_counter():
-    ref = reference_dir()
-    if ref is None:
-        pytest.skip("upstream reference files (../shared/reference or $GPUPOOLS_REFERENCE) are not on this machine")
+    ref = needs_reference()
     rows = csv.reader(line for line in (ref / "dcgm-exporter" / "default-counters.csv").read_text().splitlines()
                       if line.strip() and not line.lstrip().startswith("#"))
     counters = {row[0].strip() for row in rows}
@@ -265,9 +263,7 @@ def unknown_keys(values, defaults, path=(), chart="") -> list[str]:
     (stack_config("aws", gpuSoftware={"installer": "device-plugin"}), "dcgm-exporter", "dcgm-exporter"),
 ])
 def test_every_values_key_exists_in_the_pinned_chart(config, chart, folder):
-    ref = reference_dir()
-    if ref is None:
-        pytest.skip("upstream reference files (../shared/reference or $GPUPOOLS_REFERENCE) are not on this machine")
+    ref = needs_reference()
     pinned = yaml.safe_load((ref / folder / "Chart.yaml").read_text())
     defaults = yaml.safe_load((ref / folder / "values.yaml").read_text())
     stack = validate_stack(config)
