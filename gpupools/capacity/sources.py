@@ -216,12 +216,14 @@ class Flavor:
 
 def flavor_shares(plan: PoolPlan, units: int, flavors: list[Flavor]) -> dict[str, int]:
     """A team's units on the pool split over its flavors: the reserved flavor holds the share the reservations cover
-    (in proportion to maxNodes, rounded up), the hourly flavor the rest, so the team's total stays what it was
+    (in proportion to maxNodes, rounded up, and never more than the reserved nodes offer: quota beyond them would
+    admit work no reserved node can take), the hourly flavor the rest, so the team's total stays what it was
     promised and it uses what is paid for first."""
     if len(flavors) == 1:
         return {flavors[0].name: units}
     cover = coverage(plan.pool)
     reserved = -(-units * cover.usable // cover.max_nodes) if cover.max_nodes else 0  # rounded up: paid-for capacity first
+    reserved = min(reserved, cover.usable * plan.units_per_node)
     out: dict[str, int] = {}
     rest = units
     for flavor in flavors:

@@ -258,8 +258,9 @@ def test_reserved_flavor_comes_first_and_holds_the_reserved_share():
     names = [f["name"] for f in flavors]
     assert names.index("h100-reserved") + 1 == names.index("h100-on-demand")
     quota = {f["name"]: f["resources"][0]["nominalQuota"] for f in flavors}
-    # 16 units on h100: the block covers 1 of maxNodes 2, so half on the reserved flavor; the total is unchanged.
-    assert (quota["h100-reserved"], quota["h100-on-demand"]) == (8, 8)
+    # 24 units on h100: the block covers 1 of maxNodes 2, so half (12) would go to the reserved flavor, capped at the
+    # block's one node (8); the total is unchanged, and 16 on-demand hold a two-node job.
+    assert (quota["h100-reserved"], quota["h100-on-demand"]) == (8, 16)
 
 
 def test_without_karpenter_a_pool_is_one_flavor():
@@ -295,6 +296,17 @@ def test_flavor_shares_add_up_and_round_toward_the_reservation(units, expected):
     shares = capacity.flavor_shares(plan, units, flavors)
     assert (shares["r"], shares["o"]) == expected
     assert sum(shares.values()) == units
+
+
+def test_the_reserved_flavor_never_holds_more_than_the_reserved_nodes_offer():
+    """Quota on the reserved flavor beyond its nodes would admit a job that waits for reserved nodes that do not exist."""
+    stack = validate_stack(GOOD[0])
+    plan = plan_pools(stack)[0]
+    cover = capacity.coverage(plan.pool)
+    flavors = [capacity.Flavor("r", "reserved", {}), capacity.Flavor("o", "on-demand", {})]
+    units = 3 * plan.max_units
+    shares = capacity.flavor_shares(plan, units, flavors)
+    assert shares["r"] == cover.usable * plan.units_per_node and shares["o"] == units - shares["r"]
 
 
 # --------------------------------------------------------------------------------------------------------------------
