@@ -183,7 +183,9 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
              gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="vgpu pools: memory per vGPU, e.g. 8Gi, 3000Mi or 25%"),
              gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU"),
              nodes: Optional[int] = typer.Option(None, "--nodes", help="A multi-node job on a fabric pool: N pods, one per node, each with "
-                                                                       "all its GPUs and fabric devices")) -> None:
+                                                                       "all its GPUs and fabric devices"),
+             explain: bool = typer.Option(False, "--explain", help="Before the Job, as YAML comments: whether and where it lands, step by "
+                                                                   "step (queue, scheduling, a node from zero, readiness, device plugin)")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
     from gpupools.landing.jobs import job_manifest, multinode_job, team_job, workload_problems
@@ -191,6 +193,22 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     if units < 1:
         fail(Problem("--units", f"{units} is not a number of GPU units to request; ask for 1 or more"))
     _, typed, _ = load(stack, config)
+    if explain and (pool is None or pool not in [p.name for p in typed.pools]):
+        fail(Problem("--pool", f"--explain follows the Job to one pool; name it with --pool (one of {', '.join(p.name for p in typed.pools)})"))
+
+    def explained(job: dict) -> str:
+        if not explain:
+            return ""
+        from gpupools.landing.check import cluster_of, land
+
+        cluster = cluster_of(typed)
+        team_plan = next((t for t in cluster.teams if t.team.name == team), None)
+        target = next(p for p in cluster.plans if p.name == pool)
+        verdict = land(cluster, team_plan, target, "gang" if nodes else "job", job)
+        head = [f"# landing: {'lands' if verdict.lands else 'DOES NOT LAND'}" + (f" on flavor {verdict.flavor}" if verdict.flavor else "")
+                + f" ({verdict.job})"]
+        head += [f"#   {'ok  ' if s.ok else 'FAIL'} {s.name}: {s.detail}" for s in verdict.steps]
+        return "\n".join(head) + "\n"
     if nodes is not None:
         if pool is None or pool not in [p.name for p in typed.pools]:
             fail(Problem("--pool", f"a multi-node job names its pool with --pool; pools: {', '.join(p.name for p in typed.pools)}"))
@@ -201,14 +219,14 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                  image if image != WORKLOAD_IMAGE else None, team, priority)
         except ConfigError as exc:
             fail(exc.problems)
-        typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+        typer.echo(explained(docs[-1]) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
         return
     if team is not None:
         try:
             job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores)
         except ConfigError as exc:
             fail(exc.problems)
-        typer.echo(yaml.safe_dump(job, sort_keys=False), nl=False)
+        typer.echo(explained(job) + yaml.safe_dump(job, sort_keys=False), nl=False)
         return
     names = [p.name for p in typed.pools]
     if pool is None:
@@ -221,8 +239,8 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     problems = workload_problems(plan_, units, gpu_memory, gpu_cores)
     if problems:
         fail(problems)
-    typer.echo(yaml.safe_dump(job_manifest(typed, plan_, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores),
-                              sort_keys=False), nl=False)
+    job = job_manifest(typed, plan_, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores)
+    typer.echo(explained(job) + yaml.safe_dump(job, sort_keys=False), nl=False)
 
 
 # --- idle ---

@@ -76,6 +76,8 @@ class Plan:
             "cloud": self.cloud,
             "resources": [r.as_json() for r in sorted(self.resources, key=lambda r: (r.type, r.name))],
             "outputs": self.outputs,
+            # Whether each team's job lands (gpupools.landing.check), as the program exported it.
+            "landing": self.outputs.get("landing", []),
         }
 
     def to_json(self) -> str:

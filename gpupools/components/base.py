@@ -15,8 +15,9 @@ class Component(pulumi.ComponentResource):
 
     TYPE: str = ""
 
-    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(TYPE_PREFIX + self.TYPE, name, None, opts)
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None, props: dict[str, Any] | None = None):
+        """`props`: what the component records about itself, which policies read (e.g. the landing verdicts)."""
+        super().__init__(TYPE_PREFIX + self.TYPE, name, props, opts)
 
     def child(self, **kwargs: Any) -> pulumi.ResourceOptions:
         kwargs.setdefault("parent", self)

@@ -17,6 +17,7 @@ from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
 from gpupools.queues.engine import quota_plan, team_rows
 from gpupools.queues.kueue import topology_guarantee
+from gpupools.landing.check import landing_check
 from gpupools.fabric.plan import catalog_fabric, fabric_row, plan_fabrics
 
 from gpupools.components import monitoring as gpu_monitoring
@@ -34,11 +35,14 @@ class GpuPlatform(Component):
     TYPE = "GpuPlatform"
 
     def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(name, opts)
+        plans = plan_pools(stack)
+        # Whether each team's job lands, recorded on the component for the policy pack (team-jobs-land).
+        self.landing = [verdict.as_json() for verdict in landing_check(stack, plans)]
+        super().__init__(name, opts, props={"landing": self.landing})
         module = cloud_components(stack.cloud)
         installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
         self.stack = stack
-        self.plans: list[PoolPlan] = plan_pools(stack)
+        self.plans: list[PoolPlan] = plans
         self.cluster = module.build_cluster(stack, self.child())
         # Prometheus, rules and dashboards first: the autoscaler's ServiceMonitor needs the CRDs they bring.
         self.monitoring = None

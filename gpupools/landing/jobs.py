@@ -146,6 +146,28 @@ ALL_REDUCE = ("import os, torch, torch.distributed as dist; dist.init_process_gr
               "print(f\"rank {dist.get_rank()} of {dist.get_world_size()}: {t[0].item():.0f}\"); dist.destroy_process_group()")
 
 
+def registered_hugepages_only(limits: dict, plan: PoolPlan) -> dict:
+    """A pod's fabric limits with no more huge pages than a new node of the pool registers (`hugepages_on_node`), and
+    none where it registers none: a Karpenter NodeClaim whose pods ask for a resource its node never registers is never
+    initialized (kubernetes-sigs/karpenter v1.14.1 pkg/controllers/nodeclaim/lifecycle/initialization.go,
+    RequestedResourcesRegistered), and on any autoscaler the pod would never schedule."""
+    from gpupools.autoscaling.karpenter import hugepages_on_node
+
+    asked = {k: v for k, v in limits.items() if k.startswith("hugepages-")}
+    if not asked:
+        return dict(limits)
+    out = {k: v for k, v in limits.items() if k not in asked}
+    registered = hugepages_on_node(plan)
+    if "hugepages-2Mi" in asked and registered is not None:
+        out["hugepages-2Mi"] = min(asked["hugepages-2Mi"], registered, key=_mebibytes)
+    return out
+
+
+def _mebibytes(quantity: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()
+    return int(number) * (1024 if unit == "Gi" else 1)
+
+
 def multinode_problems(stack: StackConfig, plan: PoolPlan, nodes: int) -> list[Problem]:
     from gpupools.fabric.plan import plan_fabric
 
@@ -181,7 +203,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     pod = cloud_module(stack.cloud).fabric_pod(fabric.resource_count)
     name = f"multinode-{plan.name}"
     gpus = plan.hardware.gpus_per_node
-    limits = {plan.mechanism.resource: gpus, **pod["limits"]}
+    limits = {plan.mechanism.resource: gpus, **registered_hugepages_only(pod["limits"], plan)}
     spec = pod_spec(stack, plan, limits, image or MULTI_NODE_IMAGE)
     container = spec["containers"][0]
     container["name"] = "trainer"

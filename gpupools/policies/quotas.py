@@ -7,6 +7,10 @@
 - kueue-flavors-match-pools (mandatory): a quota on a flavor that selects no pool, on a resource its pool does
   not offer, or without the pool's taint among its tolerations can never admit anything; a ClusterQueue naming
   a flavor the stack does not define stays inactive.
+- team-jobs-land (mandatory): every team's job, on every pool it has quota on and in every shape the pool serves
+  (one unit, a whole node, a two-node gang on fabric pools), must reach a GPU: admitted by its queue, placed on a node
+  the autoscaler starts from zero, that node made ready, the resource advertised. The platform component records
+  each verdict of `gpupools.landing.check`; a job that cannot land is a quota nobody can use.
 - kueue-borrowing-sane (mandatory): lending needs a cohort and a way back (`reclaimWithinCohort` other than
   Never), a team cannot lend more than it has, and a borrowing limit that could never be reached on the pool
   (nominal plus limit above its units at maxNodes) is a mistake worth naming.
@@ -16,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
+from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy,
+                           StackValidationArgs, StackValidationPolicy)
 
 from gpupools.policies._fleet import GPU_TAINT_KEY, POOL_LABEL, RESOURCE_QUOTA, fleet, quota_requests
 from gpupools.policies._props import as_int, get, items, text
@@ -177,4 +182,25 @@ kueue_borrowing_sane = StackValidationPolicy(
     validate=validate_borrowing,
 )
 
-POLICIES = [team_quota_oversubscription, kueue_flavors_match_pools, kueue_borrowing_sane]
+PLATFORM = "gpupools:index:GpuPlatform"
+
+
+def validate_jobs_land(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != PLATFORM:
+        return
+    for verdict in items(get(args.props, "landing")):
+        if get(verdict, "lands") is False:
+            team = text(get(verdict, "team"))
+            who = f"team {team}'s" if team else "a"
+            report(f"{who} {text(get(verdict, 'shape'))} job on pool {text(get(verdict, 'pool'))} ({text(get(verdict, 'job'))}) never runs: "
+                   f"it stops at {text(get(verdict, 'step'))}: {text(get(verdict, 'reason'))}", None)
+
+
+team_jobs_land = ResourceValidationPolicy(
+    name="team-jobs-land",
+    description="Every team's job, on every pool it has quota on, reaches a GPU: queue, scheduling, a node from zero, readiness, device plugin.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_jobs_land,
+)
+
+POLICIES = [team_quota_oversubscription, kueue_flavors_match_pools, kueue_borrowing_sane, team_jobs_land]

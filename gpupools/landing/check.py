@@ -1,0 +1,436 @@
+"""The landing check: does each team's job, submitted to its queue, reach a GPU on a node started from zero?
+
+For every team, every pool it has quota on and every job shape the pool supports (one unit of the pool's resource,
+a whole node, and on fabric pools a gang of two nodes), the Job `gpupools workload` prints is followed through the
+objects the plan creates, step by step:
+
+1. queue: the team's Kueue ClusterQueue admits it on one of its flavors (quota and cohort, topology-aware
+   scheduling, admission checks), or its namespace ResourceQuota has room;
+2. schedule: the admitted pod's node selector, tolerations and scheduler fit a Ready node of the pool;
+3. node: a node exists, or the pool's autoscaler starts one from zero for it;
+4. ready: the node's startup taints are lifted, and every resource the pod asks for is registered on the node (a
+   Karpenter NodeClaim initializes only then: kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/
+   initialization.go, `RequestedResourcesRegistered`);
+5. device: exactly one device plugin advertises the pool's GPU resource there.
+
+Pure: the same function serves `gpupools plan`, `gpupools check` (through the platform's recorded verdicts) and
+`gpupools workload --explain`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from gpupools.autoscaling.choice import requested_extended, resolve_autoscaler, why_not
+from gpupools.autoscaling.templates import node_template
+from gpupools.clouds.registry import cloud_module
+from gpupools.core.pools import POOL_LABEL, PoolPlan
+from gpupools.core.sharing import HAMI_SCHEDULER
+from gpupools.fabric.plan import FabricPlan, plan_fabrics
+from gpupools.fabric.software import EFA_DEVICE_PLUGIN, efa_device_plugin_release, network_operator_release, nic_cluster_policy
+from gpupools.health import readiness
+from gpupools.landing import agents as node_agents
+from gpupools.landing.agents import Agent, Node
+from gpupools.landing.scheduling import runs_on, untolerated
+from gpupools.pools.planning import plan_pools
+from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART, gpu_tolerations, software_plan
+from gpupools.queues import kueue, resourcequota
+from gpupools.queues.teams import TeamPlan, plan_teams
+from gpupools.stack.config import StackConfig
+
+PROBE_IMAGE = "landing-check"
+SHAPES = ("unit", "node", "gang")
+GANG_NODES = 2
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # queue | schedule | node | ready | device
+    ok: bool
+    detail: str
+
+    def as_json(self) -> dict:
+        return {"step": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Landing:
+    team: str | None
+    pool: str
+    shape: str
+    job: str  # what the Job asks for, in words
+    steps: tuple[Step, ...]
+    flavor: str | None = None
+
+    @property
+    def lands(self) -> bool:
+        return all(s.ok for s in self.steps)
+
+    @property
+    def failing(self) -> Step | None:
+        return next((s for s in self.steps if not s.ok), None)
+
+    def as_json(self) -> dict:
+        """Every key always present (a stack output drops nulls): "" for no team, no flavor, and no failing step."""
+        failing = self.failing
+        return {"team": self.team or "", "pool": self.pool, "shape": self.shape, "job": self.job, "lands": self.lands, "flavor": self.flavor or "",
+                "step": failing.name if failing else "", "reason": failing.detail if failing else "",
+                "chain": [s.as_json() for s in self.steps]}
+
+
+@dataclass
+class Cluster:
+    """What the plan puts in the cluster, indexed once per stack: Kueue objects, quotas, agents, node pictures."""
+
+    stack: StackConfig
+    plans: list[PoolPlan]
+    teams: list[TeamPlan]
+    autoscaler: str
+    objects: list[dict]
+    agents: list[Agent]
+    fabrics: dict[str, FabricPlan]
+    schedulers: set[str] = field(default_factory=set)
+
+    def of_kind(self, kind: str) -> dict[str, dict]:
+        return {o["metadata"]["name"]: o for o in self.objects if o.get("kind") == kind}
+
+
+def hugepages_registered(plan: PoolPlan) -> str | None:
+    """The hugepages-2Mi a new node of the pool registers, as the autoscaling module decides it; None where nothing
+    allocates them."""
+    from gpupools.autoscaling import karpenter
+
+    decide = getattr(karpenter, "hugepages_on_node", None)
+    return decide(plan) if decide is not None else None
+
+
+def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Cluster:
+    plans = plans if plans is not None else plan_pools(stack)
+    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    teams = plan_teams(stack, plans)
+    if stack.quotas == "kueue":
+        objects = kueue.team_objects(stack, plans, teams, None, autoscaler)
+    elif stack.quotas == "resourcequota" or (stack.teams and stack.quotas != "none"):
+        objects = resourcequota.team_objects(stack, teams)
+    else:
+        objects = []
+    software = software_plan(stack, plans)
+    fabrics = plan_fabrics(stack, plans)
+    agents: list[Agent] = []
+    schedulers: set[str] = set()
+    for release in software.releases:
+        if release.chart == GPU_OPERATOR:
+            agents += node_agents.gpu_operator_agents(release.values)
+        elif release.chart == DEVICE_PLUGIN:
+            agents += node_agents.device_plugin_agents(release.values)
+        elif release.chart == HAMI_CHART:
+            agents += node_agents.hami_agents(release.values)
+            schedulers.add(release.values.get("schedulerName") or HAMI_SCHEDULER)
+    for obj in software.objects:
+        if obj.get("kind") == "DaemonSet" and obj["metadata"]["name"] == readiness.REPORTER:
+            agents.append(node_agents.daemonset_agent(obj, clears=frozenset({readiness.READINESS_TAINT.key})))
+    module = cloud_module(stack.cloud)
+    efa = efa_device_plugin_release(list(fabrics.values()))
+    if efa is not None:
+        agents += node_agents.efa_agents(efa.values, module.FABRIC_RESOURCE)
+    if network_operator_release(list(fabrics.values()), True) is not None:
+        policy = nic_cluster_policy(list(fabrics.values()), gpu_tolerations(stack, plans))
+        if policy is not None:
+            agents.append(node_agents.nic_policy_agent(policy, module.FABRIC_RESOURCE))
+    agents += node_agents.image_agents(fabrics, hugepages_registered)
+    return Cluster(stack, plans, teams, autoscaler, objects, agents, fabrics, schedulers)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The Job of each shape
+
+
+def shapes(cluster: Cluster, plan: PoolPlan) -> list[str]:
+    out = ["unit"]
+    if plan.hardware.gpus_per_node > 1:
+        out.append("node")
+    fabric = cluster.fabrics.get(plan.name)
+    if fabric is not None and fabric.configured and plan.pool.max_nodes >= GANG_NODES:
+        out.append("gang")
+    return out
+
+
+def job_for(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str) -> dict:
+    from gpupools.landing.jobs import job_manifest, multinode_job, team_job
+
+    stack = cluster.stack
+    # A whole node: a unit of every GPU (on whole-GPU pools every GPU, on shared pools one share of each).
+    units = 1 if shape == "unit" else plan.hardware.gpus_per_node
+    if shape == "gang":
+        return multinode_job(stack, plan, GANG_NODES, PROBE_IMAGE, team=team.team.name if team else None)[1]
+    if team is None:
+        return job_manifest(stack, plan, PROBE_IMAGE, units)
+    return team_job(stack, cluster.plans, team.team.name, plan.name, None, PROBE_IMAGE, units)
+
+
+def _words(shape: str, plan: PoolPlan, pods: int, per_pod: Mapping[str, int]) -> str:
+    what = ", ".join(f"{v} x {k}" for k, v in per_pod.items() if k.startswith(("nvidia.com/", "vpc.", "rdma/")))
+    return f"{pods} pods, each {what}" if pods > 1 else what
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 1. queue
+
+
+def _flavor_pods(pod: dict, flavor: dict) -> dict:
+    """Kueue's admission: the flavor's nodeLabels join the pod's node selector and its tolerations the pod's (kueue
+    pkg/podset/podset.go, FromAssignment / Merge)."""
+    pod = dict(pod)
+    pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **(flavor["spec"].get("nodeLabels") or {})}
+    pod["tolerations"] = list(pod.get("tolerations") or []) + [t for t in flavor["spec"].get("tolerations") or [] if t not in (pod.get("tolerations") or [])]
+    return pod
+
+
+def _borrowable(cluster: Cluster, queue: str, flavor: str, resource: str) -> int:
+    """What the cohort can lend a queue on one flavor: every other queue's lendable quota there (its lendingLimit, or
+    its nominal quota without one; kueue pkg/cache/scheduler/resource_node.go, `potentialAvailable`)."""
+    total = 0
+    for name, cq in cluster.of_kind("ClusterQueue").items():
+        if name == queue or cq["spec"].get("cohortName") != kueue.COHORT:
+            continue
+        for group in cq["spec"]["resourceGroups"]:
+            for f in group["flavors"]:
+                if f["name"] != flavor:
+                    continue
+                for r in f["resources"]:
+                    if r["name"] == resource:
+                        total += int(r.get("lendingLimit", r["nominalQuota"]))
+    return total
+
+
+def kueue_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -> tuple[Step, dict, str | None]:
+    """Kueue v0.19.2's flavor assignment for the Job's one PodSet (pkg/scheduler/flavorassigner/flavorassigner.go):
+    flavors of the resource's group in order, the first that fits the PodSet's node selector, its topology request and
+    the quota the queue can ever reach; then the flavor's admission checks."""
+    pod = job["spec"]["template"]["spec"]
+    annotations = (job["spec"]["template"].get("metadata") or {}).get("annotations") or {}
+    count = int(job["spec"].get("parallelism", 1))
+    requests = requested_extended(pod)
+    queue_name = job["metadata"]["labels"].get(kueue.QUEUE_LABEL)
+    local = next((q for q in cluster.objects if q.get("kind") == "LocalQueue" and q["metadata"]["name"] == queue_name
+                  and q["metadata"].get("namespace") == job["metadata"].get("namespace")), None)
+    if local is None:
+        return Step("queue", False, f"no LocalQueue {queue_name} in namespace {job['metadata'].get('namespace')}: the Job stays suspended"), pod, None
+    cq = cluster.of_kind("ClusterQueue").get(local["spec"]["clusterQueue"])
+    if cq is None:
+        return Step("queue", False, f"LocalQueue {queue_name} points at ClusterQueue {local['spec']['clusterQueue']}, which the plan does not create"), pod, None
+    flavors = cluster.of_kind("ResourceFlavor")
+    resource = plan.mechanism.resource
+    group = next((g for g in cq["spec"]["resourceGroups"] if resource in g["coveredResources"]), None)
+    if group is None:
+        return Step("queue", False, f"ClusterQueue {cq['metadata']['name']} has no quota on {resource}"), pod, None
+    names = [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
+    tas_only = all((flavors.get(n) or {}).get("spec", {}).get("topologyName") for n in names)
+    explicit = any(k in annotations for k in (kueue.REQUIRED_TOPOLOGY, kueue.PREFERRED_TOPOLOGY, kueue.UNCONSTRAINED_TOPOLOGY))
+    label_keys = {k for n in names for k in ((flavors.get(n) or {}).get("spec", {}).get("nodeLabels") or {})}
+    checks = {c["name"]: set(c.get("onFlavors") or names) for c in (cq["spec"].get("admissionChecksStrategy") or {}).get("admissionChecks", [])}
+    wanted = requests.get(resource, 0) * count
+    refused = []
+    for entry in group["flavors"]:
+        name = entry["name"]
+        flavor = flavors.get(name)
+        if flavor is None:
+            refused.append(f"{name}: no such ResourceFlavor")
+            continue
+        spec = flavor["spec"]
+        selector = pod.get("nodeSelector") or {}
+        # Only keys some flavor of the queue sets are compared (flavorassigner.go, flavorSelector).
+        clash = [k for k in selector if k in label_keys and k in (spec.get("nodeLabels") or {}) and spec["nodeLabels"][k] != selector[k]]
+        if clash or any(k in label_keys and k not in (spec.get("nodeLabels") or {}) for k in selector):
+            refused.append(f"{name}: its node labels do not match the Job's node selector")
+            continue
+        tas = bool(spec.get("topologyName"))
+        on_checks = [c for c, on in checks.items() if name in on]
+        provisioning = [c for c in on_checks if (cluster.of_kind("AdmissionCheck").get(c) or {}).get("spec", {}).get("controllerName")
+                        == kueue.PROVISIONING_CONTROLLER]
+        # tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS.
+        if tas and not explicit and not tas_only:
+            refused.append(f"{name}: topology-aware, and the Job asks for no topology while its ClusterQueue mixes topology-aware "
+                           f"and plain flavors (\"supports only TopologyAwareScheduling\")")
+            continue
+        if not tas and explicit and wanted:
+            refused.append(f"{name}: not topology-aware, and the Job asks for a topology (\"does not support TopologyAwareScheduling\")")
+            continue
+        if tas and not provisioning:
+            per_node = max(1, plan.units_per_node // max(1, requests.get(resource, 1)))
+            needed = math.ceil(count / per_node)
+            if plan.pool.min_nodes < needed:
+                refused.append(f"{name}: topology-aware, and topology-aware scheduling counts only Ready nodes: the Job needs {needed} node(s), "
+                               f"the pool keeps {plan.pool.min_nodes}, and a suspended Job makes no autoscaler add one")
+                continue
+        quota = next((r for r in entry["resources"] if r["name"] == resource), None)
+        if quota is None:
+            refused.append(f"{name}: no quota on {resource}")
+            continue
+        nominal = int(quota["nominalQuota"])
+        limit = quota.get("borrowingLimit")
+        borrowable = _borrowable(cluster, cq["metadata"]["name"], name, resource)
+        reachable = nominal + (borrowable if limit is None else min(int(limit), borrowable))
+        if wanted > reachable:
+            refused.append(f"{name}: the Job asks for {wanted} x {resource}, the queue can reach {reachable} there "
+                           f"({nominal} nominal + {reachable - nominal} borrowed from the cohort)")
+            continue
+        for check in on_checks:
+            if check not in cluster.of_kind("AdmissionCheck"):
+                return Step("queue", False, f"flavor {name} waits for AdmissionCheck {check}, which the plan does not create"), pod, name
+        how = f"admitted on flavor {name} ({nominal} nominal" + (f", up to {reachable} with borrowing" if reachable > nominal else "") + ")"
+        if provisioning:
+            how += f"; admission check {provisioning[0]} asks the cloud for the nodes first (ProvisioningRequest)"
+        if tas:
+            how += "; topology-aware"
+        return Step("queue", True, how), _flavor_pods(pod, flavor), name
+    return Step("queue", False, f"ClusterQueue {cq['metadata']['name']} admits it on no flavor: " + "; ".join(refused)), pod, None
+
+
+def resourcequota_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -> Step:
+    """The namespace's ResourceQuota: `requests.<resource>` must leave room for every pod of the Job (extended
+    resources can only be quota'd by requests: kubernetes docs, resource quotas, "Resource quota for extended resources")."""
+    pod = job["spec"]["template"]["spec"]
+    count = int(job["spec"].get("parallelism", 1))
+    namespace = job["metadata"].get("namespace")
+    quota = next((o for o in cluster.objects if o.get("kind") == "ResourceQuota" and o["metadata"].get("namespace") == namespace), None)
+    if quota is None:
+        return Step("queue", True, f"no ResourceQuota in namespace {namespace}")
+    for name, wanted in requested_extended(pod).items():
+        hard = quota["spec"]["hard"].get(f"requests.{name}")
+        if hard is not None and wanted * count > int(hard):
+            return Step("queue", False, f"ResourceQuota {quota['metadata']['name']} allows {hard} x {name} in namespace {namespace}, "
+                                        f"the Job asks for {wanted * count}")
+    return Step("queue", True, f"within ResourceQuota {quota['metadata']['name']}")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 2-5. the pod and the node
+
+
+def label_choices(cluster: Cluster, plan: PoolPlan, pod: dict) -> dict[str, str]:
+    """Labels a new node takes from the pod it is started for: Karpenter sets each well-known label of a NodePool
+    requirement to one of its values, the one the pending pod selects (kubernetes-sigs/karpenter
+    pkg/controllers/provisioning/scheduling/nodeclaim.go: the NodeClaim's requirements are the NodePool's
+    intersected with the pod's), e.g. karpenter.sh/capacity-type=reserved for a reserved flavor's pods."""
+    if cluster.autoscaler != "karpenter":
+        return {}
+    from gpupools.autoscaling import karpenter
+
+    choices = {r["key"]: set(r["values"]) for r in karpenter.node_pool(plan, "-")["spec"]["template"]["spec"]["requirements"] if r["operator"] == "In"}
+    return {k: v for k, v in (pod.get("nodeSelector") or {}).items() if v in choices.get(k, ())}
+
+
+def pool_node(cluster: Cluster, plan: PoolPlan, pod: dict | None = None) -> Node:
+    """A node of the pool as it registers: the labels its autoscaler or node group gives it (for the pod it is started
+    for), the pool's and the cloud's taints, and its startup taints."""
+    template = node_template(cluster.stack.cloud, plan, cluster.autoscaler)
+    labels = {**(template.labels if template else {}), **plan.labels, POOL_LABEL: plan.name, **label_choices(cluster, plan, pod or {})}
+    taints = tuple(dict.fromkeys((template.taints if template else ()) + plan.taints))
+    startup = tuple(dict.fromkeys(plan.startup_taints + (template.startup_taints if template else ())))
+    return node_agents.node_labels_after_discovery(Node(plan, labels, taints, startup), cluster.agents)
+
+
+def _schedule(cluster: Cluster, plan: PoolPlan, node: Node, pod: dict) -> Step:
+    scheduler = pod.get("schedulerName")
+    if scheduler and scheduler not in cluster.schedulers:
+        return Step("schedule", False, f"the pod names scheduler {scheduler}, which the plan does not install")
+    why = runs_on(pod, node.labels, node.taints)
+    if why is not None:
+        return Step("schedule", False, f"the pod does not fit a Ready node of pool {plan.name}: {why}")
+    return Step("schedule", True, f"fits a node of pool {plan.name}" + (f" through {scheduler}" if scheduler else ""))
+
+
+def _node(cluster: Cluster, plan: PoolPlan, pod: dict, nodes: int, provisioned: bool) -> Step:
+    pool = plan.pool
+    if nodes > pool.max_nodes:
+        return Step("node", False, f"the Job needs {nodes} nodes, the pool has at most {pool.max_nodes}")
+    if pool.min_nodes >= nodes:
+        return Step("node", True, f"the pool keeps {pool.min_nodes} node(s) running")
+    template = node_template(cluster.stack.cloud, plan, cluster.autoscaler)
+    if template is None:
+        return Step("node", False, f"the pool keeps {pool.min_nodes} node(s) and no autoscaler gpupools installs starts more")
+    template = replace(template, labels={**template.labels, **label_choices(cluster, plan, pod)})
+    reason = why_not(template, pod)
+    if reason is not None:
+        return Step("node", False, f"no node starts from zero: {reason}")
+    how = "the cloud provisions them for the admission check" if provisioned else f"{template.autoscaler} starts it from zero ({template.source})"
+    return Step("node", True, how)
+
+
+def _ready(cluster: Cluster, node: Node, pod: dict) -> Step:
+    running = {a.name: a for a in cluster.agents if a.why_not_on(node) is None}
+    for taint in node.startup_taints:
+        lifters = [a for a in running.values() if taint.key in a.clears]
+        partners = [a for a in cluster.agents if taint.key in a.clears]
+        if not partners or len(lifters) < len(partners):
+            missing = [f"{a.name} ({a.why_not_on(node)})" for a in partners if a.name not in running] or ["nothing in the plan lifts it"]
+            return Step("ready", False, f"the startup taint {taint.key} stays: {', '.join(missing)}")
+    advertised = set().union(*(a.advertises(node) for a in running.values())) if running else set()
+    for name in requested_extended(pod):
+        if name not in advertised:
+            why = (" (a Karpenter NodeClaim initializes only once it is registered)" if cluster.autoscaler == "karpenter" else "")
+            return Step("ready", False, f"nothing on the node registers {name}, which the pod asks for{why}")
+    for name in _hugepages(pod):
+        if name not in advertised:
+            return Step("ready", False, f"nothing allocates {name} on the node, which the pod asks for (the NodeClaim never initializes)"
+                        if cluster.autoscaler == "karpenter" else f"nothing allocates {name} on the node, which the pod asks for")
+    lifted = f"startup taint lifted by {', '.join(sorted(a.name for a in running.values() if a.clears))}; " if node.startup_taints else ""
+    return Step("ready", True, lifted + "every resource the pod asks for is registered")
+
+
+def _hugepages(pod: dict) -> list[str]:
+    return sorted({k for c in pod.get("containers", []) for k in {**c.get("resources", {}).get("limits", {}), **c.get("resources", {}).get("requests", {})}
+                   if k.startswith("hugepages-")})
+
+
+def _device(cluster: Cluster, plan: PoolPlan, node: Node) -> Step:
+    resource = plan.mechanism.resource
+    plugins = sorted(a.name for a in cluster.agents if a.why_not_on(node) is None and resource in a.advertises(node))
+    if not plugins:
+        candidates = [f"{a.name}: {a.why_not_on(node)}" for a in cluster.agents if resource in a.advertises(node)]
+        return Step("device", False, f"no device plugin advertises {resource} on pool {plan.name}" + (f" ({'; '.join(candidates)})" if candidates else ""))
+    if len(plugins) > 1:
+        return Step("device", False, f"{len(plugins)} device plugins advertise {resource} on pool {plan.name}: {', '.join(plugins)}")
+    return Step("device", True, f"{plugins[0]} advertises {resource}")
+
+
+def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict | None = None) -> Landing:
+    job = job or job_for(cluster, team, plan, shape)
+    pod = job["spec"]["template"]["spec"]
+    count = int(job["spec"].get("parallelism", 1))
+    requests = requested_extended(pod)
+    steps: list[Step] = []
+    flavor = None
+    provisioned = False
+    if team is not None and cluster.stack.quotas == "kueue":
+        step, pod, flavor = kueue_admission(cluster, team, plan, job)
+        provisioned = "ProvisioningRequest" in step.detail
+        steps.append(step)
+    elif team is not None:
+        steps.append(resourcequota_admission(cluster, team, plan, job))
+    node = pool_node(cluster, plan, pod)
+    steps.append(_schedule(cluster, plan, node, pod))
+    per_node = max(1, plan.units_per_node // max(1, requests.get(plan.mechanism.resource, 1)))
+    steps.append(_node(cluster, plan, pod, math.ceil(count / per_node), provisioned))
+    steps.append(_ready(cluster, node, pod))
+    steps.append(_device(cluster, plan, node))
+    return Landing(team.team.name if team else None, plan.name, shape, _words(shape, plan, count, requests), tuple(steps), flavor)
+
+
+def landing_check(stack: StackConfig, plans: list[PoolPlan] | None = None) -> list[Landing]:
+    """Every team x every pool it has quota on x every shape; without teams, every pool's own Job."""
+    cluster = cluster_of(stack, plans)
+    out = []
+    if cluster.teams:
+        for team in cluster.teams:
+            for plan in team.pools:
+                if team.nominal.get(plan.name, 0) <= 0 and team.borrowing_limit() == 0:
+                    continue
+                out += [land(cluster, team, plan, shape) for shape in shapes(cluster, plan)]
+    else:
+        for plan in cluster.plans:
+            out += [land(cluster, None, plan, shape) for shape in shapes(cluster, plan)]
+    return out

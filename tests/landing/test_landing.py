@@ -1,0 +1,285 @@
+"""The landing check: each rule in a case that lands and in one that does not, naming the step that stops it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpupools.core.pools import Taint
+from gpupools.landing import check
+from gpupools.landing.check import Cluster, cluster_of, land, landing_check
+from gpupools.landing.scheduling import runs_on, selects, tolerates, untolerated
+from gpupools.pools.planning import plan_pools
+from gpupools.queues import kueue
+from gpupools.validation.stack import validate_stack
+
+from tests.conftest import ROOT, stack_config
+
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+def example(name: str):
+    return validate_stack(yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"])
+
+
+def verdict(cluster: Cluster, team: str | None, pool: str, shape: str):
+    t = next((x for x in cluster.teams if x.team.name == team), None)
+    plan = next(p for p in cluster.plans if p.name == pool)
+    return land(cluster, t, plan, shape)
+
+
+def obj(cluster: Cluster, kind: str, name: str) -> dict:
+    return next(o for o in cluster.objects if o["kind"] == kind and o["metadata"]["name"] == name)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Kubernetes' own matching rules
+
+
+@pytest.mark.parametrize("toleration, lands", [
+    ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, True),
+    ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}, True),  # empty effect: every effect
+    ({"operator": "Exists"}, True),  # empty key with Exists: every taint
+    ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "absent", "effect": "NoSchedule"}, False),
+    ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, False),
+    ({"key": "other", "operator": "Exists"}, False),
+    ({"operator": "Equal", "value": "present"}, False),  # Equal needs a key
+])
+def test_toleration_matching_follows_kubernetes(toleration, lands):
+    assert tolerates(toleration, Taint("nvidia.com/gpu", "present", "NoSchedule")) is lands
+
+
+def test_prefer_no_schedule_taints_never_block():
+    assert untolerated([], [Taint("a", "b", "PreferNoSchedule")]) == []
+    assert untolerated([], [Taint("a", "b", "NoExecute")]) == [Taint("a", "b", "NoExecute")]
+
+
+@pytest.mark.parametrize("operator, values, labels, match", [
+    ("In", ["a"], {"k": "a"}, True), ("In", ["a"], {"k": "b"}, False), ("In", ["a"], {}, False),
+    ("NotIn", ["false"], {}, True), ("NotIn", ["false"], {"k": "false"}, False), ("NotIn", ["false"], {"k": "true"}, True),
+    ("Exists", [], {"k": ""}, True), ("Exists", [], {}, False),
+    ("DoesNotExist", [], {}, True), ("DoesNotExist", [], {"k": "x"}, False),
+    ("Gt", ["3"], {"k": "4"}, True), ("Gt", ["3"], {"k": "3"}, False), ("Lt", ["3"], {"k": "2"}, True), ("Lt", ["3"], {"k": "x"}, False),
+])
+def test_node_affinity_operators(operator, values, labels, match):
+    pod = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "k", "operator": operator, "values": values}]}]}}}}
+    assert (selects(pod, labels) is None) is match
+
+
+def test_terms_are_ored_and_an_empty_term_matches_nothing():
+    terms = [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"matchExpressions": [{"key": "b", "operator": "Exists"}]}]
+    pod = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}
+    assert selects(pod, {"b": "1"}) is None and selects(pod, {"c": "1"}) is not None
+    empty = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}}
+    assert selects(empty, {"a": "1"}) is not None
+    assert runs_on({"nodeSelector": {"a": "1"}}, {"a": "2"}, []) == "nodeSelector a=1 (the node has a=2)"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Every example stack: every team's job lands
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_every_job_of_every_example_stack_lands(name):
+    verdicts = landing_check(example(name))
+    assert verdicts
+    assert [(v.team, v.pool, v.shape, v.failing) for v in verdicts if not v.lands] == []
+
+
+def test_the_check_covers_every_team_pool_and_shape():
+    verdicts = landing_check(example("dev-aws"))
+    got = {(v.team, v.pool, v.shape) for v in verdicts}
+    assert ("research", "pretrain", "gang") in got and ("research", "train", "node") in got and ("search", "batch", "unit") in got
+    assert not any(v.team == "search" and v.pool == "train" for v in verdicts)  # no quota there
+    assert not any(v.pool == "infer" and v.shape == "node" for v in verdicts)  # one GPU per node: no whole-node shape
+
+
+def test_plan_json_carries_the_landing_list(stack_file):
+    from typer.testing import CliRunner
+
+    from gpupools.cli.main import app
+
+    result = CliRunner().invoke(app, ["plan", "--stack", "dev-aws", "--json"])
+    assert result.exit_code == 0, result.output
+    landing = json.loads(result.output)["landing"]
+    assert landing and all({"team", "pool", "shape", "lands", "step", "reason", "chain"} <= set(v) for v in landing)
+    assert all(v["lands"] for v in landing)
+    text = CliRunner().invoke(app, ["plan", "--stack", "dev-aws"], terminal_width=200).output
+    assert "landing: each team's Job" in text and "research: 6 of 6 land (train unit node; infer unit; pretrain unit node gang)" in text
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One toleration, one label, one admission check less: the verdict turns and names the step
+
+
+@pytest.fixture
+def aws_cluster():
+    return cluster_of(example("dev-aws"))
+
+
+def test_a_flavor_without_the_gpu_toleration_stops_at_scheduling(aws_cluster):
+    assert verdict(aws_cluster, "research", "train", "unit").lands
+    flavor = obj(aws_cluster, "ResourceFlavor", "train")
+    flavor["spec"]["tolerations"] = []
+    # The Job from `gpupools workload --pool` tolerates the taint itself; a Job that relies on its queue does not.
+    job = check.job_for(aws_cluster, aws_cluster.teams[0], next(p for p in aws_cluster.plans if p.name == "train"), "unit")
+    job["spec"]["template"]["spec"]["tolerations"] = []
+    v = land(aws_cluster, aws_cluster.teams[0], next(p for p in aws_cluster.plans if p.name == "train"), "unit", job)
+    assert not v.lands and v.failing.name == "schedule" and "nvidia.com/gpu=present:NoSchedule" in v.failing.detail
+
+
+def test_a_flavor_whose_node_label_no_node_carries_stops_the_job(aws_cluster):
+    flavor = obj(aws_cluster, "ResourceFlavor", "train")
+    flavor["spec"]["nodeLabels"] = {**flavor["spec"]["nodeLabels"], "gpupools.io/gpu": "H100"}
+    v = verdict(aws_cluster, "research", "train", "unit")
+    assert not v.lands and v.failing.name == "schedule" and "gpupools.io/gpu=H100" in v.failing.detail
+
+
+def test_a_missing_admission_check_keeps_the_job_waiting():
+    cluster = cluster_of(example("dev-gcp-dws"))
+    assert verdict(cluster, "research", "h100", "unit").lands
+    assert "ProvisioningRequest" in verdict(cluster, "research", "h100", "unit").steps[0].detail
+    cluster.objects = [o for o in cluster.objects if o["kind"] != "AdmissionCheck"]
+    v = verdict(cluster, "research", "h100", "unit")
+    assert not v.lands and v.failing.name == "queue" and "AdmissionCheck h100-provisioning" in v.failing.detail
+
+
+def test_gke_queued_nodes_are_tolerated_by_flavor_and_job():
+    """GKE taints queued-provisioning nodes cloud.google.com/gke-queued; without the flavor's toleration (which Kueue
+    adds on admission, and nothing else does) the pods never schedule."""
+    cluster = cluster_of(example("dev-gcp-dws"))
+    flavor = obj(cluster, "ResourceFlavor", "h100")
+    assert {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"} in flavor["spec"]["tolerations"]
+    flavor["spec"]["tolerations"] = [t for t in flavor["spec"]["tolerations"] if t["key"] != "cloud.google.com/gke-queued"]
+    plan = next(p for p in cluster.plans if p.name == "h100")
+    job = check.job_for(cluster, cluster.teams[0], plan, "unit")
+    pod = job["spec"]["template"]["spec"]
+    pod["tolerations"] = [t for t in pod["tolerations"] if t["key"] != "cloud.google.com/gke-queued"]
+    v = land(cluster, cluster.teams[0], plan, "unit", job)
+    assert not v.lands and v.failing.name == "schedule" and "cloud.google.com/gke-queued" in v.failing.detail
+
+
+def test_a_readiness_reporter_that_does_not_tolerate_the_startup_taint_leaves_nodes_unready(aws_cluster):
+    reporter = next(a for a in aws_cluster.agents if a.name == "gpupools-gpu-ready-reporter")
+    tolerations = [t for t in reporter.pod["tolerations"] if not t["key"].startswith("readiness.k8s.io/")]
+    aws_cluster.agents[aws_cluster.agents.index(reporter)] = check.node_agents.Agent(
+        reporter.name, reporter.source, pod={**reporter.pod, "tolerations": tolerations}, clears=reporter.clears)
+    v = verdict(aws_cluster, "research", "train", "unit")
+    assert not v.lands and v.failing.name == "ready" and "readiness.k8s.io/gpupools-gpu-ready" in v.failing.detail
+
+
+def test_discovery_that_does_not_tolerate_the_pool_leaves_no_device_plugin(aws_cluster):
+    nfd = next(a for a in aws_cluster.agents if a.name == "node-feature-discovery worker")
+    aws_cluster.agents[aws_cluster.agents.index(nfd)] = check.node_agents.Agent(nfd.name, nfd.source, pod={"tolerations": []}, labels=nfd.labels)
+    v = verdict(aws_cluster, "research", "train", "unit")
+    assert not v.lands and v.failing.name == "ready" or v.failing.name == "device"
+    assert "device" in [s.name for s in v.steps if not s.ok]
+
+
+def test_two_device_plugins_on_one_pool_are_a_fault(aws_cluster):
+    aws_cluster.agents.append(check.node_agents.Agent("another device plugin", "test", pod={"tolerations": [{"operator": "Exists"}]},
+                                                      advertises=lambda node: frozenset({node.pool.mechanism.resource})))
+    v = verdict(aws_cluster, "search", "infer", "unit")
+    assert not v.lands and v.failing.name == "device" and "2 device plugins" in v.failing.detail
+
+
+def test_a_bottlerocket_pool_is_served_by_the_image_and_not_by_the_operator(aws_cluster):
+    v = verdict(aws_cluster, "search", "batch", "unit")
+    assert v.lands and v.steps[-1].detail == "Bottlerocket device plugin advertises nvidia.com/gpu"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Kueue: topology-aware flavors, quota and borrowing
+
+
+def fabric_stack(**pool):
+    config = stack_config("aws", pools=[{"name": "train", "instanceType": "p5.48xlarge", "maxNodes": 4, "zones": ["us-east-1a"], **pool},
+                                        {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}],
+                          teams=[{"name": "ml", "gpus": {"train": 32, "infer": 1}}])
+    config["aws:region"] = "us-east-1"
+    return validate_stack(config)
+
+
+def test_a_topology_aware_flavor_on_a_pool_that_scales_from_zero_never_admits():
+    """Kueue's TAS counts only Ready nodes: forcing the flavor topology-aware on a Karpenter pool at zero nodes stops
+    every job at the queue, which is why gpupools gives such pools a plain flavor."""
+    stack = fabric_stack()
+    cluster = cluster_of(stack)
+    assert "topologyName" not in obj(cluster, "ResourceFlavor", "train")["spec"]
+    assert verdict(cluster, "ml", "train", "gang").lands
+    obj(cluster, "ResourceFlavor", "train")["spec"]["topologyName"] = kueue.TOPOLOGY
+    plan = next(p for p in cluster.plans if p.name == "train")
+    job = check.job_for(cluster, cluster.teams[0], plan, "gang")
+    job["spec"]["template"]["metadata"]["annotations"][kueue.PREFERRED_TOPOLOGY] = "kubernetes.io/hostname"
+    v = land(cluster, cluster.teams[0], plan, "gang", job)
+    assert not v.lands and v.failing.name == "queue" and "counts only Ready nodes" in v.failing.detail
+
+
+def test_a_fixed_fabric_pool_is_topology_aware_and_its_jobs_say_what_topology_they_want():
+    cluster = cluster_of(fabric_stack(minNodes=4))
+    assert obj(cluster, "ResourceFlavor", "train")["spec"]["topologyName"] == kueue.TOPOLOGY
+    unit = check.job_for(cluster, cluster.teams[0], next(p for p in cluster.plans if p.name == "train"), "unit")
+    assert unit["spec"]["template"]["metadata"]["annotations"][kueue.UNCONSTRAINED_TOPOLOGY] == "true"
+    assert all(verdict(cluster, "ml", "train", s).lands for s in ("unit", "node", "gang"))
+
+
+def test_a_job_without_topology_on_a_mixed_queue_is_refused_by_the_topology_aware_flavor():
+    """kueue tas_flavorassigner.go: "supports only TopologyAwareScheduling" unless every flavor of the queue is."""
+    cluster = cluster_of(fabric_stack(minNodes=4))
+    plan = next(p for p in cluster.plans if p.name == "train")
+    job = check.job_for(cluster, cluster.teams[0], plan, "unit")
+    del job["spec"]["template"]["metadata"]["annotations"][kueue.UNCONSTRAINED_TOPOLOGY]
+    v = land(cluster, cluster.teams[0], plan, "unit", job)
+    assert not v.lands and v.failing.name == "queue" and "supports only TopologyAwareScheduling" in v.failing.detail
+
+
+def test_a_gang_beyond_what_the_queue_can_reach_stays_queued_and_borrowing_lets_it_in():
+    config = stack_config("aws", pools=[{"name": "train", "instanceType": "p5.48xlarge", "maxNodes": 4, "zones": ["us-east-1a"]}],
+                          teams=[{"name": "a", "gpus": {"train": 8}, "borrow": "none"}, {"name": "b", "gpus": {"train": 24}}])
+    config["aws:region"] = "us-east-1"
+    cluster = cluster_of(validate_stack(config))
+    v = verdict(cluster, "a", "train", "gang")
+    assert not v.lands and v.failing.name == "queue" and "the queue can reach 8 there" in v.failing.detail
+    config["gpupools:teams"][0]["borrow"] = "all"
+    assert verdict(cluster_of(validate_stack(config)), "a", "train", "gang").lands
+
+
+def test_gpupools_check_fails_when_a_job_cannot_land(stack_file):
+    from typer.testing import CliRunner
+
+    from gpupools.cli.main import app
+
+    config = stack_config("aws", pools=[{"name": "train", "instanceType": "p5.48xlarge", "maxNodes": 4, "zones": ["us-east-1a"]}],
+                          teams=[{"name": "a", "gpus": {"train": 8}, "borrow": "none"}])
+    config["aws:region"] = "us-east-1"
+    result = CliRunner().invoke(app, ["check", "--config", str(stack_file(config)), "--json"])
+    assert result.exit_code == 1, result.output
+    found = [v for v in json.loads(result.output)["violations"] if v["policy"] == "team-jobs-land"]
+    assert len(found) == 1 and found[0]["level"] == "mandatory" and "gang job on pool train" in found[0]["message"]
+
+
+def test_workload_explain_prints_the_chain_as_comments():
+    from typer.testing import CliRunner
+
+    from gpupools.cli.main import app
+
+    result = CliRunner().invoke(app, ["workload", "--stack", "dev-aws", "--team", "research", "--pool", "train", "--explain"])
+    assert result.exit_code == 0, result.output
+    head = [line for line in result.output.splitlines() if line.startswith("#")]
+    assert head[0].startswith("# landing: lands on flavor train")
+    assert [line.split()[2].rstrip(":") for line in head[1:]] == ["queue", "schedule", "node", "ready", "device"]
+    assert yaml.safe_load(result.output)["kind"] == "Job"  # the comments keep it one applicable document
+
+
+def test_a_gang_asking_for_huge_pages_no_node_allocates_never_initializes(monkeypatch):
+    """A Karpenter NodeClaim initializes only once every requested resource is registered (kubernetes-sigs/karpenter
+    pkg/controllers/nodeclaim/lifecycle/initialization.go): huge pages the node never sets aside keep it uninitialized."""
+    assert verdict(cluster_of(example("dev-aws")), "research", "pretrain", "gang").lands
+    monkeypatch.setattr(check, "hugepages_registered", lambda plan: None)
+    v = verdict(cluster_of(example("dev-aws")), "research", "pretrain", "gang")
+    assert not v.lands and v.failing.name == "ready" and "hugepages-2Mi" in v.failing.detail and "NodeClaim never initializes" in v.failing.detail
