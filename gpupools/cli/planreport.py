@@ -23,10 +23,11 @@ from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.autoscaling.templates import eviction_guard
-from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL, resolve_installer
+from gpupools.core.sharing import resolve_installer
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, plan_fabrics
 from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
+from gpupools.monitoring.plan import DCGM_EXPORTER, OPERATOR_EXPORTER, exporter_per_pool, operands_off
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
                     NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
@@ -89,7 +90,24 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
     return rows
 
 
-def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None) -> Table:
+def metrics_line(stack: StackConfig, plan: PoolPlan, exporters: list[str]) -> str:
+    """What exports the pool's GPU metrics (`exporter_per_pool`); anything but one exporter is said as a fault."""
+    scraped = "" if stack.monitoring.enabled else "; not scraped: gpupools:monitoring is off"
+    if len(exporters) > 1:
+        return f"{len(exporters)} DCGM exporters ({', '.join(exporters)}): every GPU is reported twice"
+    if not exporters:
+        return "none: no DCGM exporter runs on these nodes, so no utilization, idle cost or GPU fault alerts"
+    if exporters[0] == OPERATOR_EXPORTER:
+        return "the GPU Operator's dcgm-exporter" + scraped
+    line = f"dcgm-exporter chart {DCGM_EXPORTER.default_version} (release {DCGM_EXPORTER.release})"
+    if operands_off(plan):
+        line += ": the GPU Operator's operands, its exporter included, stay off these nodes"
+    return line + scraped
+
+
+def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None,
+               exporters: list[str] | None = None) -> Table:
+    """`exporters`: the pool's entry of `exporter_per_pool` for the whole stack (worked out here when not given)."""
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
     table.add_column(style="bold")
@@ -122,9 +140,9 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     repair = pool_repair(stack, plan, autoscaler)
     table.add_row("broken GPU", repair.detects)
     table.add_row("repair", repair.then)
-    if DEPLOY_OPERANDS_LABEL in m.node_labels:
-        table.add_row("GPU metrics", "none: the GPU Operator's operands, DCGM exporter included, stay off Bottlerocket nodes; GPU faults still "
-                                     "reach the node monitoring agent's conditions and their alerts")
+    if exporters is None:
+        exporters = exporter_per_pool(stack, plan_pools(stack)).get(plan.name, [])
+    table.add_row("GPU metrics", metrics_line(stack, plan, exporters))
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER
@@ -160,8 +178,9 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         console.print(f"note: {note}", markup=False)
     for line in cluster_control_lines(stack):
         console.print(line, markup=False)
+    exporters = exporter_per_pool(stack, plans)
     for plan, verdict in zip(plans, scale_ups(stack, plans)):
-        console.print(pool_table(stack, plan, result, verdict, changes))
+        console.print(pool_table(stack, plan, result, verdict, changes, exporters[plan.name]))
     for change in changes or []:
         if change.action == "delete":
             console.print(f"change: {change.summary} (no longer in the stack)", markup=False)

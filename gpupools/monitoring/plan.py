@@ -14,11 +14,12 @@ from gpupools.monitoring.alerting import RECEIVERS_SECRET, alertmanager_config, 
 from gpupools.stack.config import StackConfig
 from gpupools.monitoring.dashboards import dashboards
 from gpupools.queues.kueue import queue_namespaces
-from gpupools.core.pools import GPU_LABEL, PoolPlan
+from gpupools.clouds.registry import cloud_module
+from gpupools.core.pools import GPU_LABEL, PoolPlan, Taint
 from gpupools.monitoring.promql import KSM_NODE_LABELS_ALLOWLIST
 from gpupools.monitoring.rules import rules_file_text, rules_for, vgpu_shares
-from gpupools.core.sharing import resolve_installer
-from gpupools.pools.software import HAMI_CHART, Chart, Release, gpu_tolerations, hami_served, namespace
+from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL, resolve_installer
+from gpupools.pools.software import GPU_OPERATOR, HAMI_CHART, Chart, Release, gpu_tolerations, hami_served, namespace, software_plan
 
 NAMESPACE = "gpupools-monitoring"
 KUBE_PROMETHEUS_STACK = Chart("kube-prometheus-stack", "kube-prometheus-stack", "https://prometheus-community.github.io/helm-charts",
@@ -86,21 +87,58 @@ def kube_prometheus_stack_values(stack: StackConfig) -> dict:
     return values
 
 
-def needs_standalone_exporter(stack: StackConfig) -> bool:
-    """The GPU Operator brings its own dcgm-exporter; every other installer needs the standalone chart."""
-    return resolve_installer(stack.cloud, stack.gpu_software.installer) != "gpu-operator"
+# The GPU Operator's exporter DaemonSet selects nodes labelled `nvidia.com/gpu.deploy.dcgm-exporter: "true"`
+# (NVIDIA/gpu-operator v26.7.0 assets/state-dcgm-exporter/0800_daemonset.yaml), a label the operator puts on every GPU
+# node unless the node already has a value for it, and takes off all such labels from nodes labelled
+# `nvidia.com/gpu.deploy.operands=false` (controllers/state_manager.go: addGPUStateLabels, hasOperandsDisabled).
+DEPLOY_DCGM_EXPORTER_LABEL = "nvidia.com/gpu.deploy.dcgm-exporter"
+# Names `exporter_per_pool` gives the two exporters: the operator's DaemonSet (its Service is nvidia-dcgm-exporter,
+# NVIDIA/gpu-operator assets/state-dcgm-exporter/0400_service.yaml) and the standalone chart's release.
+OPERATOR_EXPORTER = f"{GPU_OPERATOR.release}/nvidia-dcgm-exporter"
+STANDALONE_EXPORTER = DCGM_EXPORTER.release
+
+
+def operands_off(plan: PoolPlan) -> bool:
+    """The pool's nodes tell the GPU Operator to run none of its operands there (Bottlerocket pools)."""
+    return plan.labels.get(DEPLOY_OPERANDS_LABEL) == "false"
+
+
+def standalone_exporter_pools(stack: StackConfig, plans: list[PoolPlan]) -> list[PoolPlan]:
+    """The pools no GPU Operator dcgm-exporter covers, which the standalone chart must: every pool when the stack
+    installs no operator (GKE's own driver installer, `installer: device-plugin`), else the pools whose nodes turn the
+    operator's operands off. HAMi pools keep the operator's exporter: they only turn its device plugin off."""
+    if resolve_installer(stack.cloud, stack.gpu_software.installer) != "gpu-operator":
+        return list(plans)
+    return [p for p in plans if operands_off(p)]
 
 
 def dcgm_exporter_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
+    """The standalone exporter for `plans` (the pools of `standalone_exporter_pools`), and for no other pool."""
     installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    match = [{"key": GPU_LABEL, "operator": "Exists"}]
+    if installer == "gpu-operator":
+        # Beside the operator only where its operands are off: the exact complement of the nodes its own exporter
+        # runs on, so no GPU is exported twice (the readiness gate's rule selects the other side, NotIn [false]).
+        match.append({"key": DEPLOY_OPERANDS_LABEL, "operator": "In", "values": ["false"]})
     values: dict = {
         "serviceMonitor": {"enabled": True, "additionalLabels": service_monitor_labels(stack) or {}, "relabelings": SCRAPE_RELABELINGS},
         "tolerations": gpu_tolerations(stack, plans),
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": GPU_LABEL, "operator": "Exists"}]}]}}},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": match}]}}},
         # Per-pod attribution (namespace, pod, container labels) comes from the kubelet's pod-resources socket.
+        # Bottlerocket's kubelet runs with --root-dir /var/lib/kubelet (bottlerocket-core-kit
+        # packages/kubernetes-1.31/kubelet-exec-start-conf), so the chart's default path holds there too; its device
+        # plugin is NVIDIA's k8s-device-plugin, which registers GPUs with the kubelet by UUID whatever its
+        # device-id-strategy (k8s-device-plugin internal/rm/devices.go: dev.ID = uuid; the strategy only changes the
+        # IDs handed to the runtime, internal/plugin/server.go deviceIDsFromAnnotatedDeviceIDs), and UUIDs are what
+        # dcgm-exporter matches by default (--kubernetes-gpu-id-type uid, pkg/cmd/app.go).
         "kubeletPath": KUBELET_POD_RESOURCES,
     }
+    # The chart's default securityContext (capabilities add SYS_ADMIN) stays: besides DCGM's profiling metrics it is
+    # what lets the exporter see the GPUs on Bottlerocket, whose NVIDIA hook ignores the image's
+    # NVIDIA_VISIBLE_DEVICES=all in unprivileged containers (accept-nvidia-visible-devices-envvar-when-unprivileged =
+    # false, bottlerocket-core-kit packages/nvidia-container-toolkit/nvidia-container-toolkit-config-k8s) and counts a
+    # container with CAP_SYS_ADMIN in its bounding set as privileged (nvidia-container-toolkit
+    # internal/config/image/privileged.go IsPrivileged; cmd/nvidia-container-runtime-hook/container_config.go getDevices).
     if stack.cloud == "gcp" and installer == "cloud":
         values.update({
             "extraHostVolumes": [{"name": "nvidia-install-dir-host", "hostPath": GKE_DRIVER_HOST_PATH}],
@@ -169,8 +207,9 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
     vgpu = bool(hami_served(plans))
     queues = bool(queue_namespaces(stack))
     out = MonitoringPlan(rules=rules_for(stack), dashboards=dashboards(m.idle, vgpu, queues) if m.grafana else {})
-    standalone = needs_standalone_exporter(stack)
-    out.objects.append(namespace(NAMESPACE, privileged=standalone))
+    standalone = standalone_exporter_pools(stack, plans)
+    # The standalone exporter mounts a host path and adds SYS_ADMIN, which only the privileged Pod Security level admits.
+    out.objects.append(namespace(NAMESPACE, privileged=bool(standalone)))
     if standalone and stack.cloud == "gcp":
         # GKE admits system-node-critical pods (the exporter chart's priority class) outside kube-system only under a quota.
         out.objects.append({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": GKE_QUOTA, "namespace": NAMESPACE},
@@ -185,12 +224,87 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
         if m.grafana:
             out.grafana_secret = GRAFANA_ADMIN_SECRET
     if standalone:
-        out.releases.append(Release(DCGM_EXPORTER, DCGM_EXPORTER.default_version, dcgm_exporter_values(stack, plans)))
+        out.releases.append(Release(DCGM_EXPORTER, DCGM_EXPORTER.default_version, dcgm_exporter_values(stack, standalone)))
     out.objects.append(prometheus_rule(stack, out.rules))
     if vgpu:
         out.objects += hami_service_monitors(stack)
     for filename, dashboard in out.dashboards.items():
         out.objects.append(dashboard_config_map(filename, dashboard))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Exporters per pool: one each, or GPUs go unseen (none) or are counted twice (two)
+
+
+def node_taints(stack: StackConfig, plan: PoolPlan) -> list[Taint]:
+    """The taints a running node of the pool keeps: the pool's own and those its cloud adds (AKS spot). Startup
+    taints are left out: they only delay DaemonSet pods until the node is ready."""
+    extra = [Taint(t["key"], t.get("value", ""), t["effect"]) for t in cloud_module(stack.cloud).extra_tolerations(plan)]
+    return [*plan.taints, *(t for t in extra if t not in plan.taints)]
+
+
+def tolerates(toleration: dict, taint: Taint) -> bool:
+    """Kubernetes' rule (k8s.io/api core/v1 toleration.go, ToleratesTaint): same effect or none, and the same key
+    (any key for Exists without one) with the same value unless the operator is Exists."""
+    if toleration.get("effect") and toleration["effect"] != taint.effect:
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.key
+    return toleration.get("key") == taint.key and toleration.get("value", "") == taint.value
+
+
+def schedules_on(tolerations: list[dict], taints: list[Taint]) -> bool:
+    return all(any(tolerates(t, taint) for t in tolerations) for taint in taints if taint.effect != "PreferNoSchedule")
+
+
+def _expression_holds(expression: dict, labels: dict[str, str]) -> bool:
+    key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator == "In":
+        return labels.get(key) in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    raise ValueError(f"node selector operator {operator!r} is not evaluated here")
+
+
+def selects(values: dict, labels: dict[str, str]) -> bool:
+    """Whether a chart's `nodeSelector` and required node affinity (terms ORed, expressions ANDed) pick a node."""
+    if any(labels.get(k) != v for k, v in (values.get("nodeSelector") or {}).items()):
+        return False
+    required = ((values.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+    return any(all(_expression_holds(e, labels) for e in term.get("matchExpressions", [])) for term in required["nodeSelectorTerms"])
+
+
+def operator_exports(labels: dict[str, str]) -> bool:
+    """The GPU Operator's exporter runs on a node with these labels (see DEPLOY_DCGM_EXPORTER_LABEL)."""
+    return labels.get(DEPLOY_OPERANDS_LABEL) != "false" and labels.get(DEPLOY_DCGM_EXPORTER_LABEL, "true") in ("true", "")
+
+
+def exporter_per_pool(stack: StackConfig, plans: list[PoolPlan], mplan: MonitoringPlan | None = None) -> dict[str, list[str]]:
+    """The DCGM exporters that run on each GPU pool's nodes, read back from the Helm values the stack deploys: the GPU
+    Operator's where its release enables dcgmExporter, its operands run on the pool and its DaemonSet tolerations
+    cover the pool's taints; the standalone chart's where its node affinity selects the pool's labels and its
+    tolerations cover the taints. Every pool should name exactly one. `mplan`: the stack's monitoring plan, if
+    already made."""
+    out: dict[str, list[str]] = {p.name: [] for p in plans}
+    operator = next((r for r in software_plan(stack, plans, operator_service_monitor(stack)).releases if r.chart.chart == GPU_OPERATOR.chart), None)
+    if operator is not None and operator.values.get("dcgmExporter", {}).get("enabled"):
+        tolerations = operator.values.get("daemonsets", {}).get("tolerations", [])
+        for p in plans:
+            if operator_exports(p.labels) and schedules_on(tolerations, node_taints(stack, p)):
+                out[p.name].append(OPERATOR_EXPORTER)
+    mplan = mplan if mplan is not None else monitoring_plan(stack, plans)
+    standalone = next((r for r in mplan.releases if r.chart.chart == DCGM_EXPORTER.chart), None) if mplan is not None else None
+    if standalone is not None:
+        for p in plans:
+            if selects(standalone.values, p.labels) and schedules_on(standalone.values.get("tolerations", []), node_taints(stack, p)):
+                out[p.name].append(STANDALONE_EXPORTER)
     return out
 
 

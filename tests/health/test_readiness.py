@@ -199,7 +199,7 @@ def test_bottlerocket_nodes_turn_every_operand_off():
     assert {"key": DEPLOY_OPERANDS_LABEL, "operator": "NotIn", "values": ["false"]} in readiness.NODE_SELECTOR["matchExpressions"]
 
 
-def test_the_plan_says_bottlerocket_pools_have_no_gpu_metrics():
+def test_the_plan_names_each_pools_gpu_metrics_exporter():
     from typer.testing import CliRunner
     from gpupools.cli.main import app
 
@@ -207,9 +207,10 @@ def test_the_plan_says_bottlerocket_pools_have_no_gpu_metrics():
     assert result.exit_code == 0, result.stderr
     text = " ".join(result.stdout.split())
     batch = text.split("pool batch creates", 1)[1].split(" price ", 1)[0]
-    assert "GPU metrics none: the GPU Operator's operands, DCGM exporter included, stay off Bottlerocket nodes" in batch
+    assert ("GPU metrics dcgm-exporter chart 4.8.2 (release dcgm-exporter): the GPU Operator's operands, its exporter included, "
+            "stay off these nodes") in batch
     infer = text.split("pool infer creates", 1)[1].split(" price ", 1)[0]
-    assert "GPU metrics" not in infer and f"starts with taint {readiness.READINESS_TAINT.key}" in infer
+    assert "GPU metrics the GPU Operator's dcgm-exporter" in infer and f"starts with taint {readiness.READINESS_TAINT.key}" in infer
 
 
 # --------------------------------------------------------------------------------------------------------------------

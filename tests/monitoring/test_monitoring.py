@@ -261,6 +261,8 @@ def unknown_keys(values, defaults, path=(), chart="") -> list[str]:
     (stack_config("gcp"), "dcgm-exporter", "dcgm-exporter"),
     (stack_config("gcp"), "kube-prometheus-stack", "helm-charts"),
     (stack_config("aws", gpuSoftware={"installer": "device-plugin"}), "dcgm-exporter", "dcgm-exporter"),
+    # Beside the GPU Operator, for the pools whose operands are off (Bottlerocket).
+    (stack_config("aws", pools=[{"name": "batch", "instanceType": "g6.xlarge", "os": "bottlerocket", "maxNodes": 2}]), "dcgm-exporter", "dcgm-exporter"),
 ])
 def test_every_values_key_exists_in_the_pinned_chart(config, chart, folder):
     ref = needs_reference()
