@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpupools.capacity.sources import placement_zones, reserved_marker
-from gpupools.clouds.aws import EFA_HUGE_PAGES, FABRIC_RESOURCE as EFA_RESOURCE, bottlerocket_settings, karpenter_capacity_types, reservation_selector_terms
-from gpupools.fabric.plan import FabricPlan
+from gpupools.capacity.sources import block_marker, placement_zones, reserved_marker
+from gpupools.clouds.aws import (HUGE_PAGE_MI, FABRIC_RESOURCE as EFA_RESOURCE, allocated_hugepages, bottlerocket_settings, fabric_user_data,
+                                 karpenter_capacity_types, node_hugepages, reservation_selector_terms)
+from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_on
 from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint
 from gpupools.core.sharing import GPU_RESOURCE
@@ -73,7 +74,7 @@ class NodeClassSpec:
 
     family: str  # al2023 | bottlerocket
     disk_gb: int
-    user_data: str | None  # Bottlerocket settings TOML
+    user_data: str | None  # Bottlerocket settings TOML, or AL2023's MIME archive (fabric pools: the EFA huge pages)
     efa: int = 0  # EFA-only interfaces, one per network card (fabric pools)
     placement_group: str | None = None  # the pool's cluster placement group (fabric pools)
     raid0: bool = False  # the instance store as one RAID0 array for ephemeral storage
@@ -90,8 +91,36 @@ def node_class_spec(plan: PoolPlan, fabric: FabricPlan | None = None) -> NodeCla
     reservations = json.dumps(terms, sort_keys=True) if terms else None
     if fabric is None:
         return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan), reservations=reservations)
-    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan), efa=fabric.devices,
+    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, node_user_data(plan, fabric.kind), efa=fabric.devices,
                          placement_group=fabric.placement_group, raid0=fabric.local_nvme_gb > 0, reservations=reservations)
+
+
+def node_user_data(plan: PoolPlan, fabric_kind: str | None) -> str | None:
+    """The node class's userData: Bottlerocket's device plugin settings and, on an EFA pool, the huge pages set aside at
+    boot (Karpenter builds the RAID0 array itself, instanceStorePolicy, so no RAID0 part)."""
+    settings = bottlerocket_settings(plan)
+    if fabric_kind is None:
+        return settings
+    return fabric_user_data(plan.pool.os == "bottlerocket", settings, False, node_hugepages(fabric_kind))
+
+
+def pool_fabric_kind(plan: PoolPlan) -> str | None:
+    """The fabric EKS gives the pool's nodes ("efa"), None without one, as `plan_fabric` decides it: on EKS that
+    depends on the pool alone (its instance type, sharing, fabric key and one zone)."""
+    if not fabric_on("aws", plan.pool, plan.sharing):
+        return None
+    return catalog_fabric("aws", plan.pool.instance_type).kind
+
+
+def hugepages_on_node(plan: PoolPlan) -> str | None:
+    """The hugepages-2Mi quantity a new node of the pool registers with the kubelet ("10256Mi"), None if it registers
+    none: what its userData sets aside at boot, read back from the userData itself (the EC2NodeClass's, which a
+    managed node group's launch template repeats: clouds.aws, fabric_launch_template_args).
+
+    The node images' sources set none aside by themselves (see clouds.aws, EFA_HUGE_PAGE_COUNT), so this is what a node
+    is sure to have; NodeOverlays and Jobs ask this function rather than assume the EFA driver's count."""
+    pages = allocated_hugepages(node_user_data(plan, pool_fabric_kind(plan)))
+    return f"{pages * HUGE_PAGE_MI}Mi" if pages else None
 
 
 def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
@@ -99,10 +128,10 @@ def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
     parts = [NAME_PREFIX + spec.family]
     if spec.disk_gb != ROOT_VOLUME_GB:
         parts.append(f"{spec.disk_gb}g")
-    if spec.user_data is not None:
+    if spec.family == "bottlerocket":  # its userData carries the device plugin's sharing settings
         m = plan.mechanism
         parts.append({"none": "whole", "time-slicing": f"ts{m.replicas}", "mps": f"mps{m.replicas}"}.get(m.mode) or f"mig-{m.mig_profile}")
-    if spec.placement_group is not None:  # one placement group per pool, so one node class per fabric pool
+    if spec.placement_group is not None or spec.efa:  # one placement group per pool, so one node class per fabric pool
         parts.append(f"fabric-{plan.name}")
     if spec.reservations is not None:
         parts.append(f"reserved-{plan.name}")  # reservations are the pool's own
@@ -189,7 +218,7 @@ def node_pool(plan: PoolPlan, node_class: str) -> dict:
     return {
         "apiVersion": NODE_POOL_API, "kind": "NodePool",
         "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name},
-                     **({"annotations": reserved_marker(plan.pool)} if reserved_marker(plan.pool) else {})},
+                     **({"annotations": markers} if (markers := {**reserved_marker(plan.pool), **block_marker(plan.pool)}) else {})},
         "spec": {
             "template": {
                 "metadata": {"labels": dict(plan.labels)},
@@ -227,12 +256,18 @@ def overlay_capacity(plan: PoolPlan) -> dict[str, int]:
 
 
 def node_overlay(plan: PoolPlan, fabric: FabricPlan | None = None) -> dict | None:
-    """With EFA, also the EFA driver's huge pages, which Karpenter's instance types do not list (Karpenter's own
+    """With EFA, also the huge pages the node sets aside, which Karpenter's instance types do not list (Karpenter's own
     NodeOverlay example adds `hugepages-2Mi`, docs/concepts/nodeoverlays.md); the EFA count Karpenter takes from the
-    node class's efa-only interfaces."""
+    node class's efa-only interfaces.
+
+    Only what the node registers (`hugepages_on_node`): an overlay changes Karpenter's simulation, not the node ("actual
+    node resources must be configured through other means", nodeoverlays.md, Limitations; huge pages only at boot), and
+    a NodeClaim whose pod asks for a resource the node never registers is never initialized (initialization.go,
+    RequestedResourcesRegistered)."""
     capacity: dict = dict(overlay_capacity(plan))
-    if fabric is not None and fabric.kind == "efa":
-        capacity["hugepages-2Mi"] = EFA_HUGE_PAGES
+    registered = hugepages_on_node(plan) if fabric is not None and fabric.kind == "efa" else None
+    if registered is not None:
+        capacity["hugepages-2Mi"] = registered
     if not capacity:
         return None
     return {

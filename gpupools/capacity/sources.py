@@ -124,6 +124,49 @@ def blocks(pool: Pool) -> list[Reservation]:
     return [r for r in reservations(pool) if r.kind == "capacity-block"]
 
 
+# Marks a pool whose capacity is a Capacity Block, so the policy pack can tell from the planned resources alone why its
+# EFA nodes have no placement group (a Karpenter node class selects reservations by id, which does not say their kind).
+CAPACITY_BLOCK_KEY = "gpupools.io/capacity-block"
+
+
+def block_marker(pool: Pool, key: str = CAPACITY_BLOCK_KEY) -> dict[str, str]:
+    return {key: "true"} if blocks(pool) else {}
+
+
+# A Capacity Block runs between a start and an end time (EC2 begins terminating its instances 30 minutes before the end,
+# EC2 user guide capacity-blocks-using; Karpenter deletes their NodeClaims 40 minutes before it, aws/karpenter-provider-aws
+# v1.14.1 pkg/controllers/capacityreservation/expiration/controller.go lines 47-49), and Kueue knows neither: a
+# ResourceFlavor is node labels and tolerations, a ClusterQueue's quota has no time, and its stopPolicy is a switch
+# someone must flip (kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go lines 132-144). What Kueue does offer is its
+# all-or-nothing wait: a workload admitted whose pods are not all ready within the timeout is evicted and requeued with
+# an exponential backoff, endlessly when no limit is set (kueue v0.19.2 apis/config/v1beta2/configuration_types.go lines
+# 302-329 and 402-440; pkg/controller/core/workload_controller.go lines 1229-1294, reconcileNotReadyTimeout). Kueue 0.19
+# turns it on by default with these very values (apis/config/v1beta2/defaults.go lines 99-117; the DisableWaitForPodsReady
+# gate, pkg/features/kube_features.go lines 49-52, is to go in 0.21); gpupools writes them into Kueue's Configuration
+# (queues/kueue.py, manager_configuration) so they stay what the plan says. A job's own bound is the label
+# `kueue.x-k8s.io/max-exec-time-seconds`, counted from admission, after which Kueue deactivates the workload
+# (pkg/controller/core/workload_controller.go lines 905-944): only whoever knows the block's end can set it.
+PODS_READY_TIMEOUT_MINUTES = 30
+REQUEUE_BACKOFF_BASE_SECONDS = 60
+REQUEUE_BACKOFF_MAX_SECONDS = 3600
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+
+
+def block_queue_lines(pool: Pool) -> list[str]:
+    """What Kueue quotas on a Capacity Block pool do and do not guarantee, in words for the plan's capacity row."""
+    if not blocks(pool):
+        return []
+    return [
+        "Kueue does not know the block's start and end: team quota on the block admits jobs before the block starts and after it ends",
+        f"a job admitted with no node to run on is evicted after {PODS_READY_TIMEOUT_MINUTES}m without all its pods ready and requeued, "
+        f"in the same flavor order (Kueue waitForPodsReady; backoff {REQUEUE_BACKOFF_BASE_SECONDS}s doubling to "
+        f"{run_text(REQUEUE_BACKOFF_MAX_SECONDS)}, no limit), so it holds the quota at most that long at a time",
+        f"not guaranteed: a job still running when the block's nodes are drained stops with them (a long job can carry "
+        f"{MAX_EXEC_TIME_LABEL}, counted from admission); after the block ends, its quota keeps admitting and requeuing jobs "
+        f"until the reservation is taken out of the stack",
+    ]
+
+
 def capacity_key_problems(pool: Pool, path: str) -> list[Problem]:
     """What no cloud can do: the same kind twice, hourly capacity before a reservation, DWS mixed with anything,
     `spot` beside a capacity list, zones a reservation does not have."""

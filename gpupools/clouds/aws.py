@@ -460,16 +460,34 @@ TOPOLOGY_LEVELS = (("layer-1", "topology.k8s.aws/network-node-layer-1"), ("layer
 FABRIC_ZONES = "one"
 
 
-def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
-    """How a fabric pool's nodes are kept close: its cluster placement group (description, group name)."""
-    name = f"{cluster_name}-{pool}"
+# Why a pool whose capacity is a Capacity Block gets no placement group. EC2 places a block's instances together itself:
+# "Capacity Blocks deliver low-latency, high-throughput network connectivity between the instances inside the Capacity
+# Block, so there is no need to use a cluster placement group with a Capacity Block" (EC2 user guide,
+# capacity-blocks-using), and a placement group beside the block can fail launches the block has room for: AWS
+# ParallelCluster warns "When using a capacity block reservation, a placement group constraint should not be set as
+# insufficient capacity errors may occur due to placement constraints outside of the reservation even if the capacity
+# reservation has remaining capacity" (aws/aws-parallelcluster v3.11.1, cli/src/pcluster/validators/ec2_validators.py
+# lines 588-599, PlacementGroupCapacityTypeValidator) and asks for no placement group on EFA queues that run on a block
+# (cluster_validators.py lines 383-385, EfaPlacementGroupValidator).
+BLOCK_PLACEMENT = "no placement group: Capacity Block instances are already placed together"
+
+
+def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None]:
+    """How a fabric pool's nodes are kept close (description, the cluster placement group to create or None): a
+    placement group of its own, or, for a pool whose capacity is a Capacity Block, the block's own placement. One
+    EC2NodeClass (or launch template) serves the whole pool, so hourly capacity listed after the block starts outside a
+    placement group too."""
+    if capacity.blocks(pool):
+        hourly = [k for k in capacity.kinds(pool) if k != capacity.RESERVED]
+        return BLOCK_PLACEMENT + (f" ({'/'.join(hourly)} nodes of the pool start without one too)" if hourly else ""), None
+    name = f"{cluster_name}-{pool.name}"
     return f"placement group {name}", name
 
 
 def placement_group_args(cluster_name: str, pool: str) -> dict:
     """A cluster placement group per fabric pool: its instances packed close in one zone's low-latency network
     (EC2 CreatePlacementGroup Strategy=cluster)."""
-    return {"name": fabric_placement(cluster_name, pool)[1], "strategy": "cluster",
+    return {"name": f"{cluster_name}-{pool}", "strategy": "cluster",
             "tags": {"gpupools.io/pool": pool, f"kubernetes.io/cluster/{cluster_name}": "owned"}}
 
 
@@ -497,49 +515,123 @@ def efa_network_interfaces(count: int, security_group_ids) -> list[dict]:
              "deleteOnTermination": "true"} for card in range(count)]
 
 
+# Huge pages for EFA. libfabric's EFA provider backs its bounce buffers with huge pages (ofiwg/libfabric
+# prov/efa/docs/overview.md), and EFA pods ask for them: the EKS user guide's NCCL test asks for hugepages-2Mi: 5120Mi
+# per p5.48xlarge worker, and says "Amazon EC2 instances with the EFA driver installed pre-allocate 5128 2MiB Huge
+# Pages" (awsdocs/amazon-eks-user-guide @ 4d52b4d0, latest/ug/ml/node-efa.adoc lines 55 and 259).
+#
+# The node images gpupools runs do not set them aside at boot themselves, so gpupools does, in the nodes' userData:
+# - the EKS AL2023 NVIDIA AMI installs EFA with `efa_installer.sh --minimal -y` and nothing else touches huge pages
+#   (awslabs/amazon-eks-ami v20260724 @ 81fec2e8, templates/al2023/provisioners/install-efa.sh lines 52-53; the image's
+#   sysctl files, templates/al2023/runtime/rootfs/etc/sysctl.conf and sysctl.d/, set no vm.nr_hugepages); what the
+#   closed EFA installer does at boot cannot be read from the image's source;
+# - Bottlerocket computed 110 pages per CPU when an EFA device is attached (bottlerocket-os/bottlerocket-core-kit
+#   @ 22cee7be, sources/api/corndog/src/main.rs lines 28, 127-139 and 170-173, `generate-hugepages-setting`), wired as
+#   the setting generator of settings.kernel.sysctl."vm/nr_hugepages" from Bottlerocket 1.26 (bottlerocket PR 4290)
+#   until it was dropped (bottlerocket PR 4411, "defaults: drop setting generator for hugepages"): today's
+#   sources/shared-defaults/defaults.toml (@ 1397d7a7) has no generator for it, so a node allocates none by itself.
+# A Karpenter NodeClaim whose pods ask for a resource is initialized only once the node's allocatable has it
+# (kubernetes-sigs/karpenter v1.14.1 @ 6e7eab7a, pkg/controllers/nodeclaim/lifecycle/initialization.go lines
+# 130-146, RequestedResourcesRegistered), and the kubelet reports the huge pages set aside when it starts: pages
+# allocated later never register. So the pages are allocated before the kubelet starts, and what NodeOverlays and
+# cluster-autoscaler tags advertise is read back from this userData (`allocated_hugepages`).
+EFA_HUGE_PAGE_COUNT = 5128
+HUGE_PAGE_MI = 2
+EFA_HUGE_PAGES = f"{EFA_HUGE_PAGE_COUNT * HUGE_PAGE_MI}Mi"
+# What gpupools' userData sets: `vm.nr_hugepages` (AL2023) or `"vm/nr_hugepages"` (Bottlerocket).
+_NR_HUGEPAGES = re.compile(r'vm[./]nr_hugepages"?\s*=\s*"?(\d+)')
+MIME_BOUNDARY = "GPUPOOLS"
+
+
+def node_hugepages(fabric_kind: str | None) -> int:
+    """2 MiB huge pages gpupools has a new node of a pool set aside at boot: the EFA driver's count on EFA pools."""
+    return EFA_HUGE_PAGE_COUNT if fabric_kind == "efa" else 0
+
+
+def hugepages_bottlerocket(pages: int) -> str:
+    """Bottlerocket's kernel settings: corndog writes them before the kubelet starts (bottlerocket-core-kit
+    sources/api/corndog). The slash spelling is the key Bottlerocket 1.26-1.33 generated for EFA nodes: set by the user
+    it replaces the generated value instead of racing it (bottlerocket PR 4411 shows `vm.nr_hugepages` beside the
+    generated `vm/nr_hugepages` overwritten), and Bottlerocket's maintainers give it for 1.28 and later (bottlerocket
+    issue 4385)."""
+    return f'[settings.kernel.sysctl]\n"vm/nr_hugepages" = "{pages}"\n'
+
+
+def hugepages_script(pages: int) -> str:
+    """AL2023: a cloud-init script, which runs before nodeadm starts the kubelet (amazon-eks-ami
+    templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service: After=cloud-final.service). It never lowers a
+    count the image set aside itself, and a sysctl.d file keeps the pages over a reboot."""
+    return ("#!/bin/bash\n# Huge pages for EFA (libfabric's bounce buffers), set aside before the kubelet starts so it registers hugepages-2Mi.\n"
+            f"echo 'vm.nr_hugepages = {pages}' > /etc/sysctl.d/90-gpupools-efa-hugepages.conf\n"
+            f"[ \"$(cat /proc/sys/vm/nr_hugepages)\" -ge {pages} ] || sysctl -w vm.nr_hugepages={pages}\n")
+
+
+def mime_user_data(parts: list[tuple[str, str]]) -> str:
+    """A MIME multi-part archive, the userData form AL2023 nodes take and EKS and Karpenter merge their own NodeConfig
+    into (Karpenter docs, concepts/nodeclasses.md @ v1.14.1, spec.userData, AL2023)."""
+    body = "".join(f"--{MIME_BOUNDARY}\nContent-Type: {kind}\n\n{text}\n" for kind, text in parts)
+    return f"MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{MIME_BOUNDARY}\"\n\n{body}--{MIME_BOUNDARY}--\n"
+
+
 def raid0_user_data(bottlerocket: bool) -> str:
     """The instance store as one RAID0 array for the node's ephemeral storage, as Karpenter's instanceStorePolicy RAID0
     does it (aws/karpenter-provider-aws pkg/providers/amifamily/bootstrap/nodeadm.go: NodeConfig
     spec.instance.localStorage.strategy RAID0, which EKS merges with its own NodeConfig; bottlerocket.go: the
-    bootstrap command `apiclient ephemeral-storage init` then `bind`)."""
+    bootstrap command `apiclient ephemeral-storage init` then `bind`). Bottlerocket: TOML; AL2023: a NodeConfig part."""
     if bottlerocket:
         return ('[settings.bootstrap-commands.000-mount-instance-storage]\n'
                 'commands = [["apiclient", "ephemeral-storage", "init"], ["apiclient", "ephemeral-storage", "bind", "--dirs", '
                 '"/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]]\nmode = "always"\nessential = true\n')
-    return ("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"GPUPOOLS\"\n\n--GPUPOOLS\nContent-Type: application/node.eks.aws\n\n"
-            "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  instance:\n    localStorage:\n      strategy: RAID0\n\n--GPUPOOLS--\n")
+    return "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  instance:\n    localStorage:\n      strategy: RAID0\n"
 
 
-def fabric_launch_template_args(args: dict, efa: int, placement_group: str, security_group_ids, raid0: bool, bottlerocket: bool) -> dict:
-    """A fabric pool's launch template: EFA on every card, the pool's placement group, its instance store as RAID0."""
-    out = {**args, "networkInterfaces": efa_network_interfaces(efa, security_group_ids), "placement": {"groupName": placement_group}}
-    if raid0:
-        extra = raid0_user_data(bottlerocket)
-        if bottlerocket and "userData" in args:
-            extra = base64.b64decode(args["userData"]).decode() + "\n" + extra
-        out["userData"] = base64.b64encode(extra.encode()).decode()
+def fabric_user_data(bottlerocket: bool, settings: str | None, raid0: bool, hugepages: int) -> str | None:
+    """A fabric node's userData: Bottlerocket's settings TOML (`settings`: the device plugin's) with the instance store
+    and huge page settings, or AL2023's MIME archive of a RAID0 NodeConfig and the huge page script. Karpenter sets up
+    RAID0 itself (instanceStorePolicy), so its node classes pass raid0=False."""
+    if bottlerocket:
+        toml = [t for t in (settings, raid0_user_data(True) if raid0 else None, hugepages_bottlerocket(hugepages) if hugepages else None) if t]
+        return "\n".join(toml) or None
+    parts = ([("application/node.eks.aws", raid0_user_data(False))] if raid0 else []) + \
+            ([('text/x-shellscript; charset="us-ascii"', hugepages_script(hugepages))] if hugepages else [])
+    return mime_user_data(parts) if parts else None
+
+
+def allocated_hugepages(user_data: str | None) -> int:
+    """2 MiB huge pages a node set aside at boot by this userData (the largest count it sets), 0 when it sets none."""
+    return max((int(n) for n in _NR_HUGEPAGES.findall(user_data or "")), default=0)
+
+
+def fabric_launch_template_args(args: dict, efa: int, placement_group: str | None, security_group_ids, raid0: bool, bottlerocket: bool,
+                                hugepages: int = EFA_HUGE_PAGE_COUNT) -> dict:
+    """A fabric pool's launch template: EFA on every card, the pool's placement group (none on a Capacity Block), its
+    instance store as RAID0, the EFA driver's huge pages."""
+    out = {**args, "networkInterfaces": efa_network_interfaces(efa, security_group_ids)}
+    if placement_group is not None:
+        out["placement"] = {"groupName": placement_group}
+    settings = base64.b64decode(args["userData"]).decode() if bottlerocket and "userData" in args else None
+    user_data = fabric_user_data(bottlerocket, settings, raid0, hugepages)
+    if user_data is not None:
+        out["userData"] = base64.b64encode(user_data.encode()).decode()
     return out
 
 
 def fabric_pod(count: int) -> dict:
     """What a pod on an EFA node needs beside its GPUs: every EFA interface, and the huge pages the EFA driver's
     nodes set aside (EKS user guide ml/node-efa.adoc: each p5.48xlarge worker asks for vpc.amazonaws.com/efa: 32 and
-    hugepages-2Mi: 5120Mi). Env after aws-samples/awsome-distributed-training (nccl-tests.yaml: FI_PROVIDER=efa;
-    FSDP example: NCCL_SOCKET_IFNAME=^lo, TORCH_NCCL_ASYNC_ERROR_HANDLING=1); with current libfabric and aws-ofi-nccl
-    no other FI_* setting is needed (1.architectures/efa-cheatsheet.md)."""
+    hugepages-2Mi: 5120Mi; the Job builder asks for no more than the node registers). Env after
+    aws-samples/awsome-distributed-training (nccl-tests.yaml: FI_PROVIDER=efa; FSDP example: NCCL_SOCKET_IFNAME=^lo,
+    TORCH_NCCL_ASYNC_ERROR_HANDLING=1); with current libfabric and aws-ofi-nccl no other FI_* setting is needed
+    (1.architectures/efa-cheatsheet.md)."""
     return {"limits": {FABRIC_RESOURCE: count, "hugepages-2Mi": "5120Mi", "memory": "64Gi"},
             "env": {"FI_PROVIDER": "efa", "NCCL_SOCKET_IFNAME": "^lo", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
             "capabilities": []}
 
 
-# Nodes with the EFA driver set aside 5128 huge pages of 2 MiB (EKS user guide ml/node-efa.adoc), which EFA jobs ask for;
-# an autoscaler's picture of a new node must hold them for such a pod to wake the pool.
-EFA_HUGE_PAGES = f"{5128 * 2}Mi"
-
-
 def fabric_node_resources(efa: int) -> dict[str, str]:
-    """What a new EFA node offers beside its GPUs, as an autoscaler must be told."""
-    return {FABRIC_RESOURCE: str(efa), "hugepages-2Mi": EFA_HUGE_PAGES}
+    """What a new EFA node offers beside its GPUs, as an autoscaler must be told: its EFA interfaces and the huge pages
+    its launch template sets aside (`fabric_launch_template_args`)."""
+    return {FABRIC_RESOURCE: str(efa), "hugepages-2Mi": f"{node_hugepages('efa') * HUGE_PAGE_MI}Mi"}
 
 
 # --------------------------------------------------------------------------------------------------------------------

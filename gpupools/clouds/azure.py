@@ -435,9 +435,9 @@ FABRIC_ZONES = "at most one"
 INFINIBAND_FEATURE = "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport"
 
 
-def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
+def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None]:
     """How a fabric pool's nodes are kept close: one scale set, one InfiniBand network."""
-    return f"one scale set (agent pool {pool})", None
+    return f"one scale set (agent pool {pool.name})", None
 
 
 def fabric_pod(count: int) -> dict:

@@ -543,7 +543,7 @@ TOPOLOGY_LEVELS = (("block", "cloud.google.com/gce-topology-block"), ("subblock"
 FABRIC_ZONES = "one"
 
 
-def fabric_placement(cluster_name: str, pool: str) -> tuple[str, str | None]:
+def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None]:
     """How a fabric pool's nodes are kept close: GKE's compact placement policy."""
     return "compact placement", None
 

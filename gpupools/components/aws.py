@@ -122,7 +122,9 @@ class EksCluster(Component):
             token = "vpc/securityGroupIngressRule:SecurityGroupIngressRule" if direction == "ingress" else "vpc/securityGroupEgressRule:SecurityGroupEgressRule"
             resource(token, f"efa-{direction}", rule, self.child(parent=group))
         self.efa_security_group_id = group.id
-        for pool in self.fabrics:
+        for pool, fabric in self.fabrics.items():
+            if fabric.placement_group is None:  # a Capacity Block places its instances itself (clouds.aws, BLOCK_PLACEMENT)
+                continue
             self.placement_groups[pool] = resource("ec2/placementGroup:PlacementGroup", f"{pool}-placement",
                                                    decide.placement_group_args(stack.cluster.name, pool), self.child())
         release = efa_device_plugin_release(list(self.fabrics.values()))
@@ -312,7 +314,8 @@ class EksGpuNodePool(Component):
                 groups = pulumi.Output.all(cluster.details["security_group_id"], cluster.details["efa_security_group_id"]).apply(list)
                 template_args = decide.fabric_launch_template_args(template_args, fabric.devices, fabric.placement_group, groups,
                                                                    fabric.local_nvme_gb > 0, plan.pool.os == "bottlerocket")
-                after.append(cluster.details["placement_groups"][plan.name])
+                if fabric.placement_group is not None:
+                    after.append(cluster.details["placement_groups"][plan.name])
             template = resource("ec2/launchTemplate:LaunchTemplate", f"{plan.name}-nodes", template_args, self.child(depends_on=after),
                                 ("latestVersion", "arn"))
             self.node_group = aws.eks.NodeGroup(

@@ -159,7 +159,7 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
     elif stack.cloud == "azure":
         gaps = (f"the subscription's AKSInfinibandSupport feature ({module.INFINIBAND_FEATURE}), so the scale set's VMs share "
                 "one InfiniBand network",)
-    placement, group = module.fabric_placement(stack.cluster.name, plan.name)
+    placement, group = module.fabric_placement(stack.cluster.name, plan.pool)
     return FabricPlan(pool=plan.name, cloud=stack.cloud, name=module.FABRIC_NAME, kind=fabric.kind or "", devices=fabric.efa or fabric.extra_networks,
                       zone=fabric_zone(stack.cloud, plan.pool, stack.cluster), placement=placement,
                       placement_group=group,

@@ -71,9 +71,11 @@ def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan
 
 
 def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | None, priority: str | None,
-             image: str, units: int = 1, gpu_memory: str | None = None, gpu_cores: int | None = None) -> dict:
-    """The Job a member of `team` submits; raises ConfigError naming the option that cannot work."""
-    teams = {t.team.name: t for t in plan_teams(stack, plans)}
+             image: str, units: int = 1, gpu_memory: str | None = None, gpu_cores: int | None = None,
+             team_plans: list[TeamPlan] | None = None) -> dict:
+    """The Job a member of `team` submits; raises ConfigError naming the option that cannot work. `team_plans`: the
+    stack's teams when the caller has them already (`plan_teams`)."""
+    teams = {t.team.name: t for t in (team_plans if team_plans is not None else plan_teams(stack, plans))}
     if team not in teams:
         raise ConfigError([Problem("--team", f"{team!r} is not a team of this stack; teams: {', '.join(teams) or 'none'}")])
     t = teams[team]
@@ -185,7 +187,7 @@ def multinode_problems(stack: StackConfig, plan: PoolPlan, nodes: int) -> list[P
 
 
 def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | None = None, team: str | None = None,
-                  priority: str | None = None) -> list[dict]:
+                  priority: str | None = None, team_plans: list[TeamPlan] | None = None) -> list[dict]:
     """An Indexed Job of `nodes` pods, one per node, each with all the node's GPUs and fabric devices, and the headless
     Service that gives pod i the name <job>-i.<job> (Kubernetes: an Indexed Job's pods get hostname <job>-<index>
     and, with `subdomain`, a DNS record under that Service). torchrun's rank comes from JOB_COMPLETION_INDEX, which
@@ -221,7 +223,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     job["spec"].update({"completionMode": "Indexed", "completions": nodes, "parallelism": nodes})
     namespace = None
     if team is not None:
-        teams = {t.team.name: t for t in plan_teams(stack, [plan])}
+        teams = {t.team.name: t for t in (team_plans if team_plans is not None else plan_teams(stack, [plan])) if plan in t.pools}
         if team not in teams:
             raise ConfigError([Problem("--team", f"{team!r} is not a team of pool {plan.name!r}; its teams: {', '.join(teams) or 'none'}")])
         t = teams[team]

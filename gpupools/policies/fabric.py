@@ -12,6 +12,8 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 
+from gpupools.capacity.sources import CAPACITY_BLOCK_KEY
+from gpupools.clouds.aws import BLOCK_PLACEMENT, HUGE_PAGE_MI, allocated_hugepages
 from gpupools.core.catalog import load_catalog
 from gpupools.policies._fleet import (
     AKS_AGENT_POOL,
@@ -32,6 +34,7 @@ from gpupools.policies._fleet import (
 from gpupools.policies._props import get, is_unknown, items
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
+NODE_OVERLAY = "kubernetes:karpenter.sh/v1alpha1:NodeOverlay"
 GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
 EFA_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
 NETWORK_OPERATOR_CHART = "network-operator"
@@ -45,6 +48,7 @@ class PoolFabric:
     has_fabric: bool | None  # None: not known yet (preview)
     zones: list[str] | None  # where the pool's nodes may start, where the resources say; None: unknown
     placement: bool  # a cluster placement group or compact placement
+    capacity_block: bool = False  # EKS: the pool's capacity is a Capacity Block, which EC2 places together itself
 
 
 def _efa_interfaces(interfaces: Any) -> bool:
@@ -85,17 +89,20 @@ def pool_fabrics(args_resources: list[Any]) -> list[PoolFabric]:
         has: bool | None = False
         zones: list[str] | None = None
         placement = False
+        block = False
         if pool.resource_type == EKS_NODE_GROUP:
             template = templates.get(pool.pool)
             interfaces = get(template, "networkInterfaces") if template is not None else None
             has = None if is_unknown(interfaces) else _efa_interfaces(interfaces)
             placement = isinstance(get(template, "placement", "groupName"), str) if template is not None else False
+            block = get(props, "capacityType") == "CAPACITY_BLOCK"
         elif pool.resource_type == KARPENTER_NODE_POOL:
             node_class = classes.get(pool.node_class)
             interfaces = get(node_class, "spec", "networkInterfaces") if node_class is not None else None
             has = None if is_unknown(interfaces) else _efa_interfaces(interfaces)
             zones = _karpenter_zones(props)
             placement = node_class is not None and get(node_class, "spec", "placementGroupSelector") not in (None,)
+            block = get(props, "metadata", "annotations", CAPACITY_BLOCK_KEY) == "true"
         elif pool.resource_type == GKE_NODE_POOL:
             networks = get(props, "networkConfig", "additionalNodeNetworkConfigs")
             has = None if is_unknown(networks) else bool(items(networks)) or isinstance(get(props, "networkConfig", "acceleratorNetworkProfile"), str)
@@ -107,7 +114,7 @@ def pool_fabrics(args_resources: list[Any]) -> list[PoolFabric]:
             found = get(props, "availabilityZones")
             zones = None if is_unknown(found) else [z for z in items(found) if isinstance(z, str)]
             placement = True  # one scale set
-        out.append(PoolFabric(pool, props, has, zones, placement))
+        out.append(PoolFabric(pool, props, has, zones, placement, block))
     return out
 
 
@@ -132,7 +139,7 @@ def validate_one_zone(args: StackValidationArgs, report: ReportViolation) -> Non
         if f.zones is not None and len(f.zones) > 1:
             report(f"pool {pool.pool!r} has {FABRIC_NAMES[pool.cloud]} but spans {len(f.zones)} zones ({', '.join(f.zones)}): fabric traffic stays "
                    f"within one zone, so nodes in different zones cannot reach each other over it; pin the pool to one zone", pool.urn)
-        elif pool.cloud == "aws" and not f.placement:
+        elif pool.cloud == "aws" and not f.placement and not f.capacity_block:
             report(f"pool {pool.pool!r} has EFA but no cluster placement group: its nodes may start in different zones and far apart; "
                    f"give it a cluster placement group in one zone", pool.urn)
         elif pool.cloud == "aws" and pool.resource_type == KARPENTER_NODE_POOL and not f.zones:
@@ -191,6 +198,62 @@ def validate_reachable(args: StackValidationArgs, report: ReportViolation) -> No
                    f"network, and the pods' networking.gke.io/interfaces annotation)", pool.urn)
 
 
+def validate_block_placement(args: StackValidationArgs, report: ReportViolation) -> None:
+    """EC2 places a Capacity Block's instances together itself; a placement group beside it can refuse launches the block
+    has room for (clouds.aws, BLOCK_PLACEMENT: AWS ParallelCluster's PlacementGroupCapacityTypeValidator)."""
+    for f in pool_fabrics(args.resources):
+        if f.pool.cloud == "aws" and f.capacity_block and f.placement:
+            report(f"pool {f.pool.pool!r} runs on a Capacity Block and selects a cluster placement group: launches can fail for "
+                   f"placement outside the block while the block has room; drop the placement group ({BLOCK_PLACEMENT})", f.pool.urn)
+
+
+_QUANTITY = {"": 1 / 2**20, "Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+
+
+def _mebibytes(quantity: Any) -> float | None:
+    """A Kubernetes quantity in MiB, binary suffixes or none (huge pages are always spelled so); None otherwise."""
+    import re
+
+    match = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", str(quantity)) if isinstance(quantity, (str, int)) else None
+    return int(match.group(1)) * _QUANTITY[match.group(2) or ""] if match else None
+
+
+def _overlay_node_pools(props: Any) -> list[str]:
+    for req in items(get(props, "spec", "requirements")):
+        if get(req, "key") == "karpenter.sh/nodepool" and get(req, "operator") == "In":
+            return [v for v in items(get(req, "values")) if isinstance(v, str)]
+    return []
+
+
+def validate_hugepages_registered(args: StackValidationArgs, report: ReportViolation) -> None:
+    """A NodeOverlay's hugepages-2Mi is what Karpenter believes a new node has; the node has only what its userData sets
+    aside at boot. Karpenter initializes a NodeClaim only once every resource its pods ask for is in the node's
+    allocatable (kubernetes-sigs/karpenter v1.14.1 pkg/controllers/nodeclaim/lifecycle/initialization.go,
+    RequestedResourcesRegistered), so an overlay that advertises more leaves nodes started for nothing. Judged where the
+    node class runs an EKS image by alias (amiSelectorTerms alias), whose sources set no huge pages aside themselves."""
+    pools = {get(r.props, "metadata", "name"): r.props for r in args.resources if r.resource_type == KARPENTER_NODE_POOL}
+    classes = {get(r.props, "metadata", "name"): r.props for r in args.resources if r.resource_type == EC2_NODE_CLASS}
+    for overlay in (r for r in args.resources if r.resource_type == NODE_OVERLAY):
+        advertised = get(overlay.props, "spec", "capacity", "hugepages-2Mi")
+        if advertised is None or is_unknown(advertised) or _mebibytes(advertised) is None:
+            continue
+        for name in _overlay_node_pools(overlay.props):
+            class_name = get(pools.get(name), "spec", "template", "spec", "nodeClassRef", "name")
+            node_class = classes.get(class_name) if isinstance(class_name, str) else None
+            if node_class is None:
+                continue
+            terms = items(get(node_class, "spec", "amiSelectorTerms"))
+            user_data = get(node_class, "spec", "userData")
+            if is_unknown(user_data) or not terms or not all(isinstance(get(t, "alias"), str) for t in terms):
+                continue  # a custom AMI may set huge pages aside itself
+            registered = allocated_hugepages(user_data if isinstance(user_data, str) else None) * HUGE_PAGE_MI
+            if _mebibytes(advertised) > registered:
+                report(f"NodeOverlay {get(overlay.props, 'metadata', 'name')!r} advertises hugepages-2Mi {advertised} for NodePool {name!r}, "
+                       f"but EC2NodeClass {class_name!r} sets aside {registered}Mi at boot: Karpenter starts nodes for pods that ask for "
+                       f"huge pages and never initializes them; set vm.nr_hugepages in the node class's userData, or advertise no more",
+                       overlay.urn)
+
+
 multi_node_pool_fabric = StackValidationPolicy(
     name="multi-node-pool-fabric",
     description="Whole-GPU pools of instance types built for multi-node jobs (p4d, p5, ND-series, A3) have their cloud's fabric.",
@@ -200,7 +263,8 @@ multi_node_pool_fabric = StackValidationPolicy(
 
 fabric_pool_one_zone = StackValidationPolicy(
     name="fabric-pool-one-zone",
-    description="Pools with a fabric (EFA, GPUDirect, InfiniBand) run in one zone, EFA pools in a cluster placement group.",
+    description="Pools with a fabric (EFA, GPUDirect, InfiniBand) run in one zone, EFA pools in a cluster placement group unless "
+                "their capacity is a Capacity Block.",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_one_zone,
 )
@@ -213,4 +277,19 @@ fabric_devices_reachable = StackValidationPolicy(
     validate=validate_reachable,
 )
 
-POLICIES = [multi_node_pool_fabric, fabric_pool_one_zone, fabric_devices_reachable]
+capacity_block_placement = StackValidationPolicy(
+    name="capacity-block-placement",
+    description="EKS EFA pools whose capacity is a Capacity Block select no cluster placement group: EC2 places the block's instances "
+                "together itself.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_block_placement,
+)
+
+hugepages_registered = StackValidationPolicy(
+    name="node-overlay-hugepages-registered",
+    description="A Karpenter NodeOverlay advertises no more hugepages-2Mi than its pool's EC2NodeClass sets aside at boot.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_hugepages_registered,
+)
+
+POLICIES = [multi_node_pool_fabric, fabric_pool_one_zone, fabric_devices_reachable, capacity_block_placement, hugepages_registered]
