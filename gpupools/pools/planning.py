@@ -43,6 +43,8 @@ def capacity_report(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> dict
         "coverage": cover.text,
         "details": cloud_module(stack.cloud).capacity_lines(pool, autoscaler),
     }
+    if stack.quotas == "kueue" and stack.teams:
+        report["details"] += capacity.block_queue_lines(pool)
     if cover.reserved:
         # Reservations are billed whether used or not; priced at the on-demand list price unless bought cheaper.
         report["reservedCostPerHour"] = round(capacity.reserved_idle_cost(plan), 4)

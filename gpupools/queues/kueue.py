@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import yaml
 
-from gpupools.capacity.sources import Flavor, flavor_shares, sources
+from gpupools.capacity.sources import (PODS_READY_TIMEOUT_MINUTES, REQUEUE_BACKOFF_BASE_SECONDS, REQUEUE_BACKOFF_MAX_SECONDS, Flavor,
+                                      flavor_shares, sources)
 from gpupools.clouds.registry import cloud_module
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
@@ -60,7 +61,9 @@ def manager_configuration() -> dict:
 
     The chart renders `managerConfig.controllerManagerConfigYaml` as is, so this repeats the chart's own
     defaults for health, metrics, webhook and leader election beside what gpupools changes: the integrations,
-    namespaces limited to the teams', per-ClusterQueue quota metrics and GPU-only quota checks.
+    namespaces limited to the teams', per-ClusterQueue quota metrics, GPU-only quota checks, and the all-or-nothing
+    wait for a workload's pods (`waitForPodsReady`, kueue v0.19.2 apis/config/v1beta2/configuration_types.go lines 302-329
+    and 402-440).
     """
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -74,6 +77,17 @@ def manager_configuration() -> dict:
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": "gpupools.io/team", "operator": "Exists"}]},
         "integrations": {"frameworks": list(INTEGRATIONS)},
         "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+        # All or nothing: a workload admitted whose pods are not all ready in time gives its quota back and is requeued,
+        # with a backoff and no limit. Quotas know no capacity: a Capacity Block's flavor admits jobs before the block
+        # starts and after it ends, and a pool's nodes can fail to come at all (capacity.sources, PODS_READY_TIMEOUT_MINUTES).
+        # Kueue 0.19 sets these same values by default; written out, they stay what the plan says.
+        "waitForPodsReady": {
+            "timeout": f"{PODS_READY_TIMEOUT_MINUTES}m",
+            "recoveryTimeout": f"{PODS_READY_TIMEOUT_MINUTES}m",
+            "blockAdmission": False,  # True would hold every other admission until the workload's pods are ready
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": REQUEUE_BACKOFF_BASE_SECONDS,
+                                  "backoffMaxSeconds": REQUEUE_BACKOFF_MAX_SECONDS},
+        },
     }
 
 
