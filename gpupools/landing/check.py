@@ -94,7 +94,29 @@ class Cluster:
     schedulers: set[str] = field(default_factory=set)
 
     def of_kind(self, kind: str) -> dict[str, dict]:
-        return {o["metadata"]["name"]: o for o in self.objects if o.get("kind") == kind}
+        """Objects of one kind by name, indexed once: every verdict looks them up."""
+        index = self.__dict__.setdefault("_kinds", {})
+        if index.get("_of") is not self.objects:  # rebuilt when a caller swaps the object list
+            index.clear()
+            index["_of"] = self.objects
+        if kind not in index:
+            index[kind] = {o["metadata"]["name"]: o for o in self.objects if o.get("kind") == kind}
+        return index[kind]
+
+    def lendable(self, flavor: str, resource: str) -> dict[str, int]:
+        """Each queue's lendable quota on a flavor (its lendingLimit, else its nominal quota), indexed once."""
+        index = self.__dict__.setdefault("_lendable", {})
+        if index.get("_of") is not self.objects:
+            index.clear()
+            index["_of"] = self.objects
+            for name, cq in self.of_kind("ClusterQueue").items():
+                if cq["spec"].get("cohortName") != kueue.COHORT:
+                    continue
+                for group in cq["spec"]["resourceGroups"]:
+                    for f in group["flavors"]:
+                        for r in f["resources"]:
+                            index.setdefault((f["name"], r["name"]), {})[name] = int(r.get("lendingLimit", r["nominalQuota"]))
+        return index.get((flavor, resource), {})
 
 
 def hugepages_registered(plan: PoolPlan) -> str | None:
@@ -164,10 +186,10 @@ def job_for(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str)
     # A whole node: a unit of every GPU (on whole-GPU pools every GPU, on shared pools one share of each).
     units = 1 if shape == "unit" else plan.hardware.gpus_per_node
     if shape == "gang":
-        return multinode_job(stack, plan, GANG_NODES, PROBE_IMAGE, team=team.team.name if team else None)[1]
+        return multinode_job(stack, plan, GANG_NODES, PROBE_IMAGE, team=team.team.name if team else None, team_plans=cluster.teams)[1]
     if team is None:
         return job_manifest(stack, plan, PROBE_IMAGE, units)
-    return team_job(stack, cluster.plans, team.team.name, plan.name, None, PROBE_IMAGE, units)
+    return team_job(stack, cluster.plans, team.team.name, plan.name, None, PROBE_IMAGE, units, team_plans=cluster.teams)
 
 
 def _words(shape: str, plan: PoolPlan, pods: int, per_pod: Mapping[str, int]) -> str:
@@ -191,18 +213,11 @@ def _flavor_pods(pod: dict, flavor: dict) -> dict:
 def _borrowable(cluster: Cluster, queue: str, flavor: str, resource: str) -> int:
     """What the cohort can lend a queue on one flavor: every other queue's lendable quota there (its lendingLimit, or
     its nominal quota without one; kueue pkg/cache/scheduler/resource_node.go, `potentialAvailable`)."""
-    total = 0
-    for name, cq in cluster.of_kind("ClusterQueue").items():
-        if name == queue or cq["spec"].get("cohortName") != kueue.COHORT:
-            continue
-        for group in cq["spec"]["resourceGroups"]:
-            for f in group["flavors"]:
-                if f["name"] != flavor:
-                    continue
-                for r in f["resources"]:
-                    if r["name"] == resource:
-                        total += int(r.get("lendingLimit", r["nominalQuota"]))
-    return total
+    lenders = cluster.lendable(flavor, resource)
+    cq = cluster.of_kind("ClusterQueue").get(queue) or {}
+    if cq.get("spec", {}).get("cohortName") != kueue.COHORT:
+        return 0
+    return sum(lenders.values()) - lenders.get(queue, 0)
 
 
 def kueue_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -> tuple[Step, dict, str | None]:
