@@ -30,4 +30,4 @@ def main() -> None:
     pulumi.export("pools", platform.pool_outputs())
     if stack.teams:
         pulumi.export("teams", platform.team_outputs())
-    pulumi.export("landing", platform.landing)
+    pulumi.export("landing", platform.verdicts)

@@ -38,8 +38,10 @@ class GpuPlatform(Component):
         plans = plan_pools(stack)
         # Whether each team's job lands: all of it a stack output, the jobs that cannot land recorded on the component for
         # the policy pack (team-jobs-land), which is all the pack needs.
-        self.landing = [verdict.as_json() for verdict in landing_check(stack, plans)]
-        super().__init__(name, opts, props={"landing": [v for v in self.landing if not v["lands"]]})
+        landing = [verdict.as_json() for verdict in landing_check(stack, plans)]
+        super().__init__(name, opts, props={"landing": [v for v in landing if not v["lands"]]})
+        # After registration: the engine sets each recorded prop as an output attribute of the component.
+        self.verdicts = landing
         module = cloud_components(stack.cloud)
         installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
         self.stack = stack
