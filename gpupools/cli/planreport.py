@@ -22,6 +22,7 @@ from gpupools.core.pools import PoolPlan
 from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.autoscaling.scaleup import scale_ups
+from gpupools.queues.kueue import topology_aware, topology_guarantee
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.sharing import resolve_installer
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, plan_fabrics
@@ -80,11 +81,14 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
                      else f"{fabric.local_nvme_gb:,} GB, not configured by gpupools"))
     else:
         rows.append(("local NVMe", "none"))
-    if fabric.levels:
+    if fabric.levels and topology_aware(stack, plan, fabric):
         levels = " > ".join(label for _, label in fabric.levels)
         how = (f"jobs must fit in one {fabric.required_level}" if fabric.required_level
                else f"jobs packed as close as Kueue can (preferred {fabric.finest_level})")
         rows.append(("topology", f"{levels}; {how}" + ("" if stack.quotas == "kueue" and stack.teams else " (used by Kueue team queues)")))
+    elif fabric.levels:
+        autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+        rows.append(("topology", topology_guarantee(stack, plan, fabric, autoscaler) or ""))
     else:
         rows.append(("topology", "no topology labels on this cloud's nodes"))
     return rows
@@ -211,7 +215,31 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     if stack.teams:
         console.print(team_table(stack, plans))
         console.print(cohort_line(stack, plans))
+    for line in landing_lines(result.outputs.get("landing") or []):
+        console.print(line, markup=False)
     console.print(f"{len(result.resources)} resources.")
+
+
+def landing_lines(verdicts: list[dict]) -> list[str]:
+    """One line per team (or per pool without teams): which of its jobs land, and why each one that does not."""
+    if not verdicts:
+        return []
+    lines = ["landing: each team's Job (one unit, a whole node, a two-node gang on fabric pools), from its queue to a GPU on a "
+             "node started from zero:"]
+    by_team: dict[str, list[dict]] = {}
+    for v in verdicts:
+        by_team.setdefault(v.get("team") or "(no team: each pool's own Job)", []).append(v)
+    for team, rows in by_team.items():
+        landed = [r for r in rows if r["lands"]]
+        pools: dict[str, list[str]] = {}
+        for r in rows:
+            pools.setdefault(r["pool"], []).append(r["shape"] if r["lands"] else f"{r['shape']} NOT")
+        where = "; ".join(f"{pool} {' '.join(shapes)}" for pool, shapes in pools.items())
+        lines.append(f"  {team}: {len(landed)} of {len(rows)} land ({where})")
+        for r in rows:
+            if not r["lands"]:
+                lines.append(f"    {r['pool']} {r['shape']} stops at {r['step']}: {r['reason']}")
+    return lines
 
 
 def team_table(stack: StackConfig, plans: list[PoolPlan]) -> Table:
