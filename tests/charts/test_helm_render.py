@@ -1,0 +1,440 @@
+"""The pinned charts, rendered by helm with the values each stack's plan gives them.
+
+A stack's Helm values are only right if the real chart accepts them and the DaemonSets it renders land where the GPU
+pools need them: every GPU DaemonSet must tolerate its pools' taints and select their nodes' labels, and those meant
+for some pools only must stay off the others. The GPU Operator's own operands (driver, toolkit, device plugin, GFD,
+dcgm-exporter, validator, MIG manager) are not rendered by helm: the operator creates them from the ClusterPolicy at
+run time and selects nodes by labels it writes itself, so for them only the ClusterPolicy's tolerations are checked.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+import yaml
+
+from conftest import stack_config as base_config
+from charts.chartrender import (
+    CHARTS,
+    chart_dir,
+    chart_name,
+    chart_version,
+    example_stacks,
+    kind_of,
+    render,
+    stack_config,
+    stack_plan,
+    stack_releases,
+)
+from charts.gpunodes import PoolNode, pool_nodes
+from charts.placement import daemon_pod_spec, fits, requirement_matches, selects, tolerates, untolerated
+
+# Stacks beside the examples, so that every pinned chart is rendered by some stack: HAMi, MPS and whole GPUs on
+# the GPU Operator; the standalone device plugin beside a Bottlerocket pool; InfiniBand (Network Operator) and HAMi
+# on AKS spot nodes.
+EXTRA_STACKS = {
+    "aws-sharing": base_config("aws", pools=[
+        {"name": "vgpu", "instanceType": "g5.2xlarge", "maxNodes": 2, "sharing": {"mode": "vgpu", "replicas": 4}},
+        {"name": "mps", "instanceType": "g6.xlarge", "maxNodes": 2, "sharing": {"mode": "mps", "replicas": 2}},
+        {"name": "whole", "instanceType": "g6.xlarge", "maxNodes": 2}]),
+    "aws-device-plugin": base_config("aws", gpuSoftware={"installer": "device-plugin"}, pools=[
+        {"name": "ts", "instanceType": "g5.2xlarge", "maxNodes": 2, "sharing": {"mode": "time-slicing", "replicas": 4}},
+        {"name": "mps", "instanceType": "g6.xlarge", "maxNodes": 2, "sharing": {"mode": "mps", "replicas": 2}},
+        {"name": "br", "instanceType": "g6.xlarge", "maxNodes": 2, "os": "bottlerocket"}]),
+    "azure-infiniband": base_config("azure", pools=[
+        {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "spot": True},
+        {"name": "vgpu", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2, "spot": True,
+         "sharing": {"mode": "vgpu", "replicas": 4}}]),
+}
+STACKS = [*example_stacks(), *EXTRA_STACKS]
+
+
+def config_of(stack: str) -> dict | None:
+    return EXTRA_STACKS.get(stack)
+
+
+def releases_of(stack: str):
+    return stack_releases(stack, include_addons=True, config=config_of(stack))
+
+
+def typed(stack: str):
+    return stack_config(stack, config_of(stack))[1]
+
+
+def nodes_of(stack: str) -> dict[str, PoolNode]:
+    return {n.pool: n for n in pool_nodes(typed(stack))}
+
+
+def release_of(stack: str, chart: str):
+    return next(r for r in releases_of(stack) if r.chart == chart)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The vendored charts are the pinned ones
+
+
+def pinned_charts() -> dict[str, str]:
+    """Chart name -> the version gpupools pins: every module-level `Chart` in the package."""
+    import gpupools
+    from gpupools.pools.software import Chart
+
+    pins: dict[str, str] = {}
+    for info in pkgutil.walk_packages(gpupools.__path__, "gpupools."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, Chart):
+                pins[chart_name(value.chart)] = value.default_version
+    return pins
+
+
+PINS = pinned_charts()
+
+
+def test_every_pinned_chart_is_found():
+    # The walk must see the charts the stacks install; a rename that hid them would leave nothing to compare.
+    assert {"gpu-operator", "nvidia-device-plugin", "hami", "dcgm-exporter", "kube-prometheus-stack", "karpenter",
+            "cluster-autoscaler", "kueue", "aws-efa-k8s-device-plugin", "network-operator", "node-readiness-controller"} <= set(PINS)
+
+
+@pytest.mark.parametrize("chart", sorted(PINS))
+def test_vendored_chart_is_the_pinned_version(chart):
+    assert chart_version(chart_dir(chart)) == PINS[chart], (
+        f"gpupools pins {chart} {PINS[chart]}, tests/charts/{chart} is {chart_version(chart_dir(chart))}: vendor the pinned "
+        f"chart (tests/charts/SOURCES.md)")
+
+
+def chart_folders():
+    return sorted(p.parent for p in CHARTS.rglob("Chart.yaml"))
+
+
+def _version_fits(wanted: str, have: str) -> bool:
+    wanted, have = str(wanted).lstrip("v"), str(have).lstrip("v")
+    return fnmatch.fnmatchcase(have, wanted.replace("x", "*")) if any(c in wanted for c in "*x") else have == wanted
+
+
+@pytest.mark.parametrize("folder", chart_folders(), ids=lambda p: str(p.relative_to(CHARTS)))
+def test_dependencies_are_vendored_at_their_versions(folder):
+    meta = yaml.safe_load((folder / "Chart.yaml").read_text())
+    subcharts = {}
+    for sub in (folder / "charts").glob("*/Chart.yaml"):
+        sub_meta = yaml.safe_load(sub.read_text())
+        subcharts[sub_meta["name"]] = str(sub_meta["version"])
+    locked = {}
+    if (folder / "Chart.lock").is_file():
+        locked = {d["name"]: str(d["version"]) for d in yaml.safe_load((folder / "Chart.lock").read_text()).get("dependencies") or []}
+    for dep in meta.get("dependencies") or []:
+        name = dep["name"]
+        assert name in subcharts, f"{folder.name} depends on {name}, which is not in its charts/"
+        assert _version_fits(dep.get("version", "*"), subcharts[name]), f"{folder.name}: {name} {subcharts[name]} is not {dep.get('version')}"
+        if name in locked:
+            assert subcharts[name] == locked[name], f"{folder.name}: {name} {subcharts[name]}, Chart.lock says {locked[name]}"
+
+
+def test_sources_name_every_vendored_chart():
+    rows = {line.split("|")[1].strip(): line for line in (CHARTS / "SOURCES.md").read_text().splitlines() if line.startswith("| ")}
+    for folder in chart_folders():
+        path = str(folder.relative_to(CHARTS))
+        parent = path.split("/charts/")[0]
+        # A subchart kept in its parent's repository may be named in the parent's row instead of its own.
+        assert path in rows or (parent != path and folder.name in rows.get(parent, "")), f"SOURCES.md has no row for {path}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every stack's charts render with its values
+
+
+def stack_chart_params():
+    return [pytest.param(stack, r.chart, id=f"{stack}/{r.chart}") for stack in STACKS for r in releases_of(stack)]
+
+
+@pytest.mark.parametrize("stack, chart", stack_chart_params())
+def test_stack_release_renders_with_its_values(stack, chart):
+    release = release_of(stack, chart)
+    if release.version is not None:  # EKS picks an add-on's version; Helm releases name theirs
+        assert release.version == chart_version(chart_dir(chart)), f"{stack} installs {chart} {release.version}, the vendored chart is another"
+    objects = release.render()
+    assert objects, f"{chart} rendered nothing"
+    assert all(o.get("apiVersion") and o.get("kind") for o in objects)
+
+
+def test_extra_stacks_cover_every_pinned_chart_a_stack_installs():
+    rendered = {r.chart for stack in STACKS for r in releases_of(stack)}
+    assert set(PINS) <= rendered, f"no stack here installs {sorted(set(PINS) - rendered)}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPU DaemonSets land on the pools that need them
+
+
+@dataclass(frozen=True)
+class Need:
+    """A workload that must run on some GPU pools' nodes.
+
+    `pools(stack, nodes)`: the pools it must run on. `only`: and on no other GPU pool (two device plugins or two
+    exporters on one node would double-count GPUs). `before_ready`: it is part of making the node ready, so it must
+    also tolerate the startup taints. `by_labels`: its node selection can be checked against join-time labels (False
+    when it selects by labels software writes later, see gpunodes)."""
+
+    name: str
+    chart: str  # release chart, or "gpupools" for the plan's own manifests
+    workload: str  # DaemonSet name (or the custom resource's kind)
+    pools: Callable[[object, dict[str, PoolNode]], set[str]]
+    only: bool = False
+    before_ready: bool = False
+    by_labels: bool = True
+
+
+def _all(stack, nodes):
+    return set(nodes)
+
+
+def _mechanism(*installers):
+    return lambda stack, nodes: {n.pool for n in nodes.values() if n.plan.mechanism.installer in installers}
+
+
+def _device_plugin_pools(stack, nodes):
+    from gpupools.core.sharing import BOTTLEROCKET, HAMI
+
+    return {n.pool for n in nodes.values() if n.plan.mechanism.installer not in (BOTTLEROCKET, HAMI)}
+
+
+def _mps_pools(stack, nodes):
+    return {p for p in _device_plugin_pools(stack, nodes) if nodes[p].plan.mechanism.mode == "mps"}
+
+
+def _operands_pools(stack, nodes):
+    from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL
+
+    return {n.pool for n in nodes.values() if n.labels.get(DEPLOY_OPERANDS_LABEL) != "false"}
+
+
+def _fabric_pools(kind):
+    def pools(stack, nodes):
+        from gpupools.fabric.plan import plan_fabrics
+
+        return {f.pool for f in plan_fabrics(stack, [n.plan for n in nodes.values()]).values() if f.kind == kind}
+    return pools
+
+
+def _standalone_exporter_pools(stack, nodes):
+    from gpupools.monitoring.plan import standalone_exporter_pools
+
+    return {p.name for p in standalone_exporter_pools(stack, [n.plan for n in nodes.values()])}
+
+
+def _gated_pools(stack, nodes):
+    return {n.pool for n in nodes.values() if n.startup_taints}
+
+
+NEEDS = [
+    # NFD labels the node's PCI devices; the GPU Operator deploys its operands only where NFD found an NVIDIA GPU.
+    Need("nfd-worker", "gpu-operator", "gpu-operator-node-feature-discovery-worker", _all, before_ready=True),
+    Need("operator-operands", "gpu-operator", "ClusterPolicy", _operands_pools, before_ready=True, by_labels=False),
+    Need("device-plugin", "nvidia-device-plugin", "nvidia-device-plugin", _device_plugin_pools, only=True, before_ready=True),
+    Need("gpu-feature-discovery", "nvidia-device-plugin", "nvidia-device-plugin-gpu-feature-discovery", _device_plugin_pools,
+         only=True, before_ready=True),
+    # Selects `nvidia.com/mps.capable=true`, which the device plugin writes on MPS nodes.
+    Need("mps-control-daemon", "nvidia-device-plugin", "nvidia-device-plugin-mps-control-daemon", _mps_pools, before_ready=True,
+         by_labels=False),
+    Need("hami-device-plugin", "hami", "hami-device-plugin", _mechanism("hami"), only=True, before_ready=True),
+    Need("dcgm-exporter", "dcgm-exporter", "dcgm-exporter", _standalone_exporter_pools, only=True),
+    Need("efa-device-plugin", "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", _fabric_pools("efa"), only=True, before_ready=True),
+    Need("nic-cluster-policy", "gpupools", "NicClusterPolicy", _fabric_pools("infiniband"), only=True, before_ready=True),
+    Need("readiness-reporter", "gpupools", "gpupools-gpu-ready-reporter", _gated_pools, only=True, before_ready=True),
+    Need("node-monitoring-agent", "eks-node-monitoring-agent", "eks-node-monitoring-agent", _all),
+    Need("node-monitoring-dcgm-server", "eks-node-monitoring-agent", "dcgm-server", _all),
+    Need("node-exporter", "kube-prometheus-stack", "kube-prometheus-stack-prometheus-node-exporter", _all),
+]
+
+
+def _plan_object(stack: str, kind: str, name: str | None = None) -> dict | None:
+    for r in stack_plan(stack, config_of(stack)).resources:
+        if r.inputs.get("kind") == kind and (name is None or r.inputs.get("metadata", {}).get("name") == name):
+            return r.inputs
+    return None
+
+
+def applies(stack: str, need: Need) -> bool:
+    if need.chart == "gpupools":
+        kind, name = (need.workload, None) if need.workload == "NicClusterPolicy" else ("DaemonSet", need.workload)
+        return _plan_object(stack, kind, name) is not None
+    return any(r.chart == need.chart for r in releases_of(stack))
+
+
+def pod_spec_of(stack: str, need: Need) -> dict:
+    """The pod spec the workload's pods get, as far as placement goes."""
+    if need.workload == "NicClusterPolicy":
+        spec = _plan_object(stack, "NicClusterPolicy")["spec"]
+        return {"affinity": {"nodeAffinity": spec.get("nodeAffinity")}, "tolerations": spec.get("tolerations")}
+    if need.workload == "ClusterPolicy":
+        policies = kind_of(release_of(stack, need.chart).render(), "ClusterPolicy")
+        assert len(policies) == 1, f"{stack}: the gpu-operator chart rendered {len(policies)} ClusterPolicies"
+        return {"tolerations": policies[0]["spec"]["daemonsets"].get("tolerations")}
+    if need.chart == "gpupools":
+        return daemon_pod_spec(_plan_object(stack, "DaemonSet", need.workload))
+    rendered = {d["metadata"]["name"]: d for d in kind_of(release_of(stack, need.chart).render(), "DaemonSet")}
+    assert need.workload in rendered, f"{stack}: {need.chart} rendered no DaemonSet {need.workload} (it has {sorted(rendered)})"
+    return daemon_pod_spec(rendered[need.workload])
+
+
+def placement_problems(stack: str, need: Need, spec: dict, nodes: dict[str, PoolNode]) -> list[str]:
+    problems = []
+    wanted = need.pools(typed(stack), nodes)
+    for pool, node in sorted(nodes.items()):
+        taints = node.joining_taints if need.before_ready else node.taints
+        if pool in wanted:
+            reasons = fits(spec, node.labels, taints) if need.by_labels else [
+                f"taint {k}={v}:{e} not tolerated" for k, v, e in untolerated(spec.get("tolerations"), taints)]
+            problems += [f"{need.workload} does not run on pool {pool!r} of {stack}: {reason}" for reason in reasons]
+        elif need.only and not fits(spec, node.labels, node.taints):
+            problems.append(f"{need.workload} also runs on pool {pool!r} of {stack}, which it must leave alone")
+    return problems
+
+
+def placement_params():
+    return [pytest.param(stack, need, id=f"{stack}/{need.name}") for stack in STACKS for need in NEEDS if applies(stack, need)]
+
+
+@pytest.mark.parametrize("stack, need", placement_params())
+def test_gpu_workload_lands_on_the_pools_that_need_it(stack, need):
+    nodes = nodes_of(stack)
+    assert need.pools(typed(stack), nodes) or not need.only, f"{need.name} is installed in {stack} but no pool needs it"
+    problems = placement_problems(stack, need, pod_spec_of(stack, need), nodes)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_gpu_daemonset_a_stack_renders_is_checked():
+    # A new GPU DaemonSet in a chart (or a renamed one) must get a Need above, or its placement goes unchecked.
+    known = {n.workload for n in NEEDS}
+    # Not GPU pools' concern: NFD's and the device plugin's cluster-wide helpers run wherever they like.
+    elsewhere = {"nvidia-device-plugin-node-feature-discovery-worker"}
+    for stack in STACKS:
+        for release in releases_of(stack):
+            for ds in kind_of(release.render(), "DaemonSet"):
+                assert ds["metadata"]["name"] in known | elsewhere, f"{stack}: {release.chart} renders DaemonSet {ds['metadata']['name']}"
+        for resource in stack_plan(stack, config_of(stack)).resources:
+            if resource.inputs.get("kind") == "DaemonSet":
+                assert resource.inputs["metadata"]["name"] in known, f"{stack}: gpupools creates DaemonSet {resource.inputs['metadata']['name']}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The checks can fail: values without a toleration or with another selector are caught
+
+
+def _drop(tolerations: list[dict], key: str) -> list[dict]:
+    kept = [t for t in tolerations if t.get("key") != key]
+    assert len(kept) < len(tolerations), f"no toleration for {key} to drop"
+    return kept
+
+
+def _render_daemonset(release, values: dict, name: str) -> dict:
+    daemonsets = {d["metadata"]["name"]: d for d in kind_of(render(release.chart, values, release.release, release.namespace), "DaemonSet")}
+    return daemon_pod_spec(daemonsets[name])
+
+
+def test_efa_plugin_without_the_gpu_toleration_is_caught():
+    release = release_of("dev-aws", "aws-efa-k8s-device-plugin")
+    values = {**release.values, "tolerations": _drop(release.values["tolerations"], "nvidia.com/gpu")}
+    spec = _render_daemonset(release, values, "aws-efa-k8s-device-plugin")
+    node = nodes_of("dev-aws")["pretrain"]
+    assert fits(_render_daemonset(release, release.values, "aws-efa-k8s-device-plugin"), node.labels, node.joining_taints) == []
+    assert any("taint nvidia.com/gpu=present:NoSchedule not tolerated" in r for r in fits(spec, node.labels, node.joining_taints))
+
+
+def test_nfd_worker_without_the_readiness_toleration_is_caught():
+    release = release_of("dev-aws", "gpu-operator")
+    values = yaml.safe_load(yaml.safe_dump(release.values))
+    worker = values["node-feature-discovery"]["worker"]
+    worker["tolerations"] = _drop(worker["tolerations"], "readiness.k8s.io/gpupools-gpu-ready")
+    spec = _render_daemonset(release, values, "gpu-operator-node-feature-discovery-worker")
+    node = nodes_of("dev-aws")["infer"]
+    assert fits(spec, node.labels, node.taints) == []  # a running node is fine; a joining one is not
+    assert [r for r in fits(spec, node.labels, node.joining_taints) if "readiness.k8s.io/gpupools-gpu-ready" in r]
+
+
+def test_dcgm_exporter_selecting_another_label_is_caught():
+    release = release_of("dev-gcp-dws", "dcgm-exporter")
+    values = yaml.safe_load(yaml.safe_dump(release.values))
+    term = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    term["matchExpressions"] = [{"key": "gpupools.io/no-such-label", "operator": "Exists"}]
+    spec = _render_daemonset(release, values, "dcgm-exporter")
+    node = nodes_of("dev-gcp-dws")["h100"]
+    assert [r for r in fits(spec, node.labels, node.taints) if "no required node affinity term matches" in r]
+
+
+def test_dcgm_exporter_without_the_queued_toleration_is_caught():
+    release = release_of("dev-gcp-dws", "dcgm-exporter")
+    values = {**release.values, "tolerations": _drop(release.values["tolerations"], "cloud.google.com/gke-queued")}
+    spec = _render_daemonset(release, values, "dcgm-exporter")
+    nodes = nodes_of("dev-gcp-dws")
+    assert fits(spec, nodes["infer"].labels, nodes["infer"].taints) == []
+    assert [r for r in fits(spec, nodes["h100"].labels, nodes["h100"].taints) if "cloud.google.com/gke-queued" in r]
+
+
+def test_hami_plugin_on_every_gpu_pool_is_caught():
+    stack = "aws-sharing"
+    release = release_of(stack, "hami")
+    values = yaml.safe_load(yaml.safe_dump(release.values))
+    values["devicePlugin"]["nvidiaNodeSelector"] = {"gpu": None}  # null takes a key out of the chart's default map
+    spec = _render_daemonset(release, values, "hami-device-plugin")
+    need = next(n for n in NEEDS if n.name == "hami-device-plugin")
+    problems = placement_problems(stack, need, spec, nodes_of(stack))
+    assert sorted(problems) == [f"hami-device-plugin also runs on pool {p!r} of {stack}, which it must leave alone" for p in ("mps", "whole")]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The matcher follows Kubernetes
+
+
+@pytest.mark.parametrize("toleration, taint, expected", [
+    ({"operator": "Exists"}, "a=b:NoSchedule", True),  # empty key with Exists: every taint
+    ({"operator": "Exists"}, "a=b:NoExecute", True),
+    ({"key": "a", "operator": "Exists"}, "a=b:NoExecute", True),  # no effect: every effect
+    ({"key": "a", "operator": "Exists", "effect": "NoSchedule"}, "a=b:NoExecute", False),
+    ({"key": "a", "operator": "Equal", "value": "b"}, "a=b:NoSchedule", True),
+    ({"key": "a", "value": "b"}, "a=b:NoSchedule", True),  # no operator is Equal
+    ({"key": "a", "operator": "Equal", "value": "c"}, "a=b:NoSchedule", False),
+    ({"key": "a", "operator": "Equal"}, "a=:NoSchedule", True),
+    ({"key": "x", "operator": "Exists"}, "a=b:NoSchedule", False),
+])
+def test_tolerations_follow_kubernetes(toleration, taint, expected):
+    assert tolerates(toleration, taint) is expected
+
+
+def test_prefer_no_schedule_keeps_no_pod_off():
+    assert untolerated([], ["a=b:PreferNoSchedule", "c=d:NoSchedule", "e=f:NoExecute"]) == [("c", "d", "NoSchedule"), ("e", "f", "NoExecute")]
+
+
+@pytest.mark.parametrize("expression, labels, expected", [
+    ({"key": "k", "operator": "In", "values": ["a", "b"]}, {"k": "b"}, True),
+    ({"key": "k", "operator": "In", "values": ["a"]}, {}, False),
+    ({"key": "k", "operator": "NotIn", "values": ["a"]}, {}, True),  # NotIn holds without the label
+    ({"key": "k", "operator": "NotIn", "values": ["a"]}, {"k": "a"}, False),
+    ({"key": "k", "operator": "Exists"}, {"k": ""}, True),
+    ({"key": "k", "operator": "DoesNotExist"}, {"k": ""}, False),
+    ({"key": "k", "operator": "Gt", "values": ["4"]}, {"k": "8"}, True),
+    ({"key": "k", "operator": "Gt", "values": ["8"]}, {"k": "8"}, False),
+    ({"key": "k", "operator": "Lt", "values": ["8"]}, {"k": "4"}, True),
+    ({"key": "k", "operator": "Lt", "values": ["8"]}, {"k": "four"}, False),  # not an integer: no match
+    ({"key": "k", "operator": "Gt", "values": ["4"]}, {}, False),
+])
+def test_node_selector_requirements_follow_kubernetes(expression, labels, expected):
+    assert requirement_matches(expression, labels) is expected
+
+
+def test_node_affinity_terms_are_ored_and_expressions_anded():
+    def spec(*terms):
+        return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}}
+    a = {"key": "a", "operator": "Exists"}
+    b = {"key": "b", "operator": "Exists"}
+    assert selects(spec({"matchExpressions": [a, b]}), {"a": "1"})
+    assert not selects(spec({"matchExpressions": [a]}, {"matchExpressions": [b]}), {"a": "1"})
+    assert selects(spec({}), {"a": "1"})  # an empty term matches nothing
+    assert selects({"nodeSelector": {"a": "2"}}, {"a": "1"})
+    assert not selects({"nodeSelector": {"a": "1"}, **spec({"matchExpressions": [a]})}, {"a": "1"})
+    assert not selects({}, {})  # nothing asked, every node
