@@ -265,7 +265,8 @@ def node_overlay(plan: PoolPlan, fabric: FabricPlan | None = None) -> dict | Non
     a NodeClaim whose pod asks for a resource the node never registers is never initialized (initialization.go,
     RequestedResourcesRegistered)."""
     capacity: dict = dict(overlay_capacity(plan))
-    registered = hugepages_on_node(plan) if fabric is not None and fabric.kind == "efa" else None
+    kind = fabric.kind if fabric is not None else pool_fabric_kind(plan)
+    registered = hugepages_on_node(plan) if kind == "efa" else None
     if registered is not None:
         capacity["hugepages-2Mi"] = registered
     if not capacity:
@@ -304,7 +305,8 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     overlay = node_overlay(plan)
     source = f"NodePool {node_pool_name(plan)}"
     if overlay is not None:
-        allocatable.update({k: int(v) for k, v in overlay["spec"]["capacity"].items()})
+        # Counts, and huge pages in MiB ("10256Mi"), as the scale-up checks compare them.
+        allocatable.update({k: int(v.removesuffix("Mi")) for k, v in overlay["spec"]["capacity"].items()})
         source += f" + NodeOverlay {overlay['metadata']['name']}"
     spec = pool_obj["spec"]["template"]["spec"]
     taints = tuple(Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec["taints"])

@@ -369,6 +369,12 @@ def _node(cluster: Cluster, plan: PoolPlan, pod: dict, nodes: int, provisioned: 
         return Step("node", False, f"the pool keeps {pool.min_nodes} node(s) and no autoscaler gpupools installs starts more")
     template = replace(template, labels={**template.labels, **label_choices(cluster, plan, pod)})
     reason = why_not(template, pod)
+    if reason is None:
+        # Huge pages are no extended resource; Karpenter counts them only where a NodeOverlay says the node has them.
+        for name in _hugepages(pod):
+            wanted = max(_mebibytes(c.get("resources", {}).get("limits", {}).get(name, "0")) for c in pod.get("containers", []))
+            if template.allocatable.get(name, 0) < wanted:
+                reason = f"{template.autoscaler} expects {template.allocatable.get(name, 0)}Mi of {name} on a new node, the pod asks for {wanted}Mi ({template.source})"
     if reason is not None:
         return Step("node", False, f"no node starts from zero: {reason}")
     how = "the cloud provisions them for the admission check" if provisioned else f"{template.autoscaler} starts it from zero ({template.source})"
@@ -394,6 +400,14 @@ def _ready(cluster: Cluster, node: Node, pod: dict) -> Step:
                         if cluster.autoscaler == "karpenter" else f"nothing allocates {name} on the node, which the pod asks for")
     lifted = f"startup taint lifted by {', '.join(sorted(a.name for a in running.values() if a.clears))}; " if node.startup_taints else ""
     return Step("ready", True, lifted + "every resource the pod asks for is registered")
+
+
+def _mebibytes(quantity) -> int:
+    text = str(quantity)
+    for suffix, factor in (("Gi", 1024), ("Mi", 1)):
+        if text.endswith(suffix):
+            return int(text[: -len(suffix)]) * factor
+    return int(text) // (1024 * 1024)
 
 
 def _hugepages(pod: dict) -> list[str]:

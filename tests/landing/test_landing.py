@@ -283,3 +283,19 @@ def test_a_gang_asking_for_huge_pages_no_node_allocates_never_initializes(monkey
     monkeypatch.setattr(check, "hugepages_registered", lambda plan: None)
     v = verdict(cluster_of(example("dev-aws")), "research", "pretrain", "gang")
     assert not v.lands and v.failing.name == "ready" and "hugepages-2Mi" in v.failing.detail and "NodeClaim never initializes" in v.failing.detail
+
+
+def test_karpenter_starts_a_node_for_huge_pages_only_where_its_overlay_lists_them(monkeypatch):
+    """Karpenter's instance types list no huge pages; without the NodeOverlay's hugepages-2Mi a pending pod that asks
+    for them starts no node (aws/karpenter-provider-aws docs/concepts/nodeoverlays.md)."""
+    from gpupools.autoscaling import karpenter
+
+    cluster = cluster_of(example("dev-aws"))
+    pretrain = next(p for p in cluster.plans if p.name == "pretrain")
+    assert karpenter.node_template(pretrain).allocatable["hugepages-2Mi"] >= 5120
+    real = karpenter.node_overlay
+    monkeypatch.setattr(karpenter, "node_overlay", lambda plan, fabric=None: None)
+    v = verdict(cluster, "research", "pretrain", "gang")
+    assert not v.lands and v.failing.name == "node" and "hugepages-2Mi" in v.failing.detail
+    monkeypatch.setattr(karpenter, "node_overlay", real)
+    assert verdict(cluster, "research", "pretrain", "gang").lands
