@@ -31,7 +31,7 @@ from charts.chartrender import (
     stack_plan,
     stack_releases,
 )
-from charts.gpunodes import PoolNode, pool_nodes
+from charts.gpunodes import PoolNode, cpu_arch, pool_nodes
 from charts.placement import daemon_pod_spec, fits, requirement_matches, selects, tolerates, untolerated
 
 # Stacks beside the examples, so that every pinned chart is rendered by some stack: HAMi, MPS and whole GPUs on
@@ -50,6 +50,10 @@ EXTRA_STACKS = {
         {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "spot": True},
         {"name": "vgpu", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2, "spot": True,
          "sharing": {"mode": "vgpu", "replicas": 4}}]),
+    # Without the GPU Operator, the Network Operator brings its own NFD.
+    "azure-infiniband-device-plugin": base_config("azure", gpuSoftware={"installer": "device-plugin"}, pools=[
+        {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2},
+        {"name": "ndspot", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "spot": True}]),
 }
 STACKS = [*example_stacks(), *EXTRA_STACKS]
 
@@ -187,6 +191,7 @@ class Need:
     only: bool = False
     before_ready: bool = False
     by_labels: bool = True
+    enabled: Callable[[dict], bool] = lambda values: True  # whether the release's values deploy it at all
 
 
 def _all(stack, nodes):
@@ -245,6 +250,9 @@ NEEDS = [
     Need("dcgm-exporter", "dcgm-exporter", "dcgm-exporter", _standalone_exporter_pools, only=True),
     Need("efa-device-plugin", "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", _fabric_pools("efa"), only=True, before_ready=True),
     Need("nic-cluster-policy", "gpupools", "NicClusterPolicy", _fabric_pools("infiniband"), only=True, before_ready=True),
+    # The DOCA driver container needs NFD's kernel and OS labels on the InfiniBand nodes.
+    Need("network-operator-nfd-worker", "network-operator", "network-operator-node-feature-discovery-worker", _fabric_pools("infiniband"),
+         before_ready=True, enabled=lambda values: values.get("nfd", {}).get("enabled", True)),
     Need("readiness-reporter", "gpupools", "gpupools-gpu-ready-reporter", _gated_pools, only=True, before_ready=True),
     Need("node-monitoring-agent", "eks-node-monitoring-agent", "eks-node-monitoring-agent", _all),
     Need("node-monitoring-dcgm-server", "eks-node-monitoring-agent", "dcgm-server", _all),
@@ -263,7 +271,7 @@ def applies(stack: str, need: Need) -> bool:
     if need.chart == "gpupools":
         kind, name = (need.workload, None) if need.workload == "NicClusterPolicy" else ("DaemonSet", need.workload)
         return _plan_object(stack, kind, name) is not None
-    return any(r.chart == need.chart for r in releases_of(stack))
+    return any(r.chart == need.chart and need.enabled(r.values) for r in releases_of(stack))
 
 
 def pod_spec_of(stack: str, need: Need) -> dict:
@@ -296,8 +304,19 @@ def placement_problems(stack: str, need: Need, spec: dict, nodes: dict[str, Pool
     return problems
 
 
+# Placements that do not hold yet, each a defect in the values gpupools gives the chart. Strict: once fixed, the
+# test passes and the entry must go.
+KNOWN_DEFECTS = {
+    ("azure-infiniband-device-plugin", "network-operator-nfd-worker"):
+        "network-operator values set nfd.enabled but no node-feature-discovery.worker.tolerations: the chart's NFD worker "
+        "tolerates only nvidia.com/gpu, not AKS's spot taint, so spot InfiniBand nodes get no NFD labels",
+}
+
+
 def placement_params():
-    return [pytest.param(stack, need, id=f"{stack}/{need.name}") for stack in STACKS for need in NEEDS if applies(stack, need)]
+    return [pytest.param(stack, need, id=f"{stack}/{need.name}",
+                         marks=[pytest.mark.xfail(strict=True, reason=KNOWN_DEFECTS[stack, need.name])] if (stack, need.name) in KNOWN_DEFECTS else [])
+            for stack in STACKS for need in NEEDS if applies(stack, need)]
 
 
 @pytest.mark.parametrize("stack, need", placement_params())
@@ -308,10 +327,46 @@ def test_gpu_workload_lands_on_the_pools_that_need_it(stack, need):
     assert not problems, "\n".join(problems)
 
 
+NFD_WORKER = "node-feature-discovery-worker"
+TWO_NFDS = {
+    "azure-infiniband-device-plugin": "the device plugin chart deploys NFD (its condition nfd.enabled,gfd.enabled falls to gfd.enabled, "
+                                      "which gpupools sets) and the Network Operator's is enabled too: network_operator_release only "
+                                      "counts the GPU Operator's NFD",
+}
+
+
+@pytest.mark.parametrize("stack", [pytest.param(s, marks=[pytest.mark.xfail(strict=True, reason=TWO_NFDS[s])] if s in TWO_NFDS else [])
+                                   for s in STACKS])
+def test_one_node_feature_discovery_per_cluster(stack):
+    # Two NFD masters would label the same nodes from two sets of workers, each removing what it did not find.
+    workers = [f"{r.chart}: {d['metadata']['name']}" for r in releases_of(stack) for d in kind_of(r.render(), "DaemonSet")
+               if d["metadata"]["name"].endswith(NFD_WORKER)]
+    assert len(workers) <= 1, workers
+
+
+def test_node_monitoring_dcgm_server_covers_every_catalog_gpu_instance_type():
+    # The agent's DCGM host engine selects NVIDIA instance types by name; a GPU instance type gpupools offers on EKS
+    # but missing from that list would get no GPU health conditions, hence no node repair.
+    from gpupools.clouds.aws import NODE_MONITORING_AGENT_VALUES
+    from gpupools.core.catalog import load_catalog
+
+    spec = next(daemon_pod_spec(d) for d in kind_of(render("eks-node-monitoring-agent", NODE_MONITORING_AGENT_VALUES,
+                                                           "eks-node-monitoring-agent", "kube-system"), "DaemonSet")
+                if d["metadata"]["name"] == "dcgm-server")
+    missing = {}
+    for instance_type in sorted(load_catalog().instances["aws"]):
+        labels = {"kubernetes.io/os": "linux", "kubernetes.io/arch": cpu_arch(instance_type), "node.kubernetes.io/instance-type": instance_type}
+        reasons = fits(spec, labels, [])
+        if reasons:
+            missing[instance_type] = reasons
+    assert not missing, missing
+
+
 def test_every_gpu_daemonset_a_stack_renders_is_checked():
     # A new GPU DaemonSet in a chart (or a renamed one) must get a Need above, or its placement goes unchecked.
     known = {n.workload for n in NEEDS}
     # Not GPU pools' concern: NFD's and the device plugin's cluster-wide helpers run wherever they like.
+    # (GFD reaches NFD's master through NodeFeature objects; the device plugin's own affinity is replaced by gpupools').
     elsewhere = {"nvidia-device-plugin-node-feature-discovery-worker"}
     for stack in STACKS:
         for release in releases_of(stack):
@@ -438,3 +493,12 @@ def test_node_affinity_terms_are_ored_and_expressions_anded():
     assert selects({"nodeSelector": {"a": "2"}}, {"a": "1"})
     assert not selects({"nodeSelector": {"a": "1"}, **spec({"matchExpressions": [a]})}, {"a": "1"})
     assert not selects({}, {})  # nothing asked, every node
+
+
+@pytest.mark.parametrize("instance_type, arch", [
+    ("g5.2xlarge", "amd64"), ("g6e.xlarge", "amd64"), ("gr6.4xlarge", "amd64"), ("g5g.xlarge", "arm64"),
+    ("p6e-gb200.36xlarge", "arm64"), ("Standard_ND128isr_NDR_GB200_v6", "arm64"), ("Standard_NC24ads_A100_v4", "amd64"),
+    ("a4x-highgpu-4g", "arm64"), ("a3-highgpu-8g", "amd64"),
+])
+def test_cpu_architecture_of_gpu_instance_types(instance_type, arch):
+    assert cpu_arch(instance_type) == arch
