@@ -479,7 +479,7 @@ def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None]:
     placement group too."""
     if capacity.blocks(pool):
         hourly = [k for k in capacity.kinds(pool) if k != capacity.RESERVED]
-        return BLOCK_PLACEMENT + (f" ({'/'.join(hourly)} nodes of the pool start without one too)" if hourly else ""), None
+        return f"the Capacity Block's own placement ({BLOCK_PLACEMENT}" + (f"; {'/'.join(hourly)} nodes start without one" if hourly else "") + ")", None
     name = f"{cluster_name}-{pool.name}"
     return f"placement group {name}", name
 

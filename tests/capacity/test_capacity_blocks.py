@@ -71,8 +71,8 @@ def test_a_capacity_block_pool_selects_no_placement_group_and_the_fabric_row_say
     stack = validate_stack(stack_config("aws", pools=[efa_pool([BLOCK, "on-demand"])], teams=TEAMS))
     (plan,) = plan_pools(stack)
     row = fabric_row(plan_fabric(stack, plan), 0)["fabric"]
-    assert row["placement"].startswith("no placement group: Capacity Block instances are already placed together")
-    assert "on-demand nodes of the pool start without one too" in row["placement"] and row["zone"] == "eu-central-1a"
+    assert row["placement"] == ("the Capacity Block's own placement (no placement group: Capacity Block instances are already placed "
+                                "together; on-demand nodes start without one)") and row["zone"] == "eu-central-1a"
     assert fabric_violations(block_plan) == []
 
 
@@ -154,6 +154,6 @@ def test_dev_aws_reserved_plans_its_block_without_a_placement_group():
     assert result.exit_code == 0, result.output
     pools = {p["name"]: p for p in json.loads(result.output)["outputs"]["pools"]}
     h100 = pools["h100"]
-    assert h100["fabric"]["placement"].startswith("no placement group: Capacity Block instances are already placed together")
+    assert "no placement group: Capacity Block instances are already placed together" in h100["fabric"]["placement"]
     assert any(line.startswith("Kueue does not know the block's start and end") for line in h100["capacitySources"]["details"])
     assert not any(r["type"] == PLACEMENT_GROUP for r in json.loads(result.output)["resources"])
