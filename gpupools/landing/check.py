@@ -132,12 +132,7 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
     plans = plans if plans is not None else plan_pools(stack)
     autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
     teams = plan_teams(stack, plans)
-    if stack.quotas == "kueue":
-        objects = kueue.team_objects(stack, plans, teams, None, autoscaler)
-    elif stack.quotas == "resourcequota" or (stack.teams and stack.quotas != "none"):
-        objects = resourcequota.team_objects(stack, teams)
-    else:
-        objects = []
+    objects = kueue.team_objects(stack, plans, teams, None, autoscaler) if stack.quotas == "kueue" else resourcequota.team_objects(stack, teams)
     software = software_plan(stack, plans)
     fabrics = plan_fabrics(stack, plans)
     agents: list[Agent] = []
