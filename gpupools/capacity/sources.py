@@ -135,7 +135,10 @@ def block_marker(pool: Pool, key: str = CAPACITY_BLOCK_KEY) -> dict[str, str]:
 
 # A Capacity Block runs between a start and an end time (EC2 begins terminating its instances 30 minutes before the end,
 # EC2 user guide capacity-blocks-using; Karpenter deletes their NodeClaims 40 minutes before it, aws/karpenter-provider-aws
-# v1.14.1 pkg/controllers/capacityreservation/expiration/controller.go lines 47-49), and Kueue knows neither: a
+# v1.14.1 pkg/controllers/capacityreservation/expiration/controller.go lines 47-49). Outside that window Karpenter has no
+# reserved capacity to offer: it reads only active reservations (pkg/providers/capacityreservation/types.go lines 62-66)
+# and offers none from an expiring block (pkg/providers/instancetype/offering/reserved_capacity_resolver.go line 98), so
+# a pod bound for the block's nodes waits. Kueue knows neither: a
 # ResourceFlavor is node labels and tolerations, a ClusterQueue's quota has no time, and its stopPolicy is a switch
 # someone must flip (kueue v0.19.2 apis/kueue/v1beta2/clusterqueue_types.go lines 132-144). What Kueue does offer is its
 # all-or-nothing wait: a workload admitted whose pods are not all ready within the timeout is evicted and requeued with
