@@ -27,7 +27,7 @@ from gpupools.autoscaling.choice import requested_extended, resolve_autoscaler, 
 from gpupools.autoscaling.templates import node_template
 from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import POOL_LABEL, PoolPlan
-from gpupools.core.sharing import HAMI_SCHEDULER
+from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE
 from gpupools.fabric.plan import FabricPlan, plan_fabrics
 from gpupools.fabric.software import EFA_DEVICE_PLUGIN, efa_device_plugin_release, network_operator_release, nic_cluster_policy
 from gpupools.health import readiness
@@ -41,6 +41,7 @@ from gpupools.queues.teams import TeamPlan, plan_teams
 from gpupools.stack.config import StackConfig
 
 PROBE_IMAGE = "landing-check"
+HAMI_RESOURCES = frozenset({VGPU_MEMORY_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_CORES_RESOURCE})
 SHAPES = ("unit", "node", "gang")
 GANG_NODES = 2
 
@@ -385,8 +386,12 @@ def _ready(cluster: Cluster, node: Node, pod: dict) -> Step:
             missing = [f"{a.name} ({a.why_not_on(node)})" for a in partners if a.name not in running] or ["nothing in the plan lifts it"]
             return Step("ready", False, f"the startup taint {taint.key} stays: {', '.join(missing)}")
     advertised = set().union(*(a.advertises(node) for a in running.values())) if running else set()
+    # HAMi's scheduler accounts for its vGPU memory and compute itself; no node registers them, and the kubelet drops
+    # requests for extended resources the node has no capacity for and no device plugin serves (kubernetes
+    # pkg/kubelet/lifecycle/predicate.go, removeMissingExtendedResources).
+    own = HAMI_RESOURCES if pod.get("schedulerName") == HAMI_SCHEDULER else frozenset()
     for name in requested_extended(pod):
-        if name not in advertised:
+        if name not in advertised and name not in own:
             why = (" (a Karpenter NodeClaim initializes only once it is registered)" if cluster.autoscaler == "karpenter" else "")
             return Step("ready", False, f"nothing on the node registers {name}, which the pod asks for{why}")
     for name in _hugepages(pod):

@@ -372,3 +372,16 @@ def test_a_topology_aware_flavor_counts_the_nodes_a_gang_needs_against_the_nodes
 @pytest.mark.parametrize("quantity, mib", [("5120Mi", 5120), ("2Gi", 2048), (str(3 * 1024 * 1024), 3), (1048576, 1)])
 def test_huge_page_quantities(quantity, mib):
     assert check._mebibytes(quantity) == mib
+
+
+def test_hamis_own_resources_need_no_device_plugin_only_under_hamis_scheduler():
+    config = stack_config("aws", pools=[{"name": "vgpu", "instanceType": "g5.2xlarge", "maxNodes": 2, "minNodes": 1,
+                                         "sharing": {"mode": "vgpu", "replicas": 4, "memoryPerPod": "6Gi"}}])
+    cluster = cluster_of(validate_stack(config))
+    plan = cluster.plans[0]
+    job = check.job_for(cluster, None, plan, "unit")
+    assert "nvidia.com/gpumem" in job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert land(cluster, None, plan, "unit", job).lands
+    del job["spec"]["template"]["spec"]["schedulerName"]  # the default scheduler counts gpumem like any extended resource
+    v = land(cluster, None, plan, "unit", job)
+    assert not v.lands and v.failing.name == "ready" and "nvidia.com/gpumem" in v.failing.detail
