@@ -12,11 +12,10 @@ import pulumi_kubernetes as k8s
 from gpupools.clouds import azure as decide
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import GPU_TAINT, PoolPlan, toleration
-from gpupools.core.sharing import resolve_installer
 from gpupools.fabric import software as fabric_software
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
-from gpupools.pools.software import namespace as software_namespace
+from gpupools.pools.software import gpu_tolerations, namespace as software_namespace, runs_nfd
 
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
@@ -85,8 +84,7 @@ class AksCluster(Component):
         the HCAs as rdma/shared_ib on those pools."""
         plans = plan_pools(stack)
         fabrics = list(plan_fabrics(stack, plans).values())
-        installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
-        release = fabric_software.network_operator_release(fabrics, gpu_operator_nfd=installer == "gpu-operator")
+        release = fabric_software.network_operator_release(fabrics, runs_nfd(stack, plans), gpu_tolerations(stack, plans))
         if release is None:
             return
         ib = [p for p in plans if p.name in {f.pool for f in fabrics}]

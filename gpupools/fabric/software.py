@@ -46,18 +46,30 @@ RDMA_SHARED_CONFIG = {"configList": [{"resourceName": "shared_ib", "rdmaHcaMax":
                                       "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"]}}]}
 
 
-def network_operator_values(nfd: bool) -> dict:
+# The chart's own NFD worker tolerations (deployment/network-operator/values.yaml, node-feature-discovery.worker), which
+# a values list replaces rather than extends.
+NFD_WORKER_DEFAULT_TOLERATIONS = [{"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+                                  {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def network_operator_values(nfd: bool, tolerations: list[dict] | None = None) -> dict:
     """Azure turns the chart's own NodeFeatureRules off (the policy below selects the pools by their label instead). Node
     Feature Discovery, whose kernel and OS labels the driver container needs, comes from the chart unless the GPU
-    Operator already runs it: one NFD per cluster (aks-rdma-infiniband configs/values/gpu-operator/values.yaml turns the
-    other one off for the same reason)."""
-    return {"nfd": {"enabled": nfd, "deployNodeFeatureRules": False}}
+    software already runs one: one NFD per cluster (aks-rdma-infiniband configs/values/gpu-operator/values.yaml turns the
+    other one off for the same reason). Its worker tolerates what the GPU DaemonSets do (the GPU taint, AKS spot), or the
+    InfiniBand nodes of a spot pool would never get the labels."""
+    values: dict = {"nfd": {"enabled": nfd, "deployNodeFeatureRules": False}}
+    if nfd and tolerations:
+        values["node-feature-discovery"] = {"worker": {"tolerations": NFD_WORKER_DEFAULT_TOLERATIONS
+                                                       + [t for t in tolerations if t not in NFD_WORKER_DEFAULT_TOLERATIONS]}}
+    return values
 
 
-def network_operator_release(fabrics: list[FabricPlan], gpu_operator_nfd: bool) -> Release | None:
+def network_operator_release(fabrics: list[FabricPlan], other_nfd: bool, tolerations: list[dict] | None = None) -> Release | None:
+    """`other_nfd`: the GPU software runs Node Feature Discovery already (`pools.software.runs_nfd`)."""
     if not any(f.kind == "infiniband" for f in fabrics):
         return None
-    return Release(NETWORK_OPERATOR, NETWORK_OPERATOR.default_version, network_operator_values(not gpu_operator_nfd))
+    return Release(NETWORK_OPERATOR, NETWORK_OPERATOR.default_version, network_operator_values(not other_nfd, tolerations))
 
 
 def nic_cluster_policy(fabrics: list[FabricPlan], tolerations: list[dict]) -> dict | None:

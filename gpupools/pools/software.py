@@ -217,6 +217,16 @@ def device_plugin_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     }
 
 
+def runs_nfd(stack: StackConfig, plans: list[PoolPlan]) -> bool:
+    """Whether the GPU software brings Node Feature Discovery: the GPU Operator always, the device plugin chart with GFD
+    on (its dependency condition `nfd.enabled,gfd.enabled` falls through to gfd.enabled, NVIDIA/k8s-device-plugin
+    deployments/helm/nvidia-device-plugin/Chart.yaml), which `device_plugin_values` sets."""
+    release = next((r for r in software_plan(stack, plans).releases if r.chart in (GPU_OPERATOR, DEVICE_PLUGIN)), None)
+    if release is None:
+        return False
+    return release.chart == GPU_OPERATOR or bool(release.values.get("gfd", {}).get("enabled"))
+
+
 def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None = None) -> SoftwarePlan:
     installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
     out = SoftwarePlan()

@@ -306,11 +306,7 @@ def placement_problems(stack: str, need: Need, spec: dict, nodes: dict[str, Pool
 
 # Placements that do not hold yet, each a defect in the values gpupools gives the chart. Strict: once fixed, the
 # test passes and the entry must go.
-KNOWN_DEFECTS = {
-    ("azure-infiniband-device-plugin", "network-operator-nfd-worker"):
-        "network-operator values set nfd.enabled but no node-feature-discovery.worker.tolerations: the chart's NFD worker "
-        "tolerates only nvidia.com/gpu, not AKS's spot taint, so spot InfiniBand nodes get no NFD labels",
-}
+KNOWN_DEFECTS: dict[tuple[str, str], str] = {}
 
 
 def placement_params():
@@ -328,11 +324,7 @@ def test_gpu_workload_lands_on_the_pools_that_need_it(stack, need):
 
 
 NFD_WORKER = "node-feature-discovery-worker"
-TWO_NFDS = {
-    "azure-infiniband-device-plugin": "the device plugin chart deploys NFD (its condition nfd.enabled,gfd.enabled falls to gfd.enabled, "
-                                      "which gpupools sets) and the Network Operator's is enabled too: network_operator_release only "
-                                      "counts the GPU Operator's NFD",
-}
+TWO_NFDS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("stack", [pytest.param(s, marks=[pytest.mark.xfail(strict=True, reason=TWO_NFDS[s])] if s in TWO_NFDS else [])

@@ -666,3 +666,21 @@ def test_catalog_command_shows_the_fabric():
     assert rows["g5.2xlarge"]["fabric"] is None
     human = CliRunner().invoke(app, ["catalog", "--cloud", "gcp"], terminal_width=220).output
     assert "gpudirect-tcpxo x8" in human
+
+
+def test_one_node_feature_discovery_and_its_worker_tolerates_spot_infiniband_nodes():
+    """The Network Operator brings NFD only where the GPU software has none (the device plugin chart has one with GFD on),
+    and its worker tolerates the GPU and AKS spot taints of the InfiniBand pools."""
+    from gpupools.fabric.software import network_operator_release
+    from gpupools.pools.software import gpu_tolerations, runs_nfd
+
+    pools = [{"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "spot": True}]
+    for installer, nfd_elsewhere in (("gpu-operator", True), ("device-plugin", True)):
+        stack = validate_stack(stack_config("azure", pools=pools, gpuSoftware={"installer": installer}))
+        plans = plan_pools(stack)
+        assert runs_nfd(stack, plans) is nfd_elsewhere
+        values = network_operator_release(list(plan_fabrics(stack, plans).values()), runs_nfd(stack, plans), gpu_tolerations(stack, plans)).values
+        assert values["nfd"]["enabled"] is not nfd_elsewhere
+    values = network_operator_release(list(plan_fabrics(stack, plans).values()), False, gpu_tolerations(stack, plans)).values
+    keys = {t["key"] for t in values["node-feature-discovery"]["worker"]["tolerations"]}
+    assert {"kubernetes.azure.com/scalesetpriority", "nvidia.com/gpu", "node-role.kubernetes.io/control-plane"} <= keys
