@@ -2,8 +2,9 @@
 devices, the labels discovery adds, the software that lifts the readiness taint.
 
 Each agent is read from what the plan installs: the Helm values gpupools passes (which the charts copy into their
-DaemonSets' tolerations, node selectors and affinities; tests/charts renders the pinned charts with those values and
-checks that they do) and the DaemonSets gpupools writes itself. An agent that comes with the node image or the cloud
+DaemonSets' tolerations, node selectors and affinities) and the DaemonSets gpupools writes itself. `rendered_agents`
+reads the same agents from `helm template` output of the pinned charts; tests/charts/test_landing_rendered.py runs
+the check on both and requires the same verdict for every team, pool and shape. An agent that comes with the node image or the cloud
 (Bottlerocket's device plugin, GKE's) runs wherever the pool says it does.
 """
 
@@ -157,3 +158,40 @@ def node_labels_after_discovery(node: Node, agents: list[Agent]) -> Node:
 
 def is_hami(plan: PoolPlan) -> bool:
     return plan.mechanism.installer == HAMI
+
+
+# What each chart's rendered DaemonSet does on a node, by chart and DaemonSet name: the scheduling fields are read from
+# the manifest helm renders, only the meaning of the DaemonSet is known here.
+def rendered_agents(releases: list[tuple[str, list[Mapping]]], fabric_resource: str | None = None) -> list[Agent]:
+    """Agents read from `helm template` output, per release: (chart name, rendered objects). The GPU Operator's operands
+    are no chart DaemonSets: the operator creates them from the ClusterPolicy the chart renders, on their deploy labels
+    with `spec.daemonsets.tolerations`."""
+    out: list[Agent] = []
+    for chart, objects in releases:
+        for obj in objects:
+            kind, name = obj.get("kind"), obj.get("metadata", {}).get("name", "")
+            if kind == "ClusterPolicy":
+                spec = obj.get("spec") or {}
+                tolerations = list((spec.get("daemonsets") or {}).get("tolerations") or [])
+                if (spec.get("devicePlugin") or {}).get("enabled", True):
+                    out.append(Agent("GPU Operator device plugin", "gpu-operator operand (rendered ClusterPolicy)",
+                                     pod={"nodeSelector": {DEPLOY + "device-plugin": "true"}, "tolerations": tolerations}, advertises=_pool_resource))
+                out.append(Agent("GPU Operator validator", "gpu-operator operand (rendered ClusterPolicy)",
+                                 pod={"nodeSelector": {DEPLOY + "operator-validator": "true"}, "tolerations": tolerations},
+                                 clears=frozenset({readiness.READINESS_TAINT.key})))
+            if kind != "DaemonSet":
+                continue
+            spec = obj["spec"]["template"]["spec"]
+            pod = {k: spec.get(k) for k in ("nodeSelector", "affinity", "tolerations")}
+            if name.endswith("node-feature-discovery-worker"):
+                # Only the GPU Operator turns NFD's PCI labels into its own (nvidia.com/gpu.present, deploy labels).
+                out.append(Agent("node-feature-discovery worker", "gpu-operator chart" if chart == "gpu-operator" else f"{chart} chart",
+                                 pod=pod, labels={"feature.node.kubernetes.io/pci-10de.present": "true"}))
+            elif chart == "nvidia-device-plugin" and "gpu-feature-discovery" not in name:
+                out.append(Agent("NVIDIA device plugin", "nvidia-device-plugin chart (rendered)", pod=pod, advertises=_pool_resource))
+            elif chart == "hami" and name.endswith("device-plugin"):
+                out.append(Agent("HAMi device plugin", "hami chart (rendered)", pod=pod, advertises=_pool_resource))
+            elif chart == "aws-efa-k8s-device-plugin" and fabric_resource:
+                out.append(Agent("EFA device plugin", "aws-efa-k8s-device-plugin chart (rendered)", pod=pod,
+                                 advertises=lambda node, r=fabric_resource: frozenset({r})))
+    return out
