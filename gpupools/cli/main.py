@@ -123,12 +123,13 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
 
     changes = pool_changes(previous, result) if previous is not None else None
     if as_json:
-        if changes is None:
-            typer.echo(result.to_json())
-        else:
-            doc = {**result.as_json(), "changes": [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields)}
-                                                   for c in changes]}
-            typer.echo(json.dumps(doc, indent=2, sort_keys=True))
+        from gpupools.landing.check import landing_check
+
+        # The verdicts the program exported, each with its whole chain of steps (the stack output leaves that out).
+        doc = {**result.as_json(), "landing": [v.as_json() for v in landing_check(typed)]}
+        if changes is not None:
+            doc["changes"] = [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields)} for c in changes]
+        typer.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
     from gpupools.cli.planreport import print_plan
 

@@ -38,7 +38,7 @@ class GpuPlatform(Component):
         plans = plan_pools(stack)
         # Whether each team's job lands: all of it a stack output, the jobs that cannot land recorded on the component for
         # the policy pack (team-jobs-land), which is all the pack needs.
-        landing = [verdict.as_json() for verdict in landing_check(stack, plans)]
+        landing = [verdict.as_json(chain=False) for verdict in landing_check(stack, plans)]
         super().__init__(name, opts, props={"landing": [v for v in landing if not v["lands"]]})
         # After registration: the engine sets each recorded prop as an output attribute of the component.
         self.verdicts = landing

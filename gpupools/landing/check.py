@@ -73,12 +73,15 @@ class Landing:
     def failing(self) -> Step | None:
         return next((s for s in self.steps if not s.ok), None)
 
-    def as_json(self) -> dict:
-        """Every key always present (a stack output drops nulls): "" for no team, no flavor, and no failing step."""
+    def as_json(self, chain: bool = True) -> dict:
+        """Every key always present (a stack output drops nulls): "" for no team, no flavor, and no failing step.
+        `chain`: with every step; the stack output leaves it out (each value costs the engine a round of serialization)."""
         failing = self.failing
-        return {"team": self.team or "", "pool": self.pool, "shape": self.shape, "job": self.job, "lands": self.lands, "flavor": self.flavor or "",
-                "step": failing.name if failing else "", "reason": failing.detail if failing else "",
-                "chain": [s.as_json() for s in self.steps]}
+        row = {"team": self.team or "", "pool": self.pool, "shape": self.shape, "job": self.job, "lands": self.lands, "flavor": self.flavor or "",
+               "step": failing.name if failing else "", "reason": failing.detail if failing else ""}
+        if chain:
+            row["chain"] = [s.as_json() for s in self.steps]
+        return row
 
 
 @dataclass

@@ -27,7 +27,10 @@ def test_plan_json_contract(stack):
     result = invoke("plan", "--stack", stack, "--json")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"project", "stack", "cloud", "resources", "outputs"}
+    assert set(doc) == {"project", "stack", "cloud", "resources", "outputs", "landing"}
+    # Whether each team's job lands: the stack output without the chain of steps, the top-level list with it.
+    assert [{k: v for k, v in row.items() if k != "chain"} for row in doc["landing"]] == doc["outputs"]["landing"]
+    assert all(row["lands"] and [s["step"] for s in row["chain"]][-4:] == ["schedule", "node", "ready", "device"] for row in doc["landing"])
     assert doc["project"] == "gpupools" and doc["stack"] == stack and doc["cloud"] == stack.split("-")[1]
     for r in doc["resources"]:
         assert set(r) == {"type", "name", "parent", "inputs"}
