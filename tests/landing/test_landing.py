@@ -385,3 +385,31 @@ def test_hamis_own_resources_need_no_device_plugin_only_under_hamis_scheduler():
     del job["spec"]["template"]["spec"]["schedulerName"]  # the default scheduler counts gpumem like any extended resource
     v = land(cluster, None, plan, "unit", job)
     assert not v.lands and v.failing.name == "ready" and "nvidia.com/gpumem" in v.failing.detail
+
+
+def test_rendered_agents_take_scheduling_from_the_manifests_and_meaning_from_the_chart():
+    from gpupools.landing.agents import rendered_agents
+
+    def ds(name, **spec):
+        return {"kind": "DaemonSet", "metadata": {"name": name}, "spec": {"template": {"spec": spec}}}
+
+    gpu = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    agents = rendered_agents([
+        ("gpu-operator", [ds("gpu-operator-node-feature-discovery-worker", tolerations=gpu),
+                          {"kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+                           "spec": {"daemonsets": {"tolerations": gpu}, "devicePlugin": {"enabled": False}}}]),
+        ("nvidia-device-plugin", [ds("nvidia-device-plugin", tolerations=gpu), ds("nvidia-device-plugin-gpu-feature-discovery"),
+                                  ds("nvidia-device-plugin-node-feature-discovery-worker")]),
+        ("hami", [ds("hami-device-plugin", nodeSelector={"gpu": "on"}), ds("hami-scheduler")]),
+        ("aws-efa-k8s-device-plugin", [ds("aws-efa-k8s-device-plugin")]),
+        ("dcgm-exporter", [ds("dcgm-exporter")]),
+    ], "vpc.amazonaws.com/efa")
+    names = [(a.name, a.source) for a in agents]
+    assert names == [("node-feature-discovery worker", "gpu-operator chart"),
+                     ("GPU Operator validator", "gpu-operator operand (rendered ClusterPolicy)"),  # devicePlugin.enabled: false
+                     ("NVIDIA device plugin", "nvidia-device-plugin chart (rendered)"),
+                     ("node-feature-discovery worker", "nvidia-device-plugin chart"),
+                     ("HAMi device plugin", "hami chart (rendered)"),
+                     ("EFA device plugin", "aws-efa-k8s-device-plugin chart (rendered)")]
+    assert agents[1].pod["tolerations"] == gpu and agents[4].pod["nodeSelector"] == {"gpu": "on"}
+    assert rendered_agents([("aws-efa-k8s-device-plugin", [ds("aws-efa-k8s-device-plugin")])]) == []  # no fabric resource on this cloud
