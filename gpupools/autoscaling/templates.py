@@ -7,10 +7,13 @@ build theirs from the cloud's pool config (`node_template` of the cloud module).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpupools.autoscaling import cluster_autoscaler, karpenter
 from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER
 from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import NodeTemplate, PoolPlan
+from gpupools.fabric.software import autoscaler_fabric_resources
 
 
 def node_template(cloud: str, plan: PoolPlan, autoscaler: str) -> NodeTemplate | None:
@@ -20,8 +23,18 @@ def node_template(cloud: str, plan: PoolPlan, autoscaler: str) -> NodeTemplate |
     if autoscaler == CLUSTER_AUTOSCALER:
         return cluster_autoscaler.node_template(plan)
     if autoscaler == CLOUD:
-        return cloud_module(cloud).node_template(plan)
+        return with_fabric_resources(cloud, plan, cloud_module(cloud).node_template(plan))
     return None
+
+
+def with_fabric_resources(cloud: str, plan: PoolPlan, template: NodeTemplate) -> NodeTemplate:
+    """A managed autoscaler's picture of a fabric node: what the pool's scale set tags add beside the GPUs (the
+    InfiniBand pools' RDMA device, `fabric.software.autoscaler_fabric_resources`, which the AKS component writes as tags)."""
+    extra = autoscaler_fabric_resources(cloud, plan)
+    if not extra:
+        return template
+    return replace(template, allocatable={**template.allocatable, **extra},
+                   source=f"{template.source} and its scale set's resource tags ({', '.join(f'{k} x {v}' for k, v in extra.items())})")
 
 
 def node_group_labels(plan: PoolPlan, autoscaler: str) -> dict[str, str]:

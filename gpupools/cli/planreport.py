@@ -26,6 +26,7 @@ from gpupools.queues.kueue import topology_aware, topology_guarantee
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.sharing import resolve_installer
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, plan_fabrics
+from gpupools.fabric.software import gpudirect_rdma_line
 from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
 from gpupools.monitoring.plan import DCGM_EXPORTER, OPERATOR_EXPORTER, exporter_per_pool, operands_off
@@ -74,6 +75,9 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
         rows.append(("local NVMe", f"{nvme:,} GB, unused" if nvme else "none"))
         return rows
     rows = [("fabric", fabric.summary + (f", {fabric.resource} x {fabric.resource_count} per pod" if fabric.resource else ""))]
+    rdma = gpudirect_rdma_line(stack, plan_pools(stack), plan.name)
+    if rdma:
+        rows.append(("", rdma))
     for gap in fabric.gaps:
         rows.append(("", f"pods cannot use it yet: {gap}" if not fabric.configured else f"needs: {gap}"))
     if fabric.local_nvme_gb:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from datetime import date
+from typing import Mapping
 
 from gpupools.core.catalog import Catalog, Hardware
 from gpupools.core.facts import load_facts
@@ -82,7 +83,29 @@ def gpu_driver(installer: str) -> str:
     return "None" if installer == "gpu-operator" else "Install"
 
 
-def agent_pool_args(plan: PoolPlan, installer: str, resource_group, cluster_name, kubernetes_version: str | None) -> dict:
+# The AKS cluster autoscaler builds an empty scale set's node from its VM size and from tags of this prefix, one per
+# extended resource, the resource's `/` spelled `_` (Azure tag names may not hold `/`): kubernetes/autoscaler
+# cluster-autoscaler/cloudprovider/azure/README.md, "Resources", and azure_template.go (processVMSSTemplate). Tags of an
+# agent pool are set on its scale set (AKS docs, "Use Azure tags in AKS": "Tags set on a node pool apply only to
+# resources related to that node pool").
+SCALE_SET_RESOURCE_TAG = "k8s.io_cluster-autoscaler_node-template_resources_"
+
+
+def autoscaler_resource_tags(resources: Mapping[str, int]) -> dict[str, str]:
+    """The scale set tags that tell the AKS cluster autoscaler a new node of the pool has `resources`; a name the tags
+    cannot spell (an `_` would come back as `/`) is a programming error."""
+    tags = {}
+    for name, count in resources.items():
+        if "_" in name or "~" in name:
+            raise ValueError(f"{name!r} cannot be spelled in a scale set tag: the autoscaler reads every _ and ~2 as /")
+        tags[SCALE_SET_RESOURCE_TAG + name.replace("/", "_")] = str(count)
+    return tags
+
+
+def agent_pool_args(plan: PoolPlan, installer: str, resource_group, cluster_name, kubernetes_version: str | None,
+                    autoscaler_resources: Mapping[str, int] | None = None) -> dict:
+    """`autoscaler_resources`: extended resources beside the GPUs a new node will advertise (the InfiniBand pools'
+    RDMA device), written as scale set tags for the cluster autoscaler (`autoscaler_resource_tags`)."""
     pool = plan.pool
     args = {
         "agent_pool_name": pool.name,
@@ -107,6 +130,8 @@ def agent_pool_args(plan: PoolPlan, installer: str, resource_group, cluster_name
     if group is not None:
         args["capacity_reservation_group_id"] = group
         args["tags"] = capacity.reserved_marker(pool)
+    if autoscaler_resources:
+        args["tags"] = {**args.get("tags", {}), **autoscaler_resource_tags(autoscaler_resources)}
     if capacity.spot_only(pool):
         args.update(scale_set_eviction_policy="Delete", spot_max_price=-1)
     if pool.disk_size_gb:
@@ -422,9 +447,14 @@ def reservation_identity_findings(name: str, identity: dict | None, scopes: list
 # --------------------------------------------------------------------------------------------------------------------
 # The fabric: InfiniBand between ND-series nodes
 
-# The resource the NVIDIA Network Operator's RDMA shared device plugin advertises in Azure's configuration
-# (Azure/aks-rdma-infiniband configs/nicclusterpolicy/.../rdma.yaml: resourceName shared_ib, prefix rdma).
-FABRIC_RESOURCE = "rdma/shared_ib"
+# The resource the NVIDIA Network Operator's RDMA shared device plugin advertises: its prefix `rdma/` and the config's
+# resourceName (Mellanox/k8s-rdma-shared-dev-plugin pkg/resources/resources_manager.go: rdmaHcaResourcePrefix, and
+# validResourceName `^[a-zA-Z0-9_]+$`). Azure's configuration names it `shared_ib` (Azure/aks-rdma-infiniband
+# configs/nicclusterpolicy/rdma-shared-device-plugin/rdma.yaml); gpupools drops the underscore, because the AKS cluster
+# autoscaler learns a scale set's extended resources from tags in whose names every `_` (and `~2`) reads as `/`
+# (kubernetes/autoscaler cluster-autoscaler/cloudprovider/azure/azure_template.go, extractAllocatableResourcesFromScaleSet):
+# `rdma/shared_ib` cannot be spelled there, and without it a pod that asks for the device never starts a node from zero.
+FABRIC_RESOURCE = "rdma/sharedib"
 FABRIC_NAME = "InfiniBand"
 # AKS writes no node labels for the InfiniBand topology, so Kueue has no levels to pack a job by on AKS.
 TOPOLOGY_LEVELS: tuple[tuple[str, str], ...] = ()
@@ -443,7 +473,7 @@ def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None]:
 def fabric_pod(count: int) -> dict:
     """What a pod on an InfiniBand node needs beside its GPUs: the shared IB device, IPC_LOCK to pin memory for RDMA, and
     NCCL told to use InfiniBand with GPUDirect RDMA (Azure/aks-rdma-infiniband tests/scenarios/k8s/values.yaml:
-    `rdma/shared_ib: 1`, capability IPC_LOCK, NCCL_IB_DISABLE=0, NCCL_NET_GDR_LEVEL=SYS)."""
+    `rdma/shared_ib: 1` (FABRIC_RESOURCE here), capability IPC_LOCK, NCCL_IB_DISABLE=0, NCCL_NET_GDR_LEVEL=SYS)."""
     return {"limits": {FABRIC_RESOURCE: count},
             "env": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "SYS", "NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"},
             "capabilities": ["IPC_LOCK"]}

@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from gpupools.clouds import azure as decide
 from gpupools.stack.config import StackConfig
-from gpupools.core.pools import GPU_TAINT, PoolPlan, toleration
+from gpupools.core.pools import PoolPlan
 from gpupools.fabric import software as fabric_software
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
@@ -87,8 +87,7 @@ class AksCluster(Component):
         release = fabric_software.network_operator_release(fabrics, runs_nfd(stack, plans), gpu_tolerations(stack, plans))
         if release is None:
             return
-        ib = [p for p in plans if p.name in {f.pool for f in fabrics}]
-        tolerations = [toleration(GPU_TAINT)] + ([decide.SPOT_TOLERATION] if any(p.pool.spot for p in ib) else [])
+        tolerations = fabric_software.nic_policy_tolerations(stack.cloud, plans, fabrics)
         ns = kube.apply(software_namespace(release.chart.namespace, privileged=True), self.child(provider=self.kubernetes))
         chart = helm_release(release, self.child(provider=self.kubernetes, depends_on=[ns]))
         policy = fabric_software.nic_cluster_policy(fabrics, tolerations)
@@ -105,11 +104,12 @@ class AksGpuNodePool(Component):
     TYPE = "AksGpuNodePool"
 
     def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, kubernetes_version: str | None = None,
-                 opts: pulumi.ResourceOptions | None = None):
+                 opts: pulumi.ResourceOptions | None = None, autoscaler_resources: dict[str, int] | None = None):
         super().__init__(plan.name, opts)
         self.agent_pool = containerservice.AgentPool(
             plan.name,
-            **decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version),
+            **decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version,
+                                     autoscaler_resources),
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
             opts=self.child(ignore_changes=["count"], delete_before_replace=True,
                             depends_on=cluster.details.get("reservation_access", []) if decide.reservation_group(plan.pool) else []))
@@ -128,4 +128,5 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
-    return AksGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)
+    return AksGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts,
+                          fabric_software.autoscaler_fabric_resources(stack.cloud, plan))

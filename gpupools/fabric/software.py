@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from gpupools.core.pools import POOL_LABEL, GPU_TAINT, toleration
+from gpupools.clouds.registry import cloud_module
+from gpupools.core.pools import POOL_LABEL, GPU_TAINT, PoolPlan, toleration
 from gpupools.health import readiness
-from gpupools.fabric.plan import FabricPlan
-from gpupools.pools.software import Chart, Release
+from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_on, plan_fabrics
+from gpupools.stack.config import StackConfig
+from gpupools.pools.software import Chart, Release, nvidia_driver_name, rdma_mode
 
 # aws/eks-charts stable/aws-efa-k8s-device-plugin (the EKS user guide installs it as eks/aws-efa-k8s-device-plugin into
 # kube-system); the chart's version carries a leading `v`, its image tag defaults to the appVersion (v0.5.20).
@@ -39,11 +41,30 @@ def efa_device_plugin_release(fabrics: list[FabricPlan]) -> Release | None:
 NETWORK_OPERATOR = Chart("network-operator", "network-operator", "https://helm.ngc.nvidia.com/nvidia", "nvidia-network-operator", "26.4.1")
 NIC_POLICY_API = "mellanox.com/v1alpha1"
 # From Azure/aks-rdma-infiniband @ 700dabb configs/nicclusterpolicy: the DOCA driver (OFED) and the RDMA shared
-# device plugin, whose config gives every pod on the node the IB HCAs as one `rdma/shared_ib` (up to 63 pods).
+# device plugin, whose config gives every pod on the node the IB HCAs as one shared resource (up to 63 pods). Azure names
+# it `shared_ib`; gpupools names it after the cloud's FABRIC_RESOURCE (`rdma/sharedib`: clouds.azure says why).
 OFED_DRIVER = {"repository": "nvcr.io/nvidia/mellanox", "image": "doca-driver", "version": "doca3.2.0-25.10-1.2.8.0-2"}
 RDMA_SHARED_DEVICE_PLUGIN = {"repository": "nvcr.io/nvidia/mellanox", "image": "k8s-rdma-shared-dev-plugin", "version": "network-operator-v25.10.0"}
-RDMA_SHARED_CONFIG = {"configList": [{"resourceName": "shared_ib", "rdmaHcaMax": 63,
+RDMA_PODS_PER_NODE = 63
+RDMA_RESOURCE_PREFIX = "rdma/"  # the plugin's own prefix (Mellanox/k8s-rdma-shared-dev-plugin resources_manager.go)
+RDMA_SHARED_CONFIG = {"configList": [{"resourceName": "sharedib", "rdmaHcaMax": RDMA_PODS_PER_NODE,
                                       "selectors": {"vendors": ["15b3"], "linkTypes": ["infiniband"]}}]}
+
+
+def rdma_shared_config(resource: str) -> dict:
+    """The device plugin's config advertising `resource` (the fabric's, `rdma/<name>`)."""
+    assert resource.startswith(RDMA_RESOURCE_PREFIX), resource
+    entry = {**RDMA_SHARED_CONFIG["configList"][0], "resourceName": resource[len(RDMA_RESOURCE_PREFIX):]}
+    return {"configList": [entry]}
+
+
+def autoscaler_fabric_resources(cloud: str, plan: PoolPlan) -> dict[str, int]:
+    """What a new node of an InfiniBand pool advertises beside its GPUs, which the cloud's autoscaler must be told before
+    it starts one for a pod asking for it: the RDMA shared device plugin's pods per node. Empty for other pools (EFA
+    pools tell their autoscalers themselves: autoscaling.karpenter, cluster_autoscaler.fabric_asg_tags)."""
+    if catalog_fabric(cloud, plan.pool.instance_type).kind != "infiniband" or not fabric_on(cloud, plan.pool, plan.sharing):
+        return {}
+    return {cloud_module(cloud).FABRIC_RESOURCE: RDMA_PODS_PER_NODE}
 
 
 # The chart's own NFD worker tolerations (deployment/network-operator/values.yaml, node-feature-discovery.worker), which
@@ -72,6 +93,17 @@ def network_operator_release(fabrics: list[FabricPlan], other_nfd: bool, tolerat
     return Release(NETWORK_OPERATOR, NETWORK_OPERATOR.default_version, network_operator_values(not other_nfd, tolerations))
 
 
+def nic_policy_tolerations(cloud: str, plans: list[PoolPlan], fabrics: list[FabricPlan]) -> list[dict]:
+    """What the NicClusterPolicy's DaemonSets tolerate: the GPU taint and whatever the cloud adds to the InfiniBand pools'
+    nodes (AKS's spot taint). One function for the component that creates the policy and the landing check that reads it."""
+    ib = {f.pool for f in fabrics if f.kind == "infiniband"}
+    out = [toleration(GPU_TAINT)]
+    for plan in plans:
+        if plan.name in ib:
+            out += [t for t in cloud_module(cloud).extra_tolerations(plan) if t not in out]
+    return out
+
+
 def nic_cluster_policy(fabrics: list[FabricPlan], tolerations: list[dict]) -> dict | None:
     """The one NicClusterPolicy of the cluster: the IB driver and the RDMA shared device plugin on the InfiniBand pools
     only, tolerating their taints."""
@@ -92,5 +124,28 @@ def nic_cluster_policy(fabrics: list[FabricPlan], tolerations: list[dict]) -> di
                                "env": [{"name": "OFED_BLACKLIST_MODULES_FILE", "value": "/host/etc/modprobe.d/blacklist-ofed-modules.conf"}],
                                "upgradePolicy": {"autoUpgrade": True, "maxParallelUpgrades": 1,
                                                  "drain": {"enable": True, "force": True, "deleteEmptyDir": True, "timeoutSeconds": 300}}},
-                "rdmaSharedDevicePlugin": {**RDMA_SHARED_DEVICE_PLUGIN, "config": json.dumps(RDMA_SHARED_CONFIG)},
+                "rdmaSharedDevicePlugin": {**RDMA_SHARED_DEVICE_PLUGIN, "config": json.dumps(rdma_shared_config(
+                    next(f.resource for f in fabrics if f.kind == "infiniband")))},
             }}
+
+
+def rdma_pools(stack: StackConfig, plans: list[PoolPlan]) -> list[str]:
+    """The InfiniBand pools, for which the GPU Operator loads nvidia-peermem (`pools.software.gpudirect_rdma_values`)."""
+    return sorted(f.pool for f in plan_fabrics(stack, plans).values() if f.kind == "infiniband")
+
+
+def gpudirect_rdma_line(stack: StackConfig, plans: list[PoolPlan], pool: str) -> str | None:
+    """What the plan says about GPUDirect RDMA on an InfiniBand pool; None for other pools."""
+    ib = rdma_pools(stack, plans)
+    if pool not in ib:
+        return None
+    mode = rdma_mode(stack, plans, ib)
+    if mode == "cluster-policy":
+        return ("GPUDirect RDMA: the GPU Operator loads nvidia-peermem on the DOCA driver (driver.rdma.enabled, as Azure's "
+                "aks-rdma-infiniband values set it)")
+    if mode == "nvidia-driver":
+        return (f"GPUDirect RDMA: the GPU Operator loads nvidia-peermem on the DOCA driver here only (NVIDIADriver "
+                f"{nvidia_driver_name(pool)} with rdma.enabled; the chart's default NVIDIADriver keeps the other GPU pools "
+                f"without it, as their nodes have no DOCA driver)")
+    return ("GPUDirect RDMA: off: the GPU Operator does not install this cluster's GPU driver, and nothing here loads "
+            "nvidia-peermem (Azure's aks-rdma-infiniband configs/nvidia-peermem-reloader does, for AKS's own driver)")

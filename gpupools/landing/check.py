@@ -157,7 +157,9 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
     if efa is not None:
         agents += node_agents.efa_agents(efa.values, module.FABRIC_RESOURCE)
     if network_operator_release(list(fabrics.values()), True) is not None:
-        policy = nic_cluster_policy(list(fabrics.values()), gpu_tolerations(stack, plans))
+        from gpupools.fabric.software import nic_policy_tolerations  # the tolerations the component gives the policy
+
+        policy = nic_cluster_policy(list(fabrics.values()), nic_policy_tolerations(stack.cloud, plans, list(fabrics.values())))
         if policy is not None:
             agents.append(node_agents.nic_policy_agent(policy, module.FABRIC_RESOURCE))
     agents += node_agents.image_agents(fabrics, hugepages_registered)

@@ -8,6 +8,7 @@ as GPU nodes join.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import yaml
 
@@ -18,6 +19,7 @@ from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
 from gpupools.core.sharing import (
     BOTTLEROCKET,
     DEPLOY_DEVICE_PLUGIN_LABEL,
+    DEPLOY_OPERANDS_LABEL,
     HAMI,
     HAMI_NODE_SELECTOR,
     HAMI_SCHEDULER,
@@ -171,9 +173,9 @@ def operator_served(plans: list[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.mechanism.installer == "gpu-operator"]
 
 
-def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None) -> dict:
+def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None, rdma_pools: Sequence[str] = ()) -> dict:
     """`service_monitor`: the exporter ServiceMonitor's settings (labels Prometheus selects by, relabelings); None
-    when nothing scrapes it."""
+    when nothing scrapes it. `rdma_pools`: the InfiniBand pools whose nodes get GPUDirect RDMA (`gpudirect_rdma_values`)."""
     served = operator_served(plans)
     mig_pools = [p for p in served if p.mechanism.mode == "mig"]
     owns_driver = operator_owns_driver(stack)
@@ -201,7 +203,121 @@ def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monit
         # the workload it still requires the GPUs advertised (NVIDIA/gpu-operator cmd/nvidia-validator/main.go,
         # Plugin.validate: validateGPUResource, then the workload only if WITH_WORKLOAD).
         values["validator"] = {"plugin": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}
+    rdma = gpudirect_rdma_values(stack, plans, rdma_pools)
+    values["driver"].update(rdma.get("driver", {}))
+    if "extraObjects" in rdma:
+        values["extraObjects"] = rdma["extraObjects"]
     return values
+
+
+# GPUDirect RDMA: NCCL moves data between a GPU and the InfiniBand HCA without a copy through host memory once the GPU
+# driver's nvidia-peermem module is loaded against the OFED stack. Azure's GPU Operator values for ND-series pools turn
+# it on with `driver.rdma.enabled: true`, the OFED driver coming from the Network Operator's DOCA driver container
+# (Azure/aks-rdma-infiniband @ 700dabb configs/values/gpu-operator/values.yaml; `useHostMofed` stays false: the driver is
+# not on the host). The GPU Operator then adds the nvidia-peermem-ctr container to its driver DaemonSet
+# (NVIDIA/gpu-operator v26.7.0 controllers/object_controls.go, transformPeerMemoryContainer), which waits for the DOCA
+# driver's /run/mellanox/drivers/.driver-ready and loads the module (NVIDIA/gpu-driver-container ubuntu24.04/nvidia-driver,
+# reload_nvidia_peermem).
+#
+# That setting holds for every GPU node. On a node with any Mellanox PCI device and no DOCA driver (the accelerated
+# networking NIC of other GPU VM sizes) the driver container's `modprobe nvidia-peermem` then fails and the driver never
+# loads (nvidia-driver _load_driver under `set -e`, _gpu_direct_rdma_enabled: GPU_DIRECT_RDMA_ENABLED and vendor 0x15b3
+# present). So Azure's setting is used as it is only where every pool whose driver the operator installs is an
+# InfiniBand pool; beside other GPU pools, RDMA goes per pool through the operator's NVIDIADriver resources: the chart's
+# default one (`spec.default: true`, no RDMA) keeps every other GPU node, and one NVIDIADriver per InfiniBand pool,
+# selected by the pool label, turns RDMA on there (NVIDIA/cloud-native-docs gpu-operator/gpu-driver-configuration.rst,
+# "About the Default NVIDIA Driver Custom Resource": a user-defined resource takes precedence on the nodes its node
+# selector matches).
+NVIDIA_DRIVER_API = "nvidia.com/v1alpha1"
+RDMA = {"enabled": True, "useHostMofed": False}
+
+
+def rdma_driver_pools(stack: StackConfig, plans: list[PoolPlan]) -> list[PoolPlan]:
+    """The pools whose GPU driver the GPU Operator installs (its driver DaemonSet runs there)."""
+    if resolve_installer(stack.cloud, stack.gpu_software.installer) != "gpu-operator" or not operator_owns_driver(stack):
+        return []
+    return [p for p in plans if p.labels.get(DEPLOY_OPERANDS_LABEL) != "false"]
+
+
+def rdma_mode(stack: StackConfig, plans: list[PoolPlan], rdma_pools: Sequence[str]) -> str | None:
+    """How GPUDirect RDMA reaches `rdma_pools`: "cluster-policy" (Azure's `driver.rdma`, every driver pool is one of
+    them), "nvidia-driver" (per pool, beside other GPU pools), or None (no pool, or the operator installs no driver)."""
+    driver_pools = {p.name for p in rdma_driver_pools(stack, plans)}
+    wanted = [p for p in rdma_pools if p in driver_pools]
+    if not wanted:
+        return None
+    return "cluster-policy" if driver_pools <= set(wanted) else "nvidia-driver"
+
+
+def nvidia_driver_name(pool: str) -> str:
+    return f"gpupools-rdma-{pool}"
+
+
+# One NVIDIADriver per InfiniBand pool, rendered by the chart itself through `extraObjects` (its templates/
+# extra-objects.yaml passes each string through `tpl`), so it installs with the CRD it needs and takes the driver image,
+# version, probes, manager and upgrade policy from the chart's own values exactly as the chart's default NVIDIADriver
+# does (NVIDIA/gpu-operator v26.7.0 deployments/gpu-operator/templates/nvidiadriver.yaml); only the node selector and
+# `rdma` differ. `@POOL@` and `@NAME@` are filled in per pool.
+NVIDIA_DRIVER_TEMPLATE = """\
+apiVersion: nvidia.com/v1alpha1
+kind: NVIDIADriver
+metadata:
+  name: @NAME@
+  labels:
+    app.kubernetes.io/managed-by: gpupools
+spec:
+  default: false
+  driverType: {{ .Values.driver.nvidiaDriverCRD.driverType | default "gpu" }}
+  repository: {{ .Values.driver.repository }}
+  image: {{ .Values.driver.image }}
+  version: {{ .Values.driver.version | quote }}
+  kernelModuleType: {{ .Values.driver.kernelModuleType }}
+  usePrecompiled: {{ .Values.driver.usePrecompiled }}
+  {{- if .Values.driver.manager }}
+  manager: {{ toYaml .Values.driver.manager | nindent 4 }}
+  {{- end }}
+  {{- if .Values.driver.startupProbe }}
+  startupProbe: {{ toYaml .Values.driver.startupProbe | nindent 4 }}
+  {{- end }}
+  {{- if .Values.driver.upgradePolicy }}
+  upgradePolicy:
+    autoUpgrade: {{ .Values.driver.upgradePolicy.autoUpgrade | default false }}
+    maxParallelUpgrades: {{ .Values.driver.upgradePolicy.maxParallelUpgrades | default 0 }}
+    maxUnavailable: {{ .Values.driver.upgradePolicy.maxUnavailable | default "25%" }}
+    waitForCompletion:
+      timeoutSeconds: {{ .Values.driver.upgradePolicy.waitForCompletion.timeoutSeconds }}
+    podDeletion:
+      force: {{ .Values.driver.upgradePolicy.gpuPodDeletion.force | default false }}
+      timeoutSeconds: {{ .Values.driver.upgradePolicy.gpuPodDeletion.timeoutSeconds }}
+      deleteEmptyDir: {{ .Values.driver.upgradePolicy.gpuPodDeletion.deleteEmptyDir | default false }}
+    drain:
+      enable: {{ .Values.driver.upgradePolicy.drain.enable | default false }}
+      force: {{ .Values.driver.upgradePolicy.drain.force | default false }}
+      timeoutSeconds: {{ .Values.driver.upgradePolicy.drain.timeoutSeconds }}
+      deleteEmptyDir: {{ .Values.driver.upgradePolicy.drain.deleteEmptyDir | default false }}
+  {{- end }}
+  {{- if .Values.daemonsets.tolerations }}
+  tolerations: {{ toYaml .Values.daemonsets.tolerations | nindent 4 }}
+  {{- end }}
+  nodeSelector:
+    gpupools.io/pool: "@POOL@"
+  rdma:
+    enabled: true
+    useHostMofed: false
+"""
+
+
+def gpudirect_rdma_values(stack: StackConfig, plans: list[PoolPlan], rdma_pools: Sequence[str]) -> dict:
+    """The GPU Operator values that turn GPUDirect RDMA on for `rdma_pools` (see RDMA above); empty without any."""
+    mode = rdma_mode(stack, plans, rdma_pools)
+    if mode is None:
+        return {}
+    if mode == "cluster-policy":
+        return {"driver": {"rdma": dict(RDMA)}}
+    driver_pools = {p.name for p in rdma_driver_pools(stack, plans)}
+    return {"driver": {"nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": True}},
+            "extraObjects": [NVIDIA_DRIVER_TEMPLATE.replace("@NAME@", nvidia_driver_name(pool)).replace("@POOL@", pool)
+                             for pool in sorted(rdma_pools) if pool in driver_pools]}
 
 
 def device_plugin_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
@@ -227,7 +343,9 @@ def runs_nfd(stack: StackConfig, plans: list[PoolPlan]) -> bool:
     return release.chart == GPU_OPERATOR or bool(release.values.get("gfd", {}).get("enabled"))
 
 
-def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None = None) -> SoftwarePlan:
+def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None = None,
+                  rdma_pools: Sequence[str] = ()) -> SoftwarePlan:
+    """`rdma_pools`: the InfiniBand pools that get GPUDirect RDMA (`fabric.software.rdma_pools` decides them)."""
     installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
     out = SoftwarePlan()
     if installer == "gpu-operator":
@@ -241,7 +359,7 @@ def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: di
         if stack.cloud == "gcp":
             out.objects.append(gke_critical_pods_quota(GKE_OPERATOR_QUOTA, ns))
         out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version,
-                                    gpu_operator_values(stack, plans, service_monitor)))
+                                    gpu_operator_values(stack, plans, service_monitor, rdma_pools)))
     elif installer == "device-plugin":
         chart = DEVICE_PLUGIN
         served = [p for p in plans if p.mechanism.installer not in (BOTTLEROCKET, HAMI)]

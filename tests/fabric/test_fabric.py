@@ -118,7 +118,7 @@ def test_example_stacks_keep_their_pools_and_only_the_training_pools_get_a_fabri
     from gpupools.stack.reading import read_document
 
     # dev-aws-reserved's H100 pool sits in its Capacity Block's one zone, which pins it as `zones` would.
-    training = {"Pulumi.dev-aws.yaml": ["pretrain"], "Pulumi.dev-aws-reserved.yaml": ["h100"]}
+    training = {"Pulumi.dev-aws.yaml": ["pretrain"], "Pulumi.dev-aws-reserved.yaml": ["h100"], "Pulumi.dev-azure.yaml": ["pretrain"]}
     for path in sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml")):
         stack = validate_stack(read_document(path)["config"])
         if stack.cloud != cloud:
@@ -427,7 +427,7 @@ def test_multinode_job_passes_the_gpu_workload_policy_and_schema():
     (plan,) = plan_pools(stack)
     _, job = multinode_job(stack, plan, 2)
     container = job["spec"]["template"]["spec"]["containers"][0]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 8, "rdma/shared_ib": 1}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 8, "rdma/sharedib": 1}
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     assert "annotations" not in job["spec"]["template"]["metadata"] or not any("kueue" in k for k in job["spec"]["template"]["metadata"]["annotations"])
 
@@ -548,7 +548,7 @@ def test_nic_cluster_policy_against_the_pinned_crd(aks_plan):
     tolerated = {(t["key"], t.get("value")) for t in policy["spec"]["tolerations"]}
     assert tolerated == {("nvidia.com/gpu", "present"), ("kubernetes.azure.com/scalesetpriority", "spot")}
     config = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])
-    assert config["configList"][0]["resourceName"] == "shared_ib"  # the pods' rdma/shared_ib
+    assert config["configList"][0]["resourceName"] == "sharedib"  # the pods' rdma/sharedib
 
 
 def test_network_operator_chart_and_values_are_the_pinned_charts(aks_plan):
