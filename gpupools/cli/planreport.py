@@ -72,7 +72,8 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
         kind = catalog_fabric(stack.cloud, plan.pool.instance_type).kind
         why = fabric_off_reason(stack.cloud, plan.pool, plan.sharing, stack.cluster)
         rows = [("fabric", f"off: the instance type has {kind}, but {why}" if kind else "none")]
-        rows.append(("local NVMe", f"{nvme:,} GB, unused" if nvme else "none"))
+        use = cloud_module(stack.cloud).local_nvme_use(plan.pool, False)
+        rows.append(("local NVMe", (f"{nvme:,} GB {use}" if use else f"{nvme:,} GB, unused") if nvme else "none"))
         return rows
     rows = [("fabric", fabric.summary + (f", {fabric.resource} x {fabric.resource_count} per pod" if fabric.resource else ""))]
     rdma = gpudirect_rdma_line(stack, plan_pools(stack), plan.name)
@@ -81,8 +82,8 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
     for gap in fabric.gaps:
         rows.append(("", f"pods cannot use it yet: {gap}" if not fabric.configured else f"needs: {gap}"))
     if fabric.local_nvme_gb:
-        rows.append(("local NVMe", f"{fabric.local_nvme_gb:,} GB as one RAID0 array for ephemeral storage" if stack.cloud == "aws"
-                     else f"{fabric.local_nvme_gb:,} GB, not configured by gpupools"))
+        use = cloud_module(stack.cloud).local_nvme_use(plan.pool, True)
+        rows.append(("local NVMe", f"{fabric.local_nvme_gb:,} GB {use}" if use else f"{fabric.local_nvme_gb:,} GB, unused"))
     else:
         rows.append(("local NVMe", "none"))
     if fabric.levels and topology_aware(stack, plan, fabric):

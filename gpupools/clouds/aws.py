@@ -472,16 +472,31 @@ FABRIC_ZONES = "one"
 BLOCK_PLACEMENT = "no placement group: Capacity Block instances are already placed together"
 
 
-def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None]:
-    """How a fabric pool's nodes are kept close (description, the cluster placement group to create or None): a
+def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None, bool]:
+    """How a fabric pool's nodes are kept close (description, the cluster placement group to create or None, whether
+    something keeps them close): a
     placement group of its own, or, for a pool whose capacity is a Capacity Block, the block's own placement. One
     EC2NodeClass (or launch template) serves the whole pool, so hourly capacity listed after the block starts outside a
     placement group too."""
     if capacity.blocks(pool):
         hourly = [k for k in capacity.kinds(pool) if k != capacity.RESERVED]
-        return f"the Capacity Block's own placement ({BLOCK_PLACEMENT}" + (f"; {'/'.join(hourly)} nodes start without one" if hourly else "") + ")", None
+        return f"the Capacity Block's own placement ({BLOCK_PLACEMENT}" + (f"; {'/'.join(hourly)} nodes start without one" if hourly else "") + ")", None, True
     name = f"{cluster_name}-{pool.name}"
-    return f"placement group {name}", name
+    return f"placement group {name}", name, True
+
+
+def fabric_readiness(cluster: Cluster, plan: PoolPlan) -> tuple[bool, tuple[str, ...]]:
+    """EFA pods need nothing the stack does not install (the device plugin, huge pages, the node class)."""
+    return True, ()
+
+
+def fabric_pool_problems(pool: Pool, path: str) -> list[Problem]:
+    return []
+
+
+def local_nvme_use(pool: Pool, fabric_on: bool) -> str | None:
+    """Fabric pools' instance store becomes one RAID0 array for ephemeral storage (instanceStorePolicy, nodeadm)."""
+    return "as one RAID0 array for ephemeral storage" if fabric_on else None
 
 
 def placement_group_args(cluster_name: str, pool: str) -> dict:
@@ -616,7 +631,7 @@ def fabric_launch_template_args(args: dict, efa: int, placement_group: str | Non
     return out
 
 
-def fabric_pod(count: int) -> dict:
+def fabric_pod(count: int, pool: str = "", kind: str = "", networks: int = 0) -> dict:
     """What a pod on an EFA node needs beside its GPUs: every EFA interface, and the huge pages the EFA driver's
     nodes set aside (EKS user guide ml/node-efa.adoc: each p5.48xlarge worker asks for vpc.amazonaws.com/efa: 32 and
     hugepages-2Mi: 5120Mi; the Job builder asks for no more than the node registers). Env after

@@ -465,12 +465,27 @@ FABRIC_ZONES = "at most one"
 INFINIBAND_FEATURE = "az feature register --namespace Microsoft.ContainerService --name AKSInfinibandSupport"
 
 
-def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None]:
+def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None, bool]:
     """How a fabric pool's nodes are kept close: one scale set, one InfiniBand network."""
-    return f"one scale set (agent pool {pool.name})", None
+    return f"one scale set (agent pool {pool.name})", None, True
 
 
-def fabric_pod(count: int) -> dict:
+def fabric_readiness(cluster: Cluster, plan: PoolPlan) -> tuple[bool, tuple[str, ...]]:
+    """Pods reach the HCAs once the Network Operator runs; the scale set's VMs share one InfiniBand network only with the
+    subscription feature, which a stack cannot register."""
+    return True, (f"the subscription's AKSInfinibandSupport feature ({INFINIBAND_FEATURE}), so the scale set's VMs share one "
+                  "InfiniBand network",)
+
+
+def fabric_pool_problems(pool: Pool, path: str) -> list[Problem]:
+    return []
+
+
+def local_nvme_use(pool: Pool, fabric_on: bool) -> str | None:
+    return "not configured by gpupools" if fabric_on else None
+
+
+def fabric_pod(count: int, pool: str = "", kind: str = "", networks: int = 0) -> dict:
     """What a pod on an InfiniBand node needs beside its GPUs: the shared IB device, IPC_LOCK to pin memory for RDMA, and
     NCCL told to use InfiniBand with GPUDirect RDMA (Azure/aks-rdma-infiniband tests/scenarios/k8s/values.yaml:
     `rdma/shared_ib: 1` (FABRIC_RESOURCE here), capability IPC_LOCK, NCCL_IB_DISABLE=0, NCCL_NET_GDR_LEVEL=SYS)."""

@@ -11,8 +11,9 @@ from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
 
 from gpupools.components.base import ClusterHandle, Component
+from gpupools.components import kube
 from gpupools.components.wire import CloudResource, invoke
-from gpupools.core.catalog import zone_region
+from gpupools.fabric import gpudirect
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
 
@@ -66,15 +67,19 @@ class GkeCluster(Component):
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
     def _fabric(self, stack: StackConfig) -> dict[str, list[dict]]:
-        """The VPC networks and subnets each GPUDirect pool's extra NICs attach to, by pool: attachments for the pool."""
+        """The VPC networks and subnets each GPUDirect pool's extra NICs attach to, by pool: attachments for the pool.
+        Then what pods need to use them (fabric.gpudirect): a GKENetworkParamSet and a Network per subnet, once the
+        subnet exists, and Google's NCCL plugin installers and NRI device injector on the pools."""
         out: dict[str, list[dict]] = {}
-        region = zone_region(stack.cluster.location or "")
         project = self.project
-        for index, (pool, fabric) in enumerate(plan_fabrics(stack, plan_pools(stack)).items()):
-            gpudirect = fabric.kind.removeprefix("gpudirect-")
+        fabrics = plan_fabrics(stack, plan_pools(stack))
+        networks = gpudirect.gpu_networks(stack, fabrics)
+        subnets: list[pulumi.Resource] = []
+        for pool, nets in networks.items():
+            fabric = fabrics[pool]
             attachments = []
-            for net in decide.fabric_networks(stack.cluster.name, pool, index, gpudirect, fabric.devices, region):
-                args: dict = {"name": net["name"], "autoCreateSubnetworks": False}
+            for net in nets:
+                args: dict = {"name": net["name"], "autoCreateSubnetworks": False, "mtu": net["mtu"]}
                 if net["rdma_profile"]:
                     profile = f"{fabric.zone}-vpc-roce"
                     args["networkProfile"] = (f"projects/{project}/global/networkProfiles/{profile}" if project else
@@ -88,6 +93,7 @@ class GkeCluster(Component):
                     if project:
                         sub_args["project"] = project
                     subnet = CloudResource("gcp:compute/subnetwork:Subnetwork", sub["name"], sub_args, ("name",), self.child(parent=network))
+                    subnets.append(subnet)
                     attachments.append({"network": network.name, "subnetwork": subnet.name})
                 if not net["rdma_profile"]:
                     # Traffic between the pool's nodes on this network (RoCE networks allow it implicitly).
@@ -97,6 +103,12 @@ class GkeCluster(Component):
                         rule["project"] = project
                     CloudResource("gcp:compute/firewall:Firewall", rule["name"], rule, (), self.child(parent=network))
             out[pool] = attachments
+        objects, daemonsets = gpudirect.gpudirect_objects(stack, fabrics)
+        for obj in objects:
+            # GKE validates a param set's VPC and subnet when it is created.
+            kube.apply(obj, self.child(provider=self.kubernetes, depends_on=subnets))
+        for obj in daemonsets:
+            kube.apply(obj, self.child(provider=self.kubernetes))
         return out
 
     def handle(self) -> ClusterHandle:
@@ -123,7 +135,7 @@ class GkeGpuNodePool(Component):
         args = decide.node_pool_args(plan, installer, cluster.name, cluster.details["location"], cluster.details["project"], kubernetes_version)
         attachments = (cluster.details.get("fabric_networks") or {}).get(plan.name)
         if attachments is not None:
-            args = decide.fabric_node_pool_args(args, attachments)
+            args = decide.fabric_node_pool_args(plan, args, attachments)
         self.node_pool = gcp.container.NodePool(
             plan.name,
             **args,

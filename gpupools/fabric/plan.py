@@ -6,6 +6,7 @@ levels and how many zones a fabric pool may span (`FABRIC_RESOURCE`, `TOPOLOGY_L
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from gpupools.capacity.sources import placement_zones
@@ -97,6 +98,7 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
             example = example_zone or {"aws": "eu-central-1a", "gcp": "us-central1-a", "azure": "\"1\""}[cloud]
             problems.append(Problem(f"{path}.zones", f"{why}: its nodes must sit close on one network; give one zone (e.g. zones: "
                                                      f"[{example}]), or set fabric: none"))
+        problems += module.fabric_pool_problems(pool, path)
     if pool.topology_level is not None:
         names = [name for name, _ in topology_levels(cloud)]
         if not on:
@@ -127,6 +129,8 @@ class FabricPlan:
     required_level: str | None  # a node label: the level a job must fit in
     configured: bool  # whether gpupools makes the fabric usable by pods on this cloud
     gaps: tuple[str, ...] = ()  # what the pool still lacks, in words
+    keeps_close: bool = True  # whether `placement` keeps the nodes close (GKE takes no compact placement with every capacity)
+    node_software: tuple[str, ...] = ()  # DaemonSets a multi-node pod relies on running on its node (GKE's NCCL plugin installers)
 
     @property
     def summary(self) -> str:
@@ -148,23 +152,15 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
     required = dict(levels).get(plan.pool.topology_level) if plan.pool.topology_level else None
     resource = module.FABRIC_RESOURCE
     count = fabric.efa if stack.cloud == "aws" else 1 if resource else 0
-    gaps: tuple[str, ...] = ()
-    configured = True
-    if stack.cloud == "gcp":
-        configured = False
-        gaps = ("pods reach the GPUDirect NICs only through GKE multi-networking (Network and GKENetworkParamSet objects, pod "
-                "interface annotations) and Google's NCCL plugin, which gpupools does not install",)
-        if not stack.cluster.create:
-            gaps += ("the existing cluster must have multi-networking and Dataplane V2, which gpupools does not change",)
-    elif stack.cloud == "azure":
-        gaps = (f"the subscription's AKSInfinibandSupport feature ({module.INFINIBAND_FEATURE}), so the scale set's VMs share "
-                "one InfiniBand network",)
-    placement, group = module.fabric_placement(stack.cluster.name, plan.pool)
+    configured, gaps = module.fabric_readiness(stack.cluster, plan)
+    placement, group, close = module.fabric_placement(stack.cluster.name, plan.pool)
+    from gpupools.fabric.gpudirect import node_software
+
     return FabricPlan(pool=plan.name, cloud=stack.cloud, name=module.FABRIC_NAME, kind=fabric.kind or "", devices=fabric.efa or fabric.extra_networks,
                       zone=fabric_zone(stack.cloud, plan.pool, stack.cluster), placement=placement,
                       placement_group=group,
                       local_nvme_gb=fabric.local_nvme_gb, resource=resource, resource_count=count, levels=levels, required_level=required,
-                      configured=configured, gaps=gaps)
+                      configured=configured, gaps=gaps, keeps_close=close, node_software=node_software(fabric.kind or ""))
 
 
 def plan_fabrics(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, FabricPlan]:
@@ -175,6 +171,30 @@ def plan_fabrics(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, FabricP
         if fabric is not None:
             out[plan.name] = fabric
     return out
+
+
+def fabric_pod(fabric: FabricPlan) -> dict:
+    """What a multi-node pod on the pool carries to reach the fabric, as its cloud module says (`fabric_pod`)."""
+    return cloud_module(fabric.cloud).fabric_pod(fabric.resource_count, fabric.pool, fabric.kind, fabric.devices)
+
+
+def with_fabric_pod(template: dict, pod: dict) -> dict:
+    """A Job's pod template with what `fabric_pod` adds beyond limits, env and capabilities: annotations, host
+    volumes and their mounts in the first container, sidecars (init containers that run beside it), and a shell
+    prelude the first container's command runs after (settings a plugin keeps in a script to be sourced)."""
+    spec = template["spec"]
+    container = spec["containers"][0]
+    if pod.get("annotations"):
+        template.setdefault("metadata", {}).setdefault("annotations", {}).update(pod["annotations"])
+    if pod.get("volumes"):
+        spec["volumes"] = list(spec.get("volumes") or []) + list(pod["volumes"])
+    if pod.get("mounts"):
+        container["volumeMounts"] = list(container.get("volumeMounts") or []) + list(pod["mounts"])
+    if pod.get("sidecars"):
+        spec["initContainers"] = list(spec.get("initContainers") or []) + list(pod["sidecars"])
+    if pod.get("prelude"):
+        container["command"] = ["bash", "-c", f"{pod['prelude']} && exec {shlex.join(container['command'])}"]
+    return template
 
 
 def pod_fabric_limits(fabric: FabricPlan | None) -> dict[str, int]:

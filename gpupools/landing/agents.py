@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 
 from gpupools.core.pools import PoolPlan, Taint
 from gpupools.core.sharing import BOTTLEROCKET, DEPLOY_OPERANDS_LABEL, HAMI
+from gpupools.fabric.gpudirect import NETWORK_RESOURCE
 from gpupools.fabric.plan import FabricPlan
 from gpupools.health import readiness
 from gpupools.landing.scheduling import runs_on
@@ -143,6 +144,32 @@ def image_agents(fabrics: Mapping[str, FabricPlan], hugepages: Callable[[PoolPla
         Agent("huge pages", "node image and user data", applies=lambda p: hugepages(p) is not None,
               advertises=lambda node: frozenset({"hugepages-2Mi"})),
     ]
+
+
+def gke_network_agent(objects: list[dict], nics: Mapping[str, frozenset[tuple[str, str]]]) -> Agent:
+    """GKE's node IPAM: on a node with a NIC in the VPC and subnet a GKENetworkParamSet names, it registers
+    `networking.gke.io.networks/<network>.IP` for the Device Network that refers to that param set (fabric.gpudirect,
+    NETWORK_RESOURCE). `objects`: the plan's Network and GKENetworkParamSet objects, read when asked, so an object taken
+    out of the list is missed at once; `nics`: each pool's (VPC, subnet) pairs. Names compare by their last path
+    segment, as the controller does (resourceName)."""
+    def last(name) -> str:
+        return str(name or "").rsplit("/", 1)[-1]
+
+    def advertises(node: Node) -> frozenset[str]:
+        mine = {(last(vpc), last(subnet)) for vpc, subnet in nics.get(node.pool.name, frozenset())}
+        params = {o["metadata"]["name"]: o.get("spec") or {} for o in objects if o.get("kind") == "GKENetworkParamSet"}
+        found = set()
+        for o in objects:
+            spec = o.get("spec") or {}
+            ref = spec.get("parametersRef") or {}
+            if o.get("kind") != "Network" or spec.get("type") != "Device" or ref.get("kind") != "GKENetworkParamSet":
+                continue
+            param = params.get(ref.get("name"))
+            if param is not None and (last(param.get("vpc")), last(param.get("vpcSubnet"))) in mine:
+                found.add(NETWORK_RESOURCE.format(o["metadata"]["name"]))
+        return frozenset(found)
+
+    return Agent("GKE multi-networking", "GKE", applies=lambda p: p.name in nics, advertises=advertises)
 
 
 def node_labels_after_discovery(node: Node, agents: list[Agent]) -> Node:

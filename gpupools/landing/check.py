@@ -28,6 +28,7 @@ from gpupools.autoscaling.templates import node_template
 from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE
+from gpupools.fabric import gpudirect
 from gpupools.fabric.plan import FabricPlan, plan_fabrics
 from gpupools.fabric.software import EFA_DEVICE_PLUGIN, efa_device_plugin_release, network_operator_release, nic_cluster_policy
 from gpupools.health import readiness
@@ -163,6 +164,14 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
         if policy is not None:
             agents.append(node_agents.nic_policy_agent(policy, module.FABRIC_RESOURCE))
     agents += node_agents.image_agents(fabrics, hugepages_registered)
+    networks = gpudirect.gpu_networks(stack, fabrics)
+    if networks:
+        # GKE GPUDirect: the Network objects join the plan's objects (the agent reads that very list), the installers
+        # and the NRI device injector are DaemonSets like any other.
+        network_objects, daemonsets = gpudirect.gpudirect_objects(stack, fabrics)
+        objects.extend(network_objects)
+        agents += [node_agents.daemonset_agent(ds) for ds in daemonsets]
+        agents.append(node_agents.gke_network_agent(objects, gpudirect.node_nics(networks)))
     return Cluster(stack, plans, teams, autoscaler, objects, agents, fabrics, schedulers)
 
 
@@ -382,7 +391,9 @@ def _node(cluster: Cluster, plan: PoolPlan, pod: dict, nodes: int, provisioned: 
     return Step("node", True, how)
 
 
-def _ready(cluster: Cluster, node: Node, pod: dict) -> Step:
+def _ready(cluster: Cluster, node: Node, pod: dict, networks: list[str] = (), software: tuple[str, ...] = ()) -> Step:
+    """`networks`: what the node must register for the networks the pod attaches (GKE multi-networking); `software`:
+    the DaemonSets the fabric's pods rely on running there (FabricPlan.node_software)."""
     running = {a.name: a for a in cluster.agents if a.why_not_on(node) is None}
     for taint in node.startup_taints:
         lifters = [a for a in running.values() if taint.key in a.clears]
@@ -403,8 +414,19 @@ def _ready(cluster: Cluster, node: Node, pod: dict) -> Step:
         if name not in advertised:
             return Step("ready", False, f"nothing allocates {name} on the node, which the pod asks for (the NodeClaim never initializes)"
                         if cluster.autoscaler == "karpenter" else f"nothing allocates {name} on the node, which the pod asks for")
+    for name in networks:
+        if name not in advertised:
+            return Step("ready", False, f"nothing on the node registers {name}, which the pod's {gpudirect.INTERFACES_ANNOTATION} needs: no "
+                                        f"Network of that name whose GKENetworkParamSet names one of the node's NICs")
+    for name in software:
+        agent = next((a for a in cluster.agents if a.name == name), None)
+        if agent is None or name not in running:
+            why = agent.why_not_on(node) if agent is not None else "the plan does not install it"
+            return Step("ready", False, f"the pod relies on {name}, which does not run on the node: {why}")
     lifted = f"startup taint lifted by {', '.join(sorted(a.name for a in running.values() if a.clears))}; " if node.startup_taints else ""
-    return Step("ready", True, lifted + "every resource the pod asks for is registered")
+    fabric = (f"; {len(networks)} networks registered by GKE multi-networking" if networks else "") + (
+        f"; {', '.join(software)} run there" if software else "")
+    return Step("ready", True, lifted + "every resource the pod asks for is registered" + fabric)
 
 
 def _mebibytes(quantity) -> int:
@@ -449,7 +471,10 @@ def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jo
     steps.append(_schedule(cluster, plan, node, pod))
     per_node = max(1, plan.units_per_node // max(1, requests.get(plan.mechanism.resource, 1)))
     steps.append(_node(cluster, plan, pod, math.ceil(count / per_node), provisioned))
-    steps.append(_ready(cluster, node, pod))
+    annotations = (job["spec"]["template"].get("metadata") or {}).get("annotations") or {}
+    fabric = cluster.fabrics.get(plan.name)
+    software = fabric.node_software if fabric is not None and shape == "gang" else ()
+    steps.append(_ready(cluster, node, pod, gpudirect.network_resources(annotations), software))
     steps.append(_device(cluster, plan, node))
     return Landing(team.team.name if team else None, plan.name, shape, _words(shape, plan, count, requests), tuple(steps), flavor)
 

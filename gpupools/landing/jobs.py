@@ -193,8 +193,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     and, with `subdomain`, a DNS record under that Service). torchrun's rank comes from JOB_COMPLETION_INDEX, which
     Kubernetes sets in every pod of an Indexed Job. For a team on Kueue the Job queues and carries the topology
     annotation that keeps its pods close."""
-    from gpupools.clouds.registry import cloud_module
-    from gpupools.fabric.plan import plan_fabric
+    from gpupools.fabric.plan import fabric_pod, plan_fabric, with_fabric_pod
     from gpupools.queues.kueue import podset_topology
 
     problems = multinode_problems(stack, plan, nodes)
@@ -202,7 +201,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
         raise ConfigError(problems)
     fabric = plan_fabric(stack, plan)
     assert fabric is not None
-    pod = cloud_module(stack.cloud).fabric_pod(fabric.resource_count)
+    pod = fabric_pod(fabric)
     name = f"multinode-{plan.name}"
     gpus = plan.hardware.gpus_per_node
     limits = {plan.mechanism.resource: gpus, **registered_hugepages_only(pod["limits"], plan)}
@@ -220,6 +219,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     spec["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]  # NCCL's shared memory between the node's GPUs
     job = _job(stack, name, limits, image or MULTI_NODE_IMAGE, plan)
     job["spec"]["template"]["spec"] = spec
+    with_fabric_pod(job["spec"]["template"], pod)  # GKE: interfaces, host libraries, the receive-datapath sidecar
     job["spec"].update({"completionMode": "Indexed", "completions": nodes, "parallelism": nodes})
     namespace = None
     if team is not None:

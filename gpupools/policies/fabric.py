@@ -15,6 +15,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 from gpupools.capacity.sources import CAPACITY_BLOCK_KEY
 from gpupools.clouds.aws import BLOCK_PLACEMENT, HUGE_PAGE_MI, allocated_hugepages
 from gpupools.core.catalog import load_catalog
+from gpupools.fabric import gpudirect
 from gpupools.policies._fleet import (
     AKS_AGENT_POOL,
     EC2_NODE_CLASS,
@@ -36,6 +37,7 @@ from gpupools.policies._props import get, is_unknown, items
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 NODE_OVERLAY = "kubernetes:karpenter.sh/v1alpha1:NodeOverlay"
 GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 EFA_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
 NETWORK_OPERATOR_CHART = "network-operator"
 FABRIC_NAMES = {"aws": "EFA", "azure": "InfiniBand", "gcp": "GPUDirect networking"}
@@ -171,9 +173,24 @@ def _efa_plugin_covers(values: Any, pool: GpuPool) -> bool:
     return _tolerates_gpu_taint(get(values, "tolerations"))
 
 
+def _installer_covers(daemonset: Any, pool: GpuPool) -> bool:
+    """A GPUDirect NCCL plugin installer runs on the pool: it tolerates the GPU taint, and its node affinity, where it
+    selects by the pool label, lists the pool (Google's own manifests select by accelerator, which is not judged)."""
+    spec = get(daemonset, "spec", "template", "spec")
+    if not _tolerates_gpu_taint(get(spec, "tolerations")):
+        return False
+    terms = items(get(spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"))
+    for term in terms:
+        for expr in items(get(term, "matchExpressions")):
+            if get(expr, "key") == POOL_LABEL and get(expr, "operator") == "In" and pool.pool not in items(get(expr, "values")):
+                return False
+    return True
+
+
 def validate_reachable(args: StackValidationArgs, report: ReportViolation) -> None:
     releases = {(_chart_name(get(r.props, "chart"))): r.props for r in args.resources if r.resource_type == HELM_RELEASE}
     gke_networks = any(r.resource_type == GKE_NETWORK for r in args.resources)
+    daemonsets = {get(r.props, "metadata", "name"): r.props for r in args.resources if r.resource_type == DAEMONSET}
     for f in pool_fabrics(args.resources):
         if not f.has_fabric:
             continue
@@ -196,6 +213,12 @@ def validate_reachable(args: StackValidationArgs, report: ReportViolation) -> No
             report(f"pool {pool.pool!r} has GPUDirect node networks but the stack declares no GKE Network objects: pods reach only the "
                    f"primary NIC, so NCCL does not use the GPUDirect NICs (GKE multi-networking: Network and GKENetworkParamSet per "
                    f"network, and the pods' networking.gke.io/interfaces annotation)", pool.urn)
+        installer = gpudirect.installer_for(pool.cloud, pool.instance_type)
+        if installer is not None and gke_networks and not (installer in daemonsets and (is_unknown(daemonsets[installer])
+                                                                                        or _installer_covers(daemonsets[installer], pool))):
+            report(f"pool {pool.pool!r} has GPUDirect node networks but Google's NCCL plugin installer ({installer}) does not run on "
+                   f"its nodes (none declared, or it does not select the pool or tolerate the {GPU_TAINT_KEY} taint): NCCL has no "
+                   f"plugin for the GPUDirect NICs and falls back to sockets", pool.urn)
 
 
 def validate_block_placement(args: StackValidationArgs, report: ReportViolation) -> None:
@@ -272,7 +295,7 @@ fabric_pool_one_zone = StackValidationPolicy(
 fabric_devices_reachable = StackValidationPolicy(
     name="fabric-devices-reachable",
     description="Pods on fabric pools can reach the fabric: the EFA device plugin or the Network Operator's RDMA plugin runs there, "
-                "GKE Network objects exist for GPUDirect networks.",
+                "GKE Network objects exist for GPUDirect networks and Google's NCCL plugin installer runs on the pool.",
     enforcement_level=EnforcementLevel.ADVISORY,
     validate=validate_reachable,
 )

@@ -134,8 +134,9 @@ def topology_guarantee(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | 
                else "a ProvisioningRequest admission check brings the nodes before Kueue places the pods")
         return f"topology-aware: Kueue places a job's pods by {fabric.levels[-1][1]}, {why}"
     engine = {"karpenter": "Karpenter"}.get(autoscaler, "the autoscaler")
+    close = f"{fabric.placement} keeps the nodes close" if fabric.keeps_close else f"nothing keeps the nodes close: {fabric.placement}"
     return (f"topology best effort: the pool scales from zero on {engine} and Kueue's topology-aware scheduling counts only nodes "
-            f"that exist, so its flavor is not topology-aware; {fabric.placement} keeps the nodes close")
+            f"that exist, so its flavor is not topology-aware; {close}")
 
 
 def resource_flavor(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None = None, flavor: Flavor | None = None) -> dict:

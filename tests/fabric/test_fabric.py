@@ -118,7 +118,8 @@ def test_example_stacks_keep_their_pools_and_only_the_training_pools_get_a_fabri
     from gpupools.stack.reading import read_document
 
     # dev-aws-reserved's H100 pool sits in its Capacity Block's one zone, which pins it as `zones` would.
-    training = {"Pulumi.dev-aws.yaml": ["pretrain"], "Pulumi.dev-aws-reserved.yaml": ["h100"], "Pulumi.dev-azure.yaml": ["pretrain"]}
+    training = {"Pulumi.dev-aws.yaml": ["pretrain"], "Pulumi.dev-aws-reserved.yaml": ["h100"], "Pulumi.dev-gcp.yaml": ["pretrain"],
+                "Pulumi.dev-azure.yaml": ["pretrain"]}
     for path in sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml")):
         stack = validate_stack(read_document(path)["config"])
         if stack.cloud != cloud:
@@ -618,9 +619,19 @@ def test_an_efa_plugin_that_does_not_tolerate_the_gpu_taint_is_flagged(karpenter
     assert any("does not run on its nodes" in m for p, m in fabric_violations(plan) if p == "fabric-devices-reachable")
 
 
-def test_gke_gpudirect_pools_are_flagged_until_pods_can_reach_the_nics():
+def test_gke_gpudirect_pools_pass_and_are_flagged_without_network_objects_or_the_nccl_installer():
     plan = plan_of(stack_config("gcp", pools=[{"name": "a3", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-a"]}]))
-    found = fabric_violations(plan)
+    assert fabric_violations(plan) == []
+    no_installer = copy_plan(plan)
+    no_installer.resources = [r for r in no_installer.resources if r.name != "daemonset-kube-system-nccl-tcpxo-installer"]
+    found = fabric_violations(no_installer)
+    assert [p for p, _ in found] == ["fabric-devices-reachable"] and "NCCL plugin installer (nccl-tcpxo-installer)" in found[0][1]
+    untolerated = copy_plan(plan)
+    untolerated.get("kubernetes:apps/v1:DaemonSet", "daemonset-kube-system-nccl-tcpxo-installer").inputs["spec"]["template"]["spec"]["tolerations"] = []
+    assert [p for p, _ in fabric_violations(untolerated)] == ["fabric-devices-reachable"]
+    no_networks = copy_plan(plan)
+    no_networks.resources = [r for r in no_networks.resources if not r.type.startswith("kubernetes:networking.gke.io/")]
+    found = fabric_violations(no_networks)
     assert [p for p, _ in found] == ["fabric-devices-reachable"] and "no GKE Network objects" in found[0][1]
 
 
