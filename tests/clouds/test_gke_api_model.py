@@ -166,3 +166,17 @@ def test_dws_and_reservation_node_pools_carry_googles_settings():
     assert res["nodeLocations"] == ["us-central1-a"]
     assert plan.get(NODE_POOL, "any").inputs["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
     assert "queuedProvisioning" not in plan.get(NODE_POOL, "flex").inputs
+
+
+def test_local_ssds_and_placement_of_fabric_pools_are_fields_of_the_api():
+    """A3 pools' local SSDs under ephemeral storage (NodeConfig.ephemeralStorageLocalSsdConfig.localSsdCount) and
+    compact placement (NodePool.placementPolicy.type COMPACT) are where the API has them; a misspelt count is not."""
+    doc = discovery_document()
+    plan = plan_of(GKE_STACKS["fabric"])
+    pool = plan.get(NODE_POOL, "mega").inputs
+    assert pool["nodeConfig"]["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 16} and pool["placementPolicy"] == {"type": "COMPACT"}
+    assert api_problems(doc, NODE_POOL, pool) == []
+    pool["nodeConfig"]["ephemeralStorageLocalSsdConfig"] = {"localSsdCounts": 16}
+    pool["placementPolicy"] = {"type": "DENSE"}
+    problems = api_problems(doc, NODE_POOL, pool)
+    assert any("no field 'localSsdCounts'" in p for p in problems) and any("type: 'DENSE' is not one of" in p for p in problems)
