@@ -218,11 +218,11 @@ def _operands_pools(stack, nodes):
     return {n.pool for n in nodes.values() if n.labels.get(DEPLOY_OPERANDS_LABEL) != "false"}
 
 
-def _fabric_pools(kind):
+def _fabric_pools(*kinds):
     def pools(stack, nodes):
         from gpupools.fabric.plan import plan_fabrics
 
-        return {f.pool for f in plan_fabrics(stack, [n.plan for n in nodes.values()]).values() if f.kind == kind}
+        return {f.pool for f in plan_fabrics(stack, [n.plan for n in nodes.values()]).values() if f.kind in kinds}
     return pools
 
 
@@ -254,6 +254,11 @@ NEEDS = [
     Need("network-operator-nfd-worker", "network-operator", "network-operator-node-feature-discovery-worker", _fabric_pools("infiniband"),
          before_ready=True, enabled=lambda values: values.get("nfd", {}).get("enabled", True)),
     Need("readiness-reporter", "gpupools", "gpupools-gpu-ready-reporter", _gated_pools, only=True, before_ready=True),
+    # GKE GPUDirect: Google's NCCL plugin installers and the NRI device injector, on their fabric pools only.
+    Need("nccl-tcpx-installer", "gpupools", "nccl-tcpx-installer", _fabric_pools("gpudirect-tcpx"), only=True),
+    Need("nccl-tcpxo-installer", "gpupools", "nccl-tcpxo-installer", _fabric_pools("gpudirect-tcpxo"), only=True),
+    Need("nccl-rdma-installer", "gpupools", "nccl-rdma-installer", _fabric_pools("gpudirect-rdma"), only=True),
+    Need("nri-device-injector", "gpupools", "device-injector", _fabric_pools("gpudirect-tcpx", "gpudirect-tcpxo"), only=True),
     Need("node-monitoring-agent", "eks-node-monitoring-agent", "eks-node-monitoring-agent", _all),
     Need("node-monitoring-dcgm-server", "eks-node-monitoring-agent", "dcgm-server", _all),
     Need("node-exporter", "kube-prometheus-stack", "kube-prometheus-stack-prometheus-node-exporter", _all),
