@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Dis
 from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
-from gpupools.stack.errors import ConfigError, Problem, describe, field_path
+from gpupools.stack.errors import ConfigError, Problem, field_path, kind, name_like, quotable, shown
 from gpupools.stack.reading import ReadError, load_json, read_document
 
 NAMESPACE = "gpupools"
@@ -334,7 +334,7 @@ def _secret_url(value: Any) -> Any:
     if isinstance(value, SecretPlaceholder):
         return value
     if not isinstance(value, str):
-        raise PydanticCustomError("secret_url", "expected an https URL kept as a secret, got {kind}", {"kind": describe(type(value).__name__)})
+        raise PydanticCustomError("secret_url", "expected an https URL kept as a secret, got {kind}", {"kind": kind(value)})
     parts = re.match(r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s]*)?$", value)
     if not parts:
         raise PydanticCustomError("secret_url", "is not an https URL (the value is not shown: it is meant to be a secret)")
@@ -528,7 +528,9 @@ def split_namespaces(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
             providers[key] = _decode_secure(value)
         else:
             allowed = ", ".join(f"{n}:" for n in (NAMESPACE, *PROVIDER_NAMESPACES))
-            problems.append(Problem(str(key), f"unknown config key {key!r}; keys start with one of {allowed}"))
+            named = repr(str(key)) if name_like(str(key)) else f"({kind(str(key))})"
+            problems.append(Problem(str(key) if name_like(str(key)) else f"<{kind(str(key))}>",
+                                    f"unknown config key {named}; keys start with one of {allowed}"))
     return ours, providers, problems
 
 
@@ -588,41 +590,46 @@ def _model_in(annotation: Any) -> Any:
 
 
 def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
+    """One line per pydantic error, naming the field and what it allows. The value given is quoted only where
+    `gpupools.stack.errors.quotable` allows it (a name, size or id of the right form), described by type and length
+    everywhere else: a credential given the wrong shape must not come back out in the message."""
     problems = []
     for err in exc.errors(include_url=False):
         loc = prefix + tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("<")))
-        kind = err["type"]
+        kind_ = err["type"]
         given = err.get("input")
-        if kind == "missing":
+        got = shown(loc, given)
+        if kind_ == "missing":
             message = "required, but missing"
-        elif kind == "extra_forbidden":
+        elif kind_ == "extra_forbidden":
             allowed = allowed_keys(model, tuple(err["loc"])[:-1])
-            message = f"unknown key {loc[-1]!r}" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
-        elif kind == "string_pattern_mismatch":
+            key = str(loc[-1])
+            named = repr(key) if name_like(key) else f"({kind(key)})"
+            message = f"unknown key {named}" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
+        elif kind_ == "string_pattern_mismatch":
             form = PATTERN_NAMES.get(err["ctx"]["pattern"], f"the form {err['ctx']['pattern']}")
-            message = f"{describe(given)} is not {form}"
-        elif kind == "too_short" and loc[-1] == "pools":
+            message = f"{got} is not {form}"
+        elif kind_ == "too_short" and loc[-1] == "pools":
             message = "at least one pool is required"
-        elif kind == "too_long" and loc[-1] == "pools":
+        elif kind_ == "too_long" and loc[-1] == "pools":
             message = f"{len(given)} pools; a stack has at most {MAX_POOLS} (split larger fleets into several stacks)"
-        elif kind == "too_long" and loc[-1] in ("teams", "labels"):
+        elif kind_ == "too_long" and loc[-1] in ("teams", "labels"):
             what, most = ("teams", f"a stack has at most {MAX_TEAMS:,}") if loc[-1] == "teams" else ("labels", f"a pool has at most {MAX_POOL_LABELS}")
             message = f"{len(given):,} {what}; {most}"
-        elif kind == "secret_url":  # the message is complete, and must not echo a credential
+        elif kind_ == "secret_url":  # the message is complete, and must not echo a credential
             message = err["msg"]
-        elif kind == "list_type":
-            message = f"expected a list, got {describe(given)}"
-        elif kind in ("model_type", "dict_type", "model_attributes_type"):
-            message = f"expected a mapping, got {describe(given)}"
-        elif kind == "string_type" and isinstance(given, (int, float)) and not isinstance(given, bool):
+        elif kind_ == "list_type":
+            message = f"expected a list, got {got}"
+        elif kind_ in ("model_type", "dict_type", "model_attributes_type"):
+            message = f"expected a mapping, got {got}"
+        elif kind_ == "string_type" and isinstance(given, (int, float)) and not isinstance(given, bool):
             # YAML turns unquoted 1.30 into the number 1.3, and (YAML 1.1) 1:30 into 90 (base 60).
-            message = (f"expected text, got the number {given!r}: YAML read the value as a number (1.30 becomes 1.3, 1:30 becomes 90); "
+            number = f"the number {given!r}" if quotable(loc, given) else got
+            message = (f"expected text, got {number}: YAML read the value as a number (1.30 becomes 1.3, 1:30 becomes 90); "
                        f"quote it, e.g. {loc[-1]}: \"1.30\"" if loc and loc[-1] == "kubernetesVersion" else
-                       f"expected text, got the number {given!r}: YAML read the value as a number; quote it")
+                       f"expected text, got {number}: YAML read the value as a number; quote it")
         else:
             text = err["msg"]
-            message = f"{text[0].lower()}{text[1:]} (got {describe(given)})"
+            message = f"{text[0].lower()}{text[1:]} (got {got})"
         problems.append(Problem(field_path(loc), message))
     return problems
-
-

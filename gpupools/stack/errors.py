@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+import re
+import unicodedata
+from dataclasses import dataclass, replace
+from typing import Any, Iterable
 
 
 # Characters str.splitlines() breaks at (and other C0 controls): escaped, so every problem stays one line
@@ -31,14 +33,260 @@ class ConfigError(Exception):
 
 
 def field_path(loc: tuple | list) -> str:
-    """Spell a location the way users read it: ``pools[1].sharing.migProfile``."""
+    """Spell a location the way users read it: ``pools[1].sharing.migProfile``. A mapping key that does not look
+    like a name (it may be a credential pasted in the wrong place) is described, not spelled."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            text = str(part)
+            out += ("." if out else "") + (text if name_like(text) else f"<{kind(text)}>")
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# What an error message may quote
+#
+# A stack file is written by whoever can open a pull request, and `gpupools check` prints its errors into CI logs
+# that everyone with read access sees. A credential pasted into the wrong key, or given the wrong shape (a webhook
+# URL where a mapping belongs), must not come back out in an error. So a message quotes a value only when its field
+# holds enumerations, names, sizes or ids (QUOTED_FIELDS), and only when the value looks like one (`name_like`,
+# or a short number); every other value is described by its type and length (`kind`). `shown` applies that rule
+# where a message is written; `redact` applies it once more to every finished message of a stack file, so a check
+# that quotes a value by itself cannot leak one either.
+
+# Field paths as `field_path` spells them with every list index and every user-chosen mapping key as `*`
+# (`pools.*.labels.*` is any label of any pool). Anything not listed, including every field added later, is
+# described, never quoted: the secret-bearing ones (alert receivers, SMTP, provider credentials) and the free text
+# ones (reservation tags, the SMTP user) alike, and the Azure ids (`subscriptionId`, `tenantId`, `clientId`) that sit
+# next to `clientSecret` and are where a copied secret lands.
+QUOTED_FIELDS = frozenset({
+    # top level
+    "cloud", "quotas", "autoscaler",
+    "cluster.name", "cluster.create", "cluster.kubernetesVersion", "cluster.resourceGroup", "cluster.location", "cluster.subnetIds.*",
+    "cluster.endpointAccess", "cluster.authorizedCidrs.*", "cluster.secretsEncryption", "cluster.controlPlaneLogs.*",
+    "cluster.logRetentionDays", "cluster.authenticationMode", "cluster.managedAddons", "cluster.localAccounts", "cluster.azurePolicy",
+    "cluster.defenderWorkspaceId", "cluster.networkPolicy", "cluster.privateNodes", "cluster.releaseChannel", "cluster.production",
+    "cluster.binaryAuthorization",
+    *(f"{at}.{f}" for at in ("sharing", "pools.*.sharing") for f in ("mode", "replicas", "migProfile", "memoryScaling", "memoryPerPod")),
+    "gpuSoftware.installer", "gpuSoftware.migStrategy", "gpuSoftware.version",
+    *(f"pools.*.{f}" for f in ("name", "instanceType", "gpu", "gpuCount", "minNodes", "maxNodes", "spot", "diskSizeGb", "os", "labels.*",
+                               "zones.*", "fabric", "topologyLevel", "autoRepair", "capacity.*", "capacity.*.reservation.id",
+                               "capacity.*.reservation.ownerId", "capacity.*.reservation.kind", "capacity.*.reservation.zones.*",
+                               "capacity.*.reservation.nodes", "capacity.*.flexStart.maxRunDuration", "capacity.*.queued.maxRunDuration")),
+    "monitoring.enabled", "monitoring.prometheus", "monitoring.releaseLabel", "monitoring.grafana", "monitoring.idle.utilizationBelowPercent",
+    "monitoring.idle.forHours",
+    *(f"teams.*.{f}" for f in ("name", "namespace", "gpus", "gpus.*", "pools.*", "borrow", "lend", "priority")),
+    "health.readinessGate",
+    # provider settings that name a place or a profile
+    "aws:region", "aws:profile", "gcp:project", "gcp:region", "gcp:zone", "azure-native:location",
+})
+
+# A name, an id, a size, a version, a zone, a CIDR block, a label: letters, digits (any script's: a full-width
+# digit in a version is worth showing, and so is a space in "West Europe") and a few separators, no line break or
+# tab, no scheme (`://`: a URL may carry a token), and no stretch that reads like random text (`_token_like`).
+_NAME = re.compile(r"[-\w.:/@%#*+= ]{1,200}")
+# Stretches of base64 and hex, the alphabets access keys, API tokens, webhook paths and private keys are written in.
+_RUN = re.compile(r"[A-Za-z0-9+/=]+")
+MAX_QUOTED_NUMBER = 10  # characters: any size or count a stack holds; a longer number is described
+
+
+def _token_like(run: str) -> bool:
+    """Random text switches between lower case, upper case and digits at most characters (base64 about 6 times in
+    10, hex about 5); the names and ids a stack holds are short between separators (`Standard_NC24ads_A100_v4`,
+    the 17 hex digits of an EC2 id) or switch rarely (`capacityReservationGroups`: 4 in 25). Measured on random
+    tokens of the common shapes (hex, base64, URL-safe base64, `ghp_`, `xoxb-`), about 2 in 100 URL-safe ones, cut
+    short by their `-` and `_`, pass as names: the allow-list of fields, not this test, is what keeps them out."""
+    classes = [0 if c.islower() else 1 if c.isupper() else 2 for c in run if c.isalnum()]
+    switches = sum(a != b for a, b in zip(classes, classes[1:]))
+    return ((len(classes) >= 20 and switches >= 0.25 * len(classes))
+            or (len(classes) >= 12 and len(set(classes)) == 3 and switches >= 0.3 * len(classes)))
+
+
+def _visible(text: str) -> str:
+    """Without format, control and separator characters other than the plain space."""
+    return "".join(c for c in text if c == " " or unicodedata.category(c)[0] not in "CZ")
+
+
+def name_like(text: str) -> bool:
+    """Whether a string has the form of a name, id or size rather than of a credential. Invisible characters do not
+    count: the problem that names them must still say which key holds them."""
+    text = _visible(text)
+    return bool(_NAME.fullmatch(text)) and "://" not in text and not any(_token_like(run) for run in _RUN.findall(text))
+
+
+def _steps(loc: Iterable) -> tuple[str, ...]:
+    return tuple("*" if isinstance(part, int) else str(part) for part in loc)
+
+
+def _matches(pattern: str, steps: tuple[str, ...], prefix: bool = False) -> bool:
+    want = pattern.split(".")  # field names hold no dots; mapping keys (label keys) may, so `steps` is not split
+    if prefix:
+        steps = steps[:len(want)]
+    return len(want) == len(steps) and all(w == "*" or w == h for w, h in zip(want, steps))
+
+
+def quoted_field(loc: Iterable) -> bool:
+    """Whether the field at `loc` (a pydantic location, indices as ints) holds values a message may quote."""
+    steps = _steps(loc)
+    return any(_matches(pattern, steps) for pattern in QUOTED_FIELDS)
+
+
+def quotable(loc: Iterable, value: Any) -> bool:
+    """Whether a message may quote `value`, found at `loc`: the field is on the allow-list and the value looks like
+    what such a field holds."""
+    return quoted_field(loc) and _safe_form(value)
+
+
+def kind(value: Any) -> str:
+    """A value described by its type and length, without any of its contents."""
+    def count(n: int, one: str, many: str) -> str:
+        return f"{n:,} {one if n == 1 else many}"
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        try:
+            return f"a number of {count(len(str(abs(value))), 'digit', 'digits')}"
+        except ValueError:  # more digits than Python converts
+            return "a number of more than 4,300 digits"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return f"a string of {count(len(value), 'character', 'characters')}" if value else "an empty string"
+    if isinstance(value, dict):
+        return f"a mapping of {count(len(value), 'key', 'keys')}" if value else "an empty mapping"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {count(len(value), 'item', 'items')}" if value else "an empty list"
+    return f"a value of type {type(value).__name__}"
+
+
+def shown(loc: Iterable, value: Any) -> str:
+    """`value` as a message about the field at `loc` may show it: quoted (`describe`) where `quotable`, otherwise
+    its type and length."""
+    return describe(value) if quotable(loc, value) else kind(value)
+
+
+# Shorter strings are not worth hiding (no credential is this short) and would match ordinary words of messages.
+_MIN_HIDDEN = 6
+_WINDOW = 8
+
+
+# Fields that hold credentials, or sit where a credential is pasted by mistake: every value in them is hidden, whatever
+# its form. Elsewhere a value is hidden when it does not look like a name (`name_like`); a name-like value of a field
+# that is not on QUOTED_FIELDS is described where a message is written (`shown`), and hiding it again here would
+# also cut example text such as "an AWS region such as eu-central-1" out of a message.
+SECRET_FIELDS = ("teams.*.alerts", "health.alerts", "monitoring.smtp", "aws:accessKey", "aws:secretKey", "aws:token", "gcp:credentials",
+                 "gcp:accessToken", "azure-native:clientSecret", "azure-native:clientId", "azure-native:tenantId",
+                 "azure-native:subscriptionId")
+
+
+def _secret_field(loc: tuple) -> bool:
+    steps = _steps(loc)
+    return any(_matches(pattern, steps, prefix=True) for pattern in SECRET_FIELDS)
+
+
+def _safe_form(value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, (int, float)):
+        return len(f"{value!r}") <= MAX_QUOTED_NUMBER
+    return isinstance(value, str) and name_like(value)
+
+
+def _hidden(loc: tuple, value: Any) -> bool:
+    return _secret_field(loc) or not _safe_form(value)
+
+
+def _hidden_values(config: Any) -> list[tuple[str, str]]:
+    """Every value and key of a stack file's config that no message may quote: (text as found, description)."""
+    out: list[tuple[str, str]] = []
+    stack: list[tuple[Any, tuple]] = [(config, ())]
+    while stack:
+        node, loc = stack.pop()
+        if isinstance(node, dict):
+            for key, child in node.items():
+                # Top-level keys are namespaced (gpupools:pools); the models' paths start after the namespace.
+                step = str(key).partition(":")[2] if not loc and str(key).startswith("gpupools:") else key
+                if isinstance(key, str) and not name_like(key) and len(key) >= _MIN_HIDDEN:
+                    out.append((key, f"<{kind(key)}>"))
+                stack.append((child, (*loc, step)))
+        elif isinstance(node, list):
+            stack.extend((child, (*loc, i)) for i, child in enumerate(node))
+        elif isinstance(node, str) and len(node) >= _MIN_HIDDEN and _hidden(loc, node):
+            out.append((node, f"<{kind(node)}, not shown>"))
+        elif isinstance(node, (int, float)) and not isinstance(node, bool) and _hidden(loc, node):
+            text = f"{node!r}" if isinstance(node, float) else describe(node)
+            if len(text) >= _MIN_HIDDEN:
+                out.append((text, f"<{kind(node)}, not shown>"))
+    return out
+
+
+def _spellings(text: str) -> set[str]:
+    """How a message may spell a value: as it is, escaped as Python's repr or JSON does, or escaped to one line."""
+    forms = {text, repr(text)[1:-1], json.dumps(text)[1:-1], text.encode("unicode_escape").decode("ascii", "replace")}
+    return {f.translate(_ONE_LINE) for f in forms} | forms
+
+
+class _Hider:
+    """Finds, in a message, any stretch of at least `_WINDOW` characters taken from a hidden value (the whole value,
+    or the part `describe` kept before its "..."), and replaces it, with its quotes, by the value's description."""
+
+    def __init__(self, hidden: list[tuple[str, str]]):
+        self.values = sorted(((sorted(_spellings(text), key=len), description) for text, description in hidden),
+                             key=lambda v: -len(v[0][-1]))
+        self.grams: set[str] = set()
+        self.short: dict[str, str] = {}
+        for forms, description in self.values:
+            for form in forms:
+                if len(form) < _WINDOW:
+                    self.short.setdefault(form, description)
+                    continue
+                self.grams.update(form[i:i + _WINDOW] for i in range(len(form) - _WINDOW + 1))
+
+    def _description(self, found: str) -> str:
+        """The description of the shortest hidden value the stretch comes from (values may share text)."""
+        for forms, description in reversed(self.values):
+            if any(found in form for form in forms):
+                return description
+        return "<a value that is not shown>"
+
+    def __call__(self, message: str) -> str:
+        if not self.grams and not self.short:
+            return message
+        spans: list[tuple[int, int]] = []
+        i = 0
+        while i <= len(message) - _WINDOW:
+            if message[i:i + _WINDOW] not in self.grams:
+                i += 1
+                continue
+            end = i + _WINDOW
+            while end < len(message) and message[end - _WINDOW + 1:end + 1] in self.grams:
+                end += 1
+            spans.append((i, end))
+            i = end
+        described = [(a, b, self._description(message[a:b])) for a, b in spans]
+        for form, description in self.short.items():
+            for match in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(form)}(?![A-Za-z0-9])", message):
+                if not any(a <= match.start() < b for a, b in spans):
+                    described.append((match.start(), match.end(), description))
+        for start, end, description in sorted(described, reverse=True):
+            if message[end:end + 3] == "...":
+                end += 3
+            if start > 0 and end < len(message) and message[start - 1] == message[end] and message[end] in "'\"":
+                start, end = start - 1, end + 1
+            message = message[:start] + description + message[end:]
+        return message
+
+
+def redact(problems: list[Problem], config: Any) -> list[Problem]:
+    """The problems of one stack file with every value of it that a message may not quote (see `quotable`)
+    replaced by its description, in paths and messages alike."""
+    hide = _Hider(_hidden_values(config))
+    return [replace(p, path=hide(p.path), message=hide(p.message)) for p in problems]
 
 
 def describe(value: Any, limit: int = 60, as_json: bool = False) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupools.stack.config import SecretPlaceholder, SecretText
-from gpupools.stack.errors import Problem, describe
+from gpupools.stack.errors import Problem, shown
 
 NAMESPACES = {"aws": "aws", "azure": "azure-native", "gcp": "gcp"}
 
@@ -162,12 +162,12 @@ def provider_problems(cloud: str | None, providers: Mapping[str, Any], environ: 
         elif setting.pattern is None and (not isinstance(value, str) or not value):
             problems.append(Problem(key, f"expected {setting.shape} as a string, got {_kind(value)} (the value is not shown)"))
         elif not isinstance(value, str) or not value:
-            problems.append(Problem(key, f"expected {setting.shape}, got {describe(value)}"))
+            problems.append(Problem(key, f"expected {setting.shape}, got {shown((key,), value)}"))
         elif _plaintext_secret(key, value):
             problems.append(Problem(key, f"is in plaintext; keep {setting.shape} encrypted: pulumi config set --secret {key} ..."
                                          + (" (or give the path of the key file)" if key == "gcp:credentials" else "")))
         elif setting.pattern is not None and not re.fullmatch(setting.pattern, value):
-            problems.append(Problem(key, f"{describe(value)} is not {setting.shape}"))
+            problems.append(Problem(key, f"{shown((key,), value)} is not {setting.shape}"))
     for key, setting in own.items():
         if setting.required and key not in providers and not any(environ.get(v) for v in setting.env):
             problems.append(Problem(key, f"required on {cloud}, but missing: set it ({setting.shape}) with `pulumi config set {key} ...`"

@@ -35,6 +35,8 @@ from yaml.composer import ComposerError
 from yaml.events import AliasEvent, ScalarEvent
 from yaml.nodes import MappingNode, ScalarNode
 
+from gpupools.stack.errors import kind, name_like
+
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 MAX_NODES = 20_000
@@ -206,6 +208,10 @@ _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 
 
 def _short(text: str, limit: int = 40) -> str:
+    """A key or scalar as a message quotes it; one that does not read as a name (a credential used as a key) is
+    described instead (`gpupools.stack.errors.name_like`)."""
+    if not name_like(text):
+        return f"<{kind(text)}>"
     return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
 

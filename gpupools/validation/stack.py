@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from gpupools.monitoring.alerting import alerting_problems
 from gpupools.validation.checks import semantic_problems
 from gpupools.stack.config import Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
-from gpupools.stack.errors import ConfigError, Problem, field_path
+from gpupools.stack.errors import ConfigError, Problem, field_path, redact
 from gpupools.stack.providers import missing_sdk_problem, provider_problems
 from gpupools.autoscaling.scaleup import scale_up_problems
 from gpupools.autoscaling.choice import resolve_autoscaler
@@ -37,8 +37,16 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
     """Validate a raw `config:` mapping (namespaced keys) and return the typed stack, or raise ConfigError.
 
     `environ` (default: this process's environment) is where the cloud providers look for settings the stack
-    leaves out, such as AWS_REGION.
+    leaves out, such as AWS_REGION. Every problem leaves through `redact`: whichever check wrote it, it quotes no
+    value of the stack that `gpupools.stack.errors.quotable` does not allow.
     """
+    try:
+        return _validate(config, environ)
+    except ConfigError as exc:
+        raise ConfigError(redact(exc.problems, config)) from None
+
+
+def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> StackConfig:
     ours, providers, problems = split_namespaces(config)
     if "providers" in ours:
         # Provider settings are top-level keys (aws:region); `gpupools:providers` would be silently replaced.

@@ -212,7 +212,7 @@ def test_region_from_the_environment_is_said_in_the_plan(tmp_path, monkeypatch):
     ("gcp", "gcp:region", "us-central１", "error: gcp:region: 'us-central１' is not a GCP region"),
     ("aws", "aws:region", "eu central 1", "error: aws:region: 'eu central 1' is not an AWS region"),
     ("azure", "azure-native:location", "West Europe", "error: azure-native:location: 'West Europe' is not an Azure region name"),
-    ("azure", "azure-native:subscriptionId", "abc", "error: azure-native:subscriptionId: 'abc' is not a subscription ID"),
+    ("azure", "azure-native:subscriptionId", "abc", "error: azure-native:subscriptionId: a string of 3 characters is not a subscription ID"),
     ("aws", "gcp:project", "ml-platform", "error: gcp:project: not used on aws; gcp: settings apply to gcp stacks only"),
     ("aws", "kubernetes:context", "prod", "error: kubernetes:context: not read by gpupools"),
 ])

@@ -101,7 +101,7 @@ def test_bad_stack_exits_2_with_field_lines(tmp_path, command):
     assert result.stdout == ""
     lines = result.stderr.splitlines()
     assert "error: cluster: required, but missing" in lines
-    assert "error: pools: expected a list, got 7" in lines
+    assert "error: pools: expected a list, got a number of 1 digit" in lines
     assert all(line.startswith("error: ") for line in lines)
 
 
