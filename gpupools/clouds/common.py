@@ -24,6 +24,9 @@ def lookup_instance(cloud: str, pool: Pool, catalog: Catalog, path: str) -> tupl
     if found is not None:
         return found, []
     where = f"{path}.instanceType"
+    refusal = catalog.refusal(cloud, pool.instance_type)
+    if refusal is not None:
+        return None, [Problem(where, refusal)]
     other = catalog.cloud_of(pool.instance_type)
     if other is not None:
         return None, [Problem(where, f"{pool.instance_type!r} is {_a(other)} {other} {KIND[other]}, but this stack's cloud is {cloud}; pick {_a(cloud)} {cloud} {KIND[cloud]} (gpupools catalog --cloud {cloud})")]

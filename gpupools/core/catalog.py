@@ -21,6 +21,13 @@ class GpuModel:
     mig_profiles: dict[str, int] = field(default_factory=dict)
     usable_memory: int | None = None  # MiB, where a source reports it (catalog.yaml usableMemoryMiB)
     memory_source: str | None = None
+    min_driver: int | None = None  # the oldest NVIDIA driver branch that knows the GPU (catalog.yaml minDriver)
+    mig_unavailable: str | None = None  # why MIG cannot be used although NVIDIA lists profiles (catalog.yaml migUnavailable)
+
+    @property
+    def open_kernel_modules_only(self) -> bool:
+        """Blackwell and later run on NVIDIA's open GPU kernel modules only (catalog.yaml, the comment above B200)."""
+        return self.architecture.startswith("Blackwell")
 
     @property
     def supports_mig(self) -> bool:
@@ -41,6 +48,9 @@ class InstanceType:
     price: float  # USD/hour, on-demand list price of the whole node
     price_read: str
     accelerator: str | None = None  # GKE accelerator type implied by the machine type
+    vcpus: int | None = None
+    memory_gib: int | None = None
+    price_region: str | None = None  # where the price was read, when not the cloud's catalog-wide price region
 
     @property
     def family(self) -> str:
@@ -80,6 +90,7 @@ class Catalog:
     price_region: dict[str, str]
     gcp_zones: dict[str, tuple[str, ...]] = field(default_factory=dict)  # accelerator type -> zones offering it
     fabric: dict[str, dict[str, "Fabric"]] = field(default_factory=dict)  # cloud -> instance type -> its fabric and local NVMe
+    refused: dict[str, dict[str, str]] = field(default_factory=dict)  # cloud -> instance type the cloud sells -> why gpupools refuses it
 
     def fabric_of(self, cloud: str, name: str) -> "Fabric":
         """An instance type's fabric; one the catalog says nothing of has none and no local NVMe."""
@@ -95,10 +106,14 @@ class Catalog:
         return self.instances.get(cloud, {}).get(name)
 
     def cloud_of(self, name: str) -> str | None:
-        for cloud, types in self.instances.items():
+        for cloud, types in {**self.instances, **self.refused}.items():
             if name in types:
                 return cloud
         return None
+
+    def refusal(self, cloud: str, name: str) -> str | None:
+        """Why gpupools does not build pools of an instance type the cloud sells (catalog.yaml `refused`), or None."""
+        return self.refused.get(cloud, {}).get(name)
 
     def closest(self, cloud: str, name: str, n: int = 3) -> list[str]:
         return difflib.get_close_matches(name, list(self.instances.get(cloud, {})), n=n, cutoff=0.5)
@@ -124,6 +139,8 @@ def _load(text: str) -> Catalog:
             mig_profiles=dict(g.get("migProfiles") or {}),
             usable_memory=g.get("usableMemoryMiB"),
             memory_source=g.get("memorySource"),
+            min_driver=g.get("minDriver"),
+            mig_unavailable=g.get("migUnavailable"),
         )
         for name, g in raw["gpus"].items()
     }
@@ -137,6 +154,9 @@ def _load(text: str) -> Catalog:
                 price=float(i["price"]),
                 price_read=str(i["priceRead"]),
                 accelerator=i.get("accelerator"),
+                vcpus=i.get("vcpus"),
+                memory_gib=i.get("memoryGib"),
+                price_region=i.get("priceRegion"),
             )
             for name, i in types.items()
         }
@@ -154,8 +174,9 @@ def _load(text: str) -> Catalog:
     }
     zones = {name: tuple(z) for name, z in raw.get("gcpZones", {}).items()}
     fabric = {cloud: {name: _fabric(f) for name, f in types.items()} for cloud, types in raw.get("fabric", {}).items()}
+    refused = {cloud: {name: " ".join(str(why).split()) for name, why in types.items()} for cloud, types in raw.get("refused", {}).items()}
     return Catalog(gpus=gpus, instances=instances, gcp_accelerators=accelerators, price_region=raw["priceRegion"], gcp_zones=zones,
-                   fabric=fabric)
+                   fabric=fabric, refused=refused)
 
 
 @dataclass(frozen=True)

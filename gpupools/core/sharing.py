@@ -60,7 +60,9 @@ OPERATOR_DEFAULT_MIG_CONFIGS = frozenset(
     all-1g.23gb all-1g.23gb.me all-1g.45gb all-1g.47gb all-2g.45gb all-2g.47gb all-3g.90gb all-3g.93gb
     all-4g.90gb all-4g.93gb all-7g.180gb all-7g.186gb
     all-1g.34gb all-1g.34gb.me all-1g.67gb all-2g.67gb all-3g.135gb all-4g.135gb all-7g.269gb
-    all-1g.35gb.me all-1g.70gb all-2g.70gb all-3g.139gb all-4g.139gb all-7g.278gb""".split()
+    all-1g.35gb.me all-1g.70gb all-2g.70gb all-3g.139gb all-4g.139gb all-7g.278gb
+    all-1g.24gb.me all-1g.24gb-me all-1g.24gb.gfx all-1g.24gb.me.all all-2g.48gb all-2g.48gb-me all-2g.48gb.gfx
+    all-2g.48gb.me.all all-4g.96gb all-4g.96gb.gfx""".split()
 )
 
 
@@ -239,7 +241,10 @@ def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharin
         if hardware is not None and sharing.mig_profile is not None:
             gpu = hardware.gpu
             if not gpu.supports_mig:
-                problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: its {gpu.name} GPU has no MIG support (MIG needs A100, H100, H200 or newer)"))
+                problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: its {gpu.name} GPU has no MIG support "
+                                                        f"(MIG needs A100, H100, H200, B200, B300, RTX PRO 6000 or newer); use time-slicing, mps or vgpu"))
+            elif gpu.mig_unavailable:
+                problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: {gpu.mig_unavailable}; use time-slicing, mps or vgpu"))
             elif installer == "cloud" and cloud == "gcp":
                 sizes = gke_partition_sizes(hardware.accelerator)
                 if sharing.mig_profile not in sizes:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,11 +13,37 @@ from gpupools.core.catalog import load_catalog
 
 from conftest import needs_reference
 
+DATA = Path(__file__).parent / "data"
+KARPENTER_SHAPES = DATA / "karpenter-v1.14.1-nvidia-instance-shapes.tsv"
+SKYPILOT_GCP = DATA / "skypilot-gcp-vms-extract.csv"
+
 REQUIRED_FAMILIES = {
-    "aws": ["g4dn.", "g5.", "g6.", "g6e.", "p4d.", "p4de.", "p5.", "p5e."],
-    "azure": ["_T4_v3", "ads_A100_v4", "Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4", "_H100_v5", "Standard_ND96isr_H100_v5"],
-    "gcp": ["g2-", "a2-highgpu-", "a2-ultragpu-", "a3-highgpu-", "a3-megagpu-", "a3-ultragpu-", "n1-"],
+    "aws": ["g4dn.", "g5.", "g6.", "g6e.", "g7e.", "p4d.", "p4de.", "p5.", "p5e.", "p5en.", "p6-b200.", "p6-b300."],
+    "azure": ["_T4_v3", "ads_A100_v4", "Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4", "_H100_v5", "Standard_ND96isr_H100_v5",
+              "Standard_ND96isr_H200_v5"],
+    "gcp": ["g2-", "a2-highgpu-", "a2-ultragpu-", "a3-highgpu-1g", "a3-highgpu-8g", "a3-megagpu-", "a3-ultragpu-", "a4-highgpu-", "n1-"],
 }
+# Karpenter's GPU names (label karpenter.k8s.aws/instance-gpu-name) for the catalog's models.
+KARPENTER_GPU_NAMES = {"T4": "t4", "A10G": "a10g", "L4": "l4", "L40S": "l40s", "A100-40GB": "a100", "A100-80GB": "a100", "H100-80GB": "h100",
+                       "H200-141GB": "h200", "B200-180GB": "b200", "B300-269GB": "b300", "RTX-PRO-6000-96GB": "rtx-pro-server-6000"}
+# SkyPilot's accelerator names for the GKE accelerator types.
+SKYPILOT_GPUS = {"nvidia-h100-80gb": "H100", "nvidia-b200": "B200"}
+
+
+def karpenter_shapes() -> dict[str, dict]:
+    rows = {}
+    for line in KARPENTER_SHAPES.read_text().splitlines():
+        if line.startswith("#"):
+            continue
+        name, gpu, gpu_mib, vcpus, mib, arch, price = line.split("\t")
+        rows[name] = {"gpu": gpu, "gpu_mib": int(gpu_mib), "vcpus": int(vcpus), "mib": int(mib), "arch": arch,
+                      "price": float(price) if price else None}
+    return rows
+
+
+def skypilot_gcp_rows() -> list[dict]:
+    lines = [line for line in SKYPILOT_GCP.read_text().splitlines() if not line.startswith("#")]
+    return list(csv.DictReader(lines))
 
 
 @pytest.mark.parametrize("cloud", ["aws", "azure", "gcp"])
@@ -42,7 +70,7 @@ def test_entries_are_consistent():
     for gpu in catalog.gpus.values():
         assert gpu.device_names, gpu.name
         for profile, count in gpu.mig_profiles.items():
-            assert re.fullmatch(r"\d+g\.\d+gb(\+me)?", profile) and 1 <= count <= 7
+            assert re.fullmatch(r"\d+g\.\d+gb(\+me|-me)?", profile) and 1 <= count <= 7
 
 
 def test_gpu_counts_follow_the_machine_type_names():
@@ -70,3 +98,66 @@ def test_mig_profiles_match_nvidias_tables():
         assert gpu.mig_profiles == {k: v for k, v in upstream.items() if k in gpu.mig_profiles}, gpu.name
         # Every plain and +me profile NVIDIA lists for the model is offered.
         assert set(gpu.mig_profiles) == {p for p in upstream if "+" not in p or p.endswith("+me")}, gpu.name
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# No drift from the generated sources
+
+
+def test_every_aws_row_is_karpenters_generated_data():
+    """GPUs, GPU model, GPU memory, vCPUs, memory, architecture and (where Karpenter prices it) the us-east-1 price of every
+    AWS line are those of Karpenter v1.14.1's generated reference; gpus, EFA and NVMe are checked in tests/fabric."""
+    rows, catalog = karpenter_shapes(), load_catalog()
+    for name, it in catalog.instances["aws"].items():
+        row = rows[name]
+        assert KARPENTER_GPU_NAMES[it.gpu.name] == row["gpu"], name
+        assert (it.vcpus, it.memory_gib * 1024) == (row["vcpus"], row["mib"]), name
+        assert row["arch"] == "amd64", name
+        if it.gpu.usable_memory is not None and "EC2" in it.gpu.memory_source:
+            assert it.gpu.usable_memory == row["gpu_mib"], name
+        elif it.gpu.usable_memory is not None:  # a driver's figure (nvidia-smi) sits at or below EC2's
+            assert it.gpu.usable_memory <= row["gpu_mib"], name
+        else:
+            assert it.gpu.memory_gb * 1024 == row["gpu_mib"], name
+        if row["price"] is not None:
+            assert it.price == pytest.approx(row["price"], abs=0.0005), name
+            assert it.price_read >= "2025-06", name
+        else:
+            assert name == "p5e.48xlarge"  # sold as Capacity Blocks only: no on-demand price in Karpenter's table
+
+
+def test_newer_gcp_rows_are_skypilots_generated_data():
+    rows, catalog = skypilot_gcp_rows(), load_catalog()
+    machines = {(r["InstanceType"], r["AvailabilityZone"]): r for r in rows if r["InstanceType"]}
+    gpus = {(r["AcceleratorName"], int(r["AcceleratorCount"]), r["AvailabilityZone"]): float(r["Price"]) for r in rows if not r["InstanceType"]}
+    checked = set()
+    for (name, zone), row in machines.items():
+        it = catalog.instance("gcp", name)
+        assert (it.vcpus, it.memory_gib) == (int(float(row["vCPUs"])), int(float(row["MemoryGiB"]))), name
+        if zone.startswith("us-central1"):
+            assert it.price == pytest.approx(float(row["Price"]) + gpus[(SKYPILOT_GPUS[it.accelerator], it.gpus, zone)], abs=0.00001), name
+            checked.add(name)
+    assert checked == {"a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a4-highgpu-8g"}
+    assert sorted(z for n, z in machines if n == "a4-highgpu-8g") == sorted(catalog.gcp_zones["nvidia-b200"])
+
+
+def test_newer_azure_rows_name_their_vcpus_and_price_region():
+    it = load_catalog().instance("azure", "Standard_ND96isr_H200_v5")
+    assert it.vcpus == 96 and it.price_region == "eastus2" and it.gpu.name == "H200-141GB"
+
+
+def test_blackwell_models_need_open_kernel_modules_and_a_new_driver():
+    catalog = load_catalog()
+    for gpu in catalog.gpus.values():
+        assert gpu.open_kernel_modules_only == (gpu.architecture in ("Blackwell", "Blackwell Ultra")), gpu.name
+        if gpu.open_kernel_modules_only:
+            assert gpu.min_driver is not None and gpu.min_driver >= 570, gpu.name
+    assert catalog.gpus["GB200-186GB"].mig_unavailable and not catalog.gpus["B200-180GB"].mig_unavailable
+
+
+@pytest.mark.parametrize("cloud, name", [("aws", "p6e-gb200.36xlarge"), ("azure", "Standard_ND128isr_NDR_GB200_v6"), ("gcp", "a4x-highgpu-4g")])
+def test_gb200_types_are_known_and_refused_with_what_to_use(cloud, name):
+    catalog = load_catalog()
+    why = catalog.refusal(cloud, name)
+    assert why and "GB200" in why and "use " in why and "\n" not in why
+    assert catalog.instance(cloud, name) is None and catalog.cloud_of(name) == cloud
