@@ -623,7 +623,7 @@ def gpu_network_names(pool: str, gpudirect: str, networks: int) -> list[tuple[st
     `rdma-0`..`rdma-7` (modules/scheduler/gke-cluster/variables.tf lines 552-570, the defaults). Pods attach eth1..ethN
     to TCPX and TCPXO networks (container-engine-accelerators @ 204a57c gpudirect-tcpx/nccl-test-latest.yaml lines
     39-47), and eth2..eth9 to the RDMA networks, leaving the gVNIC network to the node (cluster-toolkit v1.95.0
-    examples/gke-a3-ultragpu/nccl-jobset-example.yaml lines 37-48)."""
+    examples/gke-a3-ultragpu/nccl-jobset-example.yaml lines 39-49)."""
     if gpudirect == "rdma":
         return [(f"{pool}-gvnic-1", NET_DEVICE, None)] + [(f"{pool}-rdma-{i}", RDMA_DEVICE, f"eth{i + 2}") for i in range(networks - 1)]
     return [(f"{pool}-vpc{i + 1}", NET_DEVICE, f"eth{i + 1}") for i in range(networks)]
@@ -705,12 +705,12 @@ def fabric_readiness(cluster: Cluster, plan: PoolPlan) -> tuple[bool, tuple[str,
 
 # What a multi-node pod on a GPUDirect node carries beside its GPUs, per flavour, after Google's own examples.
 GKE_LIBRARIES = "/home/kubernetes/bin/nvidia/lib64"  # the driver's libraries, and the NCCL plugin the installers copy beside them
-TCPX_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"  # cluster-toolkit v1.95.0 gpu_direct.tf line 33, for plugin v3.1.9
+TCPX_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"  # cluster-toolkit v1.95.0 gpu_direct.tf line 34, for plugin v3.1.9
 # The TCPXO daemon goes with the plugin version (gpudirect-tcpxo/README.md @ 992db81 lines 57-66: plugin v1.0.15 with
 # tcpgpudmarxd-dev v1.0.21, as nccl-test-latest.yaml there pairs them).
 TCPXO_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.21"
 # Google's TCPX settings for a3-highgpu-8g (container-engine-accelerators @ 204a57c gpudirect-tcpx/nccl-config.yaml,
-# run-nccl.sh lines 27-60), and the receive-datapath daemon's socket directory where the trainer mounts it (/tmp).
+# run-nccl.sh lines 18-63), and the receive-datapath daemon's socket directory where the trainer mounts it (/tmp).
 TCPX_ENV = {
     "NCCL_SOCKET_IFNAME": "eth0", "NCCL_CROSS_NIC": "0", "NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple",
     "NCCL_NSOCKS_PERTHREAD": "4", "NCCL_SOCKET_NTHREADS": "1", "NCCL_MAX_NCHANNELS": "8", "NCCL_MIN_NCHANNELS": "8",
@@ -742,12 +742,12 @@ def fabric_pod(count: int, pool: str = "", kind: str = "", networks: int = 0) ->
     daemon beside it. `networks`: the pool's GPU subnets (the catalog's extraNetworks).
 
     The daemon runs as a native sidecar (an init container with restartPolicy Always) so the Job completes when the
-    trainer does (container-engine-accelerators @ 992db81 gpudirect-tcpxo/best-practice.md lines 7-56, "Automatic
+    trainer does (container-engine-accelerators @ 992db81 gpudirect-tcpxo/best-practice.md lines 7-59, "Automatic
     Sidecar Termination"); the NRI device injector hands it the GPU devices its annotation lists. TCPX: the
     tcpx-daemon of gpudirect-tcpx/nccl-test-latest.yaml @ 204a57c (lines 61-87; its socket directory shared with the
     trainer as cluster-toolkit v1.95.0 gpu-direct-workload/scripts/enable-tcpx-in-workload.py does), IPC_LOCK (line
     106) and the NCCL settings of TCPX_ENV. TCPXO: the tcpxo-daemon of gpudirect-tcpxo/nccl-test-latest.yaml @ 992db81
-    (lines 82-161), with the startup probe of best-practice.md (lines 88-125), and the plugin's own settings sourced
+    (lines 82-161), with the startup probe of best-practice.md (lines 89-124), and the plugin's own settings sourced
     from nccl-env-profile.sh (gpudirect-tcpxo/README.md lines 24-34). RDMA: gIB from /home/kubernetes/bin/gib, its
     settings sourced from set_nccl_env.sh (gpudirect-rdma/nccl-test.yaml @ 992db81 lines 54-88; NCCL_NET=gIB as
     cluster-toolkit v1.95.0 examples/gke-a3-ultragpu/nccl-jobset-example.yaml line 183 sets it)."""

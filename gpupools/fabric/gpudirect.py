@@ -33,23 +33,23 @@ MANAGED = {"app.kubernetes.io/managed-by": "gpupools"}
 NAMESPACE = "kube-system"  # where Google's manifests run them, as system-node-critical
 PAUSE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
 # The NRI device injector, at the commit cluster-toolkit v1.95.0 pins for A3 High (modules/compute/gke-node-pool/
-# gpu_direct.tf line 30; examples/gke-a3-megagpu/nri-device-injector.yaml line 52 has the same digest).
+# gpu_direct.tf line 31; examples/gke-a3-megagpu/nri-device-injector.yaml line 52 has the same digest).
 NRI_INJECTOR = "device-injector"
 NRI_IMAGE = "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
 # The NCCL plugin installers, one per GPUDirect flavour, and the image and version each blueprint pins:
-# TCPX: container-engine-accelerators @ 204a57c gpudirect-tcpx/nccl-tcpx-installer.yaml (gpu_direct.tf line 28,
+# TCPX: container-engine-accelerators @ 204a57c gpudirect-tcpx/nccl-tcpx-installer.yaml (gpu_direct.tf line 29,
 #   "nccl_plugin v3.1.9 for tcpx"; examples/gke-a3-highgpu/gke-a3-highgpu.yaml line 57);
-# TCPXO: @ a32cd51 gpudirect-tcpxo/nccl-tcpxo-installer.yaml (gpu_direct.tf line 44; v1.0.15, as
+# TCPXO: @ a32cd51 gpudirect-tcpxo/nccl-tcpxo-installer.yaml (gpu_direct.tf line 45; v1.0.15, as
 #   examples/gke-a3-megagpu/gke-a3-megagpu.yaml line 55 pins it);
 # RDMA: cluster-toolkit v1.95.0 examples/gke-a3-ultragpu/nccl-installer.yaml.tftpl with the blueprint's template
-#   variables (gke-a3-ultragpu.yaml lines 264-270: version v1.1.0, 8 accelerators; the image and maxUnavailable are
+#   variables (gke-a3-ultragpu.yaml lines 264-269: version v1.1.0, 8 accelerators; the image and maxUnavailable are
 #   modules/management/kubectl-apply/variables.tf lines 227 and 241).
 INSTALLER = {"tcpx": "nccl-tcpx-installer", "tcpxo": "nccl-tcpxo-installer", "rdma": "nccl-rdma-installer"}
 TCPX_PLUGIN = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
 TCPXO_PLUGIN = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
 GIB_PLUGIN = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.0"
 # The flavours whose pods run a receive-datapath daemon that the NRI device injector hands the GPUs: both that
-# gpu_direct.tf installs it for (lines 26-30 and 41-44).
+# gpu_direct.tf installs it for (lines 31 and 46).
 NEEDS_NRI = ("tcpx", "tcpxo")
 
 
