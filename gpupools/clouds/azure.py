@@ -336,8 +336,10 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
 # capacityreservationgroups/{name}; Azure resource IDs are case-insensitive).
 RESERVATION_GROUP_ID = re.compile(r"^/subscriptions/[0-9a-f-]{36}/resourcegroups/([-\w.()]{1,90})/providers/microsoft\.compute/"
                                   r"capacityreservationgroups/[-\w.]{1,80}$", re.IGNORECASE)
-# VM series capacity reservations do not support (Azure capacity reservation overview, "Limitations":
-# ND-series and NCads H100 v5 among them).
+# VM series capacity reservations do not support: MicrosoftDocs/azure-compute-docs @05a44856 (ms.date 02/17/2026)
+# articles/virtual-machines/capacity-reservation-overview.md, "Limitations and restrictions": "Support for other VM series
+# isn't currently available", GPU-accelerated compute: "ND-series", "NCads H100 v5-series" (the NCads and NCadis sizes
+# below), Hb- and Hc-series. ND H200 v5 and ND GB200 v6 are ND-series too.
 UNRESERVABLE_SIZES = re.compile(r"^Standard_(ND|NC[0-9]+adi?s_H100_v5$)", re.IGNORECASE)
 # Built-in role "Contributor": AKS needs the cluster's user-assigned identity to hold it on the resource group of
 # the capacity reservation group (AKS docs, use-capacity-reservation-groups).
