@@ -180,3 +180,14 @@ def test_readme_example_is_the_example_stack_and_its_real_plan():
         found = real.find(words(part.splitlines()), at)
         assert found >= 0, f"README's plan is not what `gpupools plan --stack dev-aws` prints: {part[:300]!r}"
         at = found + len(words(part.splitlines()))
+
+
+def test_readme_names_every_example_stack():
+    """The "Two commands" line and the paragraph of example stacks name every stacks/Pulumi.<stack>.yaml."""
+    readme = (ROOT / "README.md").read_text()
+    two_commands = next(line for line in readme.splitlines() if line.startswith("./dev plan dev-aws"))
+    for path in sorted((ROOT / "stacks").glob("Pulumi.*.yaml")):
+        stack = path.name[len("Pulumi."):-len(".yaml")]
+        assert stack in two_commands.replace("./dev plan dev-aws", "dev-aws"), stack
+        if stack != "dev-aws":  # the example the README shows in full
+            assert re.search(rf"`{re.escape(stack)}`\s+\(", readme), stack
