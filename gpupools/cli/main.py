@@ -326,16 +326,21 @@ def check(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
                                                        dir_okay=False),
           as_json: bool = JsonOpt) -> None:
     """Run the policy pack offline on the planned resources; exit 1 when a mandatory policy is violated."""
-    from gpupools.cli.policycheck import policy_settings, print_result, read_policy_config, run_policies
+    from gpupools.cli.policycheck import config_report, policy_settings, print_result, read_policy_config, run_policies
     from gpupools.policies.pack import POLICIES
 
     try:
-        settings = policy_settings(read_policy_config(policy_config) if policy_config else {}, POLICIES)
+        policy_raw = read_policy_config(policy_config) if policy_config else {}
+        settings = policy_settings(policy_raw, POLICIES)
     except ConfigError as exc:
         fail(exc.problems)
     raw, _typed, name = load(stack, config)
     result = run_policies(run_plan(raw, name), settings)
+    result.config = config_report(policy_raw, POLICIES, settings)
     if as_json:
+        # The JSON goes to a file in CI; what weakens the gate goes to the log as well.
+        for line in result.config.lines():
+            typer.echo(line, err=True)
         typer.echo(json.dumps(result.as_json(), indent=2))
     else:
         print_result(result, name)

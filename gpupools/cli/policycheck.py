@@ -19,7 +19,7 @@ from inspect import isawaitable
 from pathlib import Path
 from typing import Any
 
-from gpupools.stack.errors import ConfigError, Problem, describe
+from gpupools.stack.errors import ConfigError, Problem, describe, kind, name_like
 from gpupools.stack.reading import ReadError, load_json, read_document
 from gpupools.cli.planrun import PROJECT, Plan, PlannedResource
 
@@ -38,19 +38,70 @@ class Violation:
         return {"policy": self.policy, "level": self.level, "resource": self.resource, "message": self.message}
 
 
+@dataclass(frozen=True)
+class Weakening:
+    """One setting of a policy config that makes a mandatory policy weaker than the pack ships it: a lower level, a
+    raised limit, an exception, a requirement dropped."""
+
+    policy: str
+    setting: str  # "enforcementLevel", or a key of the policy's config
+    value: Any
+    default: Any
+    security: bool  # one of gpupools.policies.pack.SECURITY_POLICIES
+    effect: str = "weakens"  # "weakens", or "changes" where gpupools cannot tell the direction
+
+    def as_json(self) -> dict:
+        return {"policy": self.policy, "setting": self.setting, "value": self.value, "default": self.default,
+                "security": self.security, "effect": self.effect}
+
+    def line(self) -> str:
+        kind_ = "a security policy" if self.security else "a mandatory policy"
+        if self.setting == "enforcementLevel":
+            text = f"policy config: {self.policy} is {self.value} (mandatory by default), which leaves {kind_} unenforced"
+        else:
+            verb = "weakens" if self.effect == "weakens" else "changes"
+            text = (f"policy config: {self.policy}.{self.setting} is {_config_value(self.value)} (default "
+                    f"{_config_value(self.default)}), which {verb} {kind_}")
+        return ("warning: " if self.security else "") + text
+
+
+@dataclass
+class ConfigReport:
+    """What a policy config does to the pack's mandatory policies, printed by every run of `gpupools check`: the
+    config usually comes from the pull request under review, so a change that weakens the gate must show."""
+
+    weakened: list[Weakening] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w.line() for w in self.weakened if w.security]
+
+    def lines(self) -> list[str]:
+        return [*self.notes, *(w.line() for w in self.weakened)]
+
+    @property
+    def policies(self) -> list[str]:
+        return sorted({w.policy for w in self.weakened})
+
+    def as_json(self) -> dict:
+        return {"weakened": [w.as_json() for w in self.weakened], "warnings": self.warnings, "notes": self.notes}
+
+
 @dataclass
 class CheckResult:
     violations: list[Violation] = field(default_factory=list)
     notes: list[Violation] = field(default_factory=list)  # not-applicable reasons and preview limitations
     policies_run: int = 0
     resources: int = 0
+    config: ConfigReport = field(default_factory=ConfigReport)
 
     @property
     def mandatory(self) -> list[Violation]:
         return [v for v in self.violations if v.level == "mandatory"]
 
     def as_json(self) -> dict:
-        return {"violations": [v.as_json() for v in self.violations]}
+        return {"violations": [v.as_json() for v in self.violations], "policy_config": self.config.as_json()}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -107,9 +158,28 @@ def _schema_problem(name: str, key: str, value: Any, schema: dict) -> str | None
     return None
 
 
+# Levels below mandatory: what `all` may not set for a security policy.
+WEAK_LEVELS = ("advisory", "disabled")
+
+
+def _security_policies() -> frozenset[str]:
+    from gpupools.policies.pack import SECURITY_POLICIES
+
+    return SECURITY_POLICIES
+
+
+def _default_level(policy: Any) -> str:
+    return policy.enforcement_level.value if policy.enforcement_level else "advisory"
+
+
 def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, PolicySettings]:
-    """Every policy's enforcement level and config (schema defaults filled in), or ConfigError."""
+    """Every policy's enforcement level and config (schema defaults filled in), or ConfigError.
+
+    `all` sets the level of every policy except that it never lowers a security policy (SECURITY_POLICIES) below
+    its default: `{"all": "disabled"}` in a pull request's own policy config must not switch the gate off. A
+    security policy is lowered only by its own name, which `config_report` turns into a warning in every run."""
     raw = raw or {}
+    security = _security_policies()
     problems: list[Problem] = []
     known = {p.name: p for p in policies}
 
@@ -153,11 +223,86 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
         for key in (policy.config_schema.required or []) if policy.config_schema else []:
             if key not in config:
                 bad(f"{name}.{key}: required, but missing")
-        default = policy.enforcement_level.value if policy.enforcement_level else "advisory"
-        settings[name] = PolicySettings(level or all_level or default, config)
+        default = _default_level(policy)
+        wildcard = all_level
+        if name in security and wildcard in WEAK_LEVELS and default not in WEAK_LEVELS:
+            wildcard = None
+        settings[name] = PolicySettings(level or wildcard or default, config)
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+def _weakens(key: str, default: Any, value: Any) -> bool | None:
+    """Whether a config value makes its policy weaker than the default: a higher `max*`, a lower `min*`, more
+    `exceptions` (or sizes listed `...Without...`), fewer `required*` items, an `allow*` switched on or another
+    requirement switched off. None: a key none of these names fit (reported as a change)."""
+    if value == default:
+        return False
+    if isinstance(value, bool) or isinstance(default, bool):
+        return bool(value) if key.startswith("allow") else (default is True and value is False)
+    if isinstance(value, (int, float)) and isinstance(default, (int, float)):
+        if key.startswith("max"):
+            return value > default
+        if key.startswith("min"):
+            return value < default
+        return None
+    if isinstance(value, list) and isinstance(default, list):
+        have, had = {json.dumps(v, sort_keys=True) for v in value}, {json.dumps(v, sort_keys=True) for v in default}
+        if key == "exceptions" or "Without" in key:
+            return bool(have - had)
+        if key.startswith("required"):
+            return bool(had - have)
+    return None
+
+
+def config_report(raw: dict[str, Any] | None, policies: list, settings: dict[str, PolicySettings]) -> ConfigReport:
+    """Every setting of `raw` that weakens a policy the pack makes mandatory, and what `all` was not allowed to do."""
+    raw = raw or {}
+    security = _security_policies()
+    report = ConfigReport()
+    for policy in policies:
+        name, default = policy.name, _default_level(policy)
+        if default in WEAK_LEVELS:
+            continue
+        setting = settings[name]
+        protected = name in security
+        if setting.level in WEAK_LEVELS:
+            report.weakened.append(Weakening(name, "enforcementLevel", setting.level, default, protected))
+            continue
+        entry = raw.get(name)
+        given = entry if isinstance(entry, dict) else {}
+        schema = policy.config_schema.properties if policy.config_schema else {}
+        for key in given:
+            if key == "enforcementLevel" or key not in schema:
+                continue
+            effect = _weakens(key, schema[key].get("default"), setting.config.get(key))
+            if effect is not False:
+                report.weakened.append(Weakening(name, key, setting.config.get(key), schema[key].get("default"), protected,
+                                                 "weakens" if effect else "changes"))
+    all_level = raw.get("all")
+    all_level = all_level.get("enforcementLevel") if isinstance(all_level, dict) else all_level
+    if all_level in WEAK_LEVELS:
+        def named_level(name: str) -> Any:
+            entry = raw.get(name)
+            return entry.get("enforcementLevel") if isinstance(entry, dict) else entry
+        kept = sorted(p.name for p in policies if p.name in security and named_level(p.name) is None and _default_level(p) not in WEAK_LEVELS)
+        if kept:
+            report.notes.append(f"policy config: \"all\": \"{all_level}\" does not lower the security policies, which keep their "
+                                f"levels: {', '.join(kept)} (name one to change its level)")
+    return report
+
+
+def _config_value(value: Any) -> str:
+    """A policy config value as a line shows it: JSON when it holds names and numbers only, else its type and size
+    (the config is a pull request's file, and a value of it is not known to be safe to print)."""
+    def safe(v: Any) -> bool:
+        if isinstance(v, list):
+            return all(safe(item) for item in v)
+        if isinstance(v, str):
+            return name_like(v)
+        return v is None or isinstance(v, (bool, int, float))
+    return describe(value, limit=120, as_json=True) if safe(value) else kind(value)
 
 
 def read_policy_config(path: Path) -> dict[str, Any]:
@@ -305,8 +450,12 @@ def print_result(result: CheckResult, stack: str, console: Any = None) -> None:
         console.print(table)
     for note in result.notes:
         console.print(f"note: {note.policy} ({display_resource(note.resource)}): {note.message}", markup=False)
+    for line in result.config.lines():
+        console.print(line, markup=False, soft_wrap=True)  # one line each, for grep in a CI log
     mandatory = len(result.mandatory)
     advisory = len(result.violations) - mandatory
     verdict = "FAILED" if mandatory else "passed"
+    weakened = len(result.config.policies)
+    tail = f"; the policy config weakens {weakened} mandatory polic{'ies' if weakened != 1 else 'y'} (above)" if weakened else ""
     console.print(f"gpupools check {verdict}: stack {stack}, {result.policies_run} policies on {result.resources} resources, "
-                  f"{mandatory} mandatory and {advisory} advisory violation{'s' if advisory != 1 else ''}.", markup=False)
+                  f"{mandatory} mandatory and {advisory} advisory violation{'s' if advisory != 1 else ''}{tail}.", markup=False, soft_wrap=True)

@@ -30,6 +30,24 @@ POLICIES: list[Policy] = [
 ]
 
 
+# The policies that keep the cluster and its nodes closed to outsiders and to each other's workloads: network
+# exposure (public endpoint, SSH, private nodes, NetworkPolicy), credentials (instance metadata, Workload
+# Identity, plaintext secrets, Secrets encryption in etcd), who may log in (access entries, Entra ID), what may run
+# (shielded nodes, Binary Authorization, privileged GPU pods), disk encryption and the audit trail (control-plane
+# logs, Defender). A policy config's `all` cannot lower them (a pull request that edits policies/config.json must not
+# turn the gate off with one word), and lowering one by name prints a warning in every run of `gpupools check`.
+# Left out on purpose: operations (managed add-ons, release channel, deletion protection), cost, scheduling.
+SECURITY_POLICIES = frozenset({
+    # gpupools/policies/security.py
+    "no-public-ssh", "eks-imdsv2", "gke-metadata-server", "gke-shielded-nodes", "no-plaintext-secrets", "encrypted-node-disks",
+    # gpupools/policies/clusters.py
+    "cluster-endpoint-restricted", "eks-secrets-encryption", "eks-control-plane-logs", "eks-access-entries", "aks-entra-id-rbac",
+    "aks-defender-and-policy", "cluster-network-policy", "cluster-workload-identity", "gke-private-nodes", "gke-binary-authorization",
+    # gpupools/policies/workloads.py
+    "gpu-workload-privileges",
+})
+
+
 def by_name() -> dict[str, Policy]:
     return {p.name: p for p in POLICIES}
 

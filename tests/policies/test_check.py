@@ -28,7 +28,7 @@ def check_json(*args) -> tuple[int, list[dict]]:
     result = invoke("check", *args, "--json")
     assert result.exit_code in (0, 1), result.stdout + result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"violations"}
+    assert set(doc) == {"violations", "policy_config"}
     for v in doc["violations"]:
         assert set(v) == {"policy", "level", "resource", "message"}
     return result.exit_code, doc["violations"]
@@ -254,10 +254,13 @@ def test_missing_policy_config_file_exits_2(tmp_path):
     assert result.exit_code == 2 and result.stderr.startswith("error: --policy-config: ") and "not found" in result.stderr
 
 
-def test_all_sets_every_level():
+def test_all_sets_every_level_but_lowers_no_security_policy():
+    from gpupools.policies.pack import SECURITY_POLICIES
+
     settings = policy_settings({"all": "disabled", "fleet-budget": "advisory"}, POLICIES)
     assert settings["fleet-budget"].level == "advisory"
-    assert {s.level for n, s in settings.items() if n != "fleet-budget"} == {"disabled"}
+    assert {s.level for n, s in settings.items() if n != "fleet-budget" and n not in SECURITY_POLICIES} == {"disabled"}
+    assert {s.level for n, s in settings.items() if n in SECURITY_POLICIES} == {"mandatory"}
     assert settings["fleet-budget"].config == {"maxGpus": 64, "maxMonthlyUsd": 100_000}
 
 
