@@ -114,7 +114,7 @@ LOCAL_SSD_GB = 375
 def local_ssds(instance_type: str) -> int:
     """The local SSDs a machine type comes with, which GKE puts under the kubelet's ephemeral storage
     (NodeConfig.ephemeralStorageLocalSsdConfig.localSsdCount), as Google's node pools do for A3 and A4: 16 on A3 High and
-    Mega, 32 on A3 Ultra (GoogleCloudPlatform/cluster-toolkit v1.95.0 modules/compute/gke-node-pool/disk_definitions.tf
+    Mega, 32 on A3 Ultra and A4 (GoogleCloudPlatform/cluster-toolkit v1.95.0 modules/compute/gke-node-pool/disk_definitions.tf
     lines 24-28, main.tf lines 206-211). Unset, ephemeral storage stays on the boot disk and the SSDs go unused."""
     return load_catalog().fabric_of(NAME, instance_type).local_nvme_gb // LOCAL_SSD_GB
 

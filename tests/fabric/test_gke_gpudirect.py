@@ -448,3 +448,24 @@ def test_an_existing_cluster_needs_multi_networking_and_operator_pools_cannot_us
     operator = validate_stack(stack_config("gcp", pools=[FABRIC_POOLS[1]], gpuSoftware={"installer": "gpu-operator"}))
     (fabric,) = plan_fabrics(operator, plan_pools(operator)).values()
     assert not fabric.configured and "GKE's own GPU driver on COS" in fabric.gaps[0]
+
+
+def test_an_a4_pool_is_planned_as_google_builds_a4_clusters():
+    """A4 (B200) is GPUDirect-RDMA like A3 Ultra in Google's blueprint (cluster-toolkit v1.95.0 examples/gke-a4/gke-a4.yaml:
+    a RoCE VPC with 8 subnets, gIB v1.1.0 through the same installer template; container-engine-accelerators
+    gpudirect-rdma/nccl-test-a4.yaml: eth2..eth9 on rdma-0..rdma-7), with 32 local SSDs (disk_definitions.tf) and
+    compact placement even on flex-start."""
+    pool = {"name": "b200", "instanceType": "a4-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]}
+    stack = validate_stack(stack_config("gcp", pools=[pool]))
+    (fabric,) = plan_fabrics(stack, plan_pools(stack)).values()
+    assert (fabric.kind, fabric.devices, fabric.node_software) == ("gpudirect-rdma", 9, ("nccl-rdma-installer",))
+    networks = gpudirect.gpu_networks(stack, {"b200": fabric})["b200"]
+    assert [n["mtu"] for n in networks] == [8896, 8896] and len(networks[1]["subnets"]) == 8 and networks[1]["rdma_profile"]
+    (plan,) = plan_pools(stack)
+    assert gcp.node_pool_args(plan, "cloud", "c", "us-central1", None, None)["node_config"]["ephemeral_storage_local_ssd_config"] == {
+        "local_ssd_count": 32}
+    interfaces = _interfaces(_job(stack, "b200")["spec"]["template"])
+    assert interfaces[1:] == [{"interfaceName": f"eth{i + 2}", "network": f"b200-rdma-{i}"} for i in range(8)]
+    flex = validate_stack(stack_config("gcp", pools=[{**pool, "capacity": [{"flexStart": {"maxRunDuration": "12h"}}]}]))
+    (flex_plan,) = plan_pools(flex)
+    assert gcp.compact_placement(flex_plan.pool)[0] is True
