@@ -212,3 +212,113 @@ def test_chart_versions_are_the_pinned_upstream_releases():
     assert yaml.safe_load((ref / "k8s-device-plugin" / "Chart.yaml").read_text())["version"] == DEVICE_PLUGIN.default_version
     # The gpu-operator Chart.yaml in git says v1.0.0-devel; releases are packaged with the tag (SOURCES.md): v26.7.0.
     assert GPU_OPERATOR.default_version == "v26.7.0"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The newer GPUs: Blackwell and H200 MIG through the operator's own layouts, GB200 refused, the driver they need
+
+
+def problems_of(cloud, pools, region=None, **keys):
+    from gpupools.stack.errors import ConfigError
+
+    config = stack_config(cloud, pools=pools, **keys)
+    if region:
+        config["aws:region"] = region
+    with pytest.raises(ConfigError) as exc:
+        validate_stack(config)
+    return [(p.path, p.message) for p in exc.value.problems]
+
+
+def aws_plans(pools, **keys):
+    config = stack_config("aws", pools=pools, **keys)
+    config["aws:region"] = "us-east-2"  # sells p5en, p6-b200 and g7e
+    stack = validate_stack(config)
+    return stack, plan_pools(stack)
+
+
+@pytest.mark.parametrize("instance_type, profile, per_gpu", [("p6-b200.48xlarge", "3g.90gb", 2), ("p6-b200.48xlarge", "1g.23gb+me", 1),
+                                                            ("p5en.48xlarge", "1g.18gb", 7), ("g7e.48xlarge", "1g.24gb-me", 4),
+                                                            ("g7e.4xlarge", "2g.48gb", 2)])
+def test_blackwell_and_h200_mig_use_the_operators_own_layouts(instance_type, profile, per_gpu):
+    stack, (plan,) = aws_plans([{"name": "m", "instanceType": instance_type, "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": profile}}])
+    assert plan.labels[MIG_CONFIG_LABEL] == mig_config_name(profile)
+    assert plan.mechanism.resource == mig_resource_name(profile)
+    assert plan.units_per_node == plan.hardware.gpus_per_node * per_gpu
+    assert "config" not in gpu_operator_values(stack, [plan], None)["migManager"]  # the default config holds the layout
+
+
+def test_rtx_pro_6000_layouts_the_operator_ships_are_known():
+    # The RTX PRO 6000 layouts of the pinned default config, +gfx and +me.all among them, so a custom config is never
+    # written for one of them (NVIDIA/gpu-operator v26.7.0 assets/state-mig-manager/0400_configmap.yaml).
+    ref = needs_reference()
+    upstream = yaml.safe_load((ref / "gpu-operator" / "default-mig-parted-config.yaml").read_text())["mig-configs"]
+    for name in ("all-1g.24gb.gfx", "all-1g.24gb.me.all", "all-2g.48gb.gfx", "all-2g.48gb.me.all", "all-4g.96gb.gfx"):
+        assert name in upstream and name in OPERATOR_DEFAULT_MIG_CONFIGS
+
+
+def test_a_mig_profile_the_gpu_lacks_lists_the_gpus_own():
+    found = problems_of("aws", [{"name": "m", "instanceType": "p6-b200.48xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "3g.40gb"}}],
+                        region="us-east-2")
+    assert found == [("pools[0].sharing.migProfile", "'3g.40gb' is not a MIG profile of B200-180GB; it has 1g.23gb, 1g.23gb+me, 1g.45gb, "
+                                                     "2g.45gb, 3g.90gb, 4g.90gb, 7g.180gb")]
+
+
+def test_bottlerocket_mig_does_not_cover_blackwell():
+    found = problems_of("aws", [{"name": "m", "instanceType": "p6-b200.48xlarge", "os": "bottlerocket", "maxNodes": 1,
+                                 "sharing": {"mode": "mig", "migProfile": "3g.90gb"}}], region="us-east-2")
+    assert found == [("pools[0].sharing.mode", "Bottlerocket's MIG settings do not cover B200-180GB; use os: al2023 (GPU Operator MIG manager)")]
+
+
+def test_gb200_mig_is_refused_with_the_reason():
+    from gpupools.core.catalog import Hardware
+    from gpupools.core.sharing import sharing_problems
+
+    gb200 = load_catalog().gpus["GB200-186GB"]
+    found = sharing_problems("aws", "gpu-operator", None, Sharing(mode="mig", mig_profile="1g.23gb"), Hardware("x", gb200, 4, 1.0, "2026-07"), "pools[0].sharing")
+    assert [p.path for p in found] == ["pools[0].sharing.mode"] and "CDMM" in found[0].message and "no MIG" in found[0].message
+
+
+@pytest.mark.parametrize("cloud, instance_type, region_key, region", [("aws", "p6e-gb200.36xlarge", "aws:region", "us-east-1"),
+                                                                     ("azure", "Standard_ND128isr_NDR_GB200_v6", "azure-native:location", "eastus"),
+                                                                     ("gcp", "a4x-highgpu-4g", None, None)])
+def test_gb200_in_a_plain_pool_is_one_line_naming_the_field_and_what_to_use(cloud, instance_type, region_key, region):
+    from gpupools.stack.errors import ConfigError
+
+    config = stack_config(cloud, pools=[{"name": "gb", "instanceType": instance_type, "maxNodes": 1}])
+    if region_key:
+        config[region_key] = region
+    with pytest.raises(ConfigError) as exc:
+        validate_stack(config)
+    (problem,) = exc.value.problems
+    assert problem.path == "pools[0].instanceType" and problem.message == load_catalog().refusal(cloud, instance_type)
+    assert "\n" not in str(problem)
+
+
+def test_new_types_are_refused_where_the_region_does_not_sell_them():
+    found = problems_of("aws", [{"name": "b", "instanceType": "p6-b200.48xlarge", "maxNodes": 1}], region="eu-central-1")
+    assert [p for p, _ in found] == ["pools[0].instanceType"]
+    assert "not offered in eu-central-1" in found[0][1] and "us-east-2" in found[0][1]
+
+
+def test_the_drivers_gpupools_installs_know_every_catalog_gpu():
+    """Where the GPU Operator installs the driver (AKS, GKE with the operator) its pinned default branch knows every GPU
+    of the catalog, and gpupools leaves driver.kernelModuleType at the chart's "auto", which picks NVIDIA's open kernel
+    modules on Blackwell (NVIDIA/gpu-operator v26.7.0 api/nvidia/v1/clusterpolicy_types.go KernelModuleType)."""
+    ref = needs_reference()
+    chart = yaml.safe_load((ref / "gpu-operator" / "values.yaml").read_text())["driver"]
+    assert chart["kernelModuleType"] == "auto"
+    branch = int(str(chart["version"]).split(".")[0])
+    for gpu in load_catalog().gpus.values():
+        assert gpu.min_driver is None or branch >= gpu.min_driver, gpu.name
+    for cloud in ("azure", "gcp"):
+        stack, plans = plans_for(cloud, None, gpuSoftware={"installer": "gpu-operator"})
+        driver = gpu_operator_values(stack, plans, None)["driver"]
+        assert driver["enabled"] is True and "kernelModuleType" not in driver and "version" not in driver
+
+
+def test_gke_a4_pool_plans_with_gkes_own_b200_partitions():
+    config = stack_config("gcp", pools=[{"name": "b200", "instanceType": "a4-highgpu-8g", "maxNodes": 1, "zones": ["us-central1-b"],
+                                         "sharing": {"mode": "mig", "migProfile": "3g.90gb"}}])
+    stack = validate_stack(config)
+    (plan,) = plan_pools(stack)
+    assert plan.hardware.accelerator == "nvidia-b200" and plan.units_per_node == 16
