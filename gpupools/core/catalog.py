@@ -106,9 +106,10 @@ class Catalog:
         return self.instances.get(cloud, {}).get(name)
 
     def cloud_of(self, name: str) -> str | None:
-        for cloud, types in {**self.instances, **self.refused}.items():
-            if name in types:
-                return cloud
+        for table in (self.instances, self.refused):
+            for cloud, types in table.items():
+                if name in types:
+                    return cloud
         return None
 
     def refusal(self, cloud: str, name: str) -> str | None:

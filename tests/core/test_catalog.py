@@ -161,3 +161,9 @@ def test_gb200_types_are_known_and_refused_with_what_to_use(cloud, name):
     why = catalog.refusal(cloud, name)
     assert why and "GB200" in why and "use " in why and "\n" not in why
     assert catalog.instance(cloud, name) is None and catalog.cloud_of(name) == cloud
+
+
+def test_a_type_of_another_cloud_is_found_beside_the_refused_ones():
+    catalog = load_catalog()
+    assert catalog.cloud_of("a2-highgpu-1g") == "gcp" and catalog.cloud_of("g5.2xlarge") == "aws"
+    assert catalog.cloud_of("Standard_ND96isr_H100_v5") == "azure" and catalog.cloud_of("a4x-highgpu-4g") == "gcp"
