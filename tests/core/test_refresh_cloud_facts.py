@@ -71,3 +71,48 @@ def test_aws_regions_are_botocores():
     if botocore.__version__ not in committed["source"]:
         pytest.skip(f"facts_aws.yaml was written with another botocore ({committed['source']})")
     assert committed == refresh.aws_regions()
+
+
+KARPENTER_DOC = """## p6-b200 Family
+### `p6-b200.48xlarge`
+#### Labels
+ | Label | Value |
+ |--|--|
+ |karpenter.k8s.aws/instance-cpu|192|
+ |karpenter.k8s.aws/instance-gpu-count|8|
+ |karpenter.k8s.aws/instance-gpu-manufacturer|nvidia|
+ |karpenter.k8s.aws/instance-gpu-memory|183359|
+ |karpenter.k8s.aws/instance-gpu-name|b200|
+ |karpenter.k8s.aws/instance-local-nvme|30400|
+ |karpenter.k8s.aws/instance-memory|2097152|
+ |kubernetes.io/arch|amd64|
+#### Resources
+ | Resource | Quantity |
+ |--|--|
+ |nvidia.com/gpu|8|
+ |vpc.amazonaws.com/efa|8|
+## r3 Family
+### `r3.large`
+#### Labels
+ | Label | Value |
+ |--|--|
+ |karpenter.k8s.aws/instance-cpu|2|
+"""
+
+
+def test_karpenter_reference_keeps_nvidia_types_with_labels_and_resources():
+    found = refresh.karpenter_gpu_types(KARPENTER_DOC)
+    assert list(found) == ["p6-b200.48xlarge"]
+    row = found["p6-b200.48xlarge"]
+    assert (row["karpenter.k8s.aws/instance-gpu-memory"], row["vpc.amazonaws.com/efa"], row["kubernetes.io/arch"]) == ("183359", "8", "amd64")
+    prices = refresh.karpenter_us_east_1_prices('\t"us-east-1": {\n\t\t// p6-b200 family\n\t\t"p6-b200.48xlarge": 113.932800,\n\t},\n')
+    assert prices == {"p6-b200.48xlarge": "113.932800"}
+
+
+def test_committed_karpenter_tables_are_what_the_tool_writes(tmp_path):
+    """With KARPENTER_AWS_CHECKOUT, a git checkout of aws/karpenter-provider-aws at v1.14.1, both TSVs come out unchanged."""
+    checkout = os.environ.get("KARPENTER_AWS_CHECKOUT")
+    if not checkout:
+        pytest.skip("set KARPENTER_AWS_CHECKOUT to a git checkout of aws/karpenter-provider-aws at v1.14.1 to compare")
+    for name, text in refresh.karpenter_tables(refresh.Path(checkout), "v1.14.1").items():
+        assert (ROOT / "tests" / "core" / "data" / name).read_text() == text, name
