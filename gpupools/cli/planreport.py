@@ -8,7 +8,6 @@ from rich.table import Table
 
 from datetime import date
 
-from gpupools.clouds.registry import cloud_module
 from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, NONE, ScaleUp, resolve_autoscaler
 from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import past_standard_support
@@ -36,7 +35,7 @@ AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "clu
 
 
 def version_warnings(stack: StackConfig, today: date) -> list[str]:
-    module = cloud_module(stack.cloud)
+    module = stack.target
     minor = stack.cluster.kubernetes_version
     release = past_standard_support(module.KUBERNETES_RELEASES, minor, today) if minor else None
     if release is None:
@@ -50,7 +49,7 @@ POOL_TYPES = {"aws": "gpupools:index:EksGpuNodePool", "azure": "gpupools:index:A
 def cluster_control_lines(stack: StackConfig) -> list[str]:
     """A new cluster's hardening controls as this stack sets them; for an existing one, which are read and which
     are not checked (gpupools changes nothing there and assumes nothing either)."""
-    module = cloud_module(stack.cloud)
+    module = stack.target
     controls = module.cluster_controls(stack.cluster)
     if stack.cluster.create:
         return [f"cluster control: {c.name}: {c.setting}" + (f" (policy {c.policy})" if c.policy != "-" else "") for c in controls]
@@ -72,7 +71,7 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
         kind = catalog_fabric(stack.cloud, plan.pool.instance_type).kind
         why = fabric_off_reason(stack.cloud, plan.pool, plan.sharing, stack.cluster)
         rows = [("fabric", f"off: the instance type has {kind}, but {why}" if kind else "none")]
-        use = cloud_module(stack.cloud).local_nvme_use(plan.pool, False)
+        use = stack.target.local_nvme_use(plan.pool, False)
         rows.append(("local NVMe", (f"{nvme:,} GB {use}" if use else f"{nvme:,} GB, unused") if nvme else "none"))
         return rows
     rows = [("fabric", fabric.summary + (f", {fabric.resource} x {fabric.resource_count} per pod" if fabric.resource else ""))]
@@ -82,7 +81,7 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
     for gap in fabric.gaps:
         rows.append(("", f"pods cannot use it yet: {gap}" if not fabric.configured else f"needs: {gap}"))
     if fabric.local_nvme_gb:
-        use = cloud_module(stack.cloud).local_nvme_use(plan.pool, True)
+        use = stack.target.local_nvme_use(plan.pool, True)
         rows.append(("local NVMe", f"{fabric.local_nvme_gb:,} GB {use}" if use else f"{fabric.local_nvme_gb:,} GB, unused"))
     else:
         rows.append(("local NVMe", "none"))
@@ -170,7 +169,7 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
                source=None) -> None:
     """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
     console = console or Console(highlight=False, width=140)
-    module = cloud_module(stack.cloud)
+    module = stack.target
     plans = plan_pools(stack)
     installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
     how = "new" if stack.cluster.create else "existing, looked up by name"

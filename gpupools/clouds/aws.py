@@ -903,3 +903,35 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
         return detects, "nothing: EKS node repair is off for this node group (autoRepair: false); replace the node by hand"
     return detects, (f"EKS node repair: XID 79 and double-bit errors replace the node after {GPU_REPAIR_WAIT_MINUTES}m, other faults "
                      f"reboot or replace it (EKS defaults), one node at a time, stopping above {MAX_UNHEALTHY_PERCENT}% unhealthy")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Answers to the questions every capability asks a cloud (gpupools/core/cloud.py)
+
+# `installer: auto`: EKS's GPU AMIs bring the driver and toolkit, the GPU Operator the rest (device plugin, GFD, DCGM).
+AUTO_INSTALLER = "gpu-operator"
+# EKS installs no GPU device plugin of its own (`installer: cloud` is GKE's).
+OWN_GPU_SOFTWARE = False
+# The EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship the driver and the container toolkit, so the GPU Operator
+# leaves both off.
+IMAGE_BRINGS_DRIVER = True
+# Pods of the system-*-critical priority classes run outside kube-system without a quota for them.
+CRITICAL_PODS_NEED_QUOTA = False
+# Admission webhooks' namespaceSelector is the chart's to set.
+OWNS_WEBHOOK_NAMESPACE_SELECTOR = False
+EXAMPLE_ZONE = "eu-central-1a"
+
+
+def image_device_plugin(os: str | None) -> bool:
+    """Bottlerocket's NVIDIA variants bring their own device plugin (and no GPU Operator platform)."""
+    return os == "bottlerocket"
+
+
+def fabric_resource_count(fabric) -> int:
+    """A pod asks for every EFA interface of its node (vpc.amazonaws.com/efa, one per interface)."""
+    return fabric.efa
+
+
+def fabric_zone_of_cluster(pool, cluster) -> str | None:
+    """EKS fabric pools name their zone (or their reservation's); the cluster gives none."""
+    return None

@@ -525,3 +525,30 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
         detects = "AKS node problem detector GPU conditions (GPUMissing, XIDErrors, NVLinkStatusInactive) and the GPU alerts"
     return detects, ("AKS node auto-repair reboots, then reimages, then redeploys a node NotReady for 5m or more; a GPU fault that leaves the "
                      "node Ready is alerted to the platform team, not repaired")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Answers to the questions every capability asks a cloud (gpupools/core/cloud.py)
+
+# `installer: auto`: AKS GPU pools skip AKS's own driver (gpuProfile.driver None) and the GPU Operator installs
+# driver, toolkit and the rest.
+AUTO_INSTALLER = "gpu-operator"
+OWN_GPU_SOFTWARE = False
+IMAGE_BRINGS_DRIVER = False
+CRITICAL_PODS_NEED_QUOTA = False
+# AKS owns admission webhooks' namespaceSelector (its admissions enforcer); HAMi's chart says to leave it alone there.
+OWNS_WEBHOOK_NAMESPACE_SELECTOR = True
+EXAMPLE_ZONE = '"1"'
+
+
+def image_device_plugin(os: str | None) -> bool:
+    return False
+
+
+def fabric_resource_count(fabric) -> int:
+    """Every pod on an InfiniBand node shares the HCAs as one rdma/sharedib."""
+    return 1
+
+
+def fabric_zone_of_cluster(pool, cluster) -> str | None:
+    return None

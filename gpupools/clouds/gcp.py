@@ -830,3 +830,38 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
     if plan.pool.auto_repair is False:
         return detects, "nothing: GKE auto-repair is off for this pool (autoRepair: false); replace the node by hand"
     return detects, "GKE auto-repair recreates a node NotReady for about 10m; a GPU fault that leaves the node Ready is alerted, not repaired"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Answers to the questions every capability asks a cloud (gpupools/core/cloud.py)
+
+# `installer: auto`: GKE installs the driver and its own device plugin (gpuDriverInstallationConfig), which also
+# serves GKE's time-sharing, MPS and partitions.
+AUTO_INSTALLER = "cloud"
+OWN_GPU_SOFTWARE = True
+IMAGE_BRINGS_DRIVER = False
+# GKE admits system-*-critical pods outside kube-system only in namespaces with a quota scoped to those classes
+# (NVIDIA/cloud-native-docs gpu-operator/manifests/input/google-gke-gpu-operator-quota.yaml).
+CRITICAL_PODS_NEED_QUOTA = True
+OWNS_WEBHOOK_NAMESPACE_SELECTOR = False
+EXAMPLE_ZONE = "us-central1-a"
+
+
+def image_device_plugin(os: str | None) -> bool:
+    return False
+
+
+def fabric_resource_count(fabric) -> int:
+    """GPUDirect NICs reach pods through multi-networking annotations, not a device plugin resource."""
+    return 1 if FABRIC_RESOURCE else 0
+
+
+def fabric_zone_of_cluster(pool, cluster) -> str | None:
+    """A zonal cluster's zone, or the only zone of a regional cluster's region that offers the pool's GPU."""
+    if cluster is None or not cluster.location:
+        return None
+    if cluster.location.count("-") >= 2:
+        return cluster.location
+    instance = load_catalog().instance("gcp", pool.instance_type)
+    offered = load_catalog().gcp_zones_in(instance.accelerator, cluster.location) if instance and instance.accelerator else None
+    return offered[0] if offered and len(offered) == 1 else None

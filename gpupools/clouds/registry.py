@@ -11,12 +11,19 @@ from __future__ import annotations
 from types import ModuleType
 
 from gpupools.clouds import aws, azure, gcp
+from gpupools.stack.config import register_cloud_resolver
 
 MODULES: dict[str, ModuleType] = {"aws": aws, "azure": azure, "gcp": gcp}
 NAMES = tuple(MODULES)
 
 
 def cloud_module(cloud: str) -> ModuleType:
+    """The Cloud object (`gpupools.core.cloud.Cloud`) of a cloud's name. Each cloud module is its cloud's one instance:
+    it answers every question the capabilities ask (see gpupools/core/cloud.py); after validation a stack carries
+    its own as `stack.target`, so capabilities ask that and never compare names."""
     if cloud not in MODULES:
         raise KeyError(f"unknown cloud {cloud!r}; expected one of {', '.join(NAMES)}")
     return MODULES[cloud]
+
+
+register_cloud_resolver(cloud_module)

@@ -63,13 +63,7 @@ def fabric_zone(cloud: str, pool: Pool, cluster: Cluster | None) -> str | None:
     zones = placement_zones(pool)
     if zones:
         return zones[0] if len(zones) == 1 else None
-    if cloud != "gcp" or cluster is None or not cluster.location:
-        return None
-    if cluster.location.count("-") >= 2:
-        return cluster.location
-    instance = load_catalog().instance(cloud, pool.instance_type)
-    offered = load_catalog().gcp_zones_in(instance.accelerator, cluster.location) if instance and instance.accelerator else None
-    return offered[0] if offered and len(offered) == 1 else None
+    return cloud_module(cloud).fabric_zone_of_cluster(pool, cluster)
 
 
 def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sharing, hardware: Hardware | None, path: str,
@@ -95,7 +89,7 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
         if len(zones) > 1 or (one and fabric_zone(cloud, pool, cluster) is None):
             why = (f"{module.FABRIC_NAME} pools run in one zone ({', '.join(zones)} is {len(zones)})" if zones
                    else f"{module.FABRIC_NAME} pools run in one zone, and without zones the pool spreads over the region's")
-            example = example_zone or {"aws": "eu-central-1a", "gcp": "us-central1-a", "azure": "\"1\""}[cloud]
+            example = example_zone or module.EXAMPLE_ZONE
             problems.append(Problem(f"{path}.zones", f"{why}: its nodes must sit close on one network; give one zone (e.g. zones: "
                                                      f"[{example}]), or set fabric: none"))
         problems += module.fabric_pool_problems(pool, path)
@@ -146,12 +140,12 @@ class FabricPlan:
 def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
     if not fabric_on(stack.cloud, plan.pool, plan.sharing, stack.cluster):
         return None
-    module = cloud_module(stack.cloud)
+    module = stack.target
     fabric = catalog_fabric(stack.cloud, plan.pool.instance_type)
     levels = tuple(module.TOPOLOGY_LEVELS)
     required = dict(levels).get(plan.pool.topology_level) if plan.pool.topology_level else None
     resource = module.FABRIC_RESOURCE
-    count = fabric.efa if stack.cloud == "aws" else 1 if resource else 0
+    count = stack.target.fabric_resource_count(fabric)
     configured, gaps = module.fabric_readiness(stack.cluster, plan)
     placement, group, close = module.fabric_placement(stack.cluster.name, plan.pool)
     from gpupools.fabric.gpudirect import node_software

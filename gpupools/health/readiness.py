@@ -31,7 +31,6 @@ Pure: manifests and chart values as plain data.
 
 from __future__ import annotations
 
-from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import GPU_LABEL, PoolPlan, Taint
 from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL, HAMI, resolve_installer
 from gpupools.stack.config import StackConfig
@@ -80,7 +79,7 @@ def gate_enabled(stack: StackConfig) -> bool:
 def gated(stack: StackConfig, plan: PoolPlan) -> bool:
     """Gated: the gate is on, the operator validates the pool's nodes, and the cloud's nodes can start tainted with
     autoscalers that know the taint (EKS; see each cloud module's STARTUP_TAINTS)."""
-    return gate_enabled(stack) and cloud_module(stack.cloud).STARTUP_TAINTS and operator_validates(stack, plan)
+    return gate_enabled(stack) and stack.target.STARTUP_TAINTS and operator_validates(stack, plan)
 
 
 def startup_taints(stack: StackConfig, plan: PoolPlan) -> tuple[Taint, ...]:
@@ -165,7 +164,7 @@ def reporter_objects(extra_tolerations: list[dict]) -> list[dict]:
 
 def readiness_summary(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> str:
     """What keeps work off a new node of the pool until its GPUs are usable (`autoscaler` as resolved by autoscaling)."""
-    module = cloud_module(stack.cloud)
+    module = stack.target
     if gated(stack, plan):
         how = {"karpenter": "Karpenter lists it in startupTaints and initializes the NodeClaim only once it is gone",
                "cluster-autoscaler": "cluster-autoscaler gets --startup-taint for it and counts the node as starting meanwhile (at most 15m)",

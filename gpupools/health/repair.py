@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import PoolPlan
 from gpupools.stack.config import StackConfig
 from gpupools.stack.errors import Problem
@@ -29,7 +28,7 @@ class PoolRepair:
 
 
 def pool_repair(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> PoolRepair:
-    detects, then = cloud_module(stack.cloud).repair_facts(plan, autoscaler)
+    detects, then = stack.target.repair_facts(plan, autoscaler)
     return PoolRepair(plan.name, detects, then, not then.startswith("nothing"))
 
 

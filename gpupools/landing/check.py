@@ -25,7 +25,6 @@ from typing import Mapping
 
 from gpupools.autoscaling.choice import requested_extended, resolve_autoscaler, why_not
 from gpupools.autoscaling.templates import node_template
-from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE
 from gpupools.fabric import gpudirect
@@ -153,7 +152,7 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
     for obj in software.objects:
         if obj.get("kind") == "DaemonSet" and obj["metadata"]["name"] == readiness.REPORTER:
             agents.append(node_agents.daemonset_agent(obj, clears=frozenset({readiness.READINESS_TAINT.key})))
-    module = cloud_module(stack.cloud)
+    module = stack.target
     efa = efa_device_plugin_release(list(fabrics.values()))
     if efa is not None:
         agents += node_agents.efa_agents(efa.values, module.FABRIC_RESOURCE)

@@ -14,7 +14,6 @@ from gpupools.monitoring.alerting import RECEIVERS_SECRET, alertmanager_config, 
 from gpupools.stack.config import StackConfig
 from gpupools.monitoring.dashboards import dashboards
 from gpupools.queues.kueue import queue_namespaces
-from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import GPU_LABEL, PoolPlan, Taint
 from gpupools.monitoring.promql import KSM_NODE_LABELS_ALLOWLIST
 from gpupools.monitoring.rules import rules_file_text, rules_for, vgpu_shares
@@ -139,7 +138,7 @@ def dcgm_exporter_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     # false, bottlerocket-core-kit packages/nvidia-container-toolkit/nvidia-container-toolkit-config-k8s) and counts a
     # container with CAP_SYS_ADMIN in its bounding set as privileged (nvidia-container-toolkit
     # internal/config/image/privileged.go IsPrivileged; cmd/nvidia-container-runtime-hook/container_config.go getDevices).
-    if stack.cloud == "gcp" and installer == "cloud":
+    if stack.target.OWN_GPU_SOFTWARE and installer == "cloud":
         values.update({
             "extraHostVolumes": [{"name": "nvidia-install-dir-host", "hostPath": GKE_DRIVER_HOST_PATH}],
             "extraVolumeMounts": [DCGM_METRICS_MOUNT, {"name": "nvidia-install-dir-host", "mountPath": GKE_DRIVER_MOUNT, "readOnly": True}],
@@ -210,7 +209,7 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
     standalone = standalone_exporter_pools(stack, plans)
     # The standalone exporter mounts a host path and adds SYS_ADMIN, which only the privileged Pod Security level admits.
     out.objects.append(namespace(NAMESPACE, privileged=bool(standalone)))
-    if standalone and stack.cloud == "gcp":
+    if standalone and stack.target.CRITICAL_PODS_NEED_QUOTA:
         # GKE admits system-node-critical pods (the exporter chart's priority class) outside kube-system only under a quota.
         out.objects.append({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": GKE_QUOTA, "namespace": NAMESPACE},
                             "spec": {"hard": {"pods": "100"}, "scopeSelector": {"matchExpressions": [
@@ -240,7 +239,7 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
 def node_taints(stack: StackConfig, plan: PoolPlan) -> list[Taint]:
     """The taints a running node of the pool keeps: the pool's own and those its cloud adds (AKS spot). Startup
     taints are left out: they only delay DaemonSet pods until the node is ready."""
-    extra = [Taint(t["key"], t.get("value", ""), t["effect"]) for t in cloud_module(stack.cloud).extra_tolerations(plan)]
+    extra = [Taint(t["key"], t.get("value", ""), t["effect"]) for t in stack.target.extra_tolerations(plan)]
     return [*plan.taints, *(t for t in extra if t not in plan.taints)]
 
 

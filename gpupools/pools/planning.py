@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.registry import cloud_module
 from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
 from gpupools.core.sharing import mechanism, resolve_installer
@@ -14,7 +13,7 @@ from gpupools.stack.config import Pool, StackConfig
 
 
 def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
-    cloud = cloud_module(stack.cloud)
+    cloud = stack.target
     hardware, problems = cloud.resolve(pool, load_catalog(), pool.name)
     if hardware is None:  # validate_stack reports these; a plan is only made for a valid stack
         raise ValueError("; ".join(str(p) for p in problems))
@@ -41,7 +40,7 @@ def capacity_report(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> dict
         "reservedNodes": cover.reserved,
         "maxNodes": pool.max_nodes,
         "coverage": cover.text,
-        "details": cloud_module(stack.cloud).capacity_lines(pool, autoscaler),
+        "details": stack.target.capacity_lines(pool, autoscaler),
     }
     if stack.quotas == "kueue" and stack.teams:
         report["details"] += capacity.block_queue_lines(pool)

@@ -4,7 +4,6 @@ picture of a new node, so what the check judges is what users run."""
 
 from __future__ import annotations
 
-from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
 from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, vgpu_memory_limits
 from gpupools.stack.config import StackConfig
@@ -28,7 +27,7 @@ def pod_spec(stack: StackConfig, plan: PoolPlan | None, limits: dict[str, int], 
     spec: dict = {"restartPolicy": "Never"}
     if plan is not None:
         spec["nodeSelector"] = {POOL_LABEL: plan.name}
-        spec["tolerations"] = [toleration(t) for t in plan.taints] + cloud_module(stack.cloud).extra_tolerations(plan)
+        spec["tolerations"] = [toleration(t) for t in plan.taints] + stack.target.extra_tolerations(plan)
         if plan.mechanism.mode == "vgpu":
             spec["schedulerName"] = HAMI_SCHEDULER
     spec["containers"] = [{"name": "cuda", "image": image, "command": ["nvidia-smi", "-L"], "resources": {"limits": limits}}]

@@ -12,7 +12,6 @@ from typing import Sequence
 
 import yaml
 
-from gpupools.clouds.registry import cloud_module
 from gpupools.health import readiness
 from gpupools.stack.config import DEFAULT_DEVICE_PLUGIN_VERSION, DEFAULT_GPU_OPERATOR_VERSION, Sharing, StackConfig
 from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
@@ -79,7 +78,7 @@ def gpu_tolerations(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
         # The software that makes a node ready runs before the readiness taint is gone (the GPU Operator's operands
         # tolerate only what daemonsets.tolerations lists).
         tolerations += readiness.tolerations()
-    module = cloud_module(stack.cloud)
+    module = stack.target
     for plan in plans:
         for extra in module.extra_tolerations(plan):
             if extra not in tolerations:
@@ -153,7 +152,7 @@ def hami_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     if resolve_installer(stack.cloud, stack.gpu_software.installer) == "gpu-operator" and operator_owns_driver(stack):
         device_plugin["gpuOperatorToolkitReady"] = {"enabled": True}
     webhook: dict = {"objectSelector": {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": sorted(p.name for p in served)}]}}
-    if stack.cloud == "azure":
+    if stack.target.OWNS_WEBHOOK_NAMESPACE_SELECTOR:
         # AKS owns webhooks' namespaceSelector (its admissions enforcer); the chart says to leave it alone there.
         webhook["manageNamespaceSelector"] = False
     return {
@@ -166,7 +165,7 @@ def hami_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
 def operator_owns_driver(stack: StackConfig) -> bool:
     """EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship driver and toolkit; on AKS (gpuProfile.driver None)
     and GKE (INSTALLATION_DISABLED) the operator installs them."""
-    return stack.cloud != "aws"
+    return not stack.target.IMAGE_BRINGS_DRIVER
 
 
 def operator_served(plans: list[PoolPlan]) -> list[PoolPlan]:
@@ -356,7 +355,7 @@ def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: di
         custom = custom_mig_profiles(plans)
         if custom:
             out.objects.append(config_map(MIG_CONFIGMAP, ns, {"config.yaml": _yaml(mig_parted_config(custom))}))
-        if stack.cloud == "gcp":
+        if stack.target.CRITICAL_PODS_NEED_QUOTA:
             out.objects.append(gke_critical_pods_quota(GKE_OPERATOR_QUOTA, ns))
         out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version,
                                     gpu_operator_values(stack, plans, service_monitor, rdma_pools)))
@@ -370,7 +369,7 @@ def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: di
         readiness_software(stack, plans, out)
     if hami_served(plans):
         out.objects.append(namespace(HAMI_CHART.namespace, privileged=True))
-        if stack.cloud == "gcp":
+        if stack.target.CRITICAL_PODS_NEED_QUOTA:
             # HAMi's scheduler Deployment and device-plugin DaemonSet are system-node-critical, hard-coded in the chart
             # (Project-HAMi/HAMi charts/hami/templates/scheduler/deployment.yaml, device-plugin/daemonsetnvidia.yaml).
             out.objects.append(gke_critical_pods_quota(GKE_HAMI_QUOTA, HAMI_CHART.namespace))
@@ -400,7 +399,7 @@ def readiness_software(stack: StackConfig, plans: list[PoolPlan], out: SoftwareP
     reporter reads a host directory, so its namespace admits privileged pods; both pods are system-*-critical."""
     ns = readiness.NAMESPACE
     out.objects.append(namespace(ns, privileged=True))
-    if stack.cloud == "gcp":
+    if stack.target.CRITICAL_PODS_NEED_QUOTA:
         out.objects.append(gke_critical_pods_quota(GKE_READINESS_QUOTA, ns))
     extra = [t for t in gpu_tolerations(stack, plans) if t not in readiness.tolerations() and t["key"] != GPU_TAINT.key]
     out.objects.extend(readiness.reporter_objects(extra))

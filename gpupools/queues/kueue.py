@@ -23,7 +23,6 @@ import yaml
 
 from gpupools.capacity.sources import (PODS_READY_TIMEOUT_MINUTES, REQUEUE_BACKOFF_BASE_SECONDS, REQUEUE_BACKOFF_MAX_SECONDS, Flavor,
                                       flavor_shares, sources)
-from gpupools.clouds.registry import cloud_module
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
 from gpupools.pools.software import Chart, Release, namespace as software_namespace
@@ -99,7 +98,7 @@ def helm_values() -> dict:
 def pool_flavors(stack: StackConfig, plan: PoolPlan, autoscaler: str = "") -> list[Flavor]:
     """A pool's flavors in its capacity order: one per kind its nodes can be told apart by (reserved before hourly
     on Karpenter), else one named after the pool."""
-    kinds = cloud_module(stack.cloud).capacity_flavor_labels(plan.pool, autoscaler)
+    kinds = stack.target.capacity_flavor_labels(plan.pool, autoscaler)
     if len(kinds) == 1:
         return [Flavor(plan.name, "", {POOL_LABEL: plan.name, **kinds[0][1]})]
     return [Flavor(f"{plan.name}-{kind}", kind, {POOL_LABEL: plan.name, **labels}) for kind, labels in kinds]
@@ -120,7 +119,7 @@ def topology_aware(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None
     zero keeps its nodes close by its placement group, not by Kueue."""
     if fabric is None or not fabric.levels:
         return False
-    return plan.pool.min_nodes >= plan.pool.max_nodes or cloud_module(stack.cloud).provisioning_request_class(plan.pool) is not None
+    return plan.pool.min_nodes >= plan.pool.max_nodes or stack.target.provisioning_request_class(plan.pool) is not None
 
 
 def topology_guarantee(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None, autoscaler: str = "") -> str | None:
@@ -148,7 +147,7 @@ def resource_flavor(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | Non
     tolerations to the pods it admits on it, and nothing else does (its provisioning controller adds none:
     pkg/controller/admissionchecks/provisioning/controller.go)."""
     flavor = flavor or pool_flavors(stack, plan)[0]
-    tolerations = [toleration(t) for t in plan.taints] + cloud_module(stack.cloud).extra_tolerations(plan)
+    tolerations = [toleration(t) for t in plan.taints] + stack.target.extra_tolerations(plan)
     spec: dict = {"nodeLabels": dict(flavor.node_labels), "tolerations": tolerations}
     if topology_aware(stack, plan, fabric):
         spec["topologyName"] = TOPOLOGY
@@ -232,7 +231,7 @@ def provisioning_check_name(plan: PoolPlan) -> str:
 def provisioning_objects(stack: StackConfig, plan: PoolPlan) -> list[dict]:
     """For a pool whose nodes come only through ProvisioningRequests: the admission check that makes one per
     workload, and its ProvisioningRequestConfig (the cloud's class, the pool's GPU resource, the run limit)."""
-    klass = cloud_module(stack.cloud).provisioning_request_class(plan.pool)
+    klass = stack.target.provisioning_request_class(plan.pool)
     if klass is None:
         return []
     name = provisioning_check_name(plan)
@@ -253,7 +252,7 @@ def admission_checks(stack: StackConfig, plan: TeamPlan, flavors: dict[str, list
     """The team's checks: a provisioning check on the flavors of each of its pools that needs one."""
     checks = []
     for pool in plan.pools:
-        if cloud_module(stack.cloud).provisioning_request_class(pool.pool) is not None:
+        if stack.target.provisioning_request_class(pool.pool) is not None:
             names = [f.name for f in (flavors or {}).get(pool.name) or [Flavor(pool.name, "", {})]]
             checks.append({"name": provisioning_check_name(pool), "onFlavors": names})
     return checks

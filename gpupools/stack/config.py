@@ -6,11 +6,12 @@ runs them together with the catalog- and cloud-aware checks.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Callable, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
@@ -408,6 +409,16 @@ class Health(Model):
     alerts: TeamAlerts | None = None
 
 
+# How a cloud's name becomes its Cloud object (gpupools.core.cloud). The stack layer sits below the clouds and cannot
+# import them (imports run one way); gpupools.clouds.registry registers its resolver here when it is imported.
+_RESOLVE_CLOUD: Callable[[str], Any] | None = None
+
+
+def register_cloud_resolver(resolve: Callable[[str], Any]) -> None:
+    global _RESOLVE_CLOUD
+    _RESOLVE_CLOUD = resolve
+
+
 class StackConfig(Model):
     """Everything a stack file says under the `gpupools:` namespace, plus the provider settings beside it."""
 
@@ -422,6 +433,14 @@ class StackConfig(Model):
     autoscaler: Autoscaler = "auto"
     health: Health = Field(default_factory=Health)
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
+
+    @functools.cached_property
+    def target(self) -> Any:
+        """The cloud the stack runs on, as the one object every capability asks (`gpupools.core.cloud.Cloud`), resolved
+        from `cloud` once per stack. Nothing outside gpupools/clouds compares the cloud's name."""
+        if _RESOLVE_CLOUD is None:
+            raise RuntimeError("no cloud resolver: import gpupools.clouds.registry before asking a stack for its cloud")
+        return _RESOLVE_CLOUD(self.cloud)
 
     def pool(self, name: str) -> Pool:
         for pool in self.pools:

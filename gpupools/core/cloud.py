@@ -1,0 +1,43 @@
+"""The questions a capability may ask the cloud a stack runs on: one object per cloud, resolved once per stack.
+
+Each cloud is one pure module in gpupools/clouds/ (no SDK imports) that answers all of these; `stack.target` is the
+stack's own, resolved from `gpupools:cloud` on first use (gpupools/clouds/registry.py registers the resolver). A
+capability asks the object and never compares the cloud's name: tests/test_layout.py refuses such comparisons
+outside gpupools/clouds/ and gpupools/components/ (an AST check).
+
+The protocol lists what is asked through `stack.target` today; the modules document each answer and its source.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Cloud(Protocol):
+    # Names
+    SERVICE: str  # "EKS", "AKS", "GKE": how the plan and errors name the managed service
+
+    # GPU software: who installs drivers and device plugins when the stack says `installer: auto`, and whether the
+    # service installs them itself (`installer: cloud`).
+    AUTO_INSTALLER: str
+    OWN_GPU_SOFTWARE: bool
+
+    # Node readiness: whether a new node can start tainted with autoscalers that know the taint, and what the plan
+    # says where it cannot.
+    STARTUP_TAINTS: bool
+    READINESS_NOTE: str
+
+    # Fabric between nodes
+    FABRIC_NAME: str
+    FABRIC_RESOURCE: str | None
+    FABRIC_ZONES: str  # "one": a fabric pool runs in one zone
+    TOPOLOGY_LEVELS: tuple[tuple[str, str], ...] | list[tuple[str, str]]
+
+    def extra_tolerations(self, plan: Any) -> list[dict]: ...
+    def node_template(self, plan: Any) -> Any: ...
+    def provisioning_request_class(self, pool: Any) -> str | None: ...
+    def capacity_flavor_labels(self, pool: Any, autoscaler: str) -> list[tuple[str, dict[str, str]]]: ...
+    def capacity_lines(self, pool: Any, autoscaler: str) -> list[str]: ...
+    def repair_facts(self, plan: Any, autoscaler: str) -> tuple[str, str]: ...
+    def local_nvme_use(self, pool: Any, fabric: bool) -> Any: ...
+    def fabric_pod(self, *args: Any, **kwargs: Any) -> dict: ...
