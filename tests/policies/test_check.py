@@ -281,9 +281,10 @@ def test_ci_workflow_checks_every_stack_and_previews_only_with_credentials():
     jobs = workflow["jobs"]
     assert any("pytest" in step.get("run", "") for step in jobs["tests"]["steps"])
     assert any("gpupools check" in step.get("run", "") for step in jobs["check"]["steps"])
-    # Each stack's jobs install gpupools with that stack's cloud only (the extra named after it).
+    # Each stack's jobs install gpupools with that stack's cloud only (the extra named after it, through env).
     for job in ("check", "preview"):
-        assert any('pip install -e ".[${{ matrix.cloud }}]"' in step.get("run", "") for step in jobs[job]["steps"]), job
+        assert any('pip install -e ".[$CLOUD]"' in step.get("run", "") and step["env"]["CLOUD"] == "${{ matrix.cloud }}"
+                   for step in jobs[job]["steps"]), job
     preview = jobs["preview"]
     assert preview["strategy"]["matrix"] == jobs["check"]["strategy"]["matrix"]
     runs = [s for s in preview["steps"] if s.get("run", "").rstrip().endswith("pulumi preview \"${args[@]}\"")]
