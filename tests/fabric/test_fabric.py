@@ -118,7 +118,8 @@ def test_example_stacks_keep_their_pools_and_only_the_training_pools_get_a_fabri
     from gpupools.stack.reading import read_document
 
     # dev-aws-reserved's H100 pool sits in its Capacity Block's one zone, which pins it as `zones` would.
-    training = {"Pulumi.dev-aws.yaml": ["pretrain"], "Pulumi.dev-aws-reserved.yaml": ["h100"], "Pulumi.dev-gcp.yaml": ["pretrain"],
+    training = {"Pulumi.dev-aws.yaml": ["pretrain"], "Pulumi.dev-aws-reserved.yaml": ["h100"], "Pulumi.dev-aws-h200.yaml": ["h200"],
+                "Pulumi.dev-gcp.yaml": ["pretrain"],
                 "Pulumi.dev-azure.yaml": ["pretrain"]}
     for path in sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml")):
         stack = validate_stack(read_document(path)["config"])
