@@ -155,7 +155,7 @@ def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azu
 def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
            out: Path = typer.Option(..., "--out", "-o", help="Directory to write into")) -> None:
     """Write each Helm release's values and every other Kubernetes object as YAML, for review or kubectl."""
-    from gpupools.cli.render import write_rendered
+    from gpupools.cli.render import UnsafeOutput, write_rendered
 
     if out.exists() and not out.is_dir():
         fail(Problem("--out", f"{str(out)!r} is a file; give a directory to write into (created if missing)"))
@@ -163,6 +163,8 @@ def render(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
     result = run_plan(raw, name)
     try:
         written, withheld = write_rendered(typed, result, out)
+    except UnsafeOutput as exc:
+        fail(Problem("--out", str(exc)))
     except OSError as exc:
         fail(Problem("--out", f"cannot write to {str(out)!r}: {exc.strerror}"))
     for path in written:

@@ -5,7 +5,10 @@ Everything comes from the recorded plan, i.e. from the very inputs `pulumi up` w
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from pathlib import Path
 
 import yaml
@@ -90,13 +93,111 @@ def rendered_files(stack: StackConfig, plan: Plan, withheld: list[str] | None = 
     return files
 
 
+class UnsafeOutput(Exception):
+    """A path inside the output folder that `render` will not write through; the message names it."""
+
+
+# Opening a folder or a file with O_NOFOLLOW fails on a symbolic link instead of following it (open(2), ELOOP);
+# O_DIRECTORY makes a folder that is a file fail too.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+def _refuse(path: Path, what: str) -> UnsafeOutput:
+    return UnsafeOutput(f"{str(path)!r} {what}; gpupools render writes only inside the output folder and follows no link in it: "
+                        f"remove it, or give another folder")
+
+
+def _open_folder(parent_fd: int, name: str, path: Path) -> int:
+    """The folder `name` inside the folder `parent_fd`, made if missing, never through a link."""
+    try:
+        os.mkdir(name, 0o755, dir_fd=parent_fd)
+    except FileExistsError:
+        pass
+    try:
+        return os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(os.lstat(name, dir_fd=parent_fd).st_mode):
+            raise _refuse(path, "is a symbolic link") from None
+        if exc.errno == errno.ENOTDIR:
+            raise _refuse(path, "is not a folder") from None
+        raise
+
+
+def _write_file(folder_fd: int, name: str, text: str, path: Path) -> None:
+    """Write `name` in the folder as a new file moved into place: a link there is refused, and a file there is
+    replaced rather than written into (a hard link to a file outside the folder keeps its contents)."""
+    try:
+        found = os.lstat(name, dir_fd=folder_fd)
+    except FileNotFoundError:
+        found = None
+    if found is not None and stat.S_ISLNK(found.st_mode):
+        raise _refuse(path, "is a symbolic link")
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        raise _refuse(path, "is not a regular file")
+    temporary = f".{name}.gpupools-{os.getpid()}"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, dir_fd=folder_fd)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        # rename(2) replaces the name it is given; it never writes through a link that appeared there meanwhile.
+        os.rename(temporary, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+    except BaseException:
+        try:
+            os.unlink(temporary, dir_fd=folder_fd)
+        except OSError:
+            pass
+        raise
+
+
+def _check_paths(out: Path, rels: list[str]) -> None:
+    """Refuse before writing anything: every folder and file `rels` name inside `out` is missing, or is a real
+    folder or a regular file (the writes check again, as they go)."""
+    seen: set[str] = set()
+    for rel in rels:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            sub = "/".join(parts[:depth])
+            if sub in seen:
+                continue
+            seen.add(sub)
+            try:
+                mode = os.lstat(out / sub).st_mode
+            except FileNotFoundError:
+                break
+            if stat.S_ISLNK(mode):
+                raise _refuse(out / sub, "is a symbolic link")
+            if depth < len(parts) and not stat.S_ISDIR(mode):
+                raise _refuse(out / sub, "is not a folder")
+            if depth == len(parts) and not stat.S_ISREG(mode):
+                raise _refuse(out / sub, "is not a regular file")
+
+
 def write_rendered(stack: StackConfig, plan: Plan, out: Path) -> tuple[list[Path], list[str]]:
-    """The files written, and one line per manifest left out."""
+    """The files written, and one line per manifest left out. Everything is written inside `out` (which may itself
+    be a link: the caller named it) through folder descriptors, and no symbolic link inside `out` is followed: a
+    link committed where a file or folder goes (`out/manifests -> /etc`, a values file linked to a file elsewhere)
+    raises UnsafeOutput before anything is written through it."""
     written: list[Path] = []
     withheld: list[str] = []
-    for rel, text in sorted(rendered_files(stack, plan, withheld).items()):
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(path)
+    files = rendered_files(stack, plan, withheld)
+    if out.exists():
+        _check_paths(out, sorted(files))
+    out.mkdir(parents=True, exist_ok=True)
+    root = os.open(out, os.O_RDONLY | _DIRECTORY)
+    try:
+        for rel, text in sorted(files.items()):
+            parts = rel.split("/")
+            folder, opened = root, []
+            try:
+                for depth, name in enumerate(parts[:-1], 1):
+                    folder = _open_folder(folder, name, out.joinpath(*parts[:depth]))
+                    opened.append(folder)
+                _write_file(folder, parts[-1], text, out / rel)
+            finally:
+                for fd in opened:
+                    os.close(fd)
+            written.append(out / rel)
+    finally:
+        os.close(root)
     return written, withheld
