@@ -171,7 +171,7 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     console = console or Console(highlight=False, width=140)
     module = stack.target
     plans = plan_pools(stack)
-    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    installer = resolve_installer(stack.target, stack.gpu_software.installer)
     how = "new" if stack.cluster.create else "existing, looked up by name"
     default = f"{module.DEFAULT_KUBERNETES_VERSION} (default)" if module.DEFAULT_KUBERNETES_VERSION else "the release channel's default"
     version = stack.cluster.kubernetes_version or (default if stack.cluster.create else "as running")

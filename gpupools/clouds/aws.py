@@ -914,6 +914,8 @@ AUTO_INSTALLER = "gpu-operator"
 OWN_GPU_SOFTWARE = False
 # The EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship the driver and the container toolkit, so the GPU Operator
 # leaves both off.
+# `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
+DEVICE_PLUGIN_INSTALLER = True
 IMAGE_BRINGS_DRIVER = True
 # Pods of the system-*-critical priority classes run outside kube-system without a quota for them.
 CRITICAL_PODS_NEED_QUOTA = False
@@ -935,3 +937,13 @@ def fabric_resource_count(fabric) -> int:
 def fabric_zone_of_cluster(pool, cluster) -> str | None:
     """EKS fabric pools name their zone (or their reservation's); the cluster gives none."""
     return None
+
+
+# The VPC gpupools creates for a new cluster has a subnet pair in each of at most this many zones.
+NEW_NETWORK_MAX_ZONES = 6
+
+
+def example_zone(cluster, providers: dict) -> str | None:
+    """A zone of the stack's own region, for messages that ask for one."""
+    region = providers.get("aws:region")
+    return f"{region}a" if isinstance(region, str) else None

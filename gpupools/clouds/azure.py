@@ -534,6 +534,8 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
 # driver, toolkit and the rest.
 AUTO_INSTALLER = "gpu-operator"
 OWN_GPU_SOFTWARE = False
+# `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
+DEVICE_PLUGIN_INSTALLER = True
 IMAGE_BRINGS_DRIVER = False
 CRITICAL_PODS_NEED_QUOTA = False
 # AKS owns admission webhooks' namespaceSelector (its admissions enforcer); HAMi's chart says to leave it alone there.
@@ -551,4 +553,11 @@ def fabric_resource_count(fabric) -> int:
 
 
 def fabric_zone_of_cluster(pool, cluster) -> str | None:
+    return None
+
+
+NEW_NETWORK_MAX_ZONES = None
+
+
+def example_zone(cluster, providers: dict) -> str | None:
     return None

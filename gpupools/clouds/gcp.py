@@ -839,6 +839,8 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
 # serves GKE's time-sharing, MPS and partitions.
 AUTO_INSTALLER = "cloud"
 OWN_GPU_SOFTWARE = True
+# `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
+DEVICE_PLUGIN_INSTALLER = False  # GKE's own device plugin already shares GPUs (time-sharing, MPS)
 IMAGE_BRINGS_DRIVER = False
 # GKE admits system-*-critical pods outside kube-system only in namespaces with a quota scoped to those classes
 # (NVIDIA/cloud-native-docs gpu-operator/manifests/input/google-gke-gpu-operator-quota.yaml).
@@ -865,3 +867,11 @@ def fabric_zone_of_cluster(pool, cluster) -> str | None:
     instance = load_catalog().instance("gcp", pool.instance_type)
     offered = load_catalog().gcp_zones_in(instance.accelerator, cluster.location) if instance and instance.accelerator else None
     return offered[0] if offered and len(offered) == 1 else None
+
+
+NEW_NETWORK_MAX_ZONES = None
+
+
+def example_zone(cluster, providers: dict) -> str | None:
+    """A zone of the stack's own region, for messages that ask for one."""
+    return f"{zone_region(cluster.location)}-a" if cluster is not None and cluster.location else None

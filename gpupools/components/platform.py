@@ -44,7 +44,7 @@ class GpuPlatform(Component):
         # After registration: the engine sets each recorded prop as an output attribute of the component.
         self.verdicts = landing
         module = cloud_components(stack.cloud)
-        installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+        installer = resolve_installer(stack.target, stack.gpu_software.installer)
         self.stack = stack
         self.plans: list[PoolPlan] = plans
         self.cluster = module.build_cluster(stack, self.child())

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from gpupools.core.catalog import Hardware, mig_config_name, mig_resource_name
 from gpupools.core.facts import load_facts
 from gpupools.stack.config import Sharing
+from gpupools.core.cloud import Cloud
 from gpupools.stack.errors import Problem
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
-# Installers after `auto` is resolved. `bottlerocket` is not chosen by users: Bottlerocket's NVIDIA variants
-# ship their own device plugin, so pools on them are always served by it.
-AUTO_INSTALLER = {"aws": "gpu-operator", "azure": "gpu-operator", "gcp": "cloud"}
+# Installers after `auto` is resolved (each cloud's AUTO_INSTALLER). `bottlerocket` is not chosen by users:
+# Bottlerocket's NVIDIA variants ship their own device plugin, so pools on them are always served by it.
 BOTTLEROCKET = "bottlerocket"
 
 # Node labels the NVIDIA software reads.
@@ -82,8 +82,9 @@ class Mechanism:
     mig_profile: str | None = None
 
 
-def resolve_installer(cloud: str, installer: str) -> str:
-    return AUTO_INSTALLER[cloud] if installer == "auto" else installer
+def resolve_installer(cloud: Cloud, installer: str) -> str:
+    """`cloud`: the stack's Cloud object (`stack.target`)."""
+    return cloud.AUTO_INSTALLER if installer == "auto" else installer
 
 
 def device_plugin_entry_name(sharing: Sharing) -> str:
@@ -110,12 +111,12 @@ def mig_parted_config(profiles: dict[str, int]) -> dict:
     return {"version": "v1", "mig-configs": configs}
 
 
-def mechanism(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware, mig_strategy: str) -> Mechanism:
+def mechanism(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, hardware: Hardware, mig_strategy: str) -> Mechanism:
     """Decide the mechanism for a pool whose config already passed `sharing_problems`."""
     mode = sharing.mode
     if mode == "vgpu":
         return _hami_mechanism(installer, sharing, hardware)
-    if cloud == "aws" and os == "bottlerocket":
+    if cloud.image_device_plugin(os):
         installer = BOTTLEROCKET
     if installer == "cloud":
         return _gke_mechanism(sharing, hardware)
@@ -217,7 +218,7 @@ def _gke_mechanism(sharing: Sharing, hardware: Hardware) -> Mechanism:
     return Mechanism("cloud", "none", GPU_RESOURCE, 1, "GKE device plugin, whole GPUs")
 
 
-def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
+def sharing_problems(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
     """Combinations the hardware, the cloud or the chosen software cannot do, each with the reason."""
     problems = []
     mode = sharing.mode
@@ -234,7 +235,7 @@ def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharin
         problems.append(Problem(f"{path}.migProfile", "required with mode 'mig': the MIG profile every GPU is split into"))
     if mode != "mig" and sharing.mig_profile is not None:
         problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not allowed with mode {mode!r}; migProfile applies to mode 'mig' only"))
-    bottlerocket = cloud == "aws" and os == "bottlerocket"
+    bottlerocket = cloud.image_device_plugin(os)
     if mode == "mig":
         if installer == "device-plugin" and not bottlerocket:
             problems.append(Problem(f"{path}.mode", "'mig' needs the GPU Operator's MIG manager or the cloud's own MIG support; the standalone device plugin cannot partition GPUs (set gpuSoftware.installer to gpu-operator)"))
@@ -245,7 +246,7 @@ def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharin
                                                         f"(MIG needs A100, H100, H200, B200, B300, RTX PRO 6000 or newer); use time-slicing, mps or vgpu"))
             elif gpu.mig_unavailable:
                 problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: {gpu.mig_unavailable}; use time-slicing, mps or vgpu"))
-            elif installer == "cloud" and cloud == "gcp":
+            elif installer == "cloud" and cloud.OWN_GPU_SOFTWARE:
                 sizes = gke_partition_sizes(hardware.accelerator)
                 if sharing.mig_profile not in sizes:
                     made = ", ".join(f"{size} (x{n})" for size, n in sizes.items()) or "none"
@@ -256,14 +257,14 @@ def sharing_problems(cloud: str, installer: str, os: str | None, sharing: Sharin
     return problems
 
 
-def _vgpu_problems(cloud: str, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
+def _vgpu_problems(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
     """Where HAMi cannot run: it needs its own device plugin to own nvidia.com/gpu on the node, and NVIDIA's
     container runtime as the node's default runtime (HAMi's stated prerequisite)."""
     problems = []
-    if cloud == "aws" and os == "bottlerocket":
+    if cloud.image_device_plugin(os):
         problems.append(Problem(f"{path}.mode", "'vgpu' cannot run on os: bottlerocket: its built-in NVIDIA device plugin always serves nvidia.com/gpu "
                                                 "(no setting turns it off), and HAMi's device plugin must own that resource; use os: al2023"))
-    if cloud == "gcp" and installer == "cloud":
+    if cloud.OWN_GPU_SOFTWARE and installer == "cloud":
         problems.append(Problem(f"{path}.mode", "'vgpu' cannot run with installer 'cloud' on gcp: GKE's own device plugin serves nvidia.com/gpu on COS "
                                                 "nodes, which have no NVIDIA container runtime for HAMi; set gpuSoftware.installer: gpu-operator"))
     if sharing.memory_per_pod is not None:
@@ -273,12 +274,12 @@ def _vgpu_problems(cloud: str, installer: str, os: str | None, sharing: Sharing,
     return problems
 
 
-def installer_problems(cloud: str, installer: str, version: str | None = None) -> list[Problem]:
+def installer_problems(cloud: Cloud, installer: str, version: str | None = None) -> list[Problem]:
     problems = []
-    if installer == "cloud" and cloud != "gcp":
-        service = {"aws": "EKS", "azure": "AKS"}[cloud]
+    if installer == "cloud" and not cloud.OWN_GPU_SOFTWARE:
+        service = cloud.SERVICE
         problems.append(Problem("gpuSoftware.installer", f"'cloud' is only available on gcp, where GKE installs drivers and shares GPUs itself; {service} has no such mechanism, use 'gpu-operator' or 'device-plugin'"))
-    if installer == "device-plugin" and cloud == "gcp":
+    if installer == "device-plugin" and not cloud.DEVICE_PLUGIN_INSTALLER:
         problems.append(Problem("gpuSoftware.installer", "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without the operator; use 'cloud' (or 'gpu-operator')"))
     resolved = resolve_installer(cloud, installer)
     if version is not None:

@@ -67,7 +67,7 @@ def operator_validates(stack: StackConfig, plan: PoolPlan) -> bool:
     """The GPU Operator's validator runs on the pool's nodes: the operator serves the pool, or HAMi does where the
     operator brings driver, toolkit and validator. Bottlerocket pools (`nvidia.com/gpu.deploy.operands=false`), GKE's
     own installer and the standalone device plugin have no validator."""
-    if resolve_installer(stack.cloud, stack.gpu_software.installer) != "gpu-operator":
+    if resolve_installer(stack.target, stack.gpu_software.installer) != "gpu-operator":
         return False
     return plan.mechanism.installer in ("gpu-operator", HAMI)
 

@@ -106,14 +106,14 @@ def standalone_exporter_pools(stack: StackConfig, plans: list[PoolPlan]) -> list
     """The pools no GPU Operator dcgm-exporter covers, which the standalone chart must: every pool when the stack
     installs no operator (GKE's own driver installer, `installer: device-plugin`), else the pools whose nodes turn the
     operator's operands off. HAMi pools keep the operator's exporter: they only turn its device plugin off."""
-    if resolve_installer(stack.cloud, stack.gpu_software.installer) != "gpu-operator":
+    if resolve_installer(stack.target, stack.gpu_software.installer) != "gpu-operator":
         return list(plans)
     return [p for p in plans if operands_off(p)]
 
 
 def dcgm_exporter_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     """The standalone exporter for `plans` (the pools of `standalone_exporter_pools`), and for no other pool."""
-    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    installer = resolve_installer(stack.target, stack.gpu_software.installer)
     match = [{"key": GPU_LABEL, "operator": "Exists"}]
     if installer == "gpu-operator":
         # Beside the operator only where its operands are off: the exact complement of the nodes its own exporter

@@ -18,8 +18,8 @@ def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
     if hardware is None:  # validate_stack reports these; a plan is only made for a valid stack
         raise ValueError("; ".join(str(p) for p in problems))
     sharing = stack.sharing_of(pool)
-    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
-    mech = mechanism(stack.cloud, installer, pool.os, sharing, hardware, stack.gpu_software.mig_strategy)
+    installer = resolve_installer(stack.target, stack.gpu_software.installer)
+    mech = mechanism(stack.target, installer, pool.os, sharing, hardware, stack.gpu_software.mig_strategy)
     labels = {POOL_LABEL: pool.name, GPU_LABEL: hardware.gpu.name, **pool.labels, **mech.node_labels}
     plan = PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,))
     return dataclasses.replace(plan, startup_taints=startup_taints(stack, plan))

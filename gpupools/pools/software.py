@@ -149,7 +149,7 @@ def hami_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
         "tolerations": gpu_tolerations(stack, served),
         "service": {"type": "ClusterIP"},
     }
-    if resolve_installer(stack.cloud, stack.gpu_software.installer) == "gpu-operator" and operator_owns_driver(stack):
+    if resolve_installer(stack.target, stack.gpu_software.installer) == "gpu-operator" and operator_owns_driver(stack):
         device_plugin["gpuOperatorToolkitReady"] = {"enabled": True}
     webhook: dict = {"objectSelector": {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": sorted(p.name for p in served)}]}}
     if stack.target.OWNS_WEBHOOK_NAMESPACE_SELECTOR:
@@ -233,7 +233,7 @@ RDMA = {"enabled": True, "useHostMofed": False}
 
 def rdma_driver_pools(stack: StackConfig, plans: list[PoolPlan]) -> list[PoolPlan]:
     """The pools whose GPU driver the GPU Operator installs (its driver DaemonSet runs there)."""
-    if resolve_installer(stack.cloud, stack.gpu_software.installer) != "gpu-operator" or not operator_owns_driver(stack):
+    if resolve_installer(stack.target, stack.gpu_software.installer) != "gpu-operator" or not operator_owns_driver(stack):
         return []
     return [p for p in plans if p.labels.get(DEPLOY_OPERANDS_LABEL) != "false"]
 
@@ -345,7 +345,7 @@ def runs_nfd(stack: StackConfig, plans: list[PoolPlan]) -> bool:
 def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None = None,
                   rdma_pools: Sequence[str] = ()) -> SoftwarePlan:
     """`rdma_pools`: the InfiniBand pools that get GPUDirect RDMA (`fabric.software.rdma_pools` decides them)."""
-    installer = resolve_installer(stack.cloud, stack.gpu_software.installer)
+    installer = resolve_installer(stack.target, stack.gpu_software.installer)
     out = SoftwarePlan()
     if installer == "gpu-operator":
         chart = GPU_OPERATOR

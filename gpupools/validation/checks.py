@@ -8,7 +8,7 @@ from datetime import date
 from gpupools.clouds.registry import cloud_module
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED
-from gpupools.core.catalog import load_catalog, zone_region
+from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
 from gpupools.stack.errors import Problem
@@ -24,7 +24,6 @@ RESERVED_POOL_NAMES = frozenset({"system"})
 
 
 # A new VPC gives each zone a public and a private /20 of 10.0.0.0/16 (see clouds.aws.subnet_layout).
-MAX_VPC_ZONES = 6
 
 
 def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
@@ -32,16 +31,17 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
                       today: date | None = None, quotas: str = "kueue") -> list[Problem]:
     module = cloud_module(cloud)
     catalog = load_catalog()
-    installer = resolve_installer(cloud, software.installer)
-    problems = installer_problems(cloud, software.installer, software.version)
+    installer = resolve_installer(module, software.installer)
+    problems = installer_problems(module, software.installer, software.version)
     problems += autoscaler_problems(cloud, autoscaler, module.SERVICE)
     problems += module.region_problems(providers or {})
     if cluster is not None:
         problems += module.cluster_problems(cluster)
         problems += version_problems(cluster, module.KUBERNETES_RELEASES, module.SERVICE, today or date.today())
         zones = sorted({z for _, pool in pools for z in (pool.zones or [])})
-        if cloud == "aws" and cluster.create and not cluster.subnet_ids and len(zones) > MAX_VPC_ZONES:
-            problems.append(Problem("pools", f"the pools ask for {len(zones)} zones ({', '.join(zones)}); a new VPC spans at most {MAX_VPC_ZONES}"))
+        most = module.NEW_NETWORK_MAX_ZONES
+        if most is not None and cluster.create and not cluster.subnet_ids and len(zones) > most:
+            problems.append(Problem("pools", f"the pools ask for {len(zones)} zones ({', '.join(zones)}); a new VPC spans at most {most}"))
     counts = Counter(pool.name for _, pool in pools)
     vgpu: list[tuple[str, Sharing]] = []
     for index, pool in pools:
@@ -65,7 +65,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         problems += module.capacity_problems(pool, path, resolve_autoscaler(cloud, cluster.create if cluster else True, autoscaler), cluster, hardware)
         sharing = pool.sharing if pool.sharing is not None else default_sharing
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
-        problems += sharing_problems(cloud, installer, pool.os, sharing, hardware, sharing_path)
+        problems += sharing_problems(module, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
         problems += fabric_problems(cloud, cluster, pool, sharing, hardware, path, _example_zone(cloud, cluster, providers or {}))
         if sharing.mode == "vgpu":
@@ -92,8 +92,7 @@ def _queued_pool_problems(pools: list[tuple[int, Pool]], teams: list[Team], quot
 
 def _example_zone(cloud: str, cluster: Cluster | None, providers: dict) -> str | None:
     """A zone of the stack's own region, for messages that ask for one."""
-    region = providers.get("aws:region") if cloud == "aws" else zone_region(cluster.location) if cloud == "gcp" and cluster and cluster.location else None
-    return f"{region}a" if cloud == "aws" and isinstance(region, str) else f"{region}-a" if isinstance(region, str) else None
+    return cloud_module(cloud).example_zone(cluster, providers)
 
 
 def _hami_setting_problems(vgpu: list[tuple[str, Sharing]]) -> list[Problem]:

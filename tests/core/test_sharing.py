@@ -29,8 +29,10 @@ def plans_for(cloud, pools, **keys):
 
 
 def test_auto_installer_per_cloud():
-    assert [resolve_installer(c, "auto") for c in ("aws", "azure", "gcp")] == ["gpu-operator", "gpu-operator", "cloud"]
-    assert resolve_installer("gcp", "gpu-operator") == "gpu-operator"
+    from gpupools.clouds.registry import cloud_module
+
+    assert [resolve_installer(cloud_module(c), "auto") for c in ("aws", "azure", "gcp")] == ["gpu-operator", "gpu-operator", "cloud"]
+    assert resolve_installer(cloud_module("gcp"), "gpu-operator") == "gpu-operator"
 
 
 def test_device_plugin_entries_are_named_by_setting():
@@ -274,7 +276,9 @@ def test_gb200_mig_is_refused_with_the_reason():
     from gpupools.core.sharing import sharing_problems
 
     gb200 = load_catalog().gpus["GB200-186GB"]
-    found = sharing_problems("aws", "gpu-operator", None, Sharing(mode="mig", mig_profile="1g.23gb"), Hardware("x", gb200, 4, 1.0, "2026-07"), "pools[0].sharing")
+    from gpupools.clouds.registry import cloud_module
+
+    found = sharing_problems(cloud_module("aws"), "gpu-operator", None, Sharing(mode="mig", mig_profile="1g.23gb"), Hardware("x", gb200, 4, 1.0, "2026-07"), "pools[0].sharing")
     assert [p.path for p in found] == ["pools[0].sharing.mode"] and "CDMM" in found[0].message and "no MIG" in found[0].message
 
 
