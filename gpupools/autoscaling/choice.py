@@ -14,6 +14,7 @@ Pure: each cloud module builds its templates (`node_template`), this module deci
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from gpupools.core.cloud import Cloud
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, Taint
 
@@ -26,20 +27,21 @@ CLOUD = "cloud"  # the managed autoscaler of AKS and GKE
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-def resolve_autoscaler(cloud: str, create: bool, choice: str) -> str:
+def resolve_autoscaler(cloud: Cloud, create: bool, choice: str) -> str:
     """`auto`: Karpenter on a new EKS cluster (AWS's recommendation for GPU fleets: it picks capacity per pending
     pod and reads GPU counts from EC2), cluster-autoscaler on an existing one (it drives the managed node groups
-    the pools already are and asks nothing of the cluster beyond an IAM role). AKS and GKE bring their own."""
-    if cloud != "aws":
+    the pools already are and asks nothing of the cluster beyond an IAM role). AKS and GKE bring their own
+    (`cloud.OWN_AUTOSCALER`)."""
+    if cloud.OWN_AUTOSCALER:
         return CLOUD
     if choice == "auto":
         return KARPENTER if create else CLUSTER_AUTOSCALER
     return choice
 
 
-def autoscaler_problems(cloud: str, choice: str, service: str) -> list[Problem]:
-    if cloud != "aws" and choice != "auto":
-        return [Problem("autoscaler", f"{choice!r} is not available on {cloud}: {service} scales GPU pools with its own cluster autoscaler, "
+def autoscaler_problems(cloud: Cloud, choice: str) -> list[Problem]:
+    if cloud.OWN_AUTOSCALER and choice != "auto":
+        return [Problem("autoscaler", f"{choice!r} is not available on {cloud.NAME}: {cloud.SERVICE} scales GPU pools with its own cluster autoscaler, "
                                       f"which gpupools turns on for every pool; remove gpupools:autoscaler (or set it to auto)")]
     return []
 

@@ -23,7 +23,7 @@ NO_AUTOSCALER = ("gpupools installs no autoscaler (gpupools:autoscaler: none); t
 
 
 def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
-    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     pool = plan.pool
     if pool.min_nodes == pool.max_nodes:
         return ScaleUp(plan.name, None, False, f"fixed at {pool.min_nodes} nodes (minNodes = maxNodes), nothing to scale")
@@ -64,7 +64,7 @@ def _hint(plan: PoolPlan) -> str:
 
 def scale_up_problems(stack: StackConfig) -> list[Problem]:
     """A pool allowed to sit at zero nodes must be wakeable by its own workload, unless the user runs the autoscaler."""
-    if resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == NONE:
+    if resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler) == NONE:
         return []
     problems = []
     plans = plan_pools(stack)

@@ -91,7 +91,7 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
                else f"jobs packed as close as Kueue can (preferred {fabric.finest_level})")
         rows.append(("topology", f"{levels}; {how}" + ("" if stack.quotas == "kueue" and stack.teams else " (used by Kueue team queues)")))
     elif fabric.levels:
-        autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+        autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
         rows.append(("topology", topology_guarantee(stack, plan, fabric, autoscaler) or ""))
     else:
         rows.append(("topology", "no topology labels on this cloud's nodes"))
@@ -127,7 +127,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         for change in changes:
             if (change.type, change.name) in mine:
                 table.add_row("change", change.summary)
-    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     sources = capacity_report(stack, plan, autoscaler)
     table.add_row("instance", f"{pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB), "
                   + ("capacity below" if pool.capacity is not None else sources["order"][0]))
@@ -143,7 +143,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     for note in scale_up.notes:
         table.add_row("", note)
     table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
-    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     table.add_row("ready", readiness_summary(stack, plan, autoscaler))
     repair = pool_repair(stack, plan, autoscaler)
     table.add_row("broken GPU", repair.detects)
@@ -153,7 +153,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("GPU metrics", metrics_line(stack, plan, exporters))
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
-    karpenter = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler) == KARPENTER
+    karpenter = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler) == KARPENTER
     table.add_row("", sharing_change_note(stack.cloud, m.installer, pool.os, karpenter))
     for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
         table.add_row(key, value)
@@ -176,8 +176,8 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     default = f"{module.DEFAULT_KUBERNETES_VERSION} (default)" if module.DEFAULT_KUBERNETES_VERSION else "the release channel's default"
     version = stack.cluster.kubernetes_version or (default if stack.cluster.create else "as running")
     console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}{f' (read from {source})' if source else ''}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
-                  f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)]}")
-    guard = eviction_guard(resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
+                  f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)]}")
+    guard = eviction_guard(resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
     console.print("eviction guard: Jobs from `gpupools workload` carry " + (", ".join(f"{k}: \"{v}\"" for k, v in guard.items()) if guard else
                   "none (no autoscaler removes nodes)"), markup=False)
     for warning in version_warnings(stack, date.today()):

@@ -909,6 +909,10 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
 # Answers to the questions every capability asks a cloud (gpupools/core/cloud.py)
 
 # `installer: auto`: EKS's GPU AMIs bring the driver and toolkit, the GPU Operator the rest (device plugin, GFD, DCGM).
+NAME = "aws"  # as `gpupools:cloud` spells it
+# The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
+# cluster-autoscaler, gpupools' choice).
+OWN_AUTOSCALER = False
 AUTO_INSTALLER = "gpu-operator"
 # EKS installs no GPU device plugin of its own (`installer: cloud` is GKE's).
 OWN_GPU_SOFTWARE = False

@@ -532,6 +532,10 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
 
 # `installer: auto`: AKS GPU pools skip AKS's own driver (gpuProfile.driver None) and the GPU Operator installs
 # driver, toolkit and the rest.
+NAME = "azure"  # as `gpupools:cloud` spells it
+# The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
+# cluster-autoscaler, gpupools' choice).
+OWN_AUTOSCALER = True
 AUTO_INSTALLER = "gpu-operator"
 OWN_GPU_SOFTWARE = False
 # `installer: device-plugin` (NVIDIA's standalone chart) is offered here.

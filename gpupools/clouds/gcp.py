@@ -837,6 +837,10 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
 
 # `installer: auto`: GKE installs the driver and its own device plugin (gpuDriverInstallationConfig), which also
 # serves GKE's time-sharing, MPS and partitions.
+NAME = "gcp"  # as `gpupools:cloud` spells it
+# The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
+# cluster-autoscaler, gpupools' choice).
+OWN_AUTOSCALER = True
 AUTO_INSTALLER = "cloud"
 OWN_GPU_SOFTWARE = True
 # `installer: device-plugin` (NVIDIA's standalone chart) is offered here.

@@ -50,7 +50,7 @@ class EksCluster(Component):
         super().__init__(name, opts)
         cluster = stack.cluster
         region = stack.providers.get("aws:region")
-        autoscaler = resolve_autoscaler(stack.cloud, cluster.create, stack.autoscaler)
+        autoscaler = resolve_autoscaler(stack.target, cluster.create, stack.autoscaler)
         self.node_role = self._role("node-role", "ec2.amazonaws.com", decide.NODE_POLICIES)
         self.subnets_by_zone: dict[str, pulumi.Output] | None = None
         if cluster.create:
@@ -349,7 +349,7 @@ def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None
 
 def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
                      after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> Component | None:
-    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     if autoscaler == KARPENTER:
         return Karpenter("karpenter", stack, cluster, plans, service_monitor, after, opts)
     if autoscaler == CLUSTER_AUTOSCALER:
@@ -359,5 +359,5 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: Component | None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
-    kind = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    kind = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     return EksGpuNodePool(plan, cluster, stack.cluster.kubernetes_version, kind, autoscaler if isinstance(autoscaler, Karpenter) else None, opts)

@@ -60,7 +60,7 @@ class GpuPlatform(Component):
         software = software_plan(stack, self.plans, monitoring.operator_service_monitor(stack), rdma_pools(stack, self.plans))
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
         self.teams = None
-        quotas = quota_plan(stack, self.plans, scrape, resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
+        quotas = quota_plan(stack, self.plans, scrape, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
         if quotas is not None:
             crds = self.monitoring.releases if self.monitoring and scrape else []
             self.teams = TeamQuotas("team-quotas", quotas, self.cluster.kubernetes, crds, self.child())
@@ -71,7 +71,7 @@ class GpuPlatform(Component):
 
     def pool_outputs(self) -> list[dict]:
         verdicts = scale_ups(self.stack, self.plans)
-        autoscaler = resolve_autoscaler(self.stack.cloud, self.stack.cluster.create, self.stack.autoscaler)
+        autoscaler = resolve_autoscaler(self.stack.target, self.stack.cluster.create, self.stack.autoscaler)
         fabrics = plan_fabrics(self.stack, self.plans)
         return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler,
                  **fabric_row(fabrics.get(plan.name), catalog_fabric(self.stack.cloud, plan.pool.instance_type).local_nvme_gb),

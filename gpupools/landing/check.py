@@ -134,7 +134,7 @@ def hugepages_registered(plan: PoolPlan) -> str | None:
 
 def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Cluster:
     plans = plans if plans is not None else plan_pools(stack)
-    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     teams = plan_teams(stack, plans)
     objects = kueue.team_objects(stack, plans, teams, None, autoscaler) if stack.quotas == "kueue" else resourcequota.team_objects(stack, teams)
     software = software_plan(stack, plans)

@@ -59,7 +59,7 @@ def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan
     labels = {POOL_LABEL: plan.name} if plan is not None else {}
     spec = pod_spec(stack, plan, limits, image)
     pod_metadata: dict = {"labels": dict(labels)} if labels else {}
-    guard = eviction_guard(resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler))
+    guard = eviction_guard(resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
     if guard:
         pod_metadata["annotations"] = guard
     return {

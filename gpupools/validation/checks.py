@@ -33,7 +33,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
     catalog = load_catalog()
     installer = resolve_installer(module, software.installer)
     problems = installer_problems(module, software.installer, software.version)
-    problems += autoscaler_problems(cloud, autoscaler, module.SERVICE)
+    problems += autoscaler_problems(module, autoscaler)
     problems += module.region_problems(providers or {})
     if cluster is not None:
         problems += module.cluster_problems(cluster)
@@ -62,7 +62,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
                                                         f"lower maxNodes or split the pool"))
         problems += module.zone_problems(pool, path, cluster, providers or {}, hardware)
         problems += capacity_key_problems(pool, path)
-        problems += module.capacity_problems(pool, path, resolve_autoscaler(cloud, cluster.create if cluster else True, autoscaler), cluster, hardware)
+        problems += module.capacity_problems(pool, path, resolve_autoscaler(module, cluster.create if cluster else True, autoscaler), cluster, hardware)
         sharing = pool.sharing if pool.sharing is not None else default_sharing
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(module, installer, pool.os, sharing, hardware, sharing_path)

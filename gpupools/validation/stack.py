@@ -72,7 +72,7 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
         problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software,
                                           stack.teams, stack.autoscaler, stack.providers, quotas=stack.quotas))
         problems.extend(alerting_problems(stack))
-        problems.extend(repair_problems(stack, resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)))
+        problems.extend(repair_problems(stack, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)))
         if not problems:
             problems.extend(scale_up_problems(stack))
     else:

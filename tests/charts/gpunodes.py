@@ -61,7 +61,7 @@ def _unique(taints) -> tuple[Taint, ...]:
 def pool_node(stack: StackConfig, plan: PoolPlan) -> PoolNode:
     from gpupools.clouds import azure, gcp
 
-    autoscaler = resolve_autoscaler(stack.cloud, stack.cluster.create, stack.autoscaler)
+    autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     instance_type = plan.pool.instance_type
     labels = {"kubernetes.io/os": "linux", "kubernetes.io/arch": cpu_arch(instance_type),
               "node.kubernetes.io/instance-type": instance_type, "kubernetes.io/hostname": f"{plan.name}-node-0"}
