@@ -154,7 +154,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler) == KARPENTER
-    table.add_row("", sharing_change_note(stack.cloud, m.installer, pool.os, karpenter))
+    table.add_row("", sharing_change_note(stack.target, m.installer, pool.os, karpenter))
     for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
         table.add_row(key, value)
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
@@ -278,13 +278,13 @@ def catalog_rows(cloud: str | None) -> list[dict]:
             rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
                          "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
                          "priceRead": it.price_read, "accelerator": it.accelerator, **catalog_fabric_row(catalog, name_cloud, it.name)})
-        if name_cloud == "gcp":
-            n1 = [it.name for it in types.values() if it.gpu is None]
-            for acc in catalog.gcp_accelerators.values():
-                rows.append({"cloud": "gcp", "instanceType": f"n1 ({', '.join(n1)}) + {acc.name}", "gpu": acc.gpu.name,
-                             "gpus": "/".join(map(str, acc.counts)), "gpuMemoryGb": acc.gpu.memory_gb, "mig": [],
-                             "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name,
-                             "fabric": None, "localNvmeGb": None})
+        # Accelerators attached to general-purpose machines (GCP's N1): one row per accelerator, over those machines.
+        n1 = [it.name for it in types.values() if it.gpu is None]
+        for acc in catalog.attachable(name_cloud).values():
+            rows.append({"cloud": name_cloud, "instanceType": f"n1 ({', '.join(n1)}) + {acc.name}", "gpu": acc.gpu.name,
+                         "gpus": "/".join(map(str, acc.counts)), "gpuMemoryGb": acc.gpu.memory_gb, "mig": [],
+                         "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name,
+                         "fabric": None, "localNvmeGb": None})
     return rows
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from google.protobuf import json_format
 
 from gpupools.stack.config import to_pulumi_values
-from gpupools.stack.providers import provider_value
+from gpupools.clouds.registry import MODULES
 
 PROJECT = "gpupools"
 SECRET = "[secret]"
@@ -313,8 +313,8 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
     cloud = config.get("gpupools:cloud")
     plan = Plan(stack=stack, cloud=cloud if isinstance(cloud, str) else None)
     # The region the mocks answer with: the stack's, or the one the AWS provider would take from the environment.
-    aws_region = provider_value("aws", "aws:region", config)[0] if cloud == "aws" else None
-    region = str(aws_region or config.get("gcp:region") or "eu-central-1")
+    module = MODULES.get(cloud) if isinstance(cloud, str) else None
+    region = str((module.mock_region(config) if module is not None else None) or config.get("gcp:region") or "eu-central-1")
     # A provider credential kept encrypted reaches the program as Pulumi hands it over: a string in a key marked
     # secret (offline the string is a placeholder, since nothing here can decrypt it).
     config = {k: SECRET if k.partition(":")[0] != "gpupools" and isinstance(v, dict) and set(v) == {"secure"} else v

@@ -99,9 +99,10 @@ def previous_plan_problems(doc: Any, stack: str) -> list[str]:
     return []
 
 
-def sharing_change_note(cloud: str, installer: str, os: str | None, karpenter: bool = False) -> str:
-    """What a change of this pool's sharing (mode, replicas, MIG profile) does on its cloud."""
-    if cloud == "gcp" and installer == "cloud":
+def sharing_change_note(cloud, installer: str, os: str | None, karpenter: bool = False) -> str:
+    """What a change of this pool's sharing (mode, replicas, MIG profile) does on its cloud (`cloud`: the stack's Cloud
+    object)."""
+    if cloud.OWN_GPU_SOFTWARE and installer == "cloud":
         return "a sharing change (mode, replicas, migProfile) REPLACES this node pool: GKE's guestAccelerators cannot change in place"
     if karpenter and os == "bottlerocket":
         # Bottlerocket's device plugin reads its settings from user data, which the pool's EC2NodeClass carries.

@@ -951,3 +951,10 @@ def example_zone(cluster, providers: dict) -> str | None:
     """A zone of the stack's own region, for messages that ask for one."""
     region = providers.get("aws:region")
     return f"{region}a" if isinstance(region, str) else None
+
+
+def mock_region(config: dict) -> str | None:
+    """The region a plan's mocks answer with: the stack's, or the one the AWS provider takes from the environment."""
+    from gpupools.stack.providers import provider_value
+
+    return provider_value("aws", "aws:region", config)[0]

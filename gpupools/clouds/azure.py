@@ -565,3 +565,7 @@ NEW_NETWORK_MAX_ZONES = None
 
 def example_zone(cluster, providers: dict) -> str | None:
     return None
+
+
+def mock_region(config: dict) -> str | None:
+    return None

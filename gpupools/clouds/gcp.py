@@ -879,3 +879,7 @@ NEW_NETWORK_MAX_ZONES = None
 def example_zone(cluster, providers: dict) -> str | None:
     """A zone of the stack's own region, for messages that ask for one."""
     return f"{zone_region(cluster.location)}-a" if cluster is not None and cluster.location else None
+
+
+def mock_region(config: dict) -> str | None:
+    return config.get("gcp:region")

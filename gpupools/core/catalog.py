@@ -54,7 +54,8 @@ class InstanceType:
 
     @property
     def family(self) -> str:
-        return self.name.split(".")[0] if self.cloud == "aws" else self.name.rsplit("-", 1)[0]
+        # EC2 names are family.size (p5.48xlarge); Compute Engine and Azure end in their size (a3-highgpu-8g).
+        return self.name.split(".")[0] if "." in self.name else self.name.rsplit("-", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,15 @@ class Catalog:
     gcp_zones: dict[str, tuple[str, ...]] = field(default_factory=dict)  # accelerator type -> zones offering it
     fabric: dict[str, dict[str, "Fabric"]] = field(default_factory=dict)  # cloud -> instance type -> its fabric and local NVMe
     refused: dict[str, dict[str, str]] = field(default_factory=dict)  # cloud -> instance type the cloud sells -> why gpupools refuses it
+
+    def attachable(self, cloud: str) -> dict[str, "GcpAccelerator"]:
+        """GPUs a cloud sells as accelerators attached to general-purpose machines (GCP's N1), by accelerator type; empty
+        for clouds that sell GPUs only inside their instance types."""
+        return self.attached_accelerators.get(cloud, {})
+
+    @property
+    def attached_accelerators(self) -> dict[str, dict[str, "GcpAccelerator"]]:
+        return {"gcp": self.gcp_accelerators}
 
     def fabric_of(self, cloud: str, name: str) -> "Fabric":
         """An instance type's fabric; one the catalog says nothing of has none and no local NVMe."""

@@ -35,10 +35,10 @@ def gpu_list_prices(cloud: str | None = None, catalog: Catalog | None = None) ->
         for inst in catalog.instances.get(c, {}).values():
             if inst.gpu is not None and inst.gpus:
                 offer(inst.gpu.name, inst.price / inst.gpus, f"{c} {inst.name}")
-    if cloud in (None, "gcp"):
-        for acc in catalog.gcp_accelerators.values():
+    for c in clouds:
+        for acc in catalog.attachable(c).values():
             if acc.gpu.name not in prices or cloud is None:
-                offer(acc.gpu.name, acc.price_per_gpu, f"gcp {acc.name} (GPU only)")
+                offer(acc.gpu.name, acc.price_per_gpu, f"{c} {acc.name} (GPU only)")
     if cloud is not None:  # a GPU this cloud does not sell still gets a price if dcgm reports it
         for gpu, price in gpu_list_prices(None, catalog).items():
             prices.setdefault(gpu, price)

@@ -22,6 +22,7 @@ from gpupools.stack.providers import missing_sdk_problem, provider_problems
 from gpupools.autoscaling.scaleup import scale_up_problems
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.health.repair import repair_problems
+from gpupools.clouds.registry import NAMES as CLOUD_NAMES
 
 
 def _try(model: type[BaseModel], raw: Any, loc: tuple, problems: list[Problem] | None = None):
@@ -53,7 +54,7 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
         ours.pop("providers")
         problems.append(Problem("providers", f"unknown key 'providers'; allowed keys: {', '.join(allowed_keys(StackConfig, ()) or [])}; "
                                              f"provider settings are keys of their own, such as aws:region"))
-    cloud = ours.get("cloud") if ours.get("cloud") in ("aws", "azure", "gcp") else None
+    cloud = ours.get("cloud") if ours.get("cloud") in CLOUD_NAMES else None
     # Without the cloud's provider SDK nothing can be planned or deployed, and its own settings cannot be told from
     # typos: the missing extra is the one thing to say.
     missing_sdk = missing_sdk_problem(cloud) if cloud is not None else None
