@@ -12,8 +12,9 @@ import json
 from dataclasses import dataclass
 
 from gpupools.capacity.sources import block_marker, placement_zones, reserved_marker
-from gpupools.clouds.aws import (HUGE_PAGE_MI, FABRIC_RESOURCE as EFA_RESOURCE, allocated_hugepages, bottlerocket_settings, fabric_user_data,
-                                 karpenter_capacity_types, node_hugepages, reservation_selector_terms)
+from gpupools.clouds.aws import (DISK_CLASSES, HUGE_PAGE_MI, FABRIC_RESOURCE as EFA_RESOURCE, allocated_hugepages, instance_store_raid0,
+                                 karpenter_capacity_types, node_disk, node_hugepages, node_user_data as aws_node_user_data,
+                                 reservation_selector_terms)
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_on
 from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint
@@ -31,7 +32,7 @@ NODE_OVERLAY_API = "karpenter.sh/v1alpha1"
 # EC2 reports one `nvidia.com/gpu` per physical GPU, which is what Karpenter puts in an instance type's capacity.
 # Time-slicing, MPS and MIG change what the node really advertises once the GPU software runs; a NodeOverlay
 # tells Karpenter's scheduling simulation so.
-ROOT_VOLUME_GB = 100
+ROOT_VOLUME_GB = DISK_CLASSES["the instance store"][0]  # the GPU node's volume unless the stack sizes it (clouds.aws, node_disk)
 BOTTLEROCKET_ROOT_GB = 4  # Bottlerocket's OS volume; images and containers live on the data volume
 # Nodes live for at most 30 days (Karpenter's default), so AMI and kernel updates reach long-lived pools too.
 EXPIRE_AFTER = "720h"
@@ -74,11 +75,13 @@ class NodeClassSpec:
 
     family: str  # al2023 | bottlerocket
     disk_gb: int
-    user_data: str | None  # Bottlerocket settings TOML, or AL2023's MIME archive (fabric pools: the EFA huge pages)
+    user_data: str | None  # Bottlerocket settings TOML, or AL2023's MIME archive (NodeConfig; fabric pools: the EFA huge pages)
     efa: int = 0  # EFA-only interfaces, one per network card (fabric pools)
     placement_group: str | None = None  # the pool's cluster placement group (fabric pools)
-    raid0: bool = False  # the instance store as one RAID0 array for ephemeral storage
+    raid0: bool = False  # the instance store as one RAID0 array for ephemeral storage and the image store
     reservations: str | None = None  # capacityReservationSelectorTerms as JSON; the pool's own class when set
+    disk_iops: int = 3000  # gp3 IOPS and MiB/s of the volume (clouds.aws, node_disk)
+    disk_throughput: int = 125
 
     @property
     def alias(self) -> str:
@@ -86,22 +89,24 @@ class NodeClassSpec:
 
 
 def node_class_spec(plan: PoolPlan, fabric: FabricPlan | None = None) -> NodeClassSpec:
+    """Every pool with an instance store gets it as RAID0 (`instanceStorePolicy`), fabric or not; the volume is the
+    pool's `node_disk`."""
     family = plan.pool.os or "al2023"
     terms = reservation_selector_terms(plan.pool)
     reservations = json.dumps(terms, sort_keys=True) if terms else None
+    disk = node_disk(plan.pool)
+    common = dict(raid0=instance_store_raid0(plan.pool), reservations=reservations, disk_iops=disk.iops, disk_throughput=disk.throughput)
     if fabric is None:
-        return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, bottlerocket_settings(plan), reservations=reservations)
-    return NodeClassSpec(family, plan.pool.disk_size_gb or ROOT_VOLUME_GB, node_user_data(plan, fabric.kind), efa=fabric.devices,
-                         placement_group=fabric.placement_group, raid0=fabric.local_nvme_gb > 0, reservations=reservations)
+        return NodeClassSpec(family, disk.size_gb, node_user_data(plan, None), **common)
+    return NodeClassSpec(family, disk.size_gb, node_user_data(plan, fabric.kind), efa=fabric.devices, placement_group=fabric.placement_group,
+                         **common)
 
 
 def node_user_data(plan: PoolPlan, fabric_kind: str | None) -> str | None:
-    """The node class's userData: Bottlerocket's device plugin settings and, on an EFA pool, the huge pages set aside at
-    boot (Karpenter builds the RAID0 array itself, instanceStorePolicy, so no RAID0 part)."""
-    settings = bottlerocket_settings(plan)
-    if fabric_kind is None:
-        return settings
-    return fabric_user_data(plan.pool.os == "bottlerocket", settings, False, node_hugepages(fabric_kind))
+    """The node class's userData (clouds.aws, node_user_data): Bottlerocket's device plugin and SOCI settings or AL2023's
+    NodeConfig with fast image pull and, on an EFA pool, the huge pages set aside at boot. Karpenter builds the RAID0
+    array itself (instanceStorePolicy), so no RAID0 part."""
+    return aws_node_user_data(plan, raid0=False, hugepages=node_hugepages(fabric_kind))
 
 
 def pool_fabric_kind(plan: PoolPlan) -> str | None:
@@ -115,7 +120,7 @@ def pool_fabric_kind(plan: PoolPlan) -> str | None:
 def hugepages_on_node(plan: PoolPlan) -> str | None:
     """The hugepages-2Mi quantity a new node of the pool registers with the kubelet ("10256Mi"), None if it registers
     none: what its userData sets aside at boot, read back from the userData itself (the EC2NodeClass's, which a
-    managed node group's launch template repeats: clouds.aws, fabric_launch_template_args).
+    managed node group's launch template repeats: clouds.aws, launch_template_args).
 
     The node images' sources set none aside by themselves (see clouds.aws, EFA_HUGE_PAGE_COUNT), so this is what a node
     is sure to have; NodeOverlays and Jobs ask this function rather than assume the EFA driver's count."""
@@ -124,10 +129,13 @@ def hugepages_on_node(plan: PoolPlan) -> str | None:
 
 
 def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
-    """Readable and stable: the family, the disk when not the default, and for Bottlerocket the sharing it sets up."""
+    """Readable and stable: the family, the disk when not the default, no instance store when the nodes have none (their
+    volume is sized for the image store), and for Bottlerocket the sharing it sets up."""
     parts = [NAME_PREFIX + spec.family]
     if spec.disk_gb != ROOT_VOLUME_GB:
         parts.append(f"{spec.disk_gb}g")
+    if not spec.raid0:
+        parts.append("ebs")
     if spec.family == "bottlerocket":  # its userData carries the device plugin's sharing settings
         m = plan.mechanism
         parts.append({"none": "whole", "time-slicing": f"ts{m.replicas}", "mps": f"mps{m.replicas}"}.get(m.mode) or f"mig-{m.mig_profile}")
@@ -160,13 +168,18 @@ def network_interfaces(efa: int) -> list[dict]:
 
 
 def block_devices(spec: NodeClassSpec) -> list[dict]:
-    """Encrypted gp3 volumes. Listing mappings replaces Karpenter's defaults, so Bottlerocket gets both its volumes."""
-    def ebs(size: int) -> dict:
-        return {"volumeSize": f"{size}Gi", "volumeType": "gp3", "encrypted": True, "deleteOnTermination": True}
+    """Encrypted gp3 volumes. Listing mappings replaces Karpenter's defaults, so Bottlerocket gets both its volumes; the
+    one that holds the node's data gets the pool's IOPS and throughput (clouds.aws, node_disk)."""
+    def ebs(size: int, iops: int | None = None, throughput: int | None = None) -> dict:
+        out = {"volumeSize": f"{size}Gi", "volumeType": "gp3", "encrypted": True, "deleteOnTermination": True}
+        if iops is not None:
+            out.update({"iops": iops, "throughput": throughput})
+        return out
 
+    data = ebs(spec.disk_gb, spec.disk_iops, spec.disk_throughput)
     if spec.family == "bottlerocket":
-        return [{"deviceName": "/dev/xvda", "ebs": ebs(BOTTLEROCKET_ROOT_GB)}, {"deviceName": "/dev/xvdb", "ebs": ebs(spec.disk_gb)}]
-    return [{"deviceName": "/dev/xvda", "ebs": ebs(spec.disk_gb)}]
+        return [{"deviceName": "/dev/xvda", "ebs": ebs(BOTTLEROCKET_ROOT_GB)}, {"deviceName": "/dev/xvdb", "ebs": data}]
+    return [{"deviceName": "/dev/xvda", "ebs": data}]
 
 
 def ec2_node_class(name: str, spec: NodeClassSpec, node_role_name: str, subnet_ids: list[str], security_group_ids: list[str]) -> dict:
@@ -187,7 +200,10 @@ def ec2_node_class(name: str, spec: NodeClassSpec, node_role_name: str, subnet_i
     if spec.placement_group is not None:
         body["placementGroupSelector"] = {"name": spec.placement_group}
     if spec.raid0:
-        # Karpenter builds the array and points the kubelet's ephemeral storage at it (nodeadm localStorage RAID0).
+        # Karpenter builds the array and points the kubelet's ephemeral storage and the image store at it (nodeadm
+        # localStorage RAID0 on AL2023, `apiclient ephemeral-storage` on Bottlerocket), and counts the instance store as
+        # the node's ephemeral storage when it schedules (Karpenter docs, concepts/nodeclasses.md @ v1.14.1,
+        # spec.instanceStorePolicy).
         body["instanceStorePolicy"] = "RAID0"
     if spec.reservations is not None:
         # Karpenter uses the selected ODCRs and Capacity Blocks before spot and on-demand (nodeclasses docs,

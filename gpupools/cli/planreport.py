@@ -157,6 +157,9 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("", sharing_change_note(stack.target, m.installer, pool.os, karpenter))
     for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
         table.add_row(key, value)
+    disk = getattr(stack.target, "node_disk_line", None)  # clouds whose pools' node disks gpupools sizes itself (EKS)
+    if disk is not None:
+        table.add_row("disk", disk(plan))
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
     per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
     table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}")

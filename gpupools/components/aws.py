@@ -308,12 +308,11 @@ class EksGpuNodePool(Component):
         self.node_group = None
         fabric = (cluster.details.get("fabrics") or {}).get(plan.name)
         if autoscaler != KARPENTER or plan.pool.min_nodes > 0:
-            template_args = decide.launch_template_args(plan)
+            template_args = decide.launch_template_args(plan, decide.node_hugepages(fabric.kind if fabric is not None else None))
             after: list[pulumi.Resource] = []
             if fabric is not None:
                 groups = pulumi.Output.all(cluster.details["security_group_id"], cluster.details["efa_security_group_id"]).apply(list)
-                template_args = decide.fabric_launch_template_args(template_args, fabric.devices, fabric.placement_group, groups,
-                                                                   fabric.local_nvme_gb > 0, plan.pool.os == "bottlerocket")
+                template_args = decide.fabric_launch_template_args(template_args, fabric.devices, fabric.placement_group, groups)
                 if fabric.placement_group is not None:
                     after.append(cluster.details["placement_groups"][plan.name])
             template = resource("ec2/launchTemplate:LaunchTemplate", f"{plan.name}-nodes", template_args, self.child(depends_on=after),

@@ -281,7 +281,9 @@ def test_karpenter_node_pool_and_node_class():
     node_class = plan.get(NODE_CLASS, f"ec2nodeclass-{spec['template']['spec']['nodeClassRef']['name']}").inputs["spec"]
     assert node_class["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
     assert node_class["metadataOptions"]["httpTokens"] == "required"
-    assert node_class["blockDeviceMappings"][0]["ebs"] == {"volumeSize": "300Gi", "volumeType": "gp3", "encrypted": True, "deleteOnTermination": True}
+    assert node_class["blockDeviceMappings"][0]["ebs"] == {"volumeSize": "300Gi", "volumeType": "gp3", "iops": 3000, "throughput": 125,
+                                                          "encrypted": True, "deleteOnTermination": True}
+    assert node_class["instanceStorePolicy"] == "RAID0"  # g6.xlarge's 250 GB of NVMe
     assert node_class["securityGroupSelectorTerms"] == [{"id": next(iter(node_class["securityGroupSelectorTerms"]))["id"]}]
     assert all(term["id"].startswith("subnet-") for term in node_class["subnetSelectorTerms"])
     assert node_class["role"].startswith("karpenter-node")

@@ -88,7 +88,9 @@ def test_an_efa_node_class_sets_aside_the_huge_pages_its_node_overlay_advertises
             # AL2023); the script runs in cloud-init, before nodeadm-run.service starts the kubelet (After=cloud-final.service).
             message = email.message_from_string(user_data)
             assert message.is_multipart()
-            (part,) = message.get_payload()
+            # The NodeConfig (fast image pull; Karpenter adds RAID0 itself), then the huge page script.
+            config, part = message.get_payload()
+            assert config.get_content_type() == "application/node.eks.aws" and "FastImagePull: true" in config.get_payload()
             assert part.get_content_type() == "text/x-shellscript"
             script = part.get_payload()
             assert "sysctl -w vm.nr_hugepages=5128" in script and "/etc/sysctl.d/" in script
