@@ -188,7 +188,9 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
              nodes: Optional[int] = typer.Option(None, "--nodes", help="A multi-node job on a fabric pool: N pods, one per node, each with "
                                                                        "all its GPUs and fabric devices"),
              explain: bool = typer.Option(False, "--explain", help="Before the Job, as YAML comments: whether and where it lands, step by "
-                                                                   "step (queue, scheduling, a node from zero, readiness, device plugin)")) -> None:
+                                                                   "step (queue, scheduling, a node from zero, readiness, device plugin)"),
+             jobset: bool = typer.Option(False, "--jobset", help="With --nodes: the multi-node job as a JobSet (one "
+                                                                 "replicated job of N pods; JobSet makes the Service and the rendezvous name)")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
     from gpupools.landing.jobs import job_manifest, multinode_job, team_job, workload_problems
@@ -212,14 +214,21 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                 + f" ({verdict.job})"]
         head += [f"#   {'ok  ' if s.ok else 'FAIL'} {s.name}: {s.detail}" for s in verdict.steps]
         return "\n".join(head) + "\n"
+    if jobset and nodes is None:
+        fail(Problem("--jobset", "a JobSet runs a multi-node job: give --nodes N (2 or more) and its --pool"))
     if nodes is not None:
         if pool is None or pool not in [p.name for p in typed.pools]:
             fail(Problem("--pool", f"a multi-node job names its pool with --pool; pools: {', '.join(p.name for p in typed.pools)}"))
         if units != 1 or gpu_memory is not None or gpu_cores is not None:
             fail(Problem("--units", "a multi-node job takes every GPU of each node; drop --units, --gpu-memory and --gpu-cores"))
         try:
-            docs = multinode_job(typed, plan_pool(typed, typed.pool(pool)), nodes,
-                                 image if image != WORKLOAD_IMAGE else None, team, priority)
+            if jobset:
+                from gpupools.landing.jobset import multinode_jobset
+
+                docs = [multinode_jobset(typed, plan_pool(typed, typed.pool(pool)), nodes, image if image != WORKLOAD_IMAGE else None, team, priority)]
+            else:
+                docs = multinode_job(typed, plan_pool(typed, typed.pool(pool)), nodes,
+                                     image if image != WORKLOAD_IMAGE else None, team, priority)
         except ConfigError as exc:
             fail(exc.problems)
         typer.echo(explained(docs[-1]) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)

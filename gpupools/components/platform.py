@@ -19,7 +19,7 @@ from gpupools.queues.engine import quota_plan, team_rows
 from gpupools.queues.kueue import topology_guarantee
 from gpupools.landing.check import landing_check
 from gpupools.fabric.plan import catalog_fabric, fabric_row, plan_fabrics
-from gpupools.fabric.software import rdma_pools
+from gpupools.fabric.software import rdma_pools, with_fabric_releases
 
 from gpupools.components import monitoring as gpu_monitoring
 from gpupools.components.base import Component
@@ -57,7 +57,8 @@ class GpuPlatform(Component):
         self.autoscaler = module.build_autoscaler(stack, self.cluster, self.plans, scrape,
                                                   self.monitoring.releases if self.monitoring and scrape else [], self.child())
         self.pools = [module.build_pool(plan, self.cluster, stack, installer, self.autoscaler, self.child()) for plan in self.plans]
-        software = software_plan(stack, self.plans, monitoring.operator_service_monitor(stack), rdma_pools(stack, self.plans))
+        software = with_fabric_releases(software_plan(stack, self.plans, monitoring.operator_service_monitor(stack), rdma_pools(stack, self.plans)),
+                                        list(plan_fabrics(stack, self.plans).values()))
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
         self.teams = None
         quotas = quota_plan(stack, self.plans, scrape, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))

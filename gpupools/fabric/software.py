@@ -7,7 +7,7 @@ from gpupools.core.pools import POOL_LABEL, GPU_TAINT, PoolPlan, toleration
 from gpupools.health import readiness
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_on, plan_fabrics
 from gpupools.stack.config import StackConfig
-from gpupools.pools.software import Chart, Release, nvidia_driver_name, rdma_mode
+from gpupools.pools.software import Chart, Release, SoftwarePlan, namespace as software_namespace, nvidia_driver_name, rdma_mode
 
 # aws/eks-charts stable/aws-efa-k8s-device-plugin (the EKS user guide installs it as eks/aws-efa-k8s-device-plugin into
 # kube-system); the chart's version carries a leading `v`, its image tag defaults to the appVersion (v0.5.20).
@@ -149,3 +149,41 @@ def gpudirect_rdma_line(stack: StackConfig, plans: list[PoolPlan], pool: str) ->
                 f"without it, as their nodes have no DOCA driver)")
     return ("GPUDirect RDMA: off: the GPU Operator does not install this cluster's GPU driver, and nothing here loads "
             "nvidia-peermem (Azure's aks-rdma-infiniband configs/nvidia-peermem-reloader does, for AKS's own driver)")
+
+
+# JobSet (kubernetes-sigs/jobset), the multi-node job API `gpupools workload --jobset` prints for. The newest release,
+# v0.12.0, is the one Kueue 0.19.2 is built against (kubernetes-sigs/kueue v0.19.2 go.mod: sigs.k8s.io/jobset v0.12.0),
+# from its official chart, as the JobSet docs install it (site/content/en/docs/installation/_index.md: `helm install jobset
+# oci://registry.k8s.io/jobset/charts/jobset --version ${VERSION#v} --namespace=jobset-system`).
+JOBSET = Chart("jobset", "oci://registry.k8s.io/jobset/charts/jobset", "", "jobset-system", "0.12.0")
+# The service account the chart's controller runs as (templates/rbac/service_account.yaml: `<release>-controller`), and so
+# the user that creates a JobSet's Jobs; the team admission policies exempt only those (queues.kueue.queue_policy).
+JOBSET_CONTROLLER_USER = f"system:serviceaccount:{JOBSET.namespace}:{JOBSET.release}-controller"
+
+
+def jobset_values() -> dict:
+    """The chart's image written out as its release packaging sets it: the repository's values.yaml names a staging image
+    and tag `main`, which hack/helm-chart-package.sh rewrites to registry.k8s.io/jobset/jobset:<tag> when it packages a
+    release. Two controller replicas behind a PodDisruptionBudget: the JobSet's pods pass through its webhooks
+    (templates/webhook/manifests.yaml, failurePolicy Fail), so a drained controller would hold up every JobSet pod."""
+    return {"image": {"repository": "registry.k8s.io/jobset/jobset", "tag": f"v{JOBSET.default_version}", "pullPolicy": "IfNotPresent"},
+            "controller": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}}}
+
+
+def jobset_release(fabrics: list[FabricPlan]) -> Release | None:
+    """JobSet where the stack has a fabric pool: it runs jobs that span nodes, and only fabric pools take those (`workload
+    --nodes` refuses the others), so a stack without one would run its controller and webhooks for nothing. Kueue's
+    JobSet integration is on in every stack (queues.kueue.INTEGRATIONS): Kueue sets its JobSet controller up once the CRD
+    appears (kueue v0.19.2 pkg/controller/jobframework/setup.go, WaitForAPI), so a JobSet installed later queues too."""
+    if not fabrics:
+        return None
+    return Release(JOBSET, JOBSET.default_version, jobset_values())
+
+
+def with_fabric_releases(software: SoftwarePlan, fabrics: list[FabricPlan]) -> SoftwarePlan:
+    """The GPU software plus what every cloud's fabric pools share: JobSet, in its own namespace."""
+    release = jobset_release(fabrics)
+    if release is not None:
+        software.objects.append(software_namespace(JOBSET.namespace))
+        software.releases.append(release)
+    return software

@@ -453,6 +453,8 @@ def _device(cluster: Cluster, plan: PoolPlan, node: Node) -> Step:
 
 
 def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict | None = None) -> Landing:
+    if job is not None and job.get("kind") == "JobSet":
+        return land_jobset(cluster, team, plan, shape, job)
     job = job or job_for(cluster, team, plan, shape)
     pod = job["spec"]["template"]["spec"]
     count = int(job["spec"].get("parallelism", 1))
@@ -492,3 +494,22 @@ def landing_check(stack: StackConfig, plans: list[PoolPlan] | None = None) -> li
         for plan in cluster.plans:
             out += [land(cluster, None, plan, shape) for shape in shapes(cluster, plan)]
     return out
+
+
+def land_jobset(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jobset: dict) -> Landing:
+    """A JobSet, followed PodSet by PodSet (one per replicated job, `landing.jobset.podsets`), each as the Job Kueue and the
+    scheduler see of it; the JobSet lands when every PodSet does. Each PodSet's quota and nodes are judged on their own:
+    Kueue admits a workload's PodSets together, so a JobSet whose PodSets fit only one at a time passes here and waits
+    in the queue (gpupools' own JobSets have one PodSet)."""
+    from gpupools.landing.jobset import podsets
+
+    verdicts = [(name, land(cluster, team, plan, shape, view)) for name, view in podsets(jobset)]
+    if len(verdicts) == 1:
+        return verdicts[0][1]
+    steps = []
+    for i, step in enumerate(verdicts[0][1].steps):
+        parts = [(name, v.steps[i]) for name, v in verdicts]
+        steps.append(Step(step.name, all(s.ok for _, s in parts), "; ".join(f"PodSet {name}: {s.detail}" for name, s in parts)))
+    flavors = sorted({v.flavor for _, v in verdicts if v.flavor})
+    return Landing(team.team.name if team else None, plan.name, shape, "; ".join(f"{name}: {v.job}" for name, v in verdicts), tuple(steps),
+                   ", ".join(flavors) or None)

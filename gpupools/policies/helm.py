@@ -25,6 +25,12 @@ OFFICIAL_REPOSITORIES: dict[str, str] = {
     # An OCI registry: the release names the whole address as its chart (kubernetes-sigs/node-readiness-controller
     # docs/book/src/releases.md, "Helm Chart").
     "node-readiness-controller": "oci://registry.k8s.io/node-readiness-controller/charts",
+    # The fabric's charts (gpupools.fabric.software): aws/eks-charts for the EFA device plugin (EKS user guide `node-efa`),
+    # NVIDIA's NGC repository for the Network Operator (Azure/aks-rdma-infiniband tests/setup-infra/deploy-aks.sh), and
+    # JobSet's OCI registry (kubernetes-sigs/jobset site/content/en/docs/installation/_index.md).
+    "aws-efa-k8s-device-plugin": "https://aws.github.io/eks-charts",
+    "network-operator": "https://helm.ngc.nvidia.com/nvidia",
+    "jobset": "oci://registry.k8s.io/jobset/charts",
 }
 
 # The oldest chart release that may be installed, per chart, and why. A chart below it ships a component with a

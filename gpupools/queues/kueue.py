@@ -42,9 +42,12 @@ PRIORITY_DESCRIPTIONS = {
     "normal": "The default for team workloads.",
     "low": "Best effort: the first to be preempted within its team.",
 }
-# Jobs, plain Pods (notebooks), Deployments and StatefulSets (inference servers). Deployments and StatefulSets
-# are queued through their pods, so `pod` must be on for them.
-INTEGRATIONS = ["batch/job", "pod", "deployment", "statefulset"]
+# Jobs, plain Pods (notebooks), Deployments and StatefulSets (inference servers), and JobSets (multi-node jobs: the
+# framework name is kueue v0.19.2 pkg/controller/jobs/jobset/jobset_controller.go, FrameworkName). Deployments and
+# StatefulSets are queued through their pods, so `pod` must be on for them. Without the JobSet CRD in the cluster Kueue
+# defers the JobSet controller until it appears (pkg/controller/jobframework/setup.go, WaitForAPI), so the integration
+# is on in every stack, whether or not the stack installs JobSet (fabric.software.jobset_release).
+INTEGRATIONS = ["batch/job", "pod", "deployment", "statefulset", "jobset.x-k8s.io/jobset"]
 METRICS_SERVICE_LABELS = {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/instance": CHART.release,
                           "app.kubernetes.io/component": "metrics-service"}
 
@@ -304,10 +307,14 @@ def cohort() -> dict:
 def queue_policy(plan: TeamPlan) -> dict:
     """Refuse, at creation, GPU workloads in the team namespace that do not queue through the team's LocalQueue.
 
-    Jobs, Deployments, StatefulSets and bare Pods are checked where Kueue reads the queue name (their own
-    labels). Pods a Job creates carry no queue label; their Job was checked, so they pass. Only CREATE is
-    matched, so workloads that predate the policy keep being updated and scaled.
+    Jobs, JobSets, Deployments, StatefulSets and bare Pods are checked where Kueue reads the queue name (their own
+    labels). Pods a Job creates carry no queue label; their Job was checked, so they pass. The Jobs a JobSet creates
+    carry only the labels of their replicated job's template (kubernetes-sigs/jobset v0.12.0 jobset_controller.go,
+    constructJob); their JobSet was checked, so they pass too, when the JobSet controller creates them. Only CREATE
+    is matched, so workloads that predate the policy keep being updated and scaled.
     """
+    from gpupools.fabric.software import JOBSET_CONTROLLER_USER
+
     team = plan.team
     queue = team.name
     allowed = allowed_priorities(team.priority)
@@ -320,20 +327,32 @@ def queue_policy(plan: TeamPlan) -> dict:
         team, "queue",
         [{"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]},
          {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments", "statefulsets"]},
-         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
-        [{"name": "podSpec", "expression": "request.kind.kind == 'Pod' ? object.spec : object.spec.template.spec"},
+         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+         {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "operations": ["CREATE"], "resources": ["jobsets"]}],
+        [{"name": "podSpec", "expression": ("request.kind.kind == 'Pod' ? object.spec : request.kind.kind == 'JobSet' ? "
+                                            "object.spec.replicatedJobs[0].template.spec.template.spec : object.spec.template.spec")},
          {"name": "containers",
           "expression": "variables.podSpec.containers + (has(variables.podSpec.initContainers) ? variables.podSpec.initContainers : [])"},
-         {"name": "requestsGpu", "expression": requests_gpu_expression("variables.containers")},
-         {"name": "ownedByJob", "expression": ("request.kind.kind == 'Pod' && has(object.metadata.ownerReferences) && "
-                                               "object.metadata.ownerReferences.exists(o, o.kind == 'Job' && o.apiVersion == 'batch/v1')")},
+         # A JobSet asks for GPUs when any of its replicated jobs' pods does.
+         {"name": "requestsGpu", "expression": (
+             "request.kind.kind == 'JobSet' ? object.spec.replicatedJobs.exists(rj, "
+             + requests_gpu_expression("rj.template.spec.template.spec.containers")
+             + " || (has(rj.template.spec.template.spec.initContainers) && "
+             + requests_gpu_expression("rj.template.spec.template.spec.initContainers") + ")) : "
+             + requests_gpu_expression("variables.containers"))},
+         {"name": "ownedByWorkload", "expression": (
+             "(request.kind.kind == 'Pod' && has(object.metadata.ownerReferences) && "
+             "object.metadata.ownerReferences.exists(o, o.kind == 'Job' && o.apiVersion == 'batch/v1')) || "
+             "(request.kind.kind == 'Job' && has(object.metadata.ownerReferences) && "
+             "object.metadata.ownerReferences.exists(o, o.kind == 'JobSet' && o.apiVersion.startsWith('jobset.x-k8s.io/')) && "
+             f"request.userInfo.username == {cel_string(JOBSET_CONTROLLER_USER)})")},
          {"name": "queue", "expression": label(QUEUE_LABEL)},
          {"name": "priority", "expression": label(PRIORITY_LABEL)}],
-        [{"expression": f"!variables.requestsGpu || variables.ownedByJob || variables.queue == {cel_string(queue)}",
+        [{"expression": f"!variables.requestsGpu || variables.ownedByWorkload || variables.queue == {cel_string(queue)}",
           "message": (f"GPU workloads in namespace {team.namespace_name} queue for team {team.name}'s GPU quota: "
                       f"set label {QUEUE_LABEL}={queue}"),
           "reason": "Forbidden"},
-         {"expression": ("!variables.requestsGpu || variables.ownedByJob || variables.priority == '' || variables.priority in ["
+         {"expression": ("!variables.requestsGpu || variables.ownedByWorkload || variables.priority == '' || variables.priority in ["
                          + ", ".join(cel_string(p) for p in allowed) + "]"),
           "message": f"team {team.name} may use the priority classes {', '.join(allowed)}; set label {PRIORITY_LABEL} to one of them",
           "reason": "Forbidden"}],

@@ -165,7 +165,7 @@ def test_unknown_chart_needs_an_https_repository():
 def test_every_gpupools_chart_is_in_the_official_repository_table():
     """One table of official repositories; every Chart gpupools installs must agree with it."""
     charts = []
-    for module_name in ("gpupools.pools.software", "gpupools.monitoring.plan"):
+    for module_name in ("gpupools.pools.software", "gpupools.monitoring.plan", "gpupools.fabric.software"):
         try:
             module = importlib.import_module(module_name)
         except ImportError:

@@ -1,0 +1,97 @@
+"""The multi-node job as a JobSet (kubernetes-sigs/jobset, API jobset.x-k8s.io/v1alpha2), and the PodSets Kueue sees in one.
+
+The JobSet holds one replicated job, `workers`, of one replica: the very Indexed Job `multinode_job` prints (N pods, one
+per node, the same container), minus what the JobSet controller does itself:
+
+- the headless Service and each pod's DNS name: with `network.enableDNSHostnames` the controller creates a Service named
+  after the JobSet and gives pod i of job j of replicated job r the hostname `<jobset>-<r>-<j>-<i>` under it
+  (kubernetes-sigs/jobset v0.12.0 pkg/controllers/jobset_controller.go, constructJob / GetSubdomain; the Service keeps
+  not-ready addresses, `publishNotReadyAddresses` defaulting to true);
+- the rendezvous address: with `spec.coordinator` the controller labels and annotates every Job and pod with
+  `jobset.sigs.k8s.io/coordinator: <jobset>-<r>-<j>-<i>.<subdomain>` (CoordinatorEndpoint), which the container reads
+  through the downward API instead of spelling the name itself (site/static/examples/simple/coordinator.yaml);
+- `ttlSecondsAfterFinished` and `suspend` on the JobSet, not its Jobs: the controller sets each Job's `suspend` from the
+  JobSet's (constructJob), and a Job removed by its own TTL would be recreated.
+
+For a team on Kueue the JobSet carries the queue and priority labels (Kueue reads them from the JobSet's metadata:
+kueue v0.19.2 site/content/en/docs/tasks/run/jobsets.md) and the pod template the topology annotation `podset_topology`
+decides, as on the Job. Kueue makes one PodSet per replicated job, of replicas x parallelism pods
+(pkg/controller/jobs/jobset/jobset_controller.go, PodSets).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from gpupools.core.pools import PoolPlan
+from gpupools.queues.teams import TeamPlan
+from gpupools.stack.config import StackConfig
+
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+KIND = "JobSet"
+REPLICATED_JOB = "workers"
+COORDINATOR_KEY = "jobset.sigs.k8s.io/coordinator"
+COORDINATOR_ENV = "COORDINATOR_ADDR"
+# Pod template fields the JobSet controller owns on the Jobs it creates.
+JOB_FIELDS_OWNED_BY_JOBSET = ("suspend", "ttlSecondsAfterFinished")
+
+
+def hostname(jobset: str, index: int, replicated_job: str = REPLICATED_JOB, job_index: int = 0) -> str:
+    """Pod `index` of job `job_index` of the replicated job, under the JobSet's headless Service."""
+    return f"{jobset}-{replicated_job}-{job_index}-{index}.{jobset}"
+
+
+def as_jobset(docs: list[dict]) -> dict:
+    """The JobSet form of `multinode_job`'s [Service, Job]: the Job becomes the replicated job `workers`, its rank 0 address
+    comes from the coordinator annotation."""
+    service, job = docs
+    job = copy.deepcopy(job)
+    name = job["metadata"]["name"]
+    old_address = f"{name}-0.{service['metadata']['name']}"
+    job_spec = job["spec"]
+    owned = {k: job_spec.pop(k) for k in JOB_FIELDS_OWNED_BY_JOBSET if k in job_spec}
+    pod = job_spec["template"]["spec"]
+    pod.pop("subdomain", None)  # the controller sets it to the JobSet's Service
+    for container in pod["containers"]:
+        if any(old_address in part for part in container.get("command") or []):
+            container["command"] = [part.replace(old_address, f"$({COORDINATOR_ENV})") for part in container["command"]]
+            container.setdefault("env", []).append(
+                {"name": COORDINATOR_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COORDINATOR_KEY}']"}}})
+    spec: dict = {}
+    if owned.get("suspend"):
+        spec["suspend"] = True
+    spec.update({
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+        "coordinator": {"replicatedJob": REPLICATED_JOB, "jobIndex": 0, "podIndex": 0},
+        # Any pod failing fails the JobSet at once: a collective cannot go on without one of its ranks (the JobSet
+        # default is the same, maxRestarts 0; written out so the plan and the manifest agree).
+        "failurePolicy": {"maxRestarts": 0},
+        "replicatedJobs": [{"name": REPLICATED_JOB, "replicas": 1, "template": {"spec": job_spec}}],
+    })
+    if "ttlSecondsAfterFinished" in owned:
+        spec["ttlSecondsAfterFinished"] = owned["ttlSecondsAfterFinished"]
+    metadata = {k: v for k, v in job["metadata"].items()}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+def multinode_jobset(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | None = None, team: str | None = None,
+                     priority: str | None = None, team_plans: list[TeamPlan] | None = None) -> dict:
+    """`multinode_job`'s job as a JobSet; the same refusals (ConfigError naming the option)."""
+    from gpupools.landing.jobs import multinode_job
+
+    return as_jobset(multinode_job(stack, plan, nodes, image, team, priority, team_plans))
+
+
+def podsets(workload: dict) -> list[tuple[str, dict]]:
+    """(name, Job-shaped view) per PodSet Kueue makes of the workload: one for a Job, one per replicated job of a JobSet, its
+    pod count replicas x parallelism. The views carry the workload's metadata (queue and priority labels, namespace)."""
+    if workload.get("kind") != KIND:
+        return [("main", workload)]
+    out = []
+    for replicated in workload["spec"]["replicatedJobs"]:
+        job_spec = replicated["template"]["spec"]
+        pods = int(replicated.get("replicas", 1)) * int(job_spec.get("parallelism", 1))
+        view = {"apiVersion": "batch/v1", "kind": "Job", "metadata": workload["metadata"],
+                "spec": {**job_spec, "parallelism": pods, "completions": pods}}
+        out.append((replicated["name"], view))
+    return out
