@@ -189,8 +189,11 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                                                        "all its GPUs and fabric devices"),
              explain: bool = typer.Option(False, "--explain", help="Before the Job, as YAML comments: whether and where it lands, step by "
                                                                    "step (queue, scheduling, a node from zero, readiness, device plugin)"),
-             jobset: bool = typer.Option(False, "--jobset", help="With --nodes: the multi-node job as a JobSet (one "
-                                                                 "replicated job of N pods; JobSet makes the Service and the rendezvous name)")) -> None:
+             jobset: bool = typer.Option(False, "--jobset", help="With --nodes or --nccl-test: the multi-node job as a JobSet (one "
+                                                                 "replicated job of N pods; JobSet makes the Service and the rendezvous name)"),
+             nccl_test: bool = typer.Option(False, "--nccl-test", help="The fabric's NCCL all-reduce test (nccl-tests all_reduce_perf over "
+                                                                       "MPI) on --nodes nodes of the pool (default 2), with the bus "
+                                                                       "bandwidth the cloud published for the instance type")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
     from gpupools.landing.jobs import job_manifest, multinode_job, team_job, workload_problems
@@ -209,13 +212,28 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         cluster = cluster_of(typed)
         team_plan = next((t for t in cluster.teams if t.team.name == team), None)
         target = next(p for p in cluster.plans if p.name == pool)
-        verdict = land(cluster, team_plan, target, "gang" if nodes else "job", job)
+        verdict = land(cluster, team_plan, target, "gang" if nodes or nccl_test else "job", job)
         head = [f"# landing: {'lands' if verdict.lands else 'DOES NOT LAND'}" + (f" on flavor {verdict.flavor}" if verdict.flavor else "")
                 + f" ({verdict.job})"]
         head += [f"#   {'ok  ' if s.ok else 'FAIL'} {s.name}: {s.detail}" for s in verdict.steps]
         return "\n".join(head) + "\n"
-    if jobset and nodes is None:
-        fail(Problem("--jobset", "a JobSet runs a multi-node job: give --nodes N (2 or more) and its --pool"))
+    if jobset and nodes is None and not nccl_test:
+        fail(Problem("--jobset", "a JobSet runs a multi-node job: give --nodes N (2 or more) and its --pool, or --nccl-test"))
+    if nccl_test:
+        from gpupools.landing.nccltest import DEFAULT_NODES, dump, expected_lines, nccl_test as nccl_test_docs
+
+        if pool is None or pool not in [p.name for p in typed.pools]:
+            fail(Problem("--nccl-test", f"the test runs on one fabric pool: name it with --pool; pools: {', '.join(p.name for p in typed.pools)}"))
+        if units != 1 or gpu_memory is not None or gpu_cores is not None:
+            fail(Problem("--units", "the NCCL test takes every GPU of each node; drop --units, --gpu-memory and --gpu-cores"))
+        count = nodes if nodes is not None else DEFAULT_NODES
+        target = plan_pool(typed, typed.pool(pool))
+        try:
+            docs = nccl_test_docs(typed, target, count, image if image != WORKLOAD_IMAGE else None, team, priority, jobset=jobset)
+        except ConfigError as exc:
+            fail(exc.problems)
+        typer.echo("\n".join(expected_lines(typed, target, docs)) + "\n" + explained(docs[-1]) + dump(docs), nl=False)
+        return
     if nodes is not None:
         if pool is None or pool not in [p.name for p in typed.pools]:
             fail(Problem("--pool", f"a multi-node job names its pool with --pool; pools: {', '.join(p.name for p in typed.pools)}"))

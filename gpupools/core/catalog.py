@@ -92,6 +92,8 @@ class Catalog:
     gcp_zones: dict[str, tuple[str, ...]] = field(default_factory=dict)  # accelerator type -> zones offering it
     fabric: dict[str, dict[str, "Fabric"]] = field(default_factory=dict)  # cloud -> instance type -> its fabric and local NVMe
     refused: dict[str, dict[str, str]] = field(default_factory=dict)  # cloud -> instance type the cloud sells -> why gpupools refuses it
+    nccl_images: dict[str, "NcclTestImage"] = field(default_factory=dict)  # fabric kind -> the NCCL test's image
+    nccl_results: dict[str, dict[str, "NcclResult"]] = field(default_factory=dict)  # cloud -> instance type -> published result
 
     def attachable(self, cloud: str) -> dict[str, "GcpAccelerator"]:
         """GPUs a cloud sells as accelerators attached to general-purpose machines (GCP's N1), by accelerator type; empty
@@ -186,8 +188,39 @@ def _load(text: str) -> Catalog:
     zones = {name: tuple(z) for name, z in raw.get("gcpZones", {}).items()}
     fabric = {cloud: {name: _fabric(f) for name, f in types.items()} for cloud, types in raw.get("fabric", {}).items()}
     refused = {cloud: {name: " ".join(str(why).split()) for name, why in types.items()} for cloud, types in raw.get("refused", {}).items()}
+    nccl = raw.get("ncclTests") or {}
+    images = {kind: NcclTestImage(kind, i["image"], i["binary"], tuple(i.get("forwardEnv") or ()), i.get("sshd") == "install", i["source"])
+              for kind, i in (nccl.get("images") or {}).items()}
+    results = {cloud: {name: NcclResult(cloud, name, float(r["busbw"]), int(r["bytes"]), int(r["nodes"]),
+                                        float(r["floor"]) if "floor" in r else None, r["source"]) for name, r in types.items()}
+               for cloud, types in (nccl.get("results") or {}).items()}
     return Catalog(gpus=gpus, instances=instances, gcp_accelerators=accelerators, price_region=raw["priceRegion"], gcp_zones=zones,
-                   fabric=fabric, refused=refused)
+                   fabric=fabric, refused=refused, nccl_images=images, nccl_results=results)
+
+
+@dataclass(frozen=True)
+class NcclTestImage:
+    """A pinned image that runs nccl-tests' all_reduce_perf over MPI on one fabric kind (catalog.yaml ncclTests.images)."""
+
+    fabric: str
+    image: str
+    binary: str
+    forward_env: tuple[str, ...]
+    install_sshd: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class NcclResult:
+    """A cloud's published all_reduce_perf run on one instance type (catalog.yaml ncclTests.results)."""
+
+    cloud: str
+    instance_type: str
+    busbw: float  # GB/s at `bytes`
+    bytes: int
+    nodes: int
+    floor: float | None
+    source: str
 
 
 @dataclass(frozen=True)
