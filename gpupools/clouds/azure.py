@@ -536,6 +536,10 @@ NAME = "azure"  # as `gpupools:cloud` spells it
 # The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
 # cluster-autoscaler, gpupools' choice).
 OWN_AUTOSCALER = True
+# Fabric: a scale set's VMs share one InfiniBand network by themselves; pods reach the HCAs through the Network Operator's RDMA device plugin.
+FABRIC_IN_WORDS = "InfiniBand"  # as policy messages name it
+FABRIC_PLACEMENT_GROUP = False
+FABRIC_DEVICE_SOFTWARE = "network-operator"
 AUTO_INSTALLER = "gpu-operator"
 OWN_GPU_SOFTWARE = False
 # `installer: device-plugin` (NVIDIA's standalone chart) is offered here.

@@ -841,6 +841,10 @@ NAME = "gcp"  # as `gpupools:cloud` spells it
 # The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
 # cluster-autoscaler, gpupools' choice).
 OWN_AUTOSCALER = True
+# Fabric: GKE places fabric pools by compact placement policy; pods reach the GPUDirect NICs through GKE Network objects.
+FABRIC_IN_WORDS = "GPUDirect networking"  # as policy messages name it
+FABRIC_PLACEMENT_GROUP = False
+FABRIC_DEVICE_SOFTWARE = "gke-networks"
 AUTO_INSTALLER = "cloud"
 OWN_GPU_SOFTWARE = True
 # `installer: device-plugin` (NVIDIA's standalone chart) is offered here.

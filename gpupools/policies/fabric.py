@@ -14,6 +14,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 
 from gpupools.capacity.sources import CAPACITY_BLOCK_KEY
 from gpupools.clouds.aws import BLOCK_PLACEMENT, HUGE_PAGE_MI, allocated_hugepages
+from gpupools.clouds.registry import cloud_module
 from gpupools.core.catalog import load_catalog
 from gpupools.fabric import gpudirect
 from gpupools.policies._fleet import (
@@ -40,7 +41,6 @@ GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 EFA_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
 NETWORK_OPERATOR_CHART = "network-operator"
-FABRIC_NAMES = {"aws": "EFA", "azure": "InfiniBand", "gcp": "GPUDirect networking"}
 
 
 @dataclass
@@ -128,7 +128,7 @@ def validate_multi_node_fabric(args: StackValidationArgs, report: ReportViolatio
     for f in pool_fabrics(args.resources):
         pool = f.pool
         if f.has_fabric is False and _built_for_fabric(pool) and pool.resource == GPU_RESOURCE and pool.units_per_gpu == 1:
-            report(f"pool {pool.pool!r} ({pool.instance_type}) is built for jobs that span nodes but has no {FABRIC_NAMES[pool.cloud]}: NCCL "
+            report(f"pool {pool.pool!r} ({pool.instance_type}) is built for jobs that span nodes but has no {cloud_module(pool.cloud).FABRIC_IN_WORDS}: NCCL "
                    f"between its nodes runs over the ordinary network at a fraction of the bandwidth; give it one zone and fabric: on "
                    f"(or keep it for single-node work)", pool.urn)
 
@@ -139,12 +139,12 @@ def validate_one_zone(args: StackValidationArgs, report: ReportViolation) -> Non
             continue
         pool = f.pool
         if f.zones is not None and len(f.zones) > 1:
-            report(f"pool {pool.pool!r} has {FABRIC_NAMES[pool.cloud]} but spans {len(f.zones)} zones ({', '.join(f.zones)}): fabric traffic stays "
+            report(f"pool {pool.pool!r} has {cloud_module(pool.cloud).FABRIC_IN_WORDS} but spans {len(f.zones)} zones ({', '.join(f.zones)}): fabric traffic stays "
                    f"within one zone, so nodes in different zones cannot reach each other over it; pin the pool to one zone", pool.urn)
-        elif pool.cloud == "aws" and not f.placement and not f.capacity_block:
+        elif cloud_module(pool.cloud).FABRIC_PLACEMENT_GROUP and not f.placement and not f.capacity_block:
             report(f"pool {pool.pool!r} has EFA but no cluster placement group: its nodes may start in different zones and far apart; "
                    f"give it a cluster placement group in one zone", pool.urn)
-        elif pool.cloud == "aws" and pool.resource_type == KARPENTER_NODE_POOL and not f.zones:
+        elif pool.resource_type == KARPENTER_NODE_POOL and not f.zones:
             report(f"pool {pool.pool!r} has EFA but its NodePool names no zone: Karpenter may start its nodes in any zone of the subnets; "
                    f"require one topology.kubernetes.io/zone", pool.urn)
 
@@ -195,7 +195,8 @@ def validate_reachable(args: StackValidationArgs, report: ReportViolation) -> No
         if not f.has_fabric:
             continue
         pool = f.pool
-        if pool.cloud == "aws":
+        software = cloud_module(pool.cloud).FABRIC_DEVICE_SOFTWARE
+        if software == "efa-device-plugin":
             plugin = releases.get(EFA_PLUGIN_CHART)
             if plugin is None:
                 report(f"pool {pool.pool!r} has EFA interfaces but the stack installs no EFA device plugin ({EFA_PLUGIN_CHART}), so no pod can "
@@ -203,13 +204,13 @@ def validate_reachable(args: StackValidationArgs, report: ReportViolation) -> No
             elif not is_unknown(get(plugin, "values")) and not _efa_plugin_covers(get(plugin, "values"), pool):
                 report(f"pool {pool.pool!r} has EFA interfaces but the EFA device plugin does not run on its nodes (its supportedInstanceLabels "
                        f"do not select the pool, or it does not tolerate the {GPU_TAINT_KEY} taint)", pool.urn)
-        elif pool.cloud == "azure":
+        elif software == "network-operator":
             policies = [r.props for r in args.resources if r.resource_type == NIC_CLUSTER_POLICY]
             plugin = any(get(p, "spec", "rdmaSharedDevicePlugin") is not None or get(p, "spec", "sriovDevicePlugin") is not None for p in policies)
             if NETWORK_OPERATOR_CHART not in releases or not plugin:
                 report(f"pool {pool.pool!r} has InfiniBand but no Network Operator with an RDMA device plugin, so no pod can ask for the IB "
                        f"devices", pool.urn)
-        elif pool.cloud == "gcp" and not gke_networks:
+        elif software == "gke-networks" and not gke_networks:
             report(f"pool {pool.pool!r} has GPUDirect node networks but the stack declares no GKE Network objects: pods reach only the "
                    f"primary NIC, so NCCL does not use the GPUDirect NICs (GKE multi-networking: Network and GKENetworkParamSet per "
                    f"network, and the pods' networking.gke.io/interfaces annotation)", pool.urn)
@@ -225,7 +226,7 @@ def validate_block_placement(args: StackValidationArgs, report: ReportViolation)
     """EC2 places a Capacity Block's instances together itself; a placement group beside it can refuse launches the block
     has room for (clouds.aws, BLOCK_PLACEMENT: AWS ParallelCluster's PlacementGroupCapacityTypeValidator)."""
     for f in pool_fabrics(args.resources):
-        if f.pool.cloud == "aws" and f.capacity_block and f.placement:
+        if f.capacity_block and f.placement:
             report(f"pool {f.pool.pool!r} runs on a Capacity Block and selects a cluster placement group: launches can fail for "
                    f"placement outside the block while the block has room; drop the placement group ({BLOCK_PLACEMENT})", f.pool.urn)
 
