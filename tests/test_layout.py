@@ -52,3 +52,78 @@ def test_package_inits_hold_only_a_docstring():
 def test_no_module_is_left_beside_the_capability_folders():
     loose = sorted(p.name for p in (ROOT / "gpupools").glob("*.py") if p.name not in ("__init__.py", "program.py"))
     assert loose == []
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One Cloud object: capabilities ask it, nobody outside the clouds compares a cloud's name
+
+CLOUD_NAMES = {"aws", "gcp", "azure", "gcore"}
+# Where a cloud's name may be spelled out and compared: the clouds themselves and the per-cloud Pulumi components.
+OWN_CLOUD = ("gpupools/clouds/", "gpupools/components/")
+
+
+def _names_a_cloud(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in CLOUD_NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_cloud(e) for e in node.elts)
+    return False
+
+
+def _is_stack(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "stack") or (isinstance(node, ast.Attribute) and node.attr == "stack")
+
+
+def cloud_name_branches(source: str) -> list[int]:
+    """Lines that compare against a cloud's name (`cloud == "aws"`, `cloud in ("gcp", ...)`), or index a mapping spelled
+    out by cloud names (`{"aws": ..., "gcp": ...}[cloud]`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and (_names_a_cloud(node.left) or any(_names_a_cloud(c) for c in node.comparators)):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict) and any(
+                k is not None and _names_a_cloud(k) for k in node.value.keys):
+            found.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "cloud_module" and node.args
+              and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "cloud" and _is_stack(node.args[0].value)):
+            found.append(node.lineno)  # re-resolving a stack's cloud: ask stack.target
+    return sorted(found)
+
+
+def test_no_capability_compares_a_cloud_name():
+    offenders = []
+    for path in sorted((ROOT / "gpupools").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(OWN_CLOUD):
+            offenders += [f"{rel}:{line}" for line in cloud_name_branches(path.read_text())]
+    assert offenders == [], "ask the stack's Cloud object (stack.target, gpupools/core/cloud.py) instead: " + ", ".join(offenders)
+
+
+@pytest.mark.parametrize("source", [
+    'if stack.cloud == "gcp": pass',
+    'x = cloud != "aws"',
+    'ok = cloud in ("aws", "azure")',
+    'name = {"aws": "EKS", "gcp": "GKE"}[cloud]',
+    'module = cloud_module(stack.cloud)',
+    'module = cloud_module(self.stack.cloud)',
+    'if "azure" == cloud: pass',
+])
+def test_the_cloud_name_check_sees_each_spelling(source):
+    assert cloud_name_branches(source) == [1]
+
+
+@pytest.mark.parametrize("source", ['if installer == "cloud": pass', 'kinds = ("aws", "gcp")', 'cloud = stack.target.NAME',
+                                    'catalog.instance("aws", name)'])
+def test_the_cloud_name_check_leaves_data_alone(source):
+    assert cloud_name_branches(source) == []
+
+
+def test_a_stack_resolves_its_cloud_once():
+    from gpupools.clouds.registry import cloud_module
+    from gpupools.validation.stack import validate_stack
+
+    from tests.conftest import stack_config
+
+    for cloud in ("aws", "azure", "gcp"):
+        stack = validate_stack(stack_config(cloud))
+        assert stack.target is stack.target is cloud_module(cloud) and stack.target.NAME == cloud

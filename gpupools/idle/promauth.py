@@ -20,8 +20,8 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
-from urllib.parse import urlsplit
+from typing import Callable, Mapping
+from urllib.parse import SplitResult, urlsplit
 
 from gpupools.stack.errors import Problem
 from gpupools.idle.promapi import Prometheus, ReportError, Signer, split_userinfo
@@ -77,7 +77,8 @@ def connect(url: str, timeout: float, options: AuthOptions, environ: Mapping[str
     if userinfo is not None and kind != "none":
         raise ReportError(Problem("--prometheus", f"a user and password in the URL are basic authentication, which does not go with "
                                                   f"--prometheus-auth {kind}; give one or the other"), 2)
-    if options.region is not None and kind != "aws":
+    service = MANAGED.get(kind)
+    if options.region is not None and not (service and service.takes_region):
         raise ReportError(Problem("--aws-region", f"only with --prometheus-auth aws (this is {kind})"), 2)
     if options.token_file is not None and kind != "bearer":
         raise ReportError(Problem("--token-file", f"only with --prometheus-auth bearer (this is {kind})"), 2)
@@ -99,15 +100,8 @@ def connect(url: str, timeout: float, options: AuthOptions, environ: Mapping[str
         token = bearer_token(options.token_file, environ)
         headers["Authorization"] = f"Bearer {token}"
         secrets = (token,)
-    elif kind == "aws":
-        signer = aws_signer(aws_region(url, options.region))
-    elif kind == "gcp":
-        if parts.hostname == _GCP_HOST and not _GCP_PATH.fullmatch(parts.path):
-            raise ReportError(Problem("--prometheus", f"{url!r}: Google's Prometheus API is at "
-                                                      f"https://{_GCP_HOST}/v1/projects/PROJECT_ID/location/global/prometheus"), 2)
-        signer, method = gcp_signer(), "GET"
-    elif kind == "azure":
-        signer = azure_signer()
+    elif service is not None:
+        signer, method = service.sign(url, parts, options)
     return Prometheus(url, timeout=timeout, headers=headers, signer=signer, method=method, ssl_context=context, secrets=secrets)
 
 
@@ -118,12 +112,9 @@ def resolve_kind(kind: str, host: str, options: AuthOptions, environ: Mapping[st
         raise ReportError(Problem("--prometheus-auth", f"{kind!r} is not an authentication gpupools knows; allowed: {', '.join(KINDS)}"), 2)
     if kind != "auto":
         return kind
-    if _AMP_HOST.fullmatch(host):
-        return "aws"
-    if host == _GCP_HOST:
-        return "gcp"
-    if _AZURE_HOST.fullmatch(host):
-        return "azure"
+    for service in MANAGED.values():
+        if service.serves(host):
+            return service.kind
     if options.token_file is not None or environ.get(TOKEN_ENV):
         return "bearer"
     return "none"
@@ -307,3 +298,35 @@ def _first_line(exc: object) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+# The clouds' managed Prometheus services the report signs its requests for, by `--prometheus-auth` kind: how to know
+# one by its host, and how to sign for it (with the HTTP method its API takes).
+@dataclass(frozen=True)
+class ManagedPrometheus:
+    kind: str
+    serves: Callable[[str], bool]
+    sign: Callable[[str, SplitResult, "AuthOptions"], tuple[Signer, str]]
+    takes_region: bool = False
+
+
+def _sign_amp(url: str, parts: SplitResult, options: "AuthOptions") -> tuple[Signer, str]:
+    return aws_signer(aws_region(url, options.region)), "POST"
+
+
+def _sign_gmp(url: str, parts: SplitResult, options: "AuthOptions") -> tuple[Signer, str]:
+    if parts.hostname == _GCP_HOST and not _GCP_PATH.fullmatch(parts.path):
+        raise ReportError(Problem("--prometheus", f"{url!r}: Google's Prometheus API is at "
+                                                  f"https://{_GCP_HOST}/v1/projects/PROJECT_ID/location/global/prometheus"), 2)
+    return gcp_signer(), "GET"
+
+
+def _sign_azure(url: str, parts: SplitResult, options: "AuthOptions") -> tuple[Signer, str]:
+    return azure_signer(), "POST"
+
+
+MANAGED: dict[str, ManagedPrometheus] = {m.kind: m for m in (
+    ManagedPrometheus("aws", lambda host: bool(_AMP_HOST.fullmatch(host)), _sign_amp, takes_region=True),
+    ManagedPrometheus("gcp", lambda host: host == _GCP_HOST, _sign_gmp),
+    ManagedPrometheus("azure", lambda host: bool(_AZURE_HOST.fullmatch(host)), _sign_azure),
+)}
