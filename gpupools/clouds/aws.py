@@ -11,9 +11,10 @@ import difflib
 import json
 import re
 
+from dataclasses import dataclass
 from datetime import date
 
-from gpupools.core.catalog import Catalog, Hardware
+from gpupools.core.catalog import Catalog, Hardware, load_catalog
 from gpupools.core.facts import load_facts
 from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
@@ -135,25 +136,29 @@ def system_launch_template_args() -> dict:
             "tagSpecifications": [{"resourceType": "instance", "tags": {"gpupools.io/pool": "system"}}]}
 
 
-def launch_template_args(plan: PoolPlan) -> dict:
-    """IMDSv2 only, an encrypted gp3 root volume, and Bottlerocket settings as user data.
+def launch_template_args(plan: PoolPlan, hugepages: int = 0) -> dict:
+    """IMDSv2 only, the pool's encrypted gp3 volume (`node_disk`), and the node's userData (`node_user_data`): Bottlerocket
+    settings or AL2023's NodeConfig, the instance store as RAID0, SOCI parallel pull, and `hugepages` pages of 2 MiB
+    set aside at boot (EFA pools).
 
     A launch template is how a managed node group gets IMDSv2 and a disk size at the same time (EKS rejects
     `disk_size` beside a launch template).
     """
     bottlerocket = plan.pool.os == "bottlerocket"
+    disk = node_disk(plan.pool)
     args: dict = {
         "metadataOptions": dict(IMDS_V2_ONLY),
         "blockDeviceMappings": [{
             # Bottlerocket keeps images and containers on its second (data) volume.
             "deviceName": "/dev/xvdb" if bottlerocket else "/dev/xvda",
-            "ebs": {"volumeSize": plan.pool.disk_size_gb or 100, "volumeType": "gp3", "encrypted": "true", "deleteOnTermination": "true"},
+            "ebs": {"volumeSize": disk.size_gb, "volumeType": "gp3", "iops": disk.iops, "throughput": disk.throughput, "encrypted": "true",
+                    "deleteOnTermination": "true"},
         }],
         "tagSpecifications": [{"resourceType": "instance", "tags": {"gpupools.io/pool": plan.name}}],
     }
-    settings = bottlerocket_settings(plan)
-    if settings:
-        args["userData"] = base64.b64encode(settings.encode()).decode()
+    user_data = node_user_data(plan, raid0=instance_store_raid0(plan.pool), hugepages=hugepages)
+    if user_data:
+        args["userData"] = base64.b64encode(user_data.encode()).decode()
     args.update(launch_template_capacity(plan.pool))
     return args
 
@@ -444,6 +449,96 @@ def pool_zones(pools: list[Pool]) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------------------------------
+# Node storage and image pulls: the instance store, the EBS volume, SOCI parallel pull
+#
+# Multi-GB CUDA images dominate how long a GPU node takes from launch to running its pod. Every GPU node gpupools makes
+# turns its instance store into one RAID0 array that holds the image store, and pulls images with the SOCI
+# snapshotter's parallel pull and unpack mode, as awslabs/ai-on-eks sets up its GPU node classes
+# (infra/base/terraform/karpenter-resources/templates/al2023_ec2nodeclass.tpl and bottlerocket_ec2nodeclass.tpl:
+# instanceStorePolicy RAID0, NodeConfig featureGates.FastImagePull on AL2023, the soci-snapshotter settings on
+# Bottlerocket; as in the fork erezzarum/ai-on-eks @ 1b752b32 and 5e6282cb) and as AWS describes SOCI parallel pull for
+# EKS (aws.amazon.com/blogs/containers, "Introducing Seekable OCI Parallel Pull mode for Amazon EKS").
+
+
+def pool_instance_types(pool: Pool) -> list[str]:
+    """Every instance type a pool's nodes may be: its one `instanceType`, or its `instanceTypes`."""
+    return list(getattr(pool, "instance_types", None) or [pool.instance_type])
+
+
+def pool_local_nvme_gb(pool: Pool) -> int:
+    """The instance store every node of the pool has for certain (the smallest over its types; 0 if one has none), from
+    the catalog (Karpenter v1.14.1's instance-type reference, `localNvmeGb`)."""
+    return min(load_catalog().fabric_of(NAME, t).local_nvme_gb for t in pool_instance_types(pool))
+
+
+def instance_store_raid0(pool: Pool) -> bool:
+    """Whether the pool's nodes turn their instance store into one RAID0 array: wherever every type of the pool has
+    one. A type without one would get Karpenter's or nodeadm's RAID0 step with nothing to assemble and the image store on
+    EBS, which `node_disk` then sizes for."""
+    return pool_local_nvme_gb(pool) > 0
+
+
+# Bottlerocket's SOCI settings (Bottlerocket 1.44.0 and later: "Add soci-snapshotter support to kubernetes variants",
+# bottlerocket PR 4593; settings.container-runtime.snapshotter and settings.container-runtime-plugins.soci-snapshotter,
+# bottlerocket.dev/en/os/1.53.x/api/settings/container-runtime-plugins), with the parallel pull values of ai-on-eks's
+# Bottlerocket node class (bottlerocket_ec2nodeclass.tpl: 20 downloads per image, 16 MB chunks, 10 unpacks, layers
+# discarded once unpacked). A change of snapshotter takes effect at boot only, which is when gpupools' nodes get it.
+BOTTLEROCKET_FAST_PULL = ('[settings.container-runtime]\nsnapshotter = "soci"\n\n'
+                          '[settings.container-runtime-plugins.soci-snapshotter]\npull-mode = "parallel-pull-unpack"\n\n'
+                          '[settings.container-runtime-plugins.soci-snapshotter.parallel-pull-unpack]\n'
+                          'max-concurrent-downloads-per-image = 20\nconcurrent-download-chunk-size = "16mb"\n'
+                          'max-concurrent-unpacks-per-image = 10\ndiscard-unpacked-layers = true\n')
+
+
+@dataclass(frozen=True)
+class NodeDisk:
+    """A GPU node's EBS volume (AL2023's root volume /dev/xvda, Bottlerocket's data volume /dev/xvdb): gp3, encrypted."""
+
+    size_gb: int
+    iops: int
+    throughput: int  # MiB/s
+    images_on: str  # where containerd's and SOCI's image store lives: "the instance store" or "EBS"
+
+
+# The EBS volume per class of GPU node, where the stack sets no diskSizeGb. ai-on-eks gives every GPU node class a 300 GiB
+# gp3 volume (al2023_ec2nodeclass.tpl /dev/xvda 300Gi; bottlerocket_ec2nodeclass.tpl data volume /dev/xvdb 300Gi) and
+# raises it to 16,000 IOPS and 1,000 MiB/s only where SOCI keeps its store on EBS (`soci_snapshotter_use_instance_store`
+# false); with the store on the instance store the volume stays at gp3's baseline. amazon-eks-ami's nodeadm docs ask
+# for at least 600 MiB/s, and find up to 1,000 MiB/s and 16,000 IOPS faster, when fast image pull writes to EBS
+# (nodeadm/doc/examples.md, "Enabling fast image pull").
+DISK_CLASSES = {
+    "the instance store": (300, 3000, 125),
+    "EBS": (300, 16000, 1000),
+}
+# gp3: at most 500 IOPS per GiB and 0.25 MiB/s per IOPS (EBS user guide, "General Purpose SSD volumes"), from a
+# baseline of 3,000 IOPS and 125 MiB/s at any size (botocore ec2 LaunchTemplateEbsBlockDeviceRequest, Iops and Throughput).
+GP3_IOPS_PER_GIB = 500
+GP3_MIBS_PER_IOPS = 0.25
+GP3_BASELINE = (3000, 125)
+
+
+def node_disk(pool: Pool) -> NodeDisk:
+    """The pool's EBS volume: its class's size, IOPS and throughput (`DISK_CLASSES`), or the stack's diskSizeGb with the
+    class's IOPS and throughput as far as gp3 allows them on that size."""
+    images_on = "the instance store" if instance_store_raid0(pool) else "EBS"
+    size, iops, throughput = DISK_CLASSES[images_on]
+    size = pool.disk_size_gb or size
+    iops = max(GP3_BASELINE[0], min(iops, size * GP3_IOPS_PER_GIB))
+    throughput = max(GP3_BASELINE[1], min(throughput, int(iops * GP3_MIBS_PER_IOPS)))
+    return NodeDisk(size, iops, throughput, images_on)
+
+
+def node_disk_line(plan: PoolPlan) -> str:
+    """The plan's `disk` row: the EBS volume and what it holds."""
+    disk = node_disk(plan.pool)
+    volume = "data volume" if plan.pool.os == "bottlerocket" else "root volume"
+    holds = ("the node's own files (images on the instance store)" if disk.images_on == "the instance store"
+             else "the node's files and the image store (SOCI parallel pull)")
+    size = f"{disk.size_gb} GiB" + ("" if plan.pool.disk_size_gb else " (the class default)")
+    return f"EBS {volume} {size} gp3, {disk.iops:,} IOPS, {disk.throughput:,} MiB/s, for {holds}"
+
+
+# --------------------------------------------------------------------------------------------------------------------
 # The fabric: EFA between nodes, a cluster placement group, and the nodes' instance store
 
 # The extended resource the EFA device plugin advertises, one per EFA interface (EKS user guide ml/node-efa.adoc;
@@ -495,8 +590,10 @@ def fabric_pool_problems(pool: Pool, path: str) -> list[Problem]:
 
 
 def local_nvme_use(pool: Pool, fabric_on: bool) -> str | None:
-    """Fabric pools' instance store becomes one RAID0 array for ephemeral storage (instanceStorePolicy, nodeadm)."""
-    return "as one RAID0 array for ephemeral storage" if fabric_on else None
+    """Every pool's instance store becomes one RAID0 array (`instance_store_raid0`), fabric or not."""
+    if not instance_store_raid0(pool):
+        return None
+    return "as one RAID0 array: the kubelet's ephemeral storage and the image store (containerd, SOCI parallel pull)"
 
 
 def placement_group_args(cluster_name: str, pool: str) -> dict:
@@ -588,26 +685,55 @@ def mime_user_data(parts: list[tuple[str, str]]) -> str:
     return f"MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{MIME_BOUNDARY}\"\n\n{body}--{MIME_BOUNDARY}--\n"
 
 
-def raid0_user_data(bottlerocket: bool) -> str:
-    """The instance store as one RAID0 array for the node's ephemeral storage, as Karpenter's instanceStorePolicy RAID0
-    does it (aws/karpenter-provider-aws pkg/providers/amifamily/bootstrap/nodeadm.go: NodeConfig
-    spec.instance.localStorage.strategy RAID0, which EKS merges with its own NodeConfig; bottlerocket.go: the
-    bootstrap command `apiclient ephemeral-storage init` then `bind`). Bottlerocket: TOML; AL2023: a NodeConfig part."""
-    if bottlerocket:
-        return ('[settings.bootstrap-commands.000-mount-instance-storage]\n'
-                'commands = [["apiclient", "ephemeral-storage", "init"], ["apiclient", "ephemeral-storage", "bind", "--dirs", '
-                '"/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"]]\nmode = "always"\nessential = true\n')
-    return "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  instance:\n    localStorage:\n      strategy: RAID0\n"
+def raid0_bottlerocket() -> str:
+    """Bottlerocket: the instance store as one RAID0 array bound over the runtime's directories, the bootstrap command
+    Karpenter's instanceStorePolicy RAID0 generates (aws/karpenter-provider-aws v1.14.1
+    pkg/providers/amifamily/bootstrap/bottlerocket.go lines 99-116: `apiclient ephemeral-storage init`, then `bind`). Without
+    `--dirs`, as Karpenter binds on Bottlerocket 1.46.0 and later and on `bottlerocket@latest`
+    (pkg/providers/version/version.go, SupportsDefaultBind), which an EKS managed node group runs too: Bottlerocket's own
+    list, which also moves SOCI's store, /var/lib/soci-snapshotter, onto the array (aws-samples/karpenter-blueprints
+    blueprints/soci-snapshotter/README.md, "Configuration")."""
+    return ('[settings.bootstrap-commands.000-mount-instance-storage]\n'
+            'commands = [["apiclient", "ephemeral-storage", "init"], ["apiclient", "ephemeral-storage", "bind"]]\n'
+            'mode = "always"\nessential = true\n')
 
 
-def fabric_user_data(bottlerocket: bool, settings: str | None, raid0: bool, hugepages: int) -> str | None:
-    """A fabric node's userData: Bottlerocket's settings TOML (`settings`: the device plugin's) with the instance store
-    and huge page settings, or AL2023's MIME archive of a RAID0 NodeConfig and the huge page script. Karpenter sets up
-    RAID0 itself (instanceStorePolicy), so its node classes pass raid0=False."""
-    if bottlerocket:
-        toml = [t for t in (settings, raid0_user_data(True) if raid0 else None, hugepages_bottlerocket(hugepages) if hugepages else None) if t]
-        return "\n".join(toml) or None
-    parts = ([("application/node.eks.aws", raid0_user_data(False))] if raid0 else []) + \
+def node_config(raid0: bool, fast_pull: bool) -> str | None:
+    """AL2023: a nodeadm NodeConfig (node.eks.aws/v1alpha1), which nodeadm merges with the one EKS or Karpenter writes
+    (Karpenter docs, concepts/nodeclasses.md @ v1.14.1, spec.userData, AL2023).
+
+    - `featureGates.FastImagePull`: nodeadm switches containerd to the SOCI snapshotter in parallel pull and unpack
+      mode (awslabs/amazon-eks-ami v20260724 nodeadm/internal/containerd/config.go, UseSOCISnapshotter; the AMI installs
+      soci-snapshotter, templates/al2023/provisioners/install-worker.sh lines 217-221; nodeadm/doc/examples.md,
+      "Enabling fast image pull"). nodeadm ignores it below 4 vCPUs or 7 GiB of memory; every GPU instance type in
+      the catalog has more.
+    - `instance.localStorage.strategy: RAID0`: the instance store as one array, with /var/lib/kubelet,
+      /var/lib/containerd, /var/log/pods and SOCI's store (/var/lib/soci-snapshotter-grpc) bound onto it
+      (templates/al2023/runtime/bin/setup-local-disks lines 95-110), as Karpenter's instanceStorePolicy RAID0 does it
+      (pkg/providers/amifamily/bootstrap/nodeadm.go); Karpenter's node classes leave it to Karpenter."""
+    spec = []
+    if fast_pull:
+        spec.append("  featureGates:\n    FastImagePull: true\n")
+    if raid0:
+        spec.append("  instance:\n    localStorage:\n      strategy: RAID0\n")
+    if not spec:
+        return None
+    return "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + "".join(spec)
+
+
+def node_user_data(plan: PoolPlan, raid0: bool, hugepages: int = 0) -> str | None:
+    """A GPU node's userData, for a Karpenter node class (`raid0=False`: Karpenter builds the array itself,
+    instanceStorePolicy) and a managed node group's launch template alike:
+
+    - Bottlerocket: TOML of the device plugin's settings (`bottlerocket_settings`), SOCI parallel pull
+      (`BOTTLEROCKET_FAST_PULL`), the RAID0 bootstrap command, and the huge pages of EFA pools;
+    - AL2023: a MIME archive of a NodeConfig (`node_config`: fast image pull, RAID0) and the huge page script."""
+    if plan.pool.os == "bottlerocket":
+        toml = [bottlerocket_settings(plan), BOTTLEROCKET_FAST_PULL, raid0_bottlerocket() if raid0 else None,
+                hugepages_bottlerocket(hugepages) if hugepages else None]
+        return "\n".join(t for t in toml if t)
+    config = node_config(raid0, fast_pull=True)
+    parts = ([("application/node.eks.aws", config)] if config else []) + \
             ([('text/x-shellscript; charset="us-ascii"', hugepages_script(hugepages))] if hugepages else [])
     return mime_user_data(parts) if parts else None
 
@@ -617,17 +743,12 @@ def allocated_hugepages(user_data: str | None) -> int:
     return max((int(n) for n in _NR_HUGEPAGES.findall(user_data or "")), default=0)
 
 
-def fabric_launch_template_args(args: dict, efa: int, placement_group: str | None, security_group_ids, raid0: bool, bottlerocket: bool,
-                                hugepages: int = EFA_HUGE_PAGE_COUNT) -> dict:
-    """A fabric pool's launch template: EFA on every card, the pool's placement group (none on a Capacity Block), its
-    instance store as RAID0, the EFA driver's huge pages."""
+def fabric_launch_template_args(args: dict, efa: int, placement_group: str | None, security_group_ids) -> dict:
+    """A fabric pool's launch template (`launch_template_args`, whose userData already sets aside the EFA driver's huge
+    pages): EFA on every card, and the pool's placement group (none on a Capacity Block)."""
     out = {**args, "networkInterfaces": efa_network_interfaces(efa, security_group_ids)}
     if placement_group is not None:
         out["placement"] = {"groupName": placement_group}
-    settings = base64.b64decode(args["userData"]).decode() if bottlerocket and "userData" in args else None
-    user_data = fabric_user_data(bottlerocket, settings, raid0, hugepages)
-    if user_data is not None:
-        out["userData"] = base64.b64encode(user_data.encode()).decode()
     return out
 
 
@@ -645,7 +766,7 @@ def fabric_pod(count: int, pool: str = "", kind: str = "", networks: int = 0) ->
 
 def fabric_node_resources(efa: int) -> dict[str, str]:
     """What a new EFA node offers beside its GPUs, as an autoscaler must be told: its EFA interfaces and the huge pages
-    its launch template sets aside (`fabric_launch_template_args`)."""
+    its launch template sets aside (`launch_template_args`)."""
     return {FABRIC_RESOURCE: str(efa), "hugepages-2Mi": f"{node_hugepages('efa') * HUGE_PAGE_MI}Mi"}
 
 
