@@ -46,10 +46,25 @@ def node_labels(plan: PoolPlan) -> dict[str, str]:
 
 
 def asg_tags(plan: PoolPlan) -> dict[str, str]:
+    """Labels, taints and resources of a new node; on an EFA pool also its EFA interfaces and huge pages
+    (`fabric_asg_tags`), so the component and `node_template` read one set of tags."""
     tags = {f"{TAG_PREFIX}label/{k}": v for k, v in node_labels(plan).items()}
     tags.update({f"{TAG_PREFIX}taint/{t.key}": f"{t.value}:{t.effect}" for t in plan.taints})
     tags.update({f"{TAG_PREFIX}resources/{name}": str(count) for name, count in plan.autoscaler_resources.items()})
+    efa = pool_efa(plan)
+    if efa:
+        tags.update(fabric_asg_tags(efa))
     return dict(sorted(tags.items()))
+
+
+def pool_efa(plan: PoolPlan) -> int:
+    """EFA interfaces a new node of the pool has (0 without a fabric), as `fabric.plan.plan_fabric` decides it: on EKS
+    that depends on the pool alone."""
+    from gpupools.fabric.plan import catalog_fabric, fabric_on
+
+    if not fabric_on("aws", plan.pool, plan.sharing):
+        return 0
+    return catalog_fabric("aws", plan.pool.instance_type).efa
 
 
 def node_template(plan: PoolPlan) -> NodeTemplate:
@@ -70,7 +85,7 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
             taint_value, _, effect = value.rpartition(":")
             taints.append(Taint(name, taint_value, effect))
         elif kind == "resources":
-            allocatable[name] = int(value)
+            allocatable[name] = int(value.removesuffix("Mi"))  # counts, and huge pages in MiB, as the scale-up checks compare them
     taints += plan.taints + plan.startup_taints  # the node group's taints (aws_manager.go getManagedNodegroupTaints)
     kept, startup = sanitize_taints(taints, startup_taint_keys([plan]))
     return NodeTemplate("cluster-autoscaler", f"Auto Scaling group tags of node group {plan.name}", labels, kept, allocatable, startup)

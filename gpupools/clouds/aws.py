@@ -553,6 +553,13 @@ TOPOLOGY_LEVELS = (("layer-1", "topology.k8s.aws/network-node-layer-1"), ("layer
                    ("layer-3", "topology.k8s.aws/network-node-layer-3"))
 # EFA traffic stays in one Availability Zone and a cluster placement group is one zone's.
 FABRIC_ZONES = "one"
+# EFA beside MIG slices (`fabric: on` on a MIG pool): the EFA device plugin advertises the interfaces by count, whatever
+# the GPU Operator makes of the GPUs, and GPUDirect RDMA is supported from MIG GPU instances (NVIDIA MIG user guide,
+# Deployment Considerations, "Application Considerations"); p4d, the instance type of AWS's MIG on EKS walkthrough,
+# carries 400 Gbps EFA beside up to 56 slices (AWS containers blog, "Utilizing NVIDIA Multi-Instance GPU (MIG) in Amazon
+# EC2 P4d Instances on Amazon EKS"). NCCL is not supported with MIG (same guide): jobs on the slices reach EFA through
+# libfabric (MPI, NIXL), not NCCL.
+FABRIC_WITH_MIG = True
 
 
 # Why a pool whose capacity is a Capacity Block gets no placement group. EC2 places a block's instances together itself:

@@ -326,7 +326,7 @@ class EksGpuNodePool(Component):
                 opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True, depends_on=cluster.details["node_role_ready"]))
             if autoscaler != KARPENTER:
                 asg = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
-                tags = {**ca.asg_tags(plan), **(ca.fabric_asg_tags(fabric.devices) if fabric is not None else {})}
+                tags = ca.asg_tags(plan)  # on an EFA pool with its EFA interfaces and huge pages (ca.fabric_asg_tags)
                 for key, value in tags.items():
                     resource("autoscaling/tag:Tag", f"{plan.name}-{ca.tag_suffix(key)}", {
                         "autoscalingGroupName": asg, "tag": {"key": key, "value": value, "propagateAtLaunch": False}}, self.child(parent=self.node_group))

@@ -45,11 +45,20 @@ def fabric_off_reason(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster
         return None
     if pool.fabric == "none":
         return "fabric: none"
+    if sharing.mode == "mig" and fabric_with_mig(cloud):
+        return f"GPUs shared by mig; fabric: on puts {cloud_module(cloud).FABRIC_NAME} beside the MIG slices"
     if sharing.mode != "none":
         return f"GPUs shared by {sharing.mode}"
     if not fabric.multi_node:
         return "not built for multi-node jobs; fabric: on turns it on"
     return "the pool may span several zones; give it one zone (zones: [...]) or fabric: on"
+
+
+def fabric_with_mig(cloud: str) -> bool:
+    """Whether the cloud's fabric reaches pods that hold MIG slices (`FABRIC_WITH_MIG` of its module): GPUDirect RDMA is
+    supported from MIG GPU instances, NCCL is not (NVIDIA MIG user guide, Deployment Considerations, "Application
+    Considerations"), so a pool may carry both where the fabric is a device pods ask for by count."""
+    return bool(getattr(cloud_module(cloud), "FABRIC_WITH_MIG", False))
 
 
 def topology_levels(cloud: str) -> list[tuple[str, str]]:
@@ -79,9 +88,17 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
         problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has no {module.FABRIC_NAME} fabric between nodes; instance types "
                                                   f"with one: {', '.join(with_one) or 'none'}; or drop fabric"))
         return problems
-    if pool.fabric == "on" and sharing.mode != "none":
-        problems.append(Problem(f"{path}.fabric", f"a fabric serves jobs that span nodes with whole GPUs, and the pool shares its GPUs "
-                                                  f"by {sharing.mode}; use fabric: none, or sharing mode none"))
+    if pool.fabric == "on" and sharing.mode == "mig" and not fabric_with_mig(cloud):
+        problems.append(Problem(f"{path}.fabric", f"gpupools puts no {module.FABRIC_NAME} beside MIG slices on {module.SERVICE}; use "
+                                                  f"fabric: none, or sharing mode none"))
+    elif pool.fabric == "on" and sharing.mode not in ("none", "mig"):
+        # Time-slicing, MPS and vGPUs hand a pod a share of a GPU that other pods use at the same time, with no memory or
+        # fault isolation between them (NVIDIA k8s-device-plugin README, "Shared Access to GPUs"); a fabric job needs a GPU
+        # of its own, whole or a MIG GPU instance, from which GPUDirect RDMA works (NVIDIA MIG user guide).
+        own = "a whole GPU or a MIG slice" if fabric_with_mig(cloud) else "a whole GPU"
+        problems.append(Problem(f"{path}.fabric", f"a fabric job needs {own} of its own, and {sharing.mode} shares each GPU between "
+                                                  f"pods at the same time; use fabric: none, or sharing mode "
+                                                  + ("none or mig" if fabric_with_mig(cloud) else "none")))
     on = fabric_on(cloud, pool, sharing, cluster) and not problems
     if on:
         zones = placement_zones(pool) or []

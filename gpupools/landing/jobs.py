@@ -211,6 +211,11 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     container["command"] = ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus}", "--node-rank=$(JOB_COMPLETION_INDEX)",
                             f"--master-addr={name}-0.{name}", f"--master-port={MASTER_PORT}", "--no-python", "python", "-c", ALL_REDUCE]
     container["env"] = [{"name": k, "value": v} for k, v in pod["env"].items()]
+    if plan.mechanism.mode == "mig":
+        # NCCL is not supported with MIG; GPUDirect RDMA from a MIG GPU instance is (NVIDIA MIG user guide, Deployment
+        # Considerations, "Application Considerations"). Each pod lists the fabric provider libfabric reaches (fi_info,
+        # in EFA-enabled images); put an MPI or NIXL program in its place.
+        container["command"] = ["fi_info", "-p", pod["env"].get("FI_PROVIDER", "efa"), "-t", "FI_EP_RDM"]
     container["ports"] = [{"containerPort": MASTER_PORT, "name": "rendezvous"}]
     container["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm"}]
     if pod["capabilities"]:

@@ -144,7 +144,7 @@ def test_a_reservation_zone_places_a_fabric_pool_like_its_own_zones():
     ("aws", fabric_pool(zones=["us-east-1a", "us-east-1b"], fabric="on"), "pools[0].zones", "(us-east-1a, us-east-1b is 2)"),
     ("aws", fabric_pool(topologyLevel="rack"), "pools[0].topologyLevel", "'rack' is not a topology level of EKS; levels, coarse to fine: layer-1"),
     ("aws", fabric_pool(fabric="none", topologyLevel="layer-2"), "pools[0].topologyLevel", "applies to pools with a fabric"),
-    ("aws", fabric_pool(fabric="on", sharing={"mode": "time-slicing", "replicas": 2}), "pools[0].fabric", "shares its GPUs by time-slicing"),
+    ("aws", fabric_pool(fabric="on", sharing={"mode": "time-slicing", "replicas": 2}), "pools[0].fabric", "time-slicing shares each GPU between pods"),
     ("aws", fabric_pool(fabric="yes"), "pools[0].fabric", "'auto', 'on' or 'none'"),
     ("gcp", {"name": "a3", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "fabric": "on"}, "pools[0].zones", "GPUDirect pools run in one zone"),
     ("gcp", {"name": "a3", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-a"], "topologyLevel": "layer-1"},
