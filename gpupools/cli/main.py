@@ -95,12 +95,14 @@ def run_plan(raw: dict, name: str):
 
 
 def read_previous_plan(path: Path, stack: str) -> dict:
-    """A previous `plan --json`, read with the stack-file limits, or exit 2 naming the file."""
-    from gpupools.stack.reading import ReadError, load_json, read_document
+    """A previous `plan --json` (as much of it as the replacement check reads, gpupools.cli.previousplan), or exit 2
+    naming the file."""
+    from gpupools.stack.reading import ReadError
+    from gpupools.cli.previousplan import read_previous_plan as skim
     from gpupools.cli.replacement import previous_plan_problems
 
     try:
-        doc = read_document(path, load_json)
+        doc = skim(path)
     except OSError as exc:
         fail(Problem("--against", f"{path}: cannot read: {exc.strerror}"))
     except ReadError as exc:

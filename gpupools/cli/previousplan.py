@@ -1,0 +1,220 @@
+"""`plan --against FILE`: a previous `plan --json`, read as far as the replacement check needs it.
+
+Every plan `plan --json` writes for a stack gpupools accepts must read back, and such a plan is large: it grows with
+the pools, with the teams, and with every team's landing verdicts on every pool, whose reasons name the other pools
+(see `MAX_PLAN_BYTES`). The file is therefore not parsed whole: it is mapped and skimmed, and only `stack` and the
+`type`, `name` and `inputs` of each resource are decoded, the inputs only of the pool resources the replacement
+check compares (`REPLACING`). Memory stays at the size of those resources whatever the file holds; time is linear in
+its size. Decoded parts go through `load_json`, with the stack-file limits on depth and numbers; the skimmed parts
+are held to the nesting limit and to JSON's strings and brackets.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+from pathlib import Path
+from typing import Any
+
+from gpupools.cli.replacement import REPLACING
+from gpupools.stack.config import MAX_POOLS, MAX_TEAMS
+from gpupools.stack.errors import kind
+from gpupools.stack.reading import MAX_DEPTH, ReadError, load_json
+
+# How large `plan --json` gets, per what a stack file may hold (the limits in gpupools.stack.config), measured on the
+# costliest plans gpupools makes and rounded up by half: EKS Capacity Block pools as node groups (under
+# cluster-autoscaler; Karpenter's are smaller) with names of 63 characters and 64 labels whose keys and values are as
+# long as Kubernetes allows, and teams of 63-character names that may use every pool. tests/cli/test_against_size.py
+# measures again and fails when a plan outgrows these. A team adds its namespace, queues and policies, and three
+# landing verdicts per pool (a unit, a node, a gang); a verdict that does not land says why on every other flavor, so
+# what one team adds grows with the square of the pools.
+PLAN_BYTES_BASE = 220_000
+PLAN_BYTES_PER_POOL = 200_000
+PLAN_BYTES_PER_TEAM = 36_000
+PLAN_BYTES_PER_TEAM_POOL = 7_300
+PLAN_BYTES_PER_TEAM_POOL_PAIR = 2_150
+
+
+def plan_bytes_bound(pools: int, teams: int) -> int:
+    """The most bytes `plan --json` writes for a stack of `pools` pools and `teams` teams."""
+    per_team = PLAN_BYTES_PER_TEAM + PLAN_BYTES_PER_TEAM_POOL * pools + PLAN_BYTES_PER_TEAM_POOL_PAIR * pools * pools
+    return PLAN_BYTES_BASE + PLAN_BYTES_PER_POOL * pools + teams * per_team
+
+
+# At the stack limits (100 pools, 1,000 teams) about 22 GB; the file is mapped, not read into memory.
+MAX_PLAN_BYTES = plan_bytes_bound(MAX_POOLS, MAX_TEAMS)
+# A decoded value larger than this is described instead (a type or name of a resource is a few dozen bytes).
+_SMALL = 64 * 1024
+
+_SPACE = re.compile(rb"[ \t\r\n]*")
+_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\.)*"')
+_SCALAR = re.compile(rb"-?[0-9][0-9eE.+-]*|true|false|null")
+# Inside a container being skipped: a string or a bracket (what lies between them cannot change the nesting).
+_SKIP = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+class _Skim:
+    def __init__(self, buf: Any):
+        self.buf = buf
+
+    def error(self, pos: int, what: str) -> ReadError:
+        line = self.buf[:pos].count(b"\n") + 1 if pos < 50_000_000 else None
+        where = f"line {line}, byte {pos}" if line is not None else f"byte {pos}"
+        return ReadError(f"not valid JSON at {where}: {what}")
+
+    def space(self, pos: int) -> int:
+        return _SPACE.match(self.buf, pos).end()
+
+    def expect(self, pos: int, char: bytes) -> int:
+        pos = self.space(pos)
+        if self.buf[pos:pos + 1] != char:
+            raise self.error(pos, f"expected {char.decode()!r}")
+        return pos + 1
+
+    def value_end(self, pos: int, depth: int) -> int:
+        """Where the value at `pos` ends, without decoding it."""
+        pos = self.space(pos)
+        head = self.buf[pos:pos + 1]
+        if head == b'"':
+            match = _STRING.match(self.buf, pos)
+            if match is None:
+                raise self.error(pos, "a string that does not end")
+            return match.end()
+        if head in (b"[", b"{"):
+            if depth + 1 > MAX_DEPTH:
+                raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
+            level, start = depth + 1, pos
+            for match in _SKIP.finditer(self.buf, pos + 1):
+                token = match.group()
+                if token in (b"[", b"{"):
+                    level += 1
+                    if level > MAX_DEPTH:
+                        raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
+                elif token in (b"]", b"}"):
+                    level -= 1
+                    if level == depth:
+                        return match.end()
+            raise self.error(start, "a list or object that does not end")
+        match = _SCALAR.match(self.buf, pos)
+        if match is None:
+            raise self.error(pos, "expected a value")
+        return match.end()
+
+    def members(self, pos: int, depth: int):
+        """(key, value start, value end) of the object at `pos`; then the position after it, as the last item."""
+        pos = self.expect(pos, b"{")
+        pos = self.space(pos)
+        if self.buf[pos:pos + 1] == b"}":
+            yield pos + 1
+            return
+        while True:
+            key_end = self.value_end(pos, depth + 1)
+            if self.buf[pos:pos + 1] != b'"':
+                raise self.error(pos, "expected a key")
+            key = load_json(self.text(pos, key_end))
+            start = self.space(self.expect(key_end, b":"))
+            end = self.value_end(start, depth + 1)
+            yield key, start, end
+            pos = self.space(end)
+            if self.buf[pos:pos + 1] == b"}":
+                yield pos + 1
+                return
+            pos = self.space(self.expect(pos, b","))
+
+    def items(self, pos: int, depth: int):
+        """(start, end) of each item of the list at `pos`; then the position after it."""
+        pos = self.space(self.expect(pos, b"["))
+        if self.buf[pos:pos + 1] == b"]":
+            yield pos + 1
+            return
+        while True:
+            end = self.value_end(pos, depth + 1)
+            yield pos, end
+            pos = self.space(end)
+            if self.buf[pos:pos + 1] == b"]":
+                yield pos + 1
+                return
+            pos = self.space(self.expect(pos, b","))
+
+    def text(self, start: int, end: int) -> str:
+        try:
+            return bytes(self.buf[start:end]).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.error(start + exc.start, f"byte 0x{self.buf[start + exc.start]:02x} is not UTF-8; save the file as UTF-8") from None
+
+    def small(self, start: int, end: int) -> Any:
+        """A value decoded, or, when it is large, a stand-in of the same type that describes it."""
+        if end - start <= _SMALL:
+            return load_json(self.text(start, end))
+        head = self.buf[start:start + 1]
+        return {} if head == b"{" else [] if head == b"[" else f"<{kind('x' * (end - start))}>"
+
+
+def _resource(skim: _Skim, start: int, end: int, depth: int) -> Any:
+    if skim.buf[start:start + 1] != b"{":
+        return skim.small(start, end)
+    fields: dict[str, tuple[int, int]] = {}
+    members = skim.members(start, depth)
+    for member in members:
+        if isinstance(member, int):
+            break
+        key, a, b = member
+        if key in fields:
+            raise ReadError(f"duplicate key {key!r}; a key may appear once per object")
+        if key in ("type", "name", "inputs"):
+            fields[key] = (a, b)
+    out: dict[str, Any] = {}
+    for key in ("type", "name"):
+        if key in fields:
+            out[key] = skim.small(*fields[key])
+    if "inputs" in fields:
+        a, b = fields["inputs"]
+        if out.get("type") in REPLACING:
+            out["inputs"] = load_json(skim.text(a, b))  # a pool's inputs, compared field by field
+        else:
+            out["inputs"] = {} if skim.buf[a:a + 1] == b"{" else skim.small(a, b)
+    return out
+
+
+def read_previous_plan(path: str | Path) -> dict[str, Any]:
+    """The parts of a previous `plan --json` the replacement check reads: `stack` and each resource's `type`,
+    `name` and (for pool resources) `inputs`; ReadError or OSError otherwise."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, 2)
+        if size > MAX_PLAN_BYTES:
+            raise ReadError(f"larger than {MAX_PLAN_BYTES:,} bytes, the most `plan --json` writes for a stack of {MAX_POOLS} pools and "
+                            f"{MAX_TEAMS:,} teams")
+        if size == 0:
+            raise ReadError("not valid JSON at line 1, column 1: Expecting value")
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            skim = _Skim(buf)
+            start = skim.space(3 if buf[:3] == b"\xef\xbb\xbf" else 0)
+            if buf[start:start + 1] != b"{":
+                skim.value_end(start, 0)  # the nesting limit first, as for every file gpupools reads
+                raise ReadError("expected the JSON of `gpupools plan --json` (an object with a resources list)")
+            doc: dict[str, Any] = {}
+            end = start
+            for member in skim.members(start, 0):
+                if isinstance(member, int):
+                    end = member
+                    break
+                key, a, b = member
+                if key in doc:
+                    raise ReadError(f"duplicate key {key!r}; a key may appear once per object")
+                if key == "stack":
+                    doc["stack"] = skim.small(a, b)
+                elif key == "resources":
+                    if buf[a:a + 1] != b"[":
+                        doc["resources"] = skim.small(a, b)
+                        continue
+                    resources = []
+                    for item in skim.items(a, 1):
+                        if isinstance(item, int):
+                            break
+                        resources.append(_resource(skim, item[0], item[1], 2))
+                    doc["resources"] = resources
+                else:
+                    doc[key] = None  # read past, not kept
+            if skim.space(end) != len(buf):
+                raise skim.error(skim.space(end), "extra data after the plan")
+    return doc

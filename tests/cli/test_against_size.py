@@ -1,0 +1,147 @@
+"""`plan --against` reads back every plan `plan --json` writes for a stack gpupools accepts: its size limit is the
+bound of `plan --json` at the stack limits (gpupools.cli.previousplan), the bound holds on the costliest plans, the
+largest stack in pools reads back, and a large file costs the memory of its pool resources only."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpupools.cli.main import app
+from gpupools.cli.previousplan import MAX_PLAN_BYTES, plan_bytes_bound, read_previous_plan
+from gpupools.stack.config import MAX_POOL_LABELS, MAX_POOLS, MAX_TEAMS
+from gpupools.stack.reading import MAX_BYTES
+
+runner = CliRunner()
+
+
+# The longest label key Kubernetes takes: a 253-character DNS prefix and a 63-character name.
+LONG_PREFIX = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
+
+
+def block_stack(pools: int, teams: int = 0, labels: int = MAX_POOL_LABELS, autoscaler: str = "karpenter") -> dict:
+    """The costliest pools gpupools plans: EKS Capacity Block pools (under Karpenter, or as node groups, which
+    `plan --against` compares) with 63-character names and every label a pool may have, as long as Kubernetes allows,
+    and teams of 63-character names that may use every pool."""
+    entries = [{"name": f"p{i:03d}" + "x" * 59, "instanceType": "p5.48xlarge", "maxNodes": 2,
+                "labels": {f"{LONG_PREFIX}/{'k' * 60}{j:03d}": "v" * 63 for j in range(labels)},
+                "capacity": [{"reservation": {"id": f"cr-{i:017x}", "kind": "capacity-block", "zones": ["us-east-2a"], "nodes": 1}}]}
+               for i in range(pools)]
+    config = {"aws:region": "us-east-2", "gpupools:cloud": "aws", "gpupools:cluster": {"name": "big"}, "gpupools:pools": entries,
+              "gpupools:autoscaler": autoscaler}
+    if teams:
+        config["gpupools:teams"] = [{"name": f"t{i:03d}" + "y" * 59, "gpus": 2} for i in range(teams)]
+    return config
+
+
+def plan_json(tmp_path, config: dict, name: str = "big") -> tuple:
+    path = tmp_path / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    result = runner.invoke(app, ["plan", "--config", str(path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    old = tmp_path / "old.json"
+    old.write_text(result.stdout)
+    return path, old, len(result.stdout.encode())
+
+
+def test_the_limit_is_the_bound_at_the_stack_limits():
+    assert MAX_PLAN_BYTES == plan_bytes_bound(MAX_POOLS, MAX_TEAMS)
+    assert MAX_PLAN_BYTES > 1024 * 1024 * 1024  # teams x pools make it gigabytes; the file is mapped, not read
+
+
+@pytest.mark.parametrize("pools, teams, autoscaler", [(10, 0, "karpenter"), (30, 1, "karpenter"), (10, 3, "karpenter"),
+                                                     (20, 0, "cluster-autoscaler"), (10, 1, "cluster-autoscaler")])
+def test_the_bound_holds_on_the_costliest_plans(tmp_path, pools, teams, autoscaler):
+    _, _, size = plan_json(tmp_path, block_stack(pools, teams, autoscaler=autoscaler))
+    assert size <= plan_bytes_bound(pools, teams), (size, plan_bytes_bound(pools, teams))
+
+
+def test_sixty_capacity_block_pools_read_back(tmp_path):
+    """Past 1 MiB, which the stack-file limit refused before."""
+    config = block_stack(60, labels=0, autoscaler="cluster-autoscaler")
+    path, old, size = plan_json(tmp_path, config)
+    assert size > 1024 * 1024
+    config["gpupools:pools"][0]["maxNodes"] = 3
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    result = runner.invoke(app, ["plan", "--config", str(path), "--json", "--against", str(old)])
+    assert result.exit_code == 0, result.stderr
+    actions = [c["action"] for c in json.loads(result.stdout)["changes"]]
+    assert len(actions) == 61 and actions.count("update") == 1 and actions.count("same") == 60  # and the system node group
+
+
+def largest_stack(teams: int) -> dict:
+    """MAX_POOLS of the costliest pools with as many of the longest labels as the stack reader's size limit
+    (MAX_BYTES) lets the file hold, and teams on every pool."""
+    def size(labels: int) -> int:
+        return len(yaml.safe_dump({"config": block_stack(MAX_POOLS, teams, labels)}, sort_keys=False).encode())
+
+    bare, one = size(0), size(1)  # every label costs the same bytes
+    labels = min(MAX_POOL_LABELS, (MAX_BYTES - bare) // (one - bare))
+    while size(labels) > MAX_BYTES:
+        labels -= 1
+    return block_stack(MAX_POOLS, teams, labels)
+
+
+def test_the_largest_stack_in_pools_reads_back(tmp_path):
+    """The largest plan a stack the reader accepts makes, short of many teams (each adds what one does, bound
+    above): MAX_POOLS pools, the stack file at the reader's size limit, a team on every pool."""
+    config = largest_stack(1)
+    path, old, size = plan_json(tmp_path, config)
+    assert size <= plan_bytes_bound(MAX_POOLS, 1)
+    result = runner.invoke(app, ["plan", "--config", str(path), "--json", "--against", str(old)])
+    assert result.exit_code == 0, result.stderr
+    assert [c["action"] for c in json.loads(result.stdout)["changes"]] == ["same"]  # Karpenter's pools are not node groups
+
+
+def test_a_file_over_the_limit_is_refused_without_being_read(tmp_path):
+    old = tmp_path / "old.json"
+    with open(old, "wb") as handle:  # sparse: no disk is used for the hole
+        handle.truncate(MAX_PLAN_BYTES + 1)
+    result = runner.invoke(app, ["plan", "--stack", "dev-aws", "--against", str(old)])
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: --against: {old}: larger than {MAX_PLAN_BYTES:,} bytes, the most `plan --json` writes for a "
+                             f"stack of {MAX_POOLS} pools and {MAX_TEAMS:,} teams\n")
+
+
+def test_memory_is_what_the_pool_resources_take(tmp_path):
+    """A plan whose landing verdicts and outputs are 40 MB is skimmed in a few MB: only a pool resource is decoded."""
+    pool = {"type": "aws:eks/nodeGroup:NodeGroup", "name": "infer", "inputs": {"instanceTypes": ["g5.2xlarge"], "diskSize": 200},
+            "outputs": {"x": "y" * 1000}}
+    verdict = {"team": "t", "pool": "p", "reason": "r" * 2000, "chain": [{"step": "queue", "ok": False, "detail": "d" * 2000}]}
+    old = tmp_path / "old.json"
+    with open(old, "w") as handle:
+        handle.write('{"landing": [')
+        handle.write(",".join([json.dumps(verdict)] * 10_000))
+        handle.write('], "outputs": {"landing": [' + ",".join([json.dumps(verdict)] * 5_000) + ']}, "resources": [')
+        handle.write(",".join([json.dumps({"type": "kubernetes:v1:ConfigMap", "name": f"c{i}", "inputs": {"data": "z" * 500}})
+                               for i in range(5_000)] + [json.dumps(pool)]))
+        handle.write('], "stack": "dev-aws"}')
+    assert old.stat().st_size > 40_000_000
+    tracemalloc.start()
+    doc = read_previous_plan(old)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert doc["stack"] == "dev-aws" and doc["resources"][-1] == {"type": pool["type"], "name": "infer", "inputs": pool["inputs"]}
+    assert peak < 8_000_000, peak
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"stack": "dev-aws", "resources": [', "a list or object that does not end"),
+    ('{"stack": "dev-aws", "resources": []} x', "extra data after the plan"),
+    ('{"stack": "dev-aws", "stack": "dev-aws", "resources": []}', "duplicate key 'stack'"),
+    ('{"stack": "dev-aws", "resources": [{"type": "aws:eks/nodeGroup:NodeGroup", "name": "a", "inputs": {"x": NaN}}]}',
+     "not a finite number"),
+    ('{"stack": "dev-aws", "landing": ' + "[" * 40 + "]" * 40 + ', "resources": []}', "nested more than 32 levels"),
+    ("", "not valid JSON"),
+])
+def test_malformed_files_are_one_line(tmp_path, text, expected):
+    old = tmp_path / "old.json"
+    old.write_text(text)
+    result = runner.invoke(app, ["plan", "--stack", "dev-aws", "--against", str(old)])
+    assert result.exit_code == 2, result.stdout
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: --against: {old}: ") and expected in line, line
