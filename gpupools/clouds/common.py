@@ -98,10 +98,11 @@ def endpoint_control(cluster) -> Control:
     mode = cluster.endpoint_mode
     setting = {"private": "private", "public": "public to any address",
                "restricted": f"restricted to {', '.join(cluster.authorized_cidrs or [])}"}[mode]
-    everyone = [c for c in cluster.authorized_cidrs or [] if c in ("0.0.0.0/0", "::/0")]
-    if mode == "restricted" and everyone:
-        # An authorized range that is every address restricts nothing.
-        setting = f"open to any address (authorizedCidrs lists {', '.join(everyone)}; `gpupools check` fails it)"
+    share = too_open(cluster.authorized_cidrs or []) if mode == "restricted" else None
+    if share:
+        # Ranges that together open more than one organization's addresses restrict nothing, however they are spelled
+        # (0.0.0.0/1 with 128.0.0.0/1 is 0.0.0.0/0): judged as cluster-endpoint-restricted judges them.
+        setting = f"open to {share} (authorizedCidrs: {', '.join(cluster.authorized_cidrs or [])}; `gpupools check` fails it)"
     return Control("API endpoint", setting, "endpointAccess, authorizedCidrs", "cluster-endpoint-restricted")
 
 

@@ -2,17 +2,100 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Iterable
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Secret
 
 from gpupools.policies._fleet import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
+from gpupools.clouds.common import MAX_OPEN_IPV4, MAX_OPEN_IPV6
 from gpupools.policies._props import SECRET_MARKER, as_int, entries, get, is_unknown, items, plain
 
-WORLD = ("0.0.0.0/0", "::/0")
 SSH_PORT = 22
+
+# --------------------------------------------------------------------------------------------------------------------
+# How much of the internet a list of source ranges lets in
+
+# Addresses no one reaches from the internet: the IANA IPv4 Special-Purpose Address Registry (RFC 6890 and its
+# updates): "this network", private (RFC 1918), shared (RFC 6598), loopback, link-local, IETF protocol assignments,
+# documentation, 6to4 relay anycast, benchmarking, multicast and reserved. Source ranges inside them open nothing
+# to the internet, so a rule for all of 10.0.0.0/8, 172.16.0.0/12 and 192.168.0.0/16 is not "the internet".
+V4_NOT_PUBLIC = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24",
+    "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4"))
+# IPv6's global unicast space (IANA IPv6 Address Space registry: 2000::/3), less its documentation prefix (RFC 3849).
+V6_PUBLIC = ipaddress.ip_network("2000::/3")
+V6_NOT_PUBLIC = (ipaddress.ip_network("2001:db8::/32"),)
+# IPv6 prefixes that carry IPv4 addresses: IPv4-mapped (RFC 4291 section 2.5.5.2) and the NAT64 well-known prefix
+# (RFC 6052); a rule for ::ffff:0.0.0.0/96 lets in every IPv4 address on a dual-stack listener.
+V4_IN_V6 = (ipaddress.ip_network("::ffff:0:0/96"), ipaddress.ip_network("64:ff9b::/96"))
+WHOLE_V4 = ipaddress.ip_network("0.0.0.0/0")
+
+
+def _public(nets: list, space: Any, holes: tuple) -> int:
+    """Addresses of `space` the networks cover, less `holes`. CIDR blocks either nest or do not meet, so after
+    collapsing, each block's share is the smaller of it and the space, less the holes inside that share."""
+    total = 0
+    for net in ipaddress.collapse_addresses(nets):
+        part = net if net.subnet_of(space) else space if space.subnet_of(net) else None
+        if part is None:
+            continue
+        count = part.num_addresses
+        for hole in holes:
+            if hole.subnet_of(part):
+                count -= hole.num_addresses
+            elif part.subnet_of(hole):
+                count = 0
+                break
+        total += count
+    return total
+
+
+PUBLIC_V4 = _public([WHOLE_V4], WHOLE_V4, V4_NOT_PUBLIC)
+PUBLIC_V6 = _public([V6_PUBLIC], V6_PUBLIC, V6_NOT_PUBLIC)
+
+
+def public_addresses(ranges: Iterable[Any]) -> tuple[int, int]:
+    """Public IPv4 and IPv6 addresses the source ranges let in together (overlaps counted once, IPv4 carried in IPv6
+    counted as IPv4). Entries that are not CIDR blocks or addresses count for nothing (the cloud refuses them)."""
+    v4: list = []
+    v6: list = []
+    for entry in ranges:
+        if not isinstance(entry, str):
+            continue
+        try:
+            net = ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError:
+            continue
+        if isinstance(net, ipaddress.IPv4Network):
+            v4.append(net)
+            continue
+        v6.append(net)
+        for carrier in V4_IN_V6:
+            if net.subnet_of(carrier):
+                v4.append(ipaddress.ip_network((int(net.network_address) - int(carrier.network_address), net.prefixlen - 96)))
+            elif carrier.subnet_of(net):
+                v4.append(WHOLE_V4)
+    return _public(v4, WHOLE_V4, V4_NOT_PUBLIC), _public(v6, V6_PUBLIC, V6_NOT_PUBLIC)
+
+
+def internet_share(ranges: Iterable[Any]) -> str | None:
+    """How much of the internet the source ranges let in, when it is more than one organization holds (more than a
+    /8 of public IPv4, as clouds.common.too_open counts for API endpoints, or a /16 of IPv6); else None. Judged by the
+    addresses, not the spelling: 0.0.0.0/1 with 128.0.0.0/1, four /2 blocks, ::/1 with 8000::/1 and
+    ::ffff:0.0.0.0/96 all say "the whole internet"."""
+    v4, v6 = public_addresses(ranges)
+    parts = []
+    if v4 > MAX_OPEN_IPV4:
+        parts.append("every public IPv4 address" if v4 >= PUBLIC_V4 else f"{v4 / PUBLIC_V4:.0%} of public IPv4 addresses")
+    if v6 > MAX_OPEN_IPV6:
+        parts.append("every public IPv6 address" if v6 >= PUBLIC_V6 else f"{v6 / PUBLIC_V6:.2%} of public IPv6 addresses")
+    if not parts:
+        return None
+    whole = v4 >= PUBLIC_V4 or v6 >= PUBLIC_V6
+    return ("the whole internet (" if whole else "") + " and ".join(parts) + (")" if whole else "")
 
 # --------------------------------------------------------------------------------------------------------------------
 # no-public-ssh
@@ -27,22 +110,24 @@ def _covers_ssh(protocol: Any, from_port: Any, to_port: Any) -> bool:
     return low is not None and high is not None and low <= SSH_PORT <= high
 
 
-def _gcp_firewall_opens_ssh(props: Any) -> bool:
+def _gcp_firewall_opens_ssh(props: Any) -> str | None:
+    """How much of the internet an ingress firewall lets reach port 22, or None."""
     if str(get(props, "direction") or "INGRESS").upper() != "INGRESS" or get(props, "disabled") is True:
-        return False
-    if not any(r in WORLD for r in items(get(props, "sourceRanges"))):
-        return False
+        return None
+    share = internet_share(items(get(props, "sourceRanges")))
+    if share is None:
+        return None
     for rule in items(get(props, "allows")):
         protocol = str(get(rule, "protocol") or "").lower()
         ports = [str(p) for p in items(get(rule, "ports"))]
         if protocol == "all" or (protocol in ("tcp", "6") and not ports):
-            return True
+            return share
         if protocol in ("tcp", "6"):
             for spec in ports:
                 low, _, high = spec.partition("-")
                 if low.isdigit() and int(low) <= SSH_PORT <= int(high or low):
-                    return True
-    return False
+                    return share
+    return None
 
 
 def validate_ssh(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -59,21 +144,23 @@ def validate_ssh(args: ResourceValidationArgs, report: ReportViolation) -> None:
             report(f"agent pool {args.name!r} gives every node a public IP, which exposes SSH and the kubelet to the "
                    f"internet; set enableNodePublicIP false", None)
     elif typ == "aws:ec2/securityGroup:SecurityGroup":
-        for i, rule in enumerate(items(get(props, "ingress"))):
-            if _covers_ssh(get(rule, "protocol"), get(rule, "fromPort"), get(rule, "toPort")) and \
-                    any(c in WORLD for c in items(get(rule, "cidrBlocks")) + items(get(rule, "ipv6CidrBlocks"))):
-                report(f"security group {args.name!r} ingress[{i}] allows SSH from the whole internet", None)
+        # The union of every ingress rule that reaches port 22: two rules of /1 each open as much as one of /0.
+        ssh = [rule for rule in items(get(props, "ingress")) if _covers_ssh(get(rule, "protocol"), get(rule, "fromPort"), get(rule, "toPort"))]
+        share = internet_share([c for rule in ssh for c in items(get(rule, "cidrBlocks")) + items(get(rule, "ipv6CidrBlocks"))])
+        if share:
+            report(f"security group {args.name!r} allows SSH (port 22) from {share}; list the networks that need it, or use SSM", None)
     elif typ == "aws:ec2/securityGroupRule:SecurityGroupRule":
-        if get(props, "type") == "ingress" and _covers_ssh(get(props, "protocol"), get(props, "fromPort"), get(props, "toPort")) and \
-                any(c in WORLD for c in items(get(props, "cidrBlocks")) + items(get(props, "ipv6CidrBlocks"))):
-            report(f"security group rule {args.name!r} allows SSH from the whole internet", None)
+        share = internet_share(items(get(props, "cidrBlocks")) + items(get(props, "ipv6CidrBlocks")))
+        if get(props, "type") == "ingress" and _covers_ssh(get(props, "protocol"), get(props, "fromPort"), get(props, "toPort")) and share:
+            report(f"security group rule {args.name!r} allows SSH (port 22) from {share}", None)
     elif typ == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule":
-        if _covers_ssh(get(props, "ipProtocol"), get(props, "fromPort"), get(props, "toPort")) and \
-                (get(props, "cidrIpv4") in WORLD or get(props, "cidrIpv6") in WORLD):
-            report(f"ingress rule {args.name!r} allows SSH from the whole internet", None)
+        share = internet_share([get(props, "cidrIpv4"), get(props, "cidrIpv6")])
+        if _covers_ssh(get(props, "ipProtocol"), get(props, "fromPort"), get(props, "toPort")) and share:
+            report(f"ingress rule {args.name!r} allows SSH (port 22) from {share}", None)
     elif typ == "gcp:compute/firewall:Firewall":
-        if _gcp_firewall_opens_ssh(props):
-            report(f"firewall {args.name!r} allows SSH (tcp:22) from 0.0.0.0/0", None)
+        share = _gcp_firewall_opens_ssh(props)
+        if share:
+            report(f"firewall {args.name!r} allows SSH (tcp:22) from {share}", None)
 
 
 no_public_ssh = ResourceValidationPolicy(

@@ -88,4 +88,4 @@ def test_bottlerocket_sharing_change_is_the_node_class_user_data():
 def test_authorized_everyone_is_not_shown_as_restricted(tmp_path):
     path = write_stack(tmp_path, stack_config("aws", cluster={"name": "t", "authorizedCidrs": ["0.0.0.0/0"]}))
     out = " ".join(invoke("plan", "--config", str(path)).stdout.split())
-    assert "API endpoint: open to any address" in out and "restricted to 0.0.0.0/0" not in out
+    assert "API endpoint: open to the whole internet" in out and "restricted to 0.0.0.0/0" not in out
