@@ -172,7 +172,10 @@ def shown(loc: Iterable, value: Any) -> str:
 
 # Shorter strings are not worth hiding (no credential is this short) and would match ordinary words of messages.
 _MIN_HIDDEN = 6
-_WINDOW = 8
+# A message that quotes a value shortened (`describe` keeps the first 57 characters, the reader's `_short` 37) still
+# starts with at least this much of it; a shorter stretch in common with a message is a coincidence (a webhook URL
+# and the path `health.alerts.slack.webhook` share "s.slack.").
+_PREFIX = 16
 
 
 # Fields that hold credentials, or sit where a credential is pasted by mistake: every value in them is hidden, whatever
@@ -232,48 +235,41 @@ def _spellings(text: str) -> set[str]:
 
 
 class _Hider:
-    """Finds, in a message, any stretch of at least `_WINDOW` characters taken from a hidden value (the whole value,
-    or the part `describe` kept before its "..."), and replaces it, with its quotes, by the value's description."""
+    """Finds, in a message, each hidden value in any of its spellings, whole or shortened (its first `_PREFIX` or more
+    characters, as `describe` and the reader quote long values), and replaces it, with its quotes and any "...", by
+    the value's description."""
 
     def __init__(self, hidden: list[tuple[str, str]]):
-        self.values = sorted(((sorted(_spellings(text), key=len), description) for text, description in hidden),
-                             key=lambda v: -len(v[0][-1]))
-        self.grams: set[str] = set()
-        self.short: dict[str, str] = {}
-        for forms, description in self.values:
-            for form in forms:
-                if len(form) < _WINDOW:
-                    self.short.setdefault(form, description)
-                    continue
-                self.grams.update(form[i:i + _WINDOW] for i in range(len(form) - _WINDOW + 1))
+        self.forms: list[tuple[str, str]] = sorted(((form, description) for text, description in hidden for form in _spellings(text)),
+                                                   key=lambda f: -len(f[0]))
+        self.prefixes: dict[str, list[tuple[str, str]]] = {}
+        for form, description in self.forms:
+            if len(form) > _PREFIX:
+                self.prefixes.setdefault(form[:_PREFIX], []).append((form, description))
 
-    def _description(self, found: str) -> str:
-        """The description of the shortest hidden value the stretch comes from (values may share text)."""
-        for forms, description in reversed(self.values):
-            if any(found in form for form in forms):
-                return description
-        return "<a value that is not shown>"
+    def _spans(self, message: str) -> list[tuple[int, int, str]]:
+        spans: list[tuple[int, int, str]] = []
+
+        def free(start: int, end: int) -> bool:
+            return not any(a < end and start < b for a, b, _ in spans)
+
+        for form, description in self.forms:  # whole values, longest first
+            for match in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(form)}(?![A-Za-z0-9])" if len(form) < _PREFIX else re.escape(form), message):
+                if free(match.start(), match.end()):
+                    spans.append((match.start(), match.end(), description))
+        for start in range(len(message) - _PREFIX + 1):  # shortened ones
+            for form, description in self.prefixes.get(message[start:start + _PREFIX], ()):
+                end = start + _PREFIX
+                while end < len(message) and end - start < len(form) and message[end] == form[end - start]:
+                    end += 1
+                if free(start, end):
+                    spans.append((start, end, description))
+        return spans
 
     def __call__(self, message: str) -> str:
-        if not self.grams and not self.short:
+        if not self.forms:
             return message
-        spans: list[tuple[int, int]] = []
-        i = 0
-        while i <= len(message) - _WINDOW:
-            if message[i:i + _WINDOW] not in self.grams:
-                i += 1
-                continue
-            end = i + _WINDOW
-            while end < len(message) and message[end - _WINDOW + 1:end + 1] in self.grams:
-                end += 1
-            spans.append((i, end))
-            i = end
-        described = [(a, b, self._description(message[a:b])) for a, b in spans]
-        for form, description in self.short.items():
-            for match in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(form)}(?![A-Za-z0-9])", message):
-                if not any(a <= match.start() < b for a, b in spans):
-                    described.append((match.start(), match.end(), description))
-        for start, end, description in sorted(described, reverse=True):
+        for start, end, description in sorted(self._spans(message), reverse=True):
             if message[end:end + 3] == "...":
                 end += 3
             if start > 0 and end < len(message) and message[start - 1] == message[end] and message[end] in "'\"":
