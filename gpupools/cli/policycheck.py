@@ -131,16 +131,16 @@ def _schema_problem(name: str, key: str, value: Any, schema: dict) -> str | None
     }
     where = f"{name}.{key}"
     if kind in checks and not checks[kind](value):
-        return f"{where}: expected {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {describe(value, as_json=True)}"
+        return f"{where}: expected {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {_config_value(value)}"
     item_kind = (schema.get("items") or {}).get("type")
     if kind == "array" and item_kind in checks:
         for i, item in enumerate(value):
             if not checks[item_kind](item):
-                return f"{where}[{i}]: expected {'an' if item_kind[0] in 'aeiou' else 'a'} {item_kind}, got {describe(item, as_json=True)}"
+                return f"{where}[{i}]: expected {'an' if item_kind[0] in 'aeiou' else 'a'} {item_kind}, got {_config_value(item)}"
     if "enum" in schema and value not in schema["enum"]:
-        return f"{where}: {describe(value, as_json=True)} is not one of {', '.join(json.dumps(v) for v in schema['enum'])}"
+        return f"{where}: {_config_value(value)} is not one of {', '.join(json.dumps(v) for v in schema['enum'])}"
     if isinstance(value, float) and not math.isfinite(value):
-        return f"{where}: {describe(value, as_json=True)} is not a finite number"
+        return f"{where}: {_config_value(value)} is not a finite number"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             return f"{where}: {value} is below the minimum {schema['minimum']}"
@@ -154,7 +154,7 @@ def _schema_problem(name: str, key: str, value: Any, schema: dict) -> str | None
         try:
             date.fromisoformat(value) if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value) else date.fromisoformat("")
         except ValueError:
-            return f"{where}: {describe(value, as_json=True)} is not a date such as 2026-01-31"
+            return f"{where}: {_config_value(value)} is not a date such as 2026-01-31"
     return None
 
 
@@ -190,11 +190,11 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
         if isinstance(entry, str):
             entry = {"enforcementLevel": entry}
         if not isinstance(entry, dict):
-            bad(f"{name}: expected an enforcement level ({', '.join(LEVELS)}) or an object, got {describe(entry, as_json=True)}")
+            bad(f"{name}: expected an enforcement level ({', '.join(LEVELS)}) or an object, got {_config_value(entry)}")
             return None, {}
         level = entry.get("enforcementLevel")
         if level is not None and level not in LEVELS:
-            bad(f"{name}.enforcementLevel: {describe(level, as_json=True)} is not one of {', '.join(LEVELS)}")
+            bad(f"{name}.enforcementLevel: {_config_value(level)} is not one of {', '.join(LEVELS)}")
             level = None
         return level, {k: v for k, v in entry.items() if k != "enforcementLevel"}
 
@@ -205,7 +205,7 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
             bad(f"all: only enforcementLevel can be set for all policies, not {', '.join(sorted(extra))}")
     for name in raw:
         if name != "all" and name not in known:
-            bad(f"{describe(name)} is not a policy of this pack; policies: {', '.join(sorted(known))}")
+            bad(f"{_config_name(name)} is not a policy of this pack; policies: {', '.join(sorted(known))}")
     settings = {}
     for name, policy in known.items():
         level, given = split(name, raw[name]) if name in raw else (None, {})
@@ -214,7 +214,7 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
         for key, value in given.items():
             if key not in schema:
                 allowed = ", ".join(["enforcementLevel", *schema])
-                bad(f"{name}: unknown key {describe(key)}; allowed keys: {allowed}")
+                bad(f"{name}: unknown key {_config_name(key)}; allowed keys: {allowed}")
                 continue
             problem = _schema_problem(name, key, value, schema[key])
             if problem:
@@ -302,7 +302,12 @@ def _config_value(value: Any) -> str:
         if isinstance(v, str):
             return name_like(v)
         return v is None or isinstance(v, (bool, int, float))
-    return describe(value, limit=120, as_json=True) if safe(value) else kind(value)
+    return describe(value, limit=120 if isinstance(value, list) else 60, as_json=True) if safe(value) else kind(value)
+
+
+def _config_name(name: str) -> str:
+    """A key of the policy config as a message quotes it: a name as it is, anything else described."""
+    return describe(name) if name_like(name) else f"({kind(name)})"
 
 
 def read_policy_config(path: Path) -> dict[str, Any]:

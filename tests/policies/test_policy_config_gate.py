@@ -122,3 +122,17 @@ def test_a_config_value_that_is_no_name_is_described(stack_file, tmp_path):
     text = check(stack_file, tmp_path, {"cluster-endpoint-restricted": {"exceptions": [secret]}})
     assert secret not in text.stdout + text.stderr
     assert "cluster-endpoint-restricted.exceptions is a list of 1 item (default [])" in text.stdout
+
+
+@pytest.mark.parametrize("config, expected", [
+    ({"fleet-budget": {"maxGpus": "PLANTEDz8Kq3Vw7Lm2Xr9Tb4Nc"}}, "fleet-budget.maxGpus: expected an integer, got a string of 26 characters"),
+    ({"PLANTEDz8Kq3Vw7Lm2Xr9Tb4Nc": "disabled"}, "(a string of 26 characters) is not a policy of this pack"),
+    ({"fleet-budget": "PLANTEDz8Kq3Vw7Lm2Xr9Tb4Nc"}, "fleet-budget.enforcementLevel: a string of 26 characters is not one of"),
+])
+def test_a_bad_policy_config_quotes_no_value_that_is_no_name(tmp_path, config, expected):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = runner.invoke(app, ["check", "--stack", "dev-aws", "--policy-config", str(path)])
+    assert result.exit_code == 2 and "PLANTED" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: --policy-config: ") and expected in line, line
