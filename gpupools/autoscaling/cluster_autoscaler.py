@@ -88,7 +88,10 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
             allocatable[name] = int(value.removesuffix("Mi"))  # counts, and huge pages in MiB, as the scale-up checks compare them
     taints += plan.taints + plan.startup_taints  # the node group's taints (aws_manager.go getManagedNodegroupTaints)
     kept, startup = sanitize_taints(taints, startup_taint_keys([plan]))
-    return NodeTemplate("cluster-autoscaler", f"Auto Scaling group tags of node group {plan.name}", labels, kept, allocatable, startup)
+    # A group over several instance types is pictured as its first (aws_manager.go buildInstanceType, "always use first
+    # instance"); clouds.aws refuses such groups whose types differ in GPU count.
+    first = f", pictured as {plan.pool.instance_type}, its first instance type" if plan.pool.instance_types else ""
+    return NodeTemplate("cluster-autoscaler", f"Auto Scaling group tags of node group {plan.name}{first}", labels, kept, allocatable, startup)
 
 
 # cluster-autoscaler/utils/taints/taints.go: taints with these prefixes are startup taints without any flag.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpupools.capacity.sources import block_marker, placement_zones, reserved_marker
 from gpupools.clouds.aws import (DISK_CLASSES, HUGE_PAGE_MI, FABRIC_RESOURCE as EFA_RESOURCE, allocated_hugepages, instance_store_raid0,
                                  karpenter_capacity_types, node_disk, node_hugepages, node_user_data as aws_node_user_data,
-                                 reservation_selector_terms)
+                                 pool_instance_types, reservation_selector_terms, type_plans)
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_on
 from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint
@@ -219,8 +219,10 @@ def karpenter_nodes(plan: PoolPlan) -> int:
 
 
 def requirements(plan: PoolPlan, zones: list[str] | None) -> list[dict]:
+    """The pool's instance types (all of `instanceTypes`: Karpenter picks among them per pending pod), capacity types
+    and zones."""
     reqs = [
-        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [plan.pool.instance_type]},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": pool_instance_types(plan.pool)},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": karpenter_capacity_types(plan.pool)},
     ]
     if zones:
@@ -279,7 +281,10 @@ def node_overlay(plan: PoolPlan, fabric: FabricPlan | None = None) -> dict | Non
     Only what the node registers (`hugepages_on_node`): an overlay changes Karpenter's simulation, not the node ("actual
     node resources must be configured through other means", nodeoverlays.md, Limitations; huge pages only at boot), and
     a NodeClaim whose pod asks for a resource the node never registers is never initialized (initialization.go,
-    RequestedResourcesRegistered)."""
+    RequestedResourcesRegistered).
+
+    `plan` is for one instance type (a pool of one type, or one of `type_plans`); a pool over several types has one
+    overlay per type (`node_overlays`), named after the type, since what a node offers depends on its GPU count."""
     capacity: dict = dict(overlay_capacity(plan))
     kind = fabric.kind if fabric is not None else pool_fabric_kind(plan)
     registered = hugepages_on_node(plan) if kind == "efa" else None
@@ -287,22 +292,29 @@ def node_overlay(plan: PoolPlan, fabric: FabricPlan | None = None) -> dict | Non
         capacity["hugepages-2Mi"] = registered
     if not capacity:
         return None
+    overlay_name = node_pool_name(plan) + (f"-{plan.hardware.instance_type.replace('.', '-')}" if plan.pool.instance_types else "")
     return {
         "apiVersion": NODE_OVERLAY_API, "kind": "NodeOverlay",
-        "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name}},
+        "metadata": {"name": overlay_name, "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name}},
         "spec": {
             "requirements": [
                 {"key": "karpenter.sh/nodepool", "operator": "In", "values": [node_pool_name(plan)]},
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [plan.pool.instance_type]},
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [plan.hardware.instance_type]},
             ],
             "capacity": {name: str(count) for name, count in capacity.items()},
         },
     }
 
 
+def node_overlays(plan: PoolPlan, fabric: FabricPlan | None = None) -> list[dict]:
+    """The pool's NodeOverlays: one for a pool of one type, one per instance type for a pool over several."""
+    return [o for o in (node_overlay(p, fabric) for p in type_plans(plan)) if o is not None]
+
+
 def node_template(plan: PoolPlan) -> NodeTemplate:
-    """Karpenter's picture of a new node: the NodePool's labels plus the well-known ones it sets from the
-    requirements, its taints, EC2's GPU count, and whatever the NodeOverlay adds or replaces.
+    """Karpenter's picture of a new node of the plan's instance type (`plan.hardware`; for a pool over several types,
+    see `node_templates`): the NodePool's labels plus the well-known ones it sets from the requirements, its taints,
+    EC2's GPU count, and whatever the type's NodeOverlay adds or replaces.
 
     `startupTaints` stay out of the simulation: "pods are not required to tolerate a StartupTaint in order to have
     nodes provisioned for them" (karpenter.sh_nodepools.yaml, spec.template.spec.startupTaints)."""
@@ -312,14 +324,16 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     for req in pool_obj["spec"]["template"]["spec"]["requirements"]:
         if req["operator"] == "In" and len(req["values"]) == 1:
             labels[req["key"]] = req["values"][0]
+    # Karpenter sets the instance type the NodeClaim launched as (one of the requirement's values).
+    labels["node.kubernetes.io/instance-type"] = plan.hardware.instance_type
     allocatable = {GPU_RESOURCE: plan.hardware.gpus_per_node}
     # EC2's EFA count is in Karpenter's own capacity of an instance type (aws/karpenter-provider-aws
     # pkg/providers/instancetype/types.go, computeCapacity: v1.ResourceEFA: efas(info)).
-    efa = load_catalog().fabric_of("aws", plan.pool.instance_type).efa
+    efa = load_catalog().fabric_of("aws", plan.hardware.instance_type).efa
     if efa:
         allocatable[EFA_RESOURCE] = efa
     overlay = node_overlay(plan)
-    source = f"NodePool {node_pool_name(plan)}"
+    source = f"NodePool {node_pool_name(plan)}" + (f", instance type {plan.hardware.instance_type}" if plan.pool.instance_types else "")
     if overlay is not None:
         # Counts, and huge pages in MiB ("10256Mi"), as the scale-up checks compare them.
         allocatable.update({k: int(v.removesuffix("Mi")) for k, v in overlay["spec"]["capacity"].items()})
@@ -328,6 +342,13 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     taints = tuple(Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec["taints"])
     startup = tuple(Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec.get("startupTaints", []))
     return NodeTemplate("Karpenter", source, labels, taints, allocatable, startup)
+
+
+def node_templates(plan: PoolPlan) -> list[NodeTemplate]:
+    """Karpenter's picture of a new node for every instance type of the pool: it launches whichever type the pending
+    pods fit, cheapest first (kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling, the NodeClaim's
+    instance type options), so a pod that fits any of them starts a node."""
+    return [node_template(p) for p in type_plans(plan)]
 
 
 def helm_values(cluster_name: str, cluster_endpoint, queue: str, node_overlays: bool, service_monitor: dict | None) -> dict:

@@ -8,8 +8,8 @@ cannot scale up from zero under the autoscaler the stack installs; `gpupools pla
 from __future__ import annotations
 
 from gpupools.autoscaling.choice import KARPENTER, NONE, ScaleUp, decide, resolve_autoscaler, why_not
-from gpupools.autoscaling.templates import node_template
-from gpupools.core.pools import PoolPlan
+from gpupools.autoscaling.templates import fitting_template, node_templates
+from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.pools.planning import plan_pools
 from gpupools.pools.pods import gpu_limits, pod_spec
@@ -27,9 +27,13 @@ def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
     pool = plan.pool
     if pool.min_nodes == pool.max_nodes:
         return ScaleUp(plan.name, None, False, f"fixed at {pool.min_nodes} nodes (minNodes = maxNodes), nothing to scale")
-    template = node_template(stack.cloud, plan, autoscaler)
     pod = pod_spec(stack, plan, gpu_limits(plan, 1), PROBE_IMAGE)
-    verdict = decide(plan.name, template, pod, plan.mechanism.resource, plan.units_per_node, NO_AUTOSCALER)
+    templates = node_templates(stack.cloud, plan, autoscaler)
+    if len(templates) > 1:
+        verdict, template = _over_types(plan, templates, pod)
+    else:
+        template = templates[0] if templates else None
+        verdict = decide(plan.name, template, pod, plan.mechanism.resource, plan.units_per_node, NO_AUTOSCALER)
     if plan.mechanism.mode == "vgpu" and verdict.from_zero:
         # The check's Job names memory only if the pool sets memoryPerPod; most vGPU pods name memory and compute.
         named = pod_spec(stack, plan, gpu_limits(plan, 1, gpu_memory="1%", gpu_cores=1), PROBE_IMAGE)
@@ -49,6 +53,25 @@ def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
                  f"{pool.max_nodes - pool.min_nodes} more",)
         verdict = ScaleUp(verdict.pool, verdict.autoscaler, verdict.from_zero, verdict.detail, floor + verdict.notes)
     return verdict
+
+
+def _over_types(plan: PoolPlan, templates: list[NodeTemplate], pod: dict) -> tuple[ScaleUp, NodeTemplate | None]:
+    """A pool whose nodes may be any of several instance types (Karpenter, `instanceTypes`) wakes from zero when the pod
+    fits one of them; the verdict names what each type offers, and the types the pod does not fit."""
+    resource = plan.mechanism.resource
+    fits, misfits = [], []
+    for template in templates:
+        kind = template.labels.get("node.kubernetes.io/instance-type", "?")
+        reason = why_not(template, pod)
+        (fits if reason is None else misfits).append((kind, template, reason))
+    if not fits:
+        _, reason = fitting_template(templates, pod)
+        return ScaleUp(plan.name, templates[0].autoscaler, False, reason or "no instance type fits"), None
+    offered = ", ".join(f"{kind} ({t.allocatable.get(resource, 0)} x {resource})" for kind, t, _ in fits)
+    overlays = " + NodeOverlays" if any("NodeOverlay" in t.source for _, t, _ in fits) else ""
+    detail = f"NodePool {fits[0][1].labels.get('karpenter.sh/nodepool', plan.name)}{overlays}, a node of any of {offered}"
+    notes = tuple(f"{kind} does not take this pod: {reason}" for kind, _, reason in misfits)
+    return ScaleUp(plan.name, fits[0][1].autoscaler, True, detail, notes), fits[0][1]
 
 
 def scale_ups(stack: StackConfig, plans: list[PoolPlan] | None = None) -> list[ScaleUp]:

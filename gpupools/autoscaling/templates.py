@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpupools.autoscaling import cluster_autoscaler, karpenter
-from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER
+from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, why_not
 from gpupools.clouds.registry import cloud_module
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.fabric.software import autoscaler_fabric_resources
@@ -25,6 +25,30 @@ def node_template(cloud: str, plan: PoolPlan, autoscaler: str) -> NodeTemplate |
     if autoscaler == CLOUD:
         return with_fabric_resources(cloud, plan, cloud_module(cloud).node_template(plan))
     return None
+
+
+def node_templates(cloud: str, plan: PoolPlan, autoscaler: str) -> list[NodeTemplate]:
+    """Every picture of a new node the pool's autoscaler may start: one per instance type under Karpenter, which launches
+    whichever type fits the pending pods (`karpenter.node_templates`); one elsewhere (a managed node group is pictured
+    from its first instance type, `cluster_autoscaler.node_template`). Empty: nobody scales the pool."""
+    if autoscaler == KARPENTER:
+        return karpenter.node_templates(plan)
+    template = node_template(cloud, plan, autoscaler)
+    return [template] if template is not None else []
+
+
+def fitting_template(templates: list[NodeTemplate], pod_spec: dict) -> tuple[NodeTemplate | None, str | None]:
+    """The first picture the pod fits, or None and why it fits none (every type's reason, where there are several)."""
+    reasons = []
+    for template in templates:
+        reason = why_not(template, pod_spec)
+        if reason is None:
+            return template, None
+        reasons.append(reason)
+    if len(reasons) > 1:
+        types = [t.labels.get("node.kubernetes.io/instance-type", "?") for t in templates]
+        return None, "no instance type of the pool fits: " + "; ".join(f"{t}: {r}" for t, r in zip(types, reasons))
+    return None, reasons[0] if reasons else None
 
 
 def with_fabric_resources(cloud: str, plan: PoolPlan, template: NodeTemplate) -> NodeTemplate:

@@ -66,7 +66,7 @@ def money(value: float) -> str:
 
 def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) -> list[tuple[str, str]]:
     """The pool's fabric, local NVMe and topology levels, as the plan shows them."""
-    nvme = catalog_fabric(stack.cloud, plan.pool.instance_type).local_nvme_gb
+    nvme = min(catalog_fabric(stack.cloud, t).local_nvme_gb for t in plan.pool.instance_types or [plan.pool.instance_type])  # what every node has
     if fabric is None:
         kind = catalog_fabric(stack.cloud, plan.pool.instance_type).kind
         why = fabric_off_reason(stack.cloud, plan.pool, plan.sharing, stack.cluster)
@@ -113,6 +113,18 @@ def metrics_line(stack: StackConfig, plan: PoolPlan, exporters: list[str]) -> st
     return line + scraped
 
 
+def instance_types_text(stack: StackConfig, plan: PoolPlan) -> str:
+    """`g5.2xlarge: 1 x A10G (24 GB)`; for a pool over several instance types, each type with its GPU count."""
+    hw = plan.hardware
+    if not plan.pool.instance_types:
+        return f"{plan.pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB)"
+    catalog = load_catalog()
+    by_count: dict[int, list[str]] = {}
+    for t in plan.pool.instance_types:
+        by_count.setdefault(catalog.instance(stack.cloud, t).gpus, []).append(t)
+    return "; ".join(f"{', '.join(types)}: {count} x {hw.gpu.name} ({hw.gpu.memory_gb} GB)" for count, types in by_count.items())
+
+
 def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None,
                exporters: list[str] | None = None) -> Table:
     """`exporters`: the pool's entry of `exporter_per_pool` for the whole stack (worked out here when not given)."""
@@ -129,8 +141,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
                 table.add_row("change", change.summary)
     autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     sources = capacity_report(stack, plan, autoscaler)
-    table.add_row("instance", f"{pool.instance_type}: {hw.gpus_per_node} x {hw.gpu.name} ({hw.gpu.memory_gb} GB), "
-                  + ("capacity below" if pool.capacity is not None else sources["order"][0]))
+    table.add_row("instance", f"{instance_types_text(stack, plan)}, " + ("capacity below" if pool.capacity is not None else sources["order"][0]))
     table.add_row("nodes", f"min {pool.min_nodes}, max {pool.max_nodes}" + (f", zones {', '.join(pool.zones)}" if pool.zones else ""))
     if pool.capacity is not None:
         table.add_row("capacity from", " > ".join(sources["order"]) + f"; {sources['coverage']}")
@@ -162,9 +173,10 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         table.add_row("disk", disk(plan))
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
     per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
-    table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}")
+    assumed = f"; {hw.instance_type}, the most expensive type of the pool" if pool.instance_types else ""
+    table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}" + (f" ({hw.instance_type} nodes)" if assumed else ""))
     table.add_row("price", f"{money(plan.price_per_unit)} per {unit}, {money(hw.price_per_gpu)} per whole GPU "
-                  f"(list price {hw.price_read})")
+                  f"(list price {hw.price_read}{assumed})")
     return table
 
 
@@ -218,7 +230,8 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     reserved = any(reserved_nodes(p.pool) for p in plans)
     console.print(f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
                   f"on-demand list prices; spot pools usually cost less"
-                  + ("; reserved nodes count whether used or not, at list price (a reservation bought cheaper costs less)." if reserved else "."))
+                  + ("; reserved nodes count whether used or not, at list price (a reservation bought cheaper costs less)" if reserved else "")
+                  + ("; pools over several instance types at their most expensive type." if any(p.pool.instance_types for p in plans) else "."))
     if stack.teams:
         console.print(team_table(stack, plans))
         console.print(cohort_line(stack, plans))

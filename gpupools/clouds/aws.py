@@ -11,7 +11,7 @@ import difflib
 import json
 import re
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 from gpupools.core.catalog import Catalog, Hardware, load_catalog
@@ -21,7 +21,8 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.stack.providers import AWS_REGION
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, zone_letter_problems, too_open
+from gpupools.clouds.common import (Control, KubernetesRelease, endpoint_control, hardware_of, on_off, shared_cluster_problems, newest, reject_fields,
+                                    resolve_listed, zone_letter_problems, too_open)
 
 NAME = "aws"
 SERVICE = "EKS"
@@ -77,7 +78,78 @@ def pool_problems(pool: Pool, path: str) -> list[Problem]:
 
 
 def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
-    return resolve_listed(NAME, pool, catalog, path)
+    """The pool's hardware; for a pool over `instanceTypes`, every type must be known and carry the same GPU model, and
+    the answer is the type the plan's numbers assume (`representative`)."""
+    if not pool.instance_types:
+        return resolve_listed(NAME, pool, catalog, path)
+    found, problems = [], []
+    for i, name in enumerate(pool.instance_types):
+        hardware, wrong = resolve_listed(NAME, pool.model_copy(update={"instance_type": name}), catalog, path)
+        problems += [Problem(f"{path}.instanceTypes[{i}]", p.message) for p in wrong]
+        if hardware is not None:
+            found.append(hardware)
+    if problems:
+        return None, problems
+    if len({h.gpu.name for h in found}) > 1:
+        models = ", ".join(f"{h.instance_type} has {h.gpu.name}" for h in found)
+        return None, [Problem(f"{path}.instanceTypes", f"{models}: a pool's GPU label (gpupools.io/gpu), sharing and GPU metrics name one GPU "
+                                                       f"model; list types of one model, or make one pool per model")]
+    return representative(found), []
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Pools over several instance types (`instanceTypes`)
+
+# Pools may list several instance types: a Karpenter NodePool's instance-type requirement takes the list (Karpenter
+# picks per pending pod, cheapest first), a managed node group's instanceTypes too (EKS CreateNodegroup).
+MULTI_TYPE_POOLS = True
+
+
+def representative(hardware: list[Hardware]) -> Hardware:
+    """The type the plan's price, cost at maxNodes, capacity and quotas assume: the most expensive (then the one with
+    the most GPUs, then the first listed), so a budget read off the plan is never below what the pool can cost."""
+    return max(hardware, key=lambda h: (h.price_per_node, h.gpus_per_node))
+
+
+def pool_hardware(pool: Pool) -> list[Hardware]:
+    """What a node of the pool may be, one entry per instance type in the stack's order (catalog rows)."""
+    catalog = load_catalog()
+    return [hardware_of(found) for t in pool_instance_types(pool) if (found := catalog.instance(NAME, t)) is not None and found.gpu is not None]
+
+
+def type_plans(plan: PoolPlan) -> list[PoolPlan]:
+    """The pool's plan once per instance type its nodes may be (its hardware replaced), so per-node facts (GPUs, units,
+    what an autoscaler is told) are worked out for each; one entry, the plan itself, for a pool of one type."""
+    if not plan.pool.instance_types:
+        return [plan]
+    return [replace(plan, hardware=h) for h in pool_hardware(plan.pool)]
+
+
+def instance_type_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
+    """What a pool over several instance types cannot have on EKS."""
+    if not pool.instance_types:
+        return []
+    problems = []
+    hardware = pool_hardware(pool)
+    counts = sorted({h.gpus_per_node for h in hardware})
+    if len(counts) > 1 and not _is_karpenter(autoscaler):
+        # cluster-autoscaler pictures a node group that sits at zero from one instance type, the first of its Auto
+        # Scaling group's mixed-instances overrides (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/
+        # aws_manager.go, buildInstanceType: "always use first instance"); EKS keeps the node group's instanceTypes in
+        # that order. A pod asking for more GPUs than the first type has would never start a node.
+        per_type = ", ".join(f"{h.instance_type} {h.gpus_per_node}" for h in hardware)
+        problems.append(Problem(f"{path}.instanceTypes", f"GPUs per node differ ({per_type}): cluster-autoscaler pictures a node group's new "
+                                                         f"nodes from its first instance type, so every type of a node group needs the same GPU "
+                                                         f"count; list types with one count, or use Karpenter (gpupools:autoscaler: karpenter)"))
+    if capacity.reservations(pool):
+        problems.append(Problem(f"{path}.capacity", "a reservation or Capacity Block holds one instance type; a pool over instanceTypes "
+                                                    "takes on-demand and spot only: give the reserved type a pool of its own"))
+    return problems
+
+
+def pool_instance_types(pool: Pool) -> list[str]:
+    """Every instance type a pool's nodes may be: its one `instanceType`, or its `instanceTypes`."""
+    return list(pool.instance_types or [pool.instance_type])
 
 
 def ami_type(pool: Pool) -> str:
@@ -177,7 +249,8 @@ def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, lau
         "subnet_ids": subnet_ids,
         "ami_type": ami_type(pool),
         "capacity_type": node_group_capacity_type(pool),
-        "instance_types": [pool.instance_type],
+        # Every type of the pool; cluster-autoscaler pictures the group from the first (instance_type_problems).
+        "instance_types": pool_instance_types(pool),
         "labels": dict(labels),
         # Startup taints too: the kubelet registers with them, so no pod lands before the GPU stack is validated.
         "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints + plan.startup_taints],
@@ -399,18 +472,25 @@ def region_problems(providers: dict) -> list[Problem]:
 def offering_problems(pool: Pool, path: str, region: str) -> list[Problem]:
     """Whether EC2 offers the instance type in the region (SkyPilot's catalog of DescribeInstanceTypeOfferings, by
     zone ID). Zone names map to zone IDs differently in every account, so a zone is judged by count only: a pool
-    cannot use more zones than the region has zones offering its type."""
+    cannot use more zones than the region has zones offering its type (over several types, its most offered one)."""
     facts = load_facts()
-    zone_ids = facts.aws_regions_offering(pool.instance_type, region)
-    if zone_ids is None:
-        return []
-    if not zone_ids:
-        where = sorted(facts.aws_offerings.get(pool.instance_type, {}))
-        return [Problem(f"{path}.instanceType", f"{pool.instance_type} is not offered in {region}; regions that offer it: "
-                                                f"{', '.join(where) or 'none known'} (gpupools catalog --cloud aws)")]
+    problems, offered = [], {}
+    for i, name in enumerate(pool_instance_types(pool)):
+        zone_ids = facts.aws_regions_offering(name, region)
+        if zone_ids is None:
+            continue
+        if not zone_ids:
+            where = sorted(facts.aws_offerings.get(name, {}))
+            field = f"{path}.instanceTypes[{i}]" if pool.instance_types else f"{path}.instanceType"
+            problems.append(Problem(field, f"{name} is not offered in {region}; regions that offer it: {', '.join(where) or 'none known'} "
+                                           f"(gpupools catalog --cloud aws)"))
+        offered[name] = zone_ids
+    if problems or not offered:
+        return problems
+    name, zone_ids = max(offered.items(), key=lambda item: len(item[1]))
     wanted = sorted(set(pool.zones or []))
     if len(wanted) > len(zone_ids):
-        return [Problem(f"{path}.zones", f"{len(wanted)} zones asked, but {pool.instance_type} is offered in only {len(zone_ids)} zone"
+        return [Problem(f"{path}.zones", f"{len(wanted)} zones asked, but {name} is offered in only {len(zone_ids)} zone"
                                          f"{'s' if len(zone_ids) != 1 else ''} of {region} (zone IDs {', '.join(zone_ids)}); list at most "
                                          f"{len(zone_ids)}: `aws ec2 describe-availability-zones --region {region}` maps your zone names to IDs")]
     return []
@@ -458,11 +538,6 @@ def pool_zones(pools: list[Pool]) -> list[str]:
 # instanceStorePolicy RAID0, NodeConfig featureGates.FastImagePull on AL2023, the soci-snapshotter settings on
 # Bottlerocket; as in the fork erezzarum/ai-on-eks @ 1b752b32 and 5e6282cb) and as AWS describes SOCI parallel pull for
 # EKS (aws.amazon.com/blogs/containers, "Introducing Seekable OCI Parallel Pull mode for Amazon EKS").
-
-
-def pool_instance_types(pool: Pool) -> list[str]:
-    """Every instance type a pool's nodes may be: its one `instanceType`, or its `instanceTypes`."""
-    return list(getattr(pool, "instance_types", None) or [pool.instance_type])
 
 
 def pool_local_nvme_gb(pool: Pool) -> int:
@@ -866,10 +941,10 @@ def provisioning_request_class(pool: Pool) -> str | None:
 
 
 def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster | None, hardware: Hardware | None) -> list[Problem]:
-    """What EKS, and the pool's autoscaler, can do with the capacity list."""
-    if pool.capacity is None:
-        return []
-    problems: list[Problem] = []
+    """What EKS, and the pool's autoscaler, can do with the capacity list (and with a pool over several instance types)."""
+    problems: list[Problem] = instance_type_problems(pool, path, autoscaler) if hardware is not None else []
+    if pool.capacity is None or problems:
+        return problems
     listed = capacity.sources(pool)
     for s in listed:
         where = s.path(path)

@@ -251,7 +251,7 @@ class Karpenter(Component):
         association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "karpenter", {
             "clusterName": cluster.name, "namespace": karpenter.CHART.namespace, "serviceAccount": karpenter.SERVICE_ACCOUNT,
             "roleArn": controller.arn}, self.child())
-        overlays = any(karpenter.node_overlay(p, (cluster.details.get("fabrics") or {}).get(p.name)) for p in plans)
+        overlays = any(karpenter.node_overlays(p, (cluster.details.get("fabrics") or {}).get(p.name)) for p in plans)
         values = karpenter.helm_values(cluster_name, cluster.details["endpoint"], karpenter.queue_name(cluster_name), overlays, service_monitor)
         self.release = helm_release(Release(karpenter.CHART, karpenter.CHART.default_version, values),
                                     self.child(provider=cluster.kubernetes, depends_on=[*self.node_role.ready, access, policy, association, *after]))
@@ -335,8 +335,7 @@ class EksGpuNodePool(Component):
             node_class = karpenter.node_class_name(karpenter.node_class_spec(plan, fabric), plan)
             after = self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release, karpenter_controller.node_classes[node_class]])
             kube.apply(karpenter.node_pool(plan, node_class), after)
-            overlay = karpenter.node_overlay(plan, fabric)
-            if overlay is not None:
+            for overlay in karpenter.node_overlays(plan, fabric):  # one per instance type of a pool over several
                 kube.apply(overlay, self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release]))
         self.register_outputs({"nodeGroupName": self.node_group.node_group_name if self.node_group else None,
                                "nodePool": karpenter.node_pool_name(plan) if autoscaler == KARPENTER else None})

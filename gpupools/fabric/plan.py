@@ -29,7 +29,7 @@ def fabric_on(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None 
     work that already run in one zone (a fabric pool must), so no stack changes meaning; the plan and the policy pack
     say when such a pool goes without."""
     fabric = catalog_fabric(cloud, pool.instance_type)
-    if pool.fabric == "none" or fabric.kind is None:
+    if pool.fabric == "none" or fabric.kind is None or pool.instance_types:  # a fabric pool has one instance type
         return False
     if pool.fabric == "on":
         return True
@@ -45,6 +45,8 @@ def fabric_off_reason(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster
         return None
     if pool.fabric == "none":
         return "fabric: none"
+    if pool.instance_types:
+        return "the pool spans instance types, and a fabric pool has one"
     if sharing.mode == "mig" and fabric_with_mig(cloud):
         return f"GPUs shared by mig; fabric: on puts {cloud_module(cloud).FABRIC_NAME} beside the MIG slices"
     if sharing.mode != "none":
@@ -88,7 +90,11 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
         problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has no {module.FABRIC_NAME} fabric between nodes; instance types "
                                                   f"with one: {', '.join(with_one) or 'none'}; or drop fabric"))
         return problems
-    if pool.fabric == "on" and sharing.mode == "mig" and not fabric_with_mig(cloud):
+    if pool.fabric == "on" and pool.instance_types:
+        # The fabric's interfaces (one per network card) and its placement group are set per instance type.
+        problems.append(Problem(f"{path}.fabric", f"{module.FABRIC_NAME} pools have one instance type (its interfaces per network card and its "
+                                                  f"placement are the type's); give one instanceType, or set fabric: none"))
+    elif pool.fabric == "on" and sharing.mode == "mig" and not fabric_with_mig(cloud):
         problems.append(Problem(f"{path}.fabric", f"gpupools puts no {module.FABRIC_NAME} beside MIG slices on {module.SERVICE}; use "
                                                   f"fabric: none, or sharing mode none"))
     elif pool.fabric == "on" and sharing.mode not in ("none", "mig"):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from gpupools.autoscaling.choice import requested_extended, resolve_autoscaler, why_not
-from gpupools.autoscaling.templates import node_template
+from gpupools.autoscaling.templates import fitting_template, node_templates
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE
 from gpupools.fabric import gpudirect
@@ -350,11 +350,19 @@ def label_choices(cluster: Cluster, plan: PoolPlan, pod: dict) -> dict[str, str]
 def pool_node(cluster: Cluster, plan: PoolPlan, pod: dict | None = None) -> Node:
     """A node of the pool as it registers: the labels its autoscaler or node group gives it (for the pod it is started
     for), the pool's and the cloud's taints, and its startup taints."""
-    template = node_template(cluster.stack.cloud, plan, cluster.autoscaler)
+    template = _template_for(cluster, plan, pod or {})
     labels = {**(template.labels if template else {}), **plan.labels, POOL_LABEL: plan.name, **label_choices(cluster, plan, pod or {})}
     taints = tuple(dict.fromkeys((template.taints if template else ()) + plan.taints))
     startup = tuple(dict.fromkeys(plan.startup_taints + (template.startup_taints if template else ())))
     return node_agents.node_labels_after_discovery(Node(plan, labels, taints, startup), cluster.agents)
+
+
+def _template_for(cluster: Cluster, plan: PoolPlan, pod: dict):
+    """The autoscaler's picture of the node it starts for the pod: of a pool over several instance types, the first type
+    the pod fits (Karpenter launches a type the pending pod fits); else the pool's one picture."""
+    templates = [replace(t, labels={**t.labels, **label_choices(cluster, plan, pod)}) for t in node_templates(cluster.stack.cloud, plan, cluster.autoscaler)]
+    fitting, _ = fitting_template(templates, pod)
+    return fitting or (templates[0] if templates else None)
 
 
 def _schedule(cluster: Cluster, plan: PoolPlan, node: Node, pod: dict) -> Step:
@@ -373,19 +381,24 @@ def _node(cluster: Cluster, plan: PoolPlan, pod: dict, nodes: int, provisioned: 
         return Step("node", False, f"the Job needs {nodes} nodes, the pool has at most {pool.max_nodes}")
     if pool.min_nodes >= nodes:
         return Step("node", True, f"the pool keeps {pool.min_nodes} node(s) running")
-    template = node_template(cluster.stack.cloud, plan, cluster.autoscaler)
-    if template is None:
+    templates = [replace(t, labels={**t.labels, **label_choices(cluster, plan, pod)}) for t in node_templates(cluster.stack.cloud, plan, cluster.autoscaler)]
+    if not templates:
         return Step("node", False, f"the pool keeps {pool.min_nodes} node(s) and no autoscaler gpupools installs starts more")
-    template = replace(template, labels={**template.labels, **label_choices(cluster, plan, pod)})
-    reason = why_not(template, pod)
-    if reason is None:
-        # Huge pages are no extended resource; Karpenter counts them only where a NodeOverlay says the node has them.
-        for name in _hugepages(pod):
-            wanted = max(_mebibytes(c.get("resources", {}).get("limits", {}).get(name, "0")) for c in pod.get("containers", []))
-            if template.allocatable.get(name, 0) < wanted:
-                reason = f"{template.autoscaler} expects {template.allocatable.get(name, 0)}Mi of {name} on a new node, the pod asks for {wanted}Mi ({template.source})"
-    if reason is not None:
-        return Step("node", False, f"no node starts from zero: {reason}")
+    # Of a pool over several instance types, the pod needs one type it fits (Karpenter picks among them per pod).
+    reasons = []
+    for template in templates:
+        reason = why_not(template, pod)
+        if reason is None:
+            # Huge pages are no extended resource; Karpenter counts them only where a NodeOverlay says the node has them.
+            for name in _hugepages(pod):
+                wanted = max(_mebibytes(c.get("resources", {}).get("limits", {}).get(name, "0")) for c in pod.get("containers", []))
+                if template.allocatable.get(name, 0) < wanted:
+                    reason = f"{template.autoscaler} expects {template.allocatable.get(name, 0)}Mi of {name} on a new node, the pod asks for {wanted}Mi ({template.source})"
+        if reason is None:
+            break
+        reasons.append(reason)
+    if len(reasons) == len(templates):
+        return Step("node", False, "no node starts from zero: " + ("; ".join(reasons) if len(reasons) > 1 else reasons[0]))
     how = "the cloud provisions them for the admission check" if provisioned else f"{template.autoscaler} starts it from zero ({template.source})"
     return Step("node", True, how)
 

@@ -180,9 +180,35 @@ class CapacityOption(Model):
 CapacityEntry = Annotated[Union[Annotated[CapacityWord, Tag("<word>")], Annotated[CapacityOption, Tag("<option>")]], _branch("<word>", "<option>")]
 
 
+# Instance types of one pool: EKS CreateNodegroup takes 0-20 instanceTypes beside a launch template (botocore eks
+# model, CreateNodegroupRequest.instanceTypes), which a Karpenter NodePool's requirement then repeats.
+MAX_POOL_INSTANCE_TYPES = 20
+
+
+def _distinct(values: list[str]) -> list[str]:
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise PydanticCustomError("instance_types", "lists {names} more than once", {"names": ", ".join(twice)})
+    return values
+
+
+class _AlsoListed(str):
+    """An instanceType given beside instanceTypes: refused by the field's own validator, so the error names the field."""
+
+
+def _not_beside_a_list(value: Any) -> Any:
+    if isinstance(value, _AlsoListed):
+        raise PydanticCustomError("instance_types", "give instanceType or instanceTypes, not both")
+    return value
+
+
 class Pool(Model):
     name: DnsLabel
-    instance_type: Annotated[str, StringConstraints(min_length=1)]
+    # EKS: a pool whose nodes may be any of several instance types, of one GPU model (docs/stack-config.md); the pool's
+    # `instance_type` is then the first listed.
+    instance_types: Annotated[list[Annotated[str, StringConstraints(min_length=1)]],
+                              Field(min_length=2, max_length=MAX_POOL_INSTANCE_TYPES), AfterValidator(_distinct)] | None = None
+    instance_type: Annotated[str, BeforeValidator(_not_beside_a_list), StringConstraints(min_length=1)]
     gpu: str | None = None
     gpu_count: Annotated[int, Field(ge=1, strict=True)] | None = None
     min_nodes: Annotated[int, Field(ge=0, strict=True)] = 0
@@ -206,6 +232,23 @@ class Pool(Model):
     # Replace (or reboot) nodes whose GPU or node health checks fail: EKS node-group repair, GKE auto-repair.
     # Unset: on. AKS repairs every node of a cluster and Karpenter every node it made: one switch each, not per pool.
     auto_repair: Annotated[bool, Field(strict=True)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_listed(cls, data: Any) -> Any:
+        """With instanceTypes alone, instanceType is the first listed (a placeholder when the list itself is wrong, which
+        its own error reports); beside it, instanceType is refused by its validator."""
+        if not isinstance(data, dict):
+            return data
+        many_key = next((k for k in ("instanceTypes", "instance_types") if k in data), None)
+        one_key = next((k for k in ("instanceType", "instance_type") if k in data), None)
+        if many_key is None:
+            return data
+        if one_key is not None:
+            return {**data, one_key: _AlsoListed(data[one_key])} if isinstance(data[one_key], str) else data
+        many = data[many_key]
+        first = many[0] if isinstance(many, list) and many and isinstance(many[0], str) and many[0] else "-"
+        return {**data, "instanceType": first}
 
 
 def _cidr(value: str) -> str:
@@ -628,6 +671,10 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
         elif kind_ == "string_pattern_mismatch":
             form = PATTERN_NAMES.get(err["ctx"]["pattern"], f"the form {err['ctx']['pattern']}")
             message = f"{got} is not {form}"
+        elif kind_ == "too_short" and loc[-1] == "instanceTypes":
+            message = "lists one instance type; a pool of one type gives it as instanceType"
+        elif kind_ == "too_long" and loc[-1] == "instanceTypes":
+            message = f"{len(given)} instance types; a pool lists at most {MAX_POOL_INSTANCE_TYPES} (an EKS node group takes 20)"
         elif kind_ == "too_short" and loc[-1] == "pools":
             message = "at least one pool is required"
         elif kind_ == "too_long" and loc[-1] == "pools":

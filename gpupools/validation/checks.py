@@ -9,7 +9,7 @@ from gpupools.clouds.registry import cloud_module
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED
 from gpupools.core.catalog import load_catalog
-from gpupools.clouds.common import version_problems
+from gpupools.clouds.common import KIND, version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
 from gpupools.stack.errors import Problem
 from gpupools.core.sharing import HAMI_NODE_SELECTOR, installer_problems, resolve_installer, sharing_problems
@@ -54,6 +54,9 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes} is greater than maxNodes ({pool.max_nodes}); minNodes must be between 0 and maxNodes"))
         problems += _label_problems(pool, path, cloud)
         problems += module.pool_problems(pool, path)
+        if pool.instance_types and not getattr(module, "MULTI_TYPE_POOLS", False):
+            problems.append(Problem(f"{path}.instanceTypes", f"{module.SERVICE} node pools have one {KIND[cloud]} each; give instanceType, "
+                                                             f"or one pool per {KIND[cloud]}"))
         hardware, found = module.resolve(pool, catalog, path)
         problems += found
         limit, scope = module.max_nodes(pool, cluster, hardware)

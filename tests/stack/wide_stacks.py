@@ -50,6 +50,7 @@ WIDE = {
              "capacity": [{"reservation": {"tags": {"purpose": "ml"}, "ownerId": "123456789012", "nodes": 1}}, "spot"]},
             {"name": "pretrain", "instanceType": "p4d.24xlarge", "maxNodes": 2, "zones": ["eu-central-1a"], "fabric": "auto",
              "topologyLevel": "layer-2"},
+            {"name": "l4", "instanceTypes": ["g6.xlarge", "g6.2xlarge"], "maxNodes": 2},
         ],
         "gpupools:monitoring": _MONITORING,
         "gpupools:teams": _teams({"infer": 4, "tagged": 1}, ["infer"]),
