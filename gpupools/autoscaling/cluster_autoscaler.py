@@ -165,7 +165,8 @@ def helm_values(cluster_name: str, region: str | None, image_tag: str, service_m
         "rbac": {"serviceAccount": {"name": SERVICE_ACCOUNT}},
         "image": {"tag": image_tag},
         "extraArgs": {
-            # Pools of one instance type each: least-waste picks the group that leaves the fewest idle GPUs.
+            # Each pool is a group of one GPU count (clouds.aws instance_type_problems): least-waste picks the group that
+            # leaves the fewest idle GPUs.
             "expander": "least-waste",
             "balance-similar-node-groups": True,
             "skip-nodes-with-system-pods": False,
