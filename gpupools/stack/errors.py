@@ -71,7 +71,7 @@ QUOTED_FIELDS = frozenset({
     "cluster.binaryAuthorization",
     *(f"{at}.{f}" for at in ("sharing", "pools.*.sharing") for f in ("mode", "replicas", "migProfile", "memoryScaling", "memoryPerPod")),
     "gpuSoftware.installer", "gpuSoftware.migStrategy", "gpuSoftware.version",
-    *(f"pools.*.{f}" for f in ("name", "instanceType", "gpu", "gpuCount", "minNodes", "maxNodes", "spot", "diskSizeGb", "os", "labels.*",
+    *(f"pools.*.{f}" for f in ("name", "instanceType", "instanceTypes.*", "gpu", "gpuCount", "minNodes", "maxNodes", "spot", "diskSizeGb", "os", "labels.*",
                                "zones.*", "fabric", "topologyLevel", "autoRepair", "capacity.*", "capacity.*.reservation.id",
                                "capacity.*.reservation.ownerId", "capacity.*.reservation.kind", "capacity.*.reservation.zones.*",
                                "capacity.*.reservation.nodes", "capacity.*.flexStart.maxRunDuration", "capacity.*.queued.maxRunDuration")),
