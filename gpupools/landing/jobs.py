@@ -101,12 +101,7 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
         if priority is not None:
             raise ConfigError([Problem("--priority", "priorities need gpupools:quotas: kueue")])
         return job
-    allowed = allowed_priorities(t.team.priority)
-    chosen = priority or t.team.priority
-    if chosen not in allowed:
-        raise ConfigError([Problem("--priority", f"team {team} may use {', '.join(allowed)}; got {chosen!r}")])
-    job["metadata"]["labels"].update({QUEUE_LABEL: team, PRIORITY_LABEL: chosen})
-    job["spec"] = {"suspend": True, **job["spec"]}
+    queue_for(job, t, priority)
     if target is not None:
         from gpupools.fabric.plan import plan_fabric
         from gpupools.queues.kueue import podset_topology
@@ -115,6 +110,17 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
         if annotations:
             job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
     return job
+
+
+def queue_for(job: dict, team: TeamPlan, priority: str | None) -> None:
+    """Queue a Job for the team's quota on Kueue: its LocalQueue and a priority it may use (its own or lower), created
+    suspended as Kueue expects; raises ConfigError naming --priority otherwise."""
+    allowed = allowed_priorities(team.team.priority)
+    chosen = priority or team.team.priority
+    if chosen not in allowed:
+        raise ConfigError([Problem("--priority", f"team {team.team.name} may use {', '.join(allowed)}; got {chosen!r}")])
+    job["metadata"]["labels"].update({QUEUE_LABEL: team.team.name, PRIORITY_LABEL: chosen})
+    job["spec"] = {"suspend": True, **job["spec"]}
 
 
 def _team_pool(stack: StackConfig, team: TeamPlan, pool: str | None) -> PoolPlan | None:
@@ -235,12 +241,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
         namespace = t.team.namespace_name
         job["metadata"]["namespace"] = namespace
         if stack.quotas == "kueue":
-            allowed = allowed_priorities(t.team.priority)
-            chosen = priority or t.team.priority
-            if chosen not in allowed:
-                raise ConfigError([Problem("--priority", f"team {team} may use {', '.join(allowed)}; got {chosen!r}")])
-            job["metadata"]["labels"].update({QUEUE_LABEL: team, PRIORITY_LABEL: chosen})
-            job["spec"] = {"suspend": True, **job["spec"]}
+            queue_for(job, t, priority)
             annotations = podset_topology(stack, plan, fabric, gang=True)
             if annotations:
                 job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
