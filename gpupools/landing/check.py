@@ -268,7 +268,8 @@ def kueue_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict)
         # Only keys some flavor of the queue sets are compared (flavorassigner.go, flavorSelector).
         clash = [k for k in selector if k in label_keys and k in (spec.get("nodeLabels") or {}) and spec["nodeLabels"][k] != selector[k]]
         if clash or any(k in label_keys and k not in (spec.get("nodeLabels") or {}) for k in selector):
-            refused.append(f"{name}: its node labels do not match the Job's node selector")
+            # Another pool's flavor: not a candidate, and not worth a word (a reason listing every pool would grow with
+            # teams x pools squared across the plan).
             continue
         tas = bool(spec.get("topologyName"))
         on_checks = [c for c, on in checks.items() if name in on]
@@ -310,6 +311,8 @@ def kueue_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict)
         if tas:
             how += "; topology-aware"
         return Step("queue", True, how), _flavor_pods(pod, flavor), name
+    if not refused:
+        return Step("queue", False, f"no flavor of ClusterQueue {cq['metadata']['name']} selects the nodes the Job's node selector names"), pod, None
     return Step("queue", False, f"ClusterQueue {cq['metadata']['name']} admits it on no flavor: " + "; ".join(refused)), pod, None
 
 

@@ -413,3 +413,16 @@ def test_rendered_agents_take_scheduling_from_the_manifests_and_meaning_from_the
                      ("EFA device plugin", "aws-efa-k8s-device-plugin chart (rendered)")]
     assert agents[1].pod["tolerations"] == gpu and agents[4].pod["nodeSelector"] == {"gpu": "on"}
     assert rendered_agents([("aws-efa-k8s-device-plugin", [ds("aws-efa-k8s-device-plugin")])]) == []  # no fabric resource on this cloud
+
+
+def test_a_refused_job_names_only_the_flavors_of_its_own_pool(aws_cluster):
+    """Other pools' flavors are no candidates for a Job that names its pool: the reason stays one pool long."""
+    plan = next(p for p in aws_cluster.plans if p.name == "pretrain")
+    job = check.job_for(aws_cluster, aws_cluster.teams[0], plan, "gang")
+    job["spec"]["parallelism"] = job["spec"]["completions"] = 8
+    v = land(aws_cluster, aws_cluster.teams[0], plan, "gang", job)
+    assert not v.lands and v.failing.detail.startswith("ClusterQueue research admits it on no flavor: pretrain: the Job asks for 64")
+    assert "; " not in v.failing.detail.split("no flavor: ", 1)[1] and "infer" not in v.failing.detail  # one flavor named
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"gpupools.io/pool": "nowhere"}
+    v = land(aws_cluster, aws_cluster.teams[0], plan, "gang", job)
+    assert v.failing.detail == "no flavor of ClusterQueue research selects the nodes the Job's node selector names"
