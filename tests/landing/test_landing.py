@@ -426,3 +426,39 @@ def test_a_refused_job_names_only_the_flavors_of_its_own_pool(aws_cluster):
     job["spec"]["template"]["spec"]["nodeSelector"] = {"gpupools.io/pool": "nowhere"}
     v = land(aws_cluster, aws_cluster.teams[0], plan, "gang", job)
     assert v.failing.detail == "no flavor of ClusterQueue research selects the nodes the Job's node selector names"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Which fabric flavors are topology-aware, and what a Job for them says
+
+
+@pytest.mark.parametrize("min_nodes, aware", [(0, False), (1, False), (3, False), (4, True)])
+def test_a_fabric_pool_is_topology_aware_only_with_all_its_nodes_kept(min_nodes, aware):
+    from gpupools.fabric.plan import plan_fabric
+
+    stack = fabric_stack(minNodes=min_nodes)
+    plan = next(p for p in plan_pools(stack) if p.name == "train")
+    fabric = plan_fabric(stack, plan)
+    assert kueue.topology_aware(stack, plan, fabric) is aware
+    assert kueue.topology_guarantee(stack, plan, fabric, "karpenter").startswith("topology-aware" if aware else "topology best effort")
+    gang, one = kueue.podset_topology(stack, plan, fabric, gang=True), kueue.podset_topology(stack, plan, fabric, gang=False)
+    assert (gang, one) == (({kueue.PREFERRED_TOPOLOGY: "topology.k8s.aws/network-node-layer-3"}, {kueue.UNCONSTRAINED_TOPOLOGY: "true"}) if aware else ({}, {}))
+    infer = next(p for p in plan_pools(stack) if p.name == "infer")
+    assert not kueue.topology_aware(stack, infer, None) and kueue.topology_guarantee(stack, infer, None) is None
+
+
+def test_a_queued_pool_behind_a_provisioning_request_is_topology_aware_from_zero():
+    """Kueue assigns the topology after the ProvisioningRequest brings the nodes (tas_flavorassigner.go,
+    DelayedTopologyRequest), so the pool may sit at zero."""
+    from dataclasses import replace as copy_with
+
+    from gpupools.fabric.plan import FabricPlan
+
+    stack = example("dev-gcp-dws")
+    plan = next(p for p in plan_pools(stack) if p.name == "h100")
+    fabric = FabricPlan(pool="h100", cloud="gcp", name="GPUDirect", kind="gpudirect-tcpx", devices=4, zone="us-central1-a",
+                        placement="", placement_group=None, local_nvme_gb=0, resource=None, resource_count=0,
+                        levels=(("block", "cloud.google.com/gce-topology-block"),), required_level=None, configured=True)
+    assert plan.pool.min_nodes == 0 and kueue.topology_aware(stack, plan, fabric)
+    assert "ProvisioningRequest admission check" in kueue.topology_guarantee(stack, plan, fabric)
+    assert not kueue.topology_aware(stack, plan, copy_with(fabric, levels=()))
