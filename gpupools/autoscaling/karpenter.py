@@ -8,6 +8,7 @@ values that exist only after deployment (role names, subnet IDs, the queue ARN) 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -143,7 +144,21 @@ def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
         parts.append(f"fabric-{plan.name}")
     if spec.reservations is not None:
         parts.append(f"reserved-{plan.name}")  # reservations are the pool's own
-    return "-".join(parts).replace("+", ".")
+    return short_name("-".join(parts).replace("+", "."))
+
+
+# Karpenter labels every node with its EC2NodeClass's name (karpenter.k8s.aws/ec2nodeclass), and a label value is at
+# most 63 characters (apimachinery IsValidLabelValue). A node class name is gpupools' own, read by nobody, so one that
+# would be longer is shortened rather than refused: its first characters and a hash of the whole name, the same on
+# every plan (a changed name would replace the node class and the nodes made from it) and distinct for distinct names.
+NAME_MAX = 63
+
+
+def short_name(name: str) -> str:
+    if len(name) <= NAME_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[:NAME_MAX - len(digest) - 1].rstrip('-.')}-{digest}"
 
 
 def node_classes(plans: list[PoolPlan], fabrics: dict[str, FabricPlan] | None = None) -> dict[str, NodeClassSpec]:

@@ -940,8 +940,27 @@ def provisioning_request_class(pool: Pool) -> str | None:
     return None
 
 
+# Karpenter puts a NodePool's name on every node it starts, as the value of the label karpenter.sh/nodepool (and the
+# NodeOverlay beside it carries the same name), and a Kubernetes label value is at most 63 characters (apimachinery
+# validation IsValidLabelValue). gpupools names both "gpupools-" + the pool, so a pool name over 54 characters gives
+# names the cluster accepts as objects but whose nodes can never be labelled. The name is refused rather than shortened:
+# it is the name people select the pool by (kubectl get nodepool, Kueue flavors, the plan), so it stays what they wrote.
+# Managed node groups are named after the pool itself (or "<pool>-floor"), within EKS's 63-character node group names.
+KARPENTER_POOL_NAME_MAX = 63 - len("gpupools-")
+
+
+def pool_name_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
+    if _is_karpenter(autoscaler) and len(pool.name) > KARPENTER_POOL_NAME_MAX:
+        return [Problem(f"{path}.name", f"{len(pool.name)} characters; under Karpenter at most {KARPENTER_POOL_NAME_MAX}: its NodePool "
+                                        f"gpupools-<name> is the node label karpenter.sh/nodepool, at most 63 characters")]
+    return []
+
+
 def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster | None, hardware: Hardware | None) -> list[Problem]:
     """What EKS, and the pool's autoscaler, can do with the capacity list (and with a pool over several instance types)."""
+    names = pool_name_problems(pool, path, autoscaler)
+    if names:
+        return names
     problems: list[Problem] = instance_type_problems(pool, path, autoscaler) if hardware is not None else []
     if pool.capacity is None or problems:
         return problems
