@@ -215,6 +215,27 @@ def capacity_key_problems(pool: Pool, path: str) -> list[Problem]:
     return problems
 
 
+def shared_reservation_problems(pools: list[tuple[int, Pool]]) -> list[Problem]:
+    """One reservation id listed by two pools is refused. The clouds would let both use it, first come first served (an
+    EC2 reservation serves any matching instance of the account, EC2 user guide capacity-reservations-using; a GKE
+    specific reservation serves every node pool that names it, GKE how-to consuming-reservations), but gpupools counts a
+    reservation's `nodes` in the pool that lists it: coverage, the reserved Kueue flavor's quota and the idle cost would
+    count the same nodes twice and promise them to two pools' teams."""
+    first: dict[str, str] = {}
+    problems: list[Problem] = []
+    for index, pool in pools:
+        for s in sources(pool):
+            r = s.reservation
+            if r is None or not r.id:
+                continue
+            where = s.path(f"pools[{index}]")
+            if r.id in first and not first[r.id].startswith(f"pools[{index}]."):
+                problems.append(Problem(f"{where}.reservation.id", f"{r.id!r} is also {first[r.id]}; a reservation's nodes are counted "
+                                                                   f"in one pool: give it to one pool, or split it into two reservations"))
+            first.setdefault(r.id, where)
+    return problems
+
+
 @dataclass(frozen=True)
 class Coverage:
     """How much of the pool's maxNodes its reservations cover."""

@@ -3,11 +3,13 @@ Blocks, reservations a pool cannot use in full, and H100-class pools that count 
 
 from __future__ import annotations
 
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, StackValidationArgs,
+                           StackValidationPolicy)
 
-from gpupools.capacity.sources import RESERVED_NODES_KEY
+from gpupools.capacity.sources import CAPACITY_BLOCK_KEY, RESERVED_NODES_KEY
 from gpupools.clouds.gcp import RESERVED_NODES_LABEL
-from gpupools.policies._fleet import AKS_AGENT_POOL, EKS_NODE_GROUP, GKE_NODE_POOL, KARPENTER_NODE_POOL, gpu_pool
+from gpupools.policies._fleet import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_NODE_POOL, KARPENTER_NODE_POOL, gpu_pool
+from gpupools.policies.fabric import pool_fabrics
 from gpupools.policies._props import as_int, get, is_unknown, items
 
 # GPUs that are rarely available on demand: plan them on reserved or queued capacity.
@@ -124,4 +126,98 @@ scarce_gpus_reserved = ResourceValidationPolicy(
     validate=validate_scarce_gpus_reserved,
 )
 
-POLICIES = [dws_node_pool, capacity_block_group, reservation_coverage, scarce_gpus_reserved]
+
+
+def karpenter_capacity_types(props) -> list[str] | None:
+    """The values of a NodePool's karpenter.sh/capacity-type requirement; None where it has none (Karpenter: on-demand)."""
+    for r in items(get(props, "spec", "template", "spec", "requirements")):
+        if get(r, "key") == "karpenter.sh/capacity-type" and get(r, "operator") == "In":
+            return [v for v in items(get(r, "values")) if isinstance(v, str)]
+    return None
+
+
+def validate_block_fallback(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """A Capacity Block ends at a fixed time: EC2 terminates its instances 30 minutes before the end, a CAPACITY_BLOCK node
+    group is scaled to zero and Karpenter deletes the block's NodeClaims 40 minutes before it (EC2 user guide
+    capacity-blocks-using; EKS user guide capacity-blocks-mng; Karpenter v1.14.1 capacityreservation/expiration). A pool
+    with nothing after the block then has no node to start."""
+    props = args.props
+    if args.resource_type == EKS_NODE_GROUP and get(props, "capacityType") == "CAPACITY_BLOCK":
+        where = f"node group {get(props, 'nodeGroupName', default=args.name)!r}"  # a CAPACITY_BLOCK node group takes no other capacity
+    elif args.resource_type == KARPENTER_NODE_POOL and get(props, "metadata", "annotations", CAPACITY_BLOCK_KEY) == "true":
+        types = karpenter_capacity_types(props)
+        if types is None or set(types) - {"reserved"}:
+            return
+        where = f"NodePool {get(props, 'metadata', 'name', default=args.name)!r}"
+    else:
+        return
+    report(f"{where} runs on a Capacity Block with no on-demand or spot capacity after it: when the block ends every job on it "
+           f"stops and none can start again; list on-demand after the block, or give the work another pool", None)
+
+
+def validate_reservation_owner(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """Karpenter's capacityReservationSelectorTerms match by tags every reservation the account can see, shared ones
+    included, unless the term names ownerID (Karpenter v1.14.1 EC2NodeClass API, capacityReservationSelectorTerms:
+    "ownerID ... the owner id for the ODCR"; EC2 user guide capacity-reservation-sharing: a shared reservation is usable
+    by every account it is shared with)."""
+    if args.resource_type != EC2_NODE_CLASS:
+        return
+    name = get(args.props, "metadata", "name", default=args.name)
+    for i, term in enumerate(items(get(args.props, "spec", "capacityReservationSelectorTerms"))):
+        if get(term, "tags") is not None and get(term, "id") is None and not get(term, "ownerID"):
+            report(f"EC2NodeClass {name!r} selects capacity reservations by tags (capacityReservationSelectorTerms[{i}]) with no "
+                   f"ownerID: any reservation shared into the account with those tags matches, and the pool uses up capacity "
+                   f"another account bought; set reservation.ownerId", None)
+
+
+def fabric_spot(f) -> str | None:
+    """What makes a fabric pool's nodes reclaimable, in words; None when they are not."""
+    props = f.props
+    kind = f.pool.resource_type
+    if kind == EKS_NODE_GROUP and get(props, "capacityType") == "SPOT":
+        return "capacityType SPOT"
+    if kind == KARPENTER_NODE_POOL and "spot" in (karpenter_capacity_types(props) or []):
+        types = karpenter_capacity_types(props) or []
+        return "karpenter.sh/capacity-type " + ", ".join(types)
+    if kind == GKE_NODE_POOL and (get(props, "nodeConfig", "spot") is True or get(props, "nodeConfig", "preemptible") is True):
+        return "Spot VMs"
+    if kind == AKS_AGENT_POOL and get(props, "scaleSetPriority") == "Spot":
+        return "scaleSetPriority Spot"
+    return None
+
+
+def validate_fabric_not_spot(args: StackValidationArgs, report: ReportViolation) -> None:
+    """A multi-node job runs NCCL collectives in which every rank takes part: one node reclaimed (EC2 spot two-minute
+    notice, GCE Spot 30-second preemption, Azure Spot eviction) stops the step on every node, and the job restarts from
+    its last checkpoint. Reserved-then-spot is the same once the reservation is full."""
+    for f in pool_fabrics(args.resources):
+        if f.has_fabric is not True:
+            continue
+        spot = fabric_spot(f)
+        if spot:
+            report(f"fabric pool {f.pool.pool!r} can start spot nodes ({spot}): one node reclaimed stops every node of a multi-node "
+                   f"job, which restarts from its last checkpoint; use reserved or on-demand capacity for fabric pools", f.pool.urn)
+
+
+block_fallback = ResourceValidationPolicy(
+    name="capacity-block-fallback",
+    description="A pool on a Capacity Block has on-demand or spot capacity after it: when the block ends every job on it stops.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_block_fallback,
+)
+reservation_owner = ResourceValidationPolicy(
+    name="karpenter-reservation-owner",
+    description="Karpenter EC2NodeClasses that select capacity reservations by tags name their owner account: otherwise any "
+                "reservation shared into the account matches.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_reservation_owner,
+)
+fabric_not_spot = StackValidationPolicy(
+    name="fabric-pool-not-spot",
+    description="Pools with a fabric (EFA, GPUDirect, InfiniBand) start no spot nodes: one reclaimed node stops a whole multi-node job.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_fabric_not_spot,
+)
+
+POLICIES = [dws_node_pool, capacity_block_group, reservation_coverage, scarce_gpus_reserved, block_fallback, reservation_owner,
+            fabric_not_spot]

@@ -7,7 +7,7 @@ from datetime import date
 
 from gpupools.clouds.registry import cloud_module
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
-from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED
+from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED, shared_reservation_problems
 from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import KIND, version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
@@ -73,6 +73,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         problems += fabric_problems(cloud, cluster, pool, sharing, hardware, path, _example_zone(cloud, cluster, providers or {}))
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
+    problems += shared_reservation_problems(pools)
     problems += _hami_setting_problems(vgpu)
     problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas, cloud)
     problems += _queued_pool_problems(pools, teams, quotas)

@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpupools.cli.main import app
+from gpupools.clouds.aws import KARPENTER_POOL_NAME_MAX
 from gpupools.cli.previousplan import MAX_PLAN_BYTES, plan_bytes_bound, read_previous_plan
 from gpupools.stack.config import MAX_POOL_LABELS, MAX_POOLS, MAX_TEAMS
 from gpupools.stack.reading import MAX_BYTES
@@ -25,9 +26,11 @@ LONG_PREFIX = ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61])
 
 def block_stack(pools: int, teams: int = 0, labels: int = MAX_POOL_LABELS, autoscaler: str = "karpenter") -> dict:
     """The costliest pools gpupools plans: EKS Capacity Block pools (under Karpenter, or as node groups, which
-    `plan --against` compares) with 63-character names and every label a pool may have, as long as Kubernetes allows,
-    and teams of 63-character names that may use every pool."""
-    entries = [{"name": f"p{i:03d}" + "x" * 59, "instanceType": "p5.48xlarge", "maxNodes": 2,
+    `plan --against` compares) with the longest names they take (63 characters, 54 under Karpenter, whose NodePool
+    name is a node label value) and every label a pool may have, as long as Kubernetes allows, and teams of
+    63-character names that may use every pool."""
+    longest = KARPENTER_POOL_NAME_MAX if autoscaler == "karpenter" else 63
+    entries = [{"name": f"p{i:03d}" + "x" * (longest - 4), "instanceType": "p5.48xlarge", "maxNodes": 2,
                 "labels": {f"{LONG_PREFIX}/{'k' * 60}{j:03d}": "v" * 63 for j in range(labels)},
                 "capacity": [{"reservation": {"id": f"cr-{i:017x}", "kind": "capacity-block", "zones": ["us-east-2a"], "nodes": 1}}]}
                for i in range(pools)]

@@ -189,6 +189,7 @@ def test_aks_agent_pool_inputs_are_agent_pool_properties():
 
 BLOCK = {"reservation": {"id": "cr-0123456789abcdef0", "kind": "capacity-block", "zones": ["eu-central-1a"], "nodes": 2}}
 ODCR = {"reservation": {"id": "cr-0fedcba9876543210", "zones": ["eu-central-1b"], "nodes": 1}}
+OTHER_ODCR = {"reservation": {**ODCR["reservation"], "id": "cr-0aaaaaaaaaaaaaaaa"}}  # one reservation id serves one pool
 
 
 def launch_template_data(inputs: dict) -> dict:
@@ -214,7 +215,7 @@ def reserved_groups_plan():
     return plan_of(stack_config("aws", autoscaler="cluster-autoscaler", pools=[
         {"name": "block", "instanceType": "p4d.24xlarge", "maxNodes": 2, "capacity": [BLOCK]},
         {"name": "odcr", "instanceType": "p4d.24xlarge", "maxNodes": 3, "capacity": [ODCR, "on-demand"]},
-        {"name": "only", "instanceType": "p4d.24xlarge", "maxNodes": 1, "capacity": [ODCR]}]))
+        {"name": "only", "instanceType": "p4d.24xlarge", "maxNodes": 1, "capacity": [OTHER_ODCR]}]))
 
 
 def test_capacity_block_node_group_is_what_eks_requires(reserved_groups_plan):
@@ -240,7 +241,7 @@ def test_odcr_launch_templates(reserved_groups_plan):
     fallback = launch_template_data(reserved_groups_plan.get("aws:ec2/launchTemplate:LaunchTemplate", "odcr-nodes").inputs)
     assert fallback == {"CapacityReservationSpecification": {"CapacityReservationPreference": "open"}}
     only = launch_template_data(reserved_groups_plan.get("aws:ec2/launchTemplate:LaunchTemplate", "only-nodes").inputs)
-    assert only == {"CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": "cr-0fedcba9876543210"}}}
+    assert only == {"CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": "cr-0aaaaaaaaaaaaaaaa"}}}
     for name, data in (("odcr", fallback), ("only", only)):
         check("ec2", "CreateLaunchTemplate", {"LaunchTemplateName": name, "LaunchTemplateData": data})
         assert reserved_groups_plan.get("aws:eks/nodeGroup:NodeGroup", name).inputs["capacityType"] == "ON_DEMAND"

@@ -20,15 +20,16 @@ def long_name(n: int) -> str:
     return ("p" + "0123456789abcdefghij" * 4)[:n - 1] + "z"
 
 
-def fabric_reserved_pool(name: str, **fields) -> dict:
+def fabric_reserved_pool(name: str, reservation: str = "cr-0fedcba9876543210", **fields) -> dict:
     # a fabric pool on its own reservation: its node class name carries the pool name twice (fabric-, reserved-)
-    return {"name": name, "instanceType": "p4d.24xlarge", "maxNodes": 2, "zones": ["eu-central-1b"], "capacity": [ODCR, "on-demand"], **fields}
+    own = {"reservation": {**ODCR["reservation"], "id": reservation}}
+    return {"name": name, "instanceType": "p4d.24xlarge", "maxNodes": 2, "zones": ["eu-central-1b"], "capacity": [own, "on-demand"], **fields}
 
 
 def test_a_karpenter_pool_name_at_the_limit_gives_names_nodes_can_be_labelled_with():
     name = long_name(54)
     assert len(name) == 54
-    plan = plan_of(stack_config("aws", pools=[fabric_reserved_pool(name), fabric_reserved_pool("short")]))
+    plan = plan_of(stack_config("aws", pools=[fabric_reserved_pool(name), fabric_reserved_pool("short", "cr-0aaaaaaaaaaaaaaaa")]))
     names = [r.inputs["metadata"]["name"] for kind in KARPENTER_KINDS for r in plan.of_type(kind)]
     assert any(name in n for n in names)
     for n in names:
