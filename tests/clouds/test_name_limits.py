@@ -64,3 +64,13 @@ def test_long_node_class_names_are_shortened_stably_and_stay_distinct():
         assert len(short) == 63 and LABEL_VALUE.match(short), short
     exactly = "z" * 63
     assert karpenter.short_name(exactly) == exactly
+
+
+@pytest.mark.parametrize("cloud, instance, limit", [("gcp", "a3-highgpu-8g", 40), ("azure", "Standard_NC24ads_A100_v4", 12)])
+def test_gke_and_aks_pool_names_at_their_limit_pass_and_one_past_is_refused(cloud, instance, limit):
+    at = long_name(limit) if cloud == "gcp" else "p" + "1" * (limit - 1)
+    validate_stack(stack_config(cloud, pools=[{"name": at, "instanceType": instance, "maxNodes": 1}]))
+    with pytest.raises(ConfigError) as caught:
+        validate_stack(stack_config(cloud, pools=[{"name": at + "2", "instanceType": instance, "maxNodes": 1}]))
+    (problem,) = [p for p in caught.value.problems if p.path == "pools[0].name"]
+    assert f"{limit}" in problem.message
