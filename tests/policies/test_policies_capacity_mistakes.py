@@ -87,3 +87,13 @@ def test_one_reservation_in_two_pools_is_one_line_naming_the_second():
     (problem,) = [p for p in caught.value.problems if "reservation" in p.path]
     assert problem.path == "pools[1].capacity[0].reservation.id"
     assert "also pools[0].capacity[0]" in problem.message and "\n" not in str(problem)
+
+
+@pytest.mark.parametrize("cloud, instance, zone, words", [("gcp", "a3-highgpu-8g", "us-central1-a", "Spot VMs"),
+                                                          ("azure", "Standard_ND96isr_H100_v5", "1", "scaleSetPriority Spot")])
+def test_gke_and_aks_fabric_pools_on_spot_are_reported_and_on_demand_pass(cloud, instance, zone, words):
+    def config(capacity):
+        return stack_config(cloud, pools=[{"name": "big", "instanceType": instance, "maxNodes": 2, "zones": [zone], "capacity": capacity}])
+    assert messages(config(["on-demand"]), "fabric-pool-not-spot") == []
+    (message,) = messages(config(["spot"]), "fabric-pool-not-spot")
+    assert words in message
