@@ -191,3 +191,13 @@ def test_readme_names_every_example_stack():
         assert stack in two_commands.replace("./dev plan dev-aws", "dev-aws"), stack
         if stack != "dev-aws":  # the example the README shows in full
             assert re.search(rf"`{re.escape(stack)}`\s+\(", readme), stack
+
+
+def test_the_docs_give_the_idle_reports_answer_limit_the_code_uses():
+    from gpupools.idle.promapi import MAX_ANSWER_BYTES
+
+    limit = f"{MAX_ANSWER_BYTES // 2**20} MiB"
+    for doc in ("docs/stack-config.md", "docs/monitoring.md"):
+        text = (ROOT / doc).read_text()
+        stated = set(re.findall(r"more than (\d+ MiB)", text))
+        assert stated == {limit}, f"{doc} says {sorted(stated)}, the code allows {limit}"
