@@ -55,9 +55,14 @@ class ScaleUp:
     from_zero: bool
     detail: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    floor: int = 0  # minNodes, where the pool never sits at zero but may grow beyond it
 
     @property
     def summary(self) -> str:
+        if self.floor:
+            # The pool never sits at zero: what counts is whether a pending pod adds a node beyond its floor.
+            return (f"scales up from {self.floor} node(s) (minNodes): " if self.from_zero
+                    else f"adds no node beyond its {self.floor} (minNodes): ") + self.detail
         return ("scales from zero: " if self.from_zero else "does not scale from zero: ") + self.detail
 
     def as_json(self) -> dict:

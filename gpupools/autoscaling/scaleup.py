@@ -52,6 +52,8 @@ def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
         floor = (f"managed node group {pool.name}-floor keeps {pool.min_nodes} node(s) running; Karpenter adds up to "
                  f"{pool.max_nodes - pool.min_nodes} more",)
         verdict = ScaleUp(verdict.pool, verdict.autoscaler, verdict.from_zero, verdict.detail, floor + verdict.notes)
+    if pool.min_nodes > 0:
+        verdict = ScaleUp(verdict.pool, verdict.autoscaler, verdict.from_zero, verdict.detail, verdict.notes, floor=pool.min_nodes)
     return verdict
 
 

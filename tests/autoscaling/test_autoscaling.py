@@ -482,3 +482,21 @@ def test_eks_resources_depend_on_their_roles_policy_attachments(autoscaler):
         karpenter_node = _attachments_of(plan, "karpenter-node")
         assert karpenter_node and all(release.depends(ATTACHMENT, name) for name in karpenter_node)
         assert release.depends("aws:iam/rolePolicy:RolePolicy", "karpenter-controller")
+
+
+def test_a_pool_that_keeps_nodes_is_not_said_to_scale_from_zero():
+    from gpupools.autoscaling.scaleup import pool_scale_up
+    from gpupools.pools.planning import plan_pools
+    from gpupools.validation.stack import validate_stack
+
+    from tests.conftest import stack_config
+
+    for cloud in ("aws", "azure", "gcp"):
+        base = stack_config(cloud)["gpupools:pools"][0]
+        kept = validate_stack(stack_config(cloud, pools=[{**base, "minNodes": 1, "maxNodes": 3}]))
+        verdict = pool_scale_up(kept, plan_pools(kept)[0])
+        assert verdict.summary.startswith("scales up from 1 node(s) (minNodes): ") and verdict.floor == 1, verdict.summary
+        zero = validate_stack(stack_config(cloud, pools=[{**base, "minNodes": 0, "maxNodes": 3}]))
+        assert pool_scale_up(zero, plan_pools(zero)[0]).summary.startswith("scales from zero: ")
+        fixed = validate_stack(stack_config(cloud, pools=[{**base, "minNodes": 3, "maxNodes": 3}]))
+        assert pool_scale_up(fixed, plan_pools(fixed)[0]).summary == "does not scale from zero: fixed at 3 nodes (minNodes = maxNodes), nothing to scale"
