@@ -746,8 +746,8 @@ def hugepages_bottlerocket(pages: int) -> str:
     """Bottlerocket's kernel settings: corndog writes them before the kubelet starts (bottlerocket-core-kit
     sources/api/corndog). The slash spelling is the key Bottlerocket 1.26-1.33 generated for EFA nodes: set by the user
     it replaces the generated value instead of racing it (bottlerocket PR 4411 shows `vm.nr_hugepages` beside the
-    generated `vm/nr_hugepages` overwritten), and Bottlerocket's maintainers give it for 1.28 and later (bottlerocket
-    issue 4385)."""
+    generated `vm/nr_hugepages` overwritten), and Bottlerocket's maintainers give that spelling as the override for
+    1.28 and later, where the generated key and a user's dotted key would otherwise both be written."""
     return f'[settings.kernel.sysctl]\n"vm/nr_hugepages" = "{pages}"\n'
 
 

@@ -118,7 +118,8 @@ def topology_aware(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None
     at its size (minNodes = maxNodes), or a flavor behind a ProvisioningRequest admission check, for which Kueue
     assigns the topology only after the nodes are provisioned (pkg/scheduler/flavorassigner/tas_flavorassigner.go,
     podSetTopologyRequest: DelayedTopologyRequest while the check has no quota reservation). Karpenter 1.14 has no
-    ProvisioningRequest support (kubernetes-sigs/kueue issue 5133), so a Karpenter fabric pool that scales from
+    ProvisioningRequest support (Kueue's provisioning admission check needs a cluster-autoscaler-style provisioner that
+    Karpenter does not implement), so a Karpenter fabric pool that scales from
     zero keeps its nodes close by its placement group, not by Kueue."""
     if fabric is None or not fabric.levels:
         return False
