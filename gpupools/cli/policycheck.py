@@ -239,6 +239,8 @@ def _weakens(key: str, default: Any, value: Any) -> bool | None:
     requirement switched off. None: a key none of these names fit (reported as a change)."""
     if value == default:
         return False
+    if default is None and value is not None and key.startswith(("max", "min")):
+        return False  # a limit where the policy has none by default only adds to what it checks
     if isinstance(value, bool) or isinstance(default, bool):
         return bool(value) if key.startswith("allow") else (default is True and value is False)
     if isinstance(value, (int, float)) and isinstance(default, (int, float)):

@@ -40,7 +40,9 @@ class GpuPlatform(Component):
         # Whether each team's job lands: all of it a stack output, the jobs that cannot land recorded on the component for
         # the policy pack (team-jobs-land), which is all the pack needs.
         landing = [verdict.as_json(chain=False) for verdict in landing_check(stack, plans)]
-        super().__init__(name, opts, props={"landing": [v for v in landing if not v["lands"]]})
+        # The stack's own budget, for fleet-budget, which judges registered resources only.
+        budget = stack.budget.model_dump(by_alias=True, exclude_none=True)
+        super().__init__(name, opts, props={"landing": [v for v in landing if not v["lands"]], **({"budget": budget} if budget else {})})
         # After registration: the engine sets each recorded prop as an output attribute of the component.
         self.verdicts = landing
         module = cloud_components(stack.cloud)

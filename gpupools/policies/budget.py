@@ -3,6 +3,11 @@
 Autoscaled GPU pools cost nothing at zero nodes and a lot at their maximum, so the cap that matters is the
 maximum. Prices come from the gpupools catalog (on-demand list price, whole node, 730 hours a month); spot
 pools are priced on-demand too, because spot capacity can be unavailable and the bill is then on-demand.
+
+Who sets the cap: the stack itself (`gpupools:budget`, the ceiling its platform team chose) and the organisation's
+policy config (`maxGpus`, `maxMonthlyUsd`); the tighter of the two applies. Neither has a default: any fixed number
+would be wrong for most fleets (one A3 Mega pool of two nodes costs more than a small team's whole year), so a
+default cap teaches users to switch the policy off, and then the pricing check below goes with it.
 """
 
 from __future__ import annotations
@@ -10,9 +15,9 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
 
 from gpupools.policies._fleet import HOURS_PER_MONTH, fleet
+from gpupools.policies._props import get, plain
 
-DEFAULT_MAX_GPUS = 64
-DEFAULT_MAX_MONTHLY_USD = 100_000
+PLATFORM = "gpupools:index:GpuPlatform"
 
 
 def fleet_totals(pools) -> tuple[int, float, list[str]]:
@@ -31,19 +36,40 @@ def fleet_totals(pools) -> tuple[int, float, list[str]]:
     return gpus, monthly, uncounted
 
 
+def stack_budget(resources) -> dict:
+    """The stack's own ceiling (`gpupools:budget`) as the platform component recorded it; {} when it sets none."""
+    for resource in resources:
+        if resource.resource_type == PLATFORM:
+            budget = plain(get(resource.props, "budget"))
+            return budget if isinstance(budget, dict) else {}
+    return {}
+
+
+def cap(key: str, config: dict, budget: dict) -> tuple[float, str] | None:
+    """The tighter of the policy config's cap and the stack's own for `key`, and where it comes from; None if neither
+    sets one. A value of the wrong type is skipped: the stack's is validated when it is read, the config's by its schema."""
+    caps = []
+    if isinstance(config.get(key), (int, float)) and not isinstance(config.get(key), bool):
+        caps.append((config[key], f"the policy config's cap {key}"))
+    if isinstance(budget.get(key), (int, float)) and not isinstance(budget.get(key), bool):
+        caps.append((budget[key], f"the stack's budget (gpupools:budget.{key})"))
+    return min(caps, key=lambda c: c[0]) if caps else None
+
+
 def validate_budget(args: StackValidationArgs, report: ReportViolation) -> None:
     config = args.get_config()
-    max_gpus = config.get("maxGpus", DEFAULT_MAX_GPUS)
-    max_monthly = config.get("maxMonthlyUsd", DEFAULT_MAX_MONTHLY_USD)
+    budget = stack_budget(args.resources)
     pools = fleet(args.resources)
     gpus, monthly, uncounted = fleet_totals(pools)
     detail = ", ".join(f"{p.pool} {p.max_gpus if p.max_gpus is not None else '?'}" for p in pools)
-    if gpus > max_gpus:
-        report(f"the GPU pools can scale to {gpus} GPUs ({detail}), more than the cap of {max_gpus}; lower maxNodes "
-               f"or raise maxGpus in the policy config", None)
-    if monthly > max_monthly:
-        report(f"at maxNodes the GPU pools cost ${monthly:,.0f}/month at on-demand list price, more than the cap of "
-               f"${max_monthly:,.0f}; lower maxNodes or raise maxMonthlyUsd in the policy config", None)
+    gpu_cap = cap("maxGpus", config, budget)
+    if gpu_cap is not None and gpus > gpu_cap[0]:
+        report(f"the GPU pools can scale to {gpus} GPUs ({detail}), more than {gpu_cap[1]} of {gpu_cap[0]:g}; lower "
+               f"maxNodes or raise the cap", None)
+    usd_cap = cap("maxMonthlyUsd", config, budget)
+    if usd_cap is not None and monthly > usd_cap[0]:
+        report(f"at maxNodes the GPU pools cost ${monthly:,.0f}/month at on-demand list price, more than {usd_cap[1]} of "
+               f"${usd_cap[0]:,.0f}; lower maxNodes or raise the cap", None)
     for pool in pools:
         if pool.pool in uncounted:
             report(f"GPU pool {pool.pool!r} ({pool.instance_type or 'unknown instance type'}) cannot be priced or counted: its instance "
@@ -52,13 +78,15 @@ def validate_budget(args: StackValidationArgs, report: ReportViolation) -> None:
 
 fleet_budget = StackValidationPolicy(
     name="fleet-budget",
-    description="The stack's GPU pools stay under a cap on GPUs and on monthly list-price cost at their maximum size.",
+    description="The stack's GPU pools stay under its own budget (gpupools:budget) and the policy config's caps on GPUs and "
+                "monthly list-price cost at their maximum size, and every GPU pool can be priced.",
     enforcement_level=EnforcementLevel.MANDATORY,
     config_schema=PolicyConfigSchema(properties={
-        "maxGpus": {"type": "integer", "minimum": 0, "default": DEFAULT_MAX_GPUS,
-                    "description": "Most GPUs all GPU pools together may scale to."},
-        "maxMonthlyUsd": {"type": "number", "minimum": 0, "default": DEFAULT_MAX_MONTHLY_USD,
-                          "description": "Most USD per month (730 h) all GPU pools may cost at maxNodes, on-demand list price."},
+        "maxGpus": {"type": "integer", "minimum": 0,
+                    "description": "Most GPUs all GPU pools together may scale to (no cap unless set here or in gpupools:budget)."},
+        "maxMonthlyUsd": {"type": "number", "minimum": 0,
+                          "description": "Most USD per month (730 h) all GPU pools may cost at maxNodes, on-demand list price "
+                                         "(no cap unless set here or in gpupools:budget)."},
     }),
     validate=validate_budget,
 )

@@ -127,7 +127,9 @@ def _built_for_fabric(pool: GpuPool) -> bool:
 def validate_multi_node_fabric(args: StackValidationArgs, report: ReportViolation) -> None:
     for f in pool_fabrics(args.resources):
         pool = f.pool
-        if f.has_fabric is False and _built_for_fabric(pool) and pool.resource == GPU_RESOURCE and pool.units_per_gpu == 1:
+        # A pool that can never hold two nodes runs no job that spans nodes, whatever its machines are built for.
+        one_node = pool.max_nodes is not None and pool.max_nodes < 2
+        if f.has_fabric is False and _built_for_fabric(pool) and pool.resource == GPU_RESOURCE and pool.units_per_gpu == 1 and not one_node:
             report(f"pool {pool.pool!r} ({pool.instance_type}) is built for jobs that span nodes but has no {cloud_module(pool.cloud).FABRIC_IN_WORDS}: NCCL "
                    f"between its nodes runs over the ordinary network at a fraction of the bandwidth; give it one zone and fabric: on "
                    f"(or keep it for single-node work)", pool.urn)

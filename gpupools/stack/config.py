@@ -102,6 +102,8 @@ def _zone_number(value: Any) -> Any:
 
 # Pools per stack. AKS allows 100 node pools per cluster (one of them the system pool) and EKS 30 managed node
 # groups by default (EKS and AKS quota pages); 100 also bounds the time a plan takes (about 0.1 s per pool).
+# A ceiling above any fleet a stack can plan (100 pools of the costliest nodes), so a typo is caught, not a budget.
+MAX_MONTHLY_USD = 1_000_000_000
 MAX_POOLS = 100
 # Teams per stack: each is a namespace, so Kubernetes' scalability threshold of 10,000 namespaces per cluster
 # (kubernetes/community sig-scalability/configs-and-limits/thresholds.md) is the hard ceiling; 1,000 keeps a plan
@@ -452,6 +454,15 @@ class Health(Model):
     alerts: TeamAlerts | None = None
 
 
+class Budget(Model):
+    """The stack's own ceiling on its GPU pools at their maximum size (maxNodes), which the `fleet-budget` policy
+    enforces beside any cap the organisation's policy config sets (the tighter one wins). Unset: no ceiling."""
+
+    max_gpus: Annotated[int, Field(ge=0, le=MAX_TEAM_GPUS)] | None = None
+    # Per month of 730 hours at on-demand list price (the catalog's), spot pools priced on-demand.
+    max_monthly_usd: Annotated[float, Field(ge=0, le=MAX_MONTHLY_USD)] | None = None
+
+
 # How a cloud's name becomes its Cloud object (gpupools.core.cloud). The stack layer sits below the clouds and cannot
 # import them (imports run one way); gpupools.clouds.registry registers its resolver here when it is imported.
 _RESOLVE_CLOUD: Callable[[str], Any] | None = None
@@ -475,6 +486,7 @@ class StackConfig(Model):
     quotas: QuotaEngine = "kueue"
     autoscaler: Autoscaler = "auto"
     health: Health = Field(default_factory=Health)
+    budget: Budget = Field(default_factory=Budget)
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
 
     @functools.cached_property

@@ -601,6 +601,13 @@ def test_a_multi_node_pool_without_fabric_is_flagged():
     assert [p for p, _ in fabric_violations(azure)] == ["multi-node-pool-fabric"]
 
 
+def test_a_pool_that_never_holds_two_nodes_needs_no_fabric():
+    """maxNodes 1 runs no job that spans nodes; at 2 the same pool is flagged (the line between them is the limit)."""
+    one = {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 1, "fabric": "none"}
+    assert fabric_violations(plan_of(stack_config("azure", pools=[one]))) == []
+    assert [p for p, _ in fabric_violations(plan_of(stack_config("azure", pools=[{**one, "maxNodes": 2}])))] == ["multi-node-pool-fabric"]
+
+
 def test_an_efa_pool_over_zones_or_without_its_plugin_is_flagged(karpenter_plan):
     plan = copy_plan(karpenter_plan)
     pool = plan.get("kubernetes:karpenter.sh/v1:NodePool", "nodepool-gpupools-train").inputs

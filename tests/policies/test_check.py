@@ -13,6 +13,7 @@ from gpupools.stack.config import read_stack_file
 from gpupools.cli.planrun import run_program
 from gpupools.cli.policycheck import policy_settings, run_policies
 from gpupools.policies.pack import POLICIES
+from gpupools.validation.stack import load_stack
 
 from conftest import ROOT, stack_config
 
@@ -34,26 +35,25 @@ def check_json(*args) -> tuple[int, list[dict]]:
     return result.exit_code, doc["violations"]
 
 
-# dev-gcp's two A3 Mega nodes cost $135k a month at maxNodes by themselves, over fleet-budget's default cap ($100k); the
-# example ships the policy config that raises it (the stack file says so).
-POLICY_CONFIGS = {"dev-gcp": ROOT / "stacks" / "dev-gcp.policy.json"}
-
-
-def _config_args(stack: str) -> list[str]:
-    return ["--policy-config", str(POLICY_CONFIGS[stack])] if stack in POLICY_CONFIGS else []
-
-
 @pytest.mark.parametrize("stack", STACKS)
-def test_example_stacks_pass(stack):
-    code, violations = check_json("--stack", stack, *_config_args(stack))
+def test_example_stacks_pass_their_own_policies(stack):
+    """With the pack's defaults and no policy config: an example that fails or warns about itself teaches users to
+    switch policies off."""
+    code, violations = check_json("--stack", stack)
     assert code == 0
-    assert not [v for v in violations if v["level"] == "mandatory"]
+    assert violations == []
 
 
-def test_dev_gcp_is_over_the_default_budget_only():
-    code, violations = check_json("--stack", "dev-gcp")
+def test_dev_gcp_sets_its_own_budget_and_an_organisation_cap_can_be_tighter(tmp_path):
+    """dev-gcp's two A3 Mega nodes cost about $135k a month at maxNodes; the stack's own budget allows that, and a
+    policy config with a lower cap fails it, naming the cap."""
+    assert load_stack(ROOT / "stacks" / "Pulumi.dev-gcp.yaml").budget.max_monthly_usd >= 135_000
+    path = tmp_path / "policy.json"
+    path.write_text('{"fleet-budget": {"maxMonthlyUsd": 100000}}')
+    code, violations = check_json("--stack", "dev-gcp", "--policy-config", str(path))
     assert code == 1
-    assert [v["policy"] for v in violations if v["level"] == "mandatory"] == ["fleet-budget"]
+    (message,) = [v["message"] for v in violations if v["level"] == "mandatory"]
+    assert "the policy config's cap maxMonthlyUsd of $100,000" in message
 
 
 def test_human_output_summary_line():
@@ -72,7 +72,8 @@ def _pool(**fields) -> dict:
 
 
 def test_too_large_fleet_fails_fleet_budget(stack_file):
-    path = stack_file({**stack_config("aws", pools=[_pool(name="train", instanceType="p5.48xlarge", maxNodes=10)]), "aws:region": "us-east-1"})
+    path = stack_file({**stack_config("aws", pools=[_pool(name="train", instanceType="p5.48xlarge", maxNodes=10)]), "aws:region": "us-east-1",
+                       "gpupools:budget": {"maxGpus": 64}})
     result = invoke("check", "--config", str(path))
     assert result.exit_code == 1
     assert "fleet-budget" in result.stdout and "FAILED" in result.stdout
@@ -200,7 +201,7 @@ def _mig_typo(plan):
 ])
 def test_changed_plans_fail_with_the_policy_name(stack, change, policy):
     plan = _plan(stack)
-    settings = policy_settings(json.loads(POLICY_CONFIGS[stack].read_text()), POLICIES) if stack in POLICY_CONFIGS else None
+    settings = None
     assert not run_policies(plan, settings).mandatory
     change(plan)
     result = run_policies(plan, settings)
@@ -261,7 +262,7 @@ def test_all_sets_every_level_but_lowers_no_security_policy():
     assert settings["fleet-budget"].level == "advisory"
     assert {s.level for n, s in settings.items() if n != "fleet-budget" and n not in SECURITY_POLICIES} == {"disabled"}
     assert {s.level for n, s in settings.items() if n in SECURITY_POLICIES} == {"mandatory"}
-    assert settings["fleet-budget"].config == {"maxGpus": 64, "maxMonthlyUsd": 100_000}
+    assert settings["fleet-budget"].config == {}  # no cap unless the stack or the organisation sets one
 
 
 def test_bad_stack_exits_2(stack_file):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpupools.validation.stack import validate_stack
 from gpupools.pools.planning import plan_pools
 from gpupools.queues.teams import pool_totals, quota_ratios as planned_ratios
@@ -65,6 +67,34 @@ def test_budget_happy_path():
 def test_too_many_gpus_fails_and_names_the_pools():
     (message,) = stack_violations("fleet-budget", fleet(), config={"maxGpus": 9})
     assert "10 GPUs" in message and "infer 6" in message and "finetune 4" in message
+    assert "the policy config's cap maxGpus of 9" in message
+
+
+def test_no_cap_by_default():
+    """No fixed default: the fleet that passes with no cap at all is any size; only pricing is checked."""
+    assert stack_violations("fleet-budget", fleet(scalingConfig={"minSize": 0, "maxSize": 5000, "desiredSize": 0})) == []
+
+
+def platform(**budget) -> tuple[str, str, dict]:
+    return ("gpupools:index:GpuPlatform", "gpupools", {"landing": [], **({"budget": budget} if budget else {})})
+
+
+def test_the_stacks_own_budget_is_a_cap():
+    assert stack_violations("fleet-budget", [*fleet(), platform(maxGpus=10, maxMonthlyUsd=16_100)]) == []
+    gpus, cost = stack_violations("fleet-budget", [*fleet(), platform(maxGpus=9, maxMonthlyUsd=16_000)])
+    assert "the stack's budget (gpupools:budget.maxGpus) of 9" in gpus
+    assert "the stack's budget (gpupools:budget.maxMonthlyUsd) of $16,000" in cost
+
+
+@pytest.mark.parametrize("config, budget, source", [
+    ({"maxGpus": 9}, {"maxGpus": 12}, "the policy config's cap maxGpus of 9"),
+    ({"maxGpus": 12}, {"maxGpus": 9}, "the stack's budget (gpupools:budget.maxGpus) of 9"),
+])
+def test_the_tighter_of_stack_budget_and_policy_config_wins(config, budget, source):
+    (message,) = stack_violations("fleet-budget", [*fleet(), platform(**budget)], config=config)
+    assert source in message
+    # Each alone at 10 or more passes: it is the tighter one that fails the fleet.
+    assert stack_violations("fleet-budget", [*fleet(), platform(maxGpus=10)], config={"maxGpus": 12}) == []
 
 
 def test_monthly_cost_over_cap_fails():
@@ -73,7 +103,7 @@ def test_monthly_cost_over_cap_fails():
 
 
 def test_max_size_drives_the_budget():
-    assert stack_violations("fleet-budget", fleet(scalingConfig={"minSize": 0, "maxSize": 70, "desiredSize": 0}))
+    assert stack_violations("fleet-budget", fleet(scalingConfig={"minSize": 0, "maxSize": 70, "desiredSize": 0}), config={"maxGpus": 64})
 
 
 def test_gke_n1_pools_are_priced_from_their_accelerators():

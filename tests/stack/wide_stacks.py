@@ -81,6 +81,7 @@ WIDE = {
         "gpupools:monitoring": _MONITORING,
         "gpupools:teams": _teams({"notebooks": 4, "finetune": 2}, ["notebooks"]),
         "gpupools:health": _HEALTH,
+        "gpupools:budget": {"maxGpus": 64, "maxMonthlyUsd": 25000.5},
     },
     "gcp": {
         "gcp:project": "ml-platform-dev",
