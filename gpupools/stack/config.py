@@ -385,8 +385,9 @@ def _secret_url(value: Any) -> Any:
     if not parts:
         raise PydanticCustomError("secret_url", "is not an https URL (the value is not shown: it is meant to be a secret)")
     if not isinstance(value, SecretText):
-        raise PydanticCustomError("secret_url", "is in plaintext; keep it as a secret: "
-                                                "pulumi config set --secret --path 'gpupools:teams[N].alerts.slack.webhook' URL")
+        # `{field}` becomes the value's own key where the error is reported (`pydantic_problems`): the team's, the
+        # platform's health alerts', whichever holds it.
+        raise PydanticCustomError("secret_url", "is in plaintext; keep it as a secret: pulumi config set --secret --path '{field}' URL")
     return value
 
 
@@ -695,7 +696,7 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
             what, most = ("teams", f"a stack has at most {MAX_TEAMS:,}") if loc[-1] == "teams" else ("labels", f"a pool has at most {MAX_POOL_LABELS}")
             message = f"{len(given):,} {what}; {most}"
         elif kind_ == "secret_url":  # the message is complete, and must not echo a credential
-            message = err["msg"]
+            message = err["msg"].replace("{field}", f"{NAMESPACE}:{field_path(loc)}")
         elif kind_ == "list_type":
             message = f"expected a list, got {got}"
         elif kind_ in ("model_type", "dict_type", "model_attributes_type"):

@@ -18,8 +18,9 @@ below what would stall a CI runner:
   dates stay strings and other tags (`!!binary`, `!!set`, `!!python/...`) are refused;
 - one reading: the Pulumi CLI reads stack files as YAML 1.2 (core schema), PyYAML as YAML 1.1. An unquoted value the
   two read differently (`no` and `on` are booleans in 1.1 and strings in 1.2, `1:30` is 90 in 1.1, `012` is 10 in
-  1.1 and 12 in 1.2, `0o12` and `1e3` are numbers in 1.2 only) is refused with where it is and how to write it, so
-  `gpupools check` never judges a different value than `pulumi up` deploys.
+  1.1 and 12 in 1.2, `0o12` and `1e3` are numbers in 1.2 only) is read as a `Disputed` value, which the stack check
+  refuses naming the field and the spelling that field takes (`fabric: on` -> `"on"`, `create: no` -> `false`), so
+  `gpupools check` never judges a different value than `pulumi up` deploys. As a key it is refused where it stands.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import json
 import math
 import re
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -41,6 +43,33 @@ MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 MAX_NODES = 20_000
 MAX_INT_DIGITS = 20  # every 64-bit integer fits
+
+
+@dataclass(frozen=True)
+class Disputed:
+    """An unquoted scalar that YAML 1.1 (PyYAML, many editors and linters) and YAML 1.2 (the Pulumi CLI) read
+    differently. The reader keeps it instead of refusing it, so the stack check can name the field and say which
+    spelling that field takes; nothing may use it as a value."""
+
+    text: str
+    pulumi_reads: Any  # the YAML 1.2 core-schema value, what `pulumi up` deploys
+    yaml11_reads: Any
+    why: str  # "'on' is a boolean in YAML 1.1 but the string "on" in YAML 1.2, which Pulumi reads"
+    advice: str  # how to write it whatever the field, when the field's own spelling cannot be told
+    line: int
+
+    def spelled(self, value: Any) -> str:
+        """How to write `value` so that both YAML versions read it the same."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if value is None:
+            return "null"
+        if isinstance(value, str):
+            return json.dumps(value)
+        return repr(value)
+
+
+DISPUTED_TAG = "tag:gpupools.io,2026:disputed"
 
 
 class ReadError(Exception):
@@ -134,10 +163,24 @@ class _Loader(yaml.SafeLoader):
     def compose_scalar_node(self, anchor: Any) -> ScalarNode:
         event = self.peek_event()
         if isinstance(event, ScalarEvent) and event.tag is None and event.implicit[0] and event.style is None:
-            problem = yaml_versions_disagree(event.value, self.resolve(ScalarNode, event.value, (True, False)))
-            if problem:
-                raise _Refused(problem, event.start_mark)
+            yaml11_tag = self.resolve(ScalarNode, event.value, (True, False))
+            if yaml_versions_disagree(event.value, yaml11_tag):
+                node = super().compose_scalar_node(anchor)
+                node.tag, node.yaml11_tag = DISPUTED_TAG, yaml11_tag
+                return node
         return super().compose_scalar_node(anchor)
+
+    def construct_disputed(self, node: ScalarNode) -> Disputed:
+        why, advice = yaml_versions_disagree(node.value, node.yaml11_tag)
+        yaml11 = self.yaml_constructors[node.yaml11_tag](self, ScalarNode(node.yaml11_tag, node.value, node.start_mark, node.end_mark))
+        return Disputed(node.value, _core_value(node.value), yaml11, why, advice, node.start_mark.line + 1)
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
+        for key, _ in node.value:
+            if isinstance(key, ScalarNode) and key.tag == DISPUTED_TAG:
+                why, advice = yaml_versions_disagree(key.value, key.yaml11_tag)
+                raise _Refused(f"key {why}; {advice}", key.start_mark)
+        return super().construct_mapping(node, deep)
 
     def compose_mapping_node(self, anchor: Any) -> MappingNode:
         node = super().compose_mapping_node(anchor)
@@ -178,31 +221,50 @@ def _core_tag(value: str) -> str:
     return "tag:yaml.org,2002:str"
 
 
-def yaml_versions_disagree(value: str, yaml11_tag: str) -> str | None:
-    """Why an unquoted scalar means one thing to PyYAML (YAML 1.1) and another to YAML 1.2's core schema, or None."""
+def _core_value(value: str) -> Any:
+    """A plain scalar as YAML 1.2's core schema reads it (the Pulumi CLI's reading)."""
+    tag = _core_tag(value)
+    if tag.endswith(":null"):
+        return None
+    if tag.endswith(":bool"):
+        return value.lower() == "true"
+    if tag.endswith(":int"):
+        sign, digits = (-1 if value.startswith("-") else 1), value.lstrip("+-")
+        base = 8 if digits.startswith("0o") else 16 if digits.startswith("0x") else 10
+        return sign * int(digits if base == 10 else digits[2:], base)
+    if tag.endswith(":float"):
+        lowered = value.lower().lstrip("+")
+        return float(lowered.replace(".inf", "inf").replace(".nan", "nan"))
+    return value
+
+
+def yaml_versions_disagree(value: str, yaml11_tag: str) -> tuple[str, str] | None:
+    """Why an unquoted scalar means one thing to PyYAML (YAML 1.1) and another to YAML 1.2's core schema, and how to
+    write it whatever it is for; None when they agree."""
     if yaml11_tag == "tag:yaml.org,2002:merge":
         return None
     core = _core_tag(value)
     quoted = f"\"{value}\""
     if _YAML11_BOOL_WORDS.fullmatch(value):
         meaning = "false" if value.lower() in ("n", "no", "off") else "true"
-        return (f"{_short(value)} is a boolean in YAML 1.1 but the string {quoted} in YAML 1.2, which Pulumi reads; "
+        return (f"{_short(value)} is a boolean in YAML 1.1 but the string {quoted} in YAML 1.2, which Pulumi reads",
                 f"write {meaning} for the boolean or {quoted} for the string")
     if core == yaml11_tag:
         leading_zero = core == "tag:yaml.org,2002:int" and re.fullmatch(r"[-+]?0[0-9]+", value)
         if not leading_zero:
             return None
-        return (f"{_short(value)} is the octal number {int(value, 8)} in YAML 1.1 but {int(value, 10)} in YAML 1.2, which Pulumi reads; "
-                f"write it without the leading zero, or quote it as a string")
+        return (f"{_short(value)} is the octal number {int(value, 8)} in YAML 1.1 but {int(value, 10)} in YAML 1.2, which Pulumi reads",
+                "write it without the leading zero, or quote it as a string")
     names = {"tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number", "tag:yaml.org,2002:bool": "a boolean",
              "tag:yaml.org,2002:null": "null", "tag:yaml.org,2002:str": "a string"}
     what = names.get(yaml11_tag, "a string")
     if yaml11_tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and len(value) <= 40:
         what = f"the number {yaml.safe_load(value)!r}"  # 1:30 is 90 (base 60), 1_000 is 1000
-    return (f"{_short(value)} is {what} in YAML 1.1 but {names[core]} in YAML 1.2, which Pulumi reads; "
+    return (f"{_short(value)} is {what} in YAML 1.1 but {names[core]} in YAML 1.2, which Pulumi reads",
             f"write a plain decimal number, or quote it as a string (\"{value}\")")
 
 
+_Loader.add_constructor(DISPUTED_TAG, _Loader.construct_disputed)
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 _Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 

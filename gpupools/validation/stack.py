@@ -16,8 +16,9 @@ from pydantic import BaseModel, ValidationError
 
 from gpupools.monitoring.alerting import alerting_problems
 from gpupools.validation.checks import semantic_problems
-from gpupools.stack.config import Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
+from gpupools.stack.config import NAMESPACE, Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
 from gpupools.stack.errors import ConfigError, Problem, field_path, redact
+from gpupools.stack.reading import Disputed
 from gpupools.stack.providers import missing_sdk_problem, provider_problems
 from gpupools.autoscaling.scaleup import scale_up_problems
 from gpupools.autoscaling.choice import resolve_autoscaler
@@ -41,10 +42,84 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
     leaves out, such as AWS_REGION. Every problem leaves through `redact`: whichever check wrote it, it quotes no
     value of the stack that `gpupools.stack.errors.quotable` does not allow.
     """
+    disputes = list(_disputes(config, ()))
+    if disputes:
+        raise ConfigError(redact(_dispute_problems(config, disputes, environ), _settle(config, lambda d: d.pulumi_reads))) from None
     try:
         return _validate(config, environ)
     except ConfigError as exc:
         raise ConfigError(redact(exc.problems, config)) from None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Values YAML 1.1 and 1.2 read differently (`gpupools.stack.reading.Disputed`)
+
+
+def _disputes(value: Any, loc: tuple):
+    """(field location, value) of every disputed value; the location as problems name it (no `gpupools:` prefix)."""
+    if isinstance(value, Disputed):
+        yield loc, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not loc and str(key).startswith(f"{NAMESPACE}:"):
+                key = str(key)[len(NAMESPACE) + 1:]
+            yield from _disputes(item, (*loc, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _disputes(item, (*loc, i))
+
+
+def _settle(value: Any, choose) -> Any:
+    """`value` with every disputed value replaced by one reading of it."""
+    if isinstance(value, Disputed):
+        return choose(value)
+    if isinstance(value, dict):
+        return {k: _settle(v, choose) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_settle(v, choose) for v in value]
+    return value
+
+
+def _refused(config: dict[str, Any], environ: Mapping[str, str] | None) -> list[Problem]:
+    try:
+        _validate(config, environ)
+    except ConfigError as exc:
+        return exc.problems
+    return []
+
+
+def _around(problem: Problem, path: str) -> bool:
+    """Whether `problem` is about `path` itself or a field around it (a union reports where it branches)."""
+    return problem.path == path or path.startswith((f"{problem.path}.", f"{problem.path}["))
+
+
+def _at(problems: list[Problem], path: str) -> str | None:
+    return next((p.message for p in problems if _around(p, path)), None)
+
+
+def _dispute_problems(config: dict[str, Any], disputes: list, environ: Mapping[str, str] | None) -> list[Problem]:
+    """One problem per disputed value, naming its field and the spelling that field takes, then every other problem
+    of the stack as Pulumi would read it. Which reading the field takes is found by validating the stack both ways,
+    so the hint is the model's own answer, never a guess: `fabric: on` is told to write "on", `create: no` false."""
+    as_pulumi = _refused(_settle(config, lambda d: d.pulumi_reads), environ)
+    as_yaml11 = _refused(_settle(config, lambda d: d.yaml11_reads), environ)
+    problems, paths = [], []
+    for loc, dispute in disputes:
+        path = field_path(loc)
+        paths.append(path)
+        refused_pulumi, refused_yaml11 = _at(as_pulumi, path), _at(as_yaml11, path)
+        if refused_pulumi is None and refused_yaml11 is not None:
+            hint = f"write {dispute.spelled(dispute.pulumi_reads)}, which this field takes"
+        elif refused_yaml11 is None and refused_pulumi is not None:
+            hint = f"write {dispute.spelled(dispute.yaml11_reads)}, which this field takes"
+        elif refused_pulumi is None:
+            hint = dispute.advice
+        else:
+            hint = f"as Pulumi reads it: {refused_pulumi}"
+        problems.append(Problem(path, f"unquoted {dispute.why} (line {dispute.line}); {hint}"))
+    # The rest of the stack, as `pulumi up` would read it; what a disputed value caused is said above, once.
+    problems.extend(p for p in as_pulumi if not any(_around(p, path) for path in paths))
+    return _dedupe(problems)
 
 
 def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> StackConfig:

@@ -423,23 +423,40 @@ def test_a_plan_leaves_no_event_loop_open(cloud, monkeypatch):
     assert all(loop.is_closed() for loop in made)
 
 
-@pytest.mark.parametrize("line, words", [
-    ("    create: no", "'no' is a boolean in YAML 1.1 but the string \"no\" in YAML 1.2"),
-    ("    create: on", "'on' is a boolean in YAML 1.1"),
-    ("    kubernetesVersion: 1:30", "'1:30' is the number 90 in YAML 1.1 but a string in YAML 1.2"),
-    ("    diskSizeGb: 0o12", "'0o12' is a string in YAML 1.1 but a number in YAML 1.2"),
-    ("    diskSizeGb: 0200", "'0200' is the octal number 128 in YAML 1.1 but 200 in YAML 1.2"),
+@pytest.mark.parametrize("line, field, words, hint", [
+    # The field's own spelling, found by validating both readings: a boolean field is told true/false ...
+    ("    create: no", "cluster.create", "'no' is a boolean in YAML 1.1 but the string \"no\" in YAML 1.2", "write false, which this field takes"),
+    ("    create: on", "cluster.create", "'on' is a boolean in YAML 1.1", "write true, which this field takes"),
+    # ... a field whose words include on is told to quote it (true would be refused there) ...
+    ("    fabric: on", "pools[0].fabric", "'on' is a boolean in YAML 1.1", 'write "on", which this field takes'),
+    ("    spot: yes", "pools[0].spot", "'yes' is a boolean in YAML 1.1", "write true, which this field takes"),
+    # ... and a value neither reading fits gets the field's own refusal of what Pulumi reads.
+    ("    kubernetesVersion: 1:30", "cluster.kubernetesVersion", "'1:30' is the number 90 in YAML 1.1 but a string in YAML 1.2",
+     "as Pulumi reads it: '1:30' is not a Kubernetes minor version"),
+    ("    diskSizeGb: 0o12", "pools[0].diskSizeGb", "'0o12' is a string in YAML 1.1 but a number in YAML 1.2", "as Pulumi reads it: "),
+    ("    diskSizeGb: 0200", "pools[0].diskSizeGb", "'0200' is the octal number 128 in YAML 1.1 but 200 in YAML 1.2", "write it without the leading zero"),  # both 128 and 200 fit the field
 ])
-def test_values_yaml_1_1_and_1_2_read_differently_are_one_line(tmp_path, line, words):
-    """Offline reading and `pulumi up` must judge the same config: a value the two YAML versions disagree on is refused."""
-    text = f"config:\n  aws:region: eu-central-1\n  gpupools:cloud: aws\n  gpupools:cluster:\n    name: ml\n{line}\n" \
-           f"  gpupools:pools:\n  - name: infer\n    instanceType: g5.2xlarge\n    maxNodes: 2\n"
+def test_values_yaml_1_1_and_1_2_read_differently_are_one_line(tmp_path, line, field, words, hint):
+    """Offline reading and `pulumi up` must judge the same config: a value the two YAML versions disagree on is refused,
+    naming its field (not the file) and a spelling that field takes."""
+    cluster_line, pool_line = (line, "") if field.startswith("cluster.") else ("", line)
+    text = f"config:\n  aws:region: eu-central-1\n  gpupools:cloud: aws\n  gpupools:cluster:\n    name: ml\n{cluster_line}\n" \
+           f"  gpupools:pools:\n  - name: infer\n    instanceType: p4d.24xlarge\n    zones: [eu-central-1a]\n    maxNodes: 2\n{pool_line}\n"
     path = tmp_path / "Pulumi.yaml11.yaml"
     path.write_text(text)
     result = invoke("plan", "--config", str(path))
     assert result.exit_code == 2
     (error,) = errors_of(result)
-    assert error.startswith(f"error: {path}: ") and words in error and "at line 6" in error, error
+    assert error.startswith(f"error: {field}: unquoted ") and words in error and hint in error, error
+    assert f"(line {6 if cluster_line else 12})" in error, error
+
+
+def test_a_yaml_1_1_word_as_a_key_is_refused_where_it_stands(tmp_path):
+    path = tmp_path / "Pulumi.key.yaml"
+    path.write_text("config:\n  aws:region: eu-central-1\n  gpupools:cloud: aws\n  gpupools:cluster: {name: ml}\n  gpupools:pools:\n"
+                    "  - {name: infer, instanceType: g5.2xlarge, maxNodes: 2, labels: {on: x}}\n")
+    (error,) = errors_of(invoke("plan", "--config", str(path)))
+    assert error.startswith(f"error: {path}: key 'on' is a boolean in YAML 1.1") and "line 6" in error, error
 
 
 def test_quoted_and_yaml_1_2_values_still_read(tmp_path):

@@ -69,9 +69,9 @@ def test_unquoted_kubernetes_version_gets_a_hint(tmp_path, text, number):
     path = tmp_path / "Pulumi.v.yaml"
     path.write_text(f"config:\n  aws:region: eu-central-1\n  gpupools:cloud: aws\n  gpupools:cluster: {{name: t, kubernetesVersion: {text}}}\n"
                     f"  gpupools:pools: [{{name: a, instanceType: g5.2xlarge, maxNodes: 1}}]\n")
-    if text == "1:30":  # YAML 1.1 and 1.2 disagree on it (90 or a string): the reader refuses it, where it stands
-        line = one_error(invoke("plan", "--config", str(path)), str(path))
-        assert f"the number {number}" in line and 'quote it as a string ("1:30")' in line and "line 4" in line
+    if text == "1:30":  # YAML 1.1 and 1.2 disagree on it (90 or a string): refused, naming the field and the line
+        line = one_error(invoke("plan", "--config", str(path)), "cluster.kubernetesVersion")
+        assert f"the number {number}" in line and "not a Kubernetes minor version" in line and "line 4" in line
         return
     line = one_error(invoke("plan", "--config", str(path)), "cluster.kubernetesVersion")
     assert f"the number {number}" in line and 'kubernetesVersion: "1.30"' in line

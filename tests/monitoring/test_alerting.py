@@ -166,6 +166,18 @@ def test_bad_receivers_are_one_line_exit_2(tmp_path, raw, field, says):
     assert "hooks.slack.com" not in stderr and "hunter2" not in stderr and "not a url" not in stderr
 
 
+@pytest.mark.parametrize("where, key", [
+    ("teams", "gpupools:teams[0].alerts.slack.webhook"),
+    ("health", "gpupools:health.alerts.slack.webhook"),
+])
+def test_the_plaintext_webhook_hint_names_the_key_that_holds_it(tmp_path, where, key):
+    """The fix is a command to copy: it must set the key the webhook is in, not another one."""
+    raw = stack_config("aws", teams=teams(webhook=WEBHOOK)) if where == "teams" else stack_config("aws", health={"alerts": {"slack": {"webhook": WEBHOOK}}})
+    code, stderr = first_error(tmp_path, raw)
+    assert code == 2
+    assert stderr.strip().endswith(f"pulumi config set --secret --path '{key}' URL"), stderr
+
+
 def test_a_secret_webhook_that_is_not_a_url_is_refused_under_the_engine():
     raw = config()
     plain = engine_view(raw)
