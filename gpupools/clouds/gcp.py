@@ -506,6 +506,11 @@ def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster |
                        f"[any-reservation, on-demand], [flex-start], [queued]; put other capacity in another pool")
         problems.append(Problem(f"{path}.capacity", message))
     if shape in (("flex-start",), ("queued",)):
+        if pool.auto_repair is True:
+            # An explicit setting is never overridden silently: GKE's recipes create these pools with auto-repair off
+            # (gcloud ... --no-enable-autorepair in the flex-start and provisioningrequest how-tos), which gpupools does.
+            problems.append(Problem(f"{path}.autoRepair", f"true, but GKE's {shape[0]} node pools run with auto-repair off: a node "
+                                                          f"is not replaced, its work ends with it; remove autoRepair"))
         if pool.min_nodes > 0:
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}, but {shape[0]} nodes exist only while work asks for them; GKE's "
                                                         f"recipe starts the pool at zero (set minNodes: 0)"))
@@ -829,6 +834,9 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
     detects = "the GPU alerts (DCGM XID and row-remap faults); GKE auto-repair checks node readiness, not GPU health"
     if plan.pool.auto_repair is False:
         return detects, "nothing: GKE auto-repair is off for this pool (autoRepair: false); replace the node by hand"
+    if any(capacity.has(plan.pool, kind) for kind in capacity.DWS):
+        return detects, ("nothing: GKE runs flex-start and queued-provisioning pools with auto-repair off; a broken node goes "
+                         "when its run ends (maxRunDuration) or its workload is deleted")
     return detects, "GKE auto-repair recreates a node NotReady for about 10m; a GPU fault that leaves the node Ready is alerted, not repaired"
 
 

@@ -83,6 +83,12 @@ def test_karpenter_node_repair_gate_exists_in_the_pinned_chart():
     assert has_path(upstream, ("settings", "featureGates", "nodeRepair"))
 
 
+def test_gke_dws_pools_take_auto_repair_unset_or_false():
+    for repair in ({}, {"autoRepair": False}):
+        validate_stack(stack_config("gcp", pools=[{"name": "h100", "instanceType": "a3-ultragpu-8g", "maxNodes": 1, **repair,
+                                                   "capacity": [{"flexStart": {"maxRunDuration": "24h"}}]}]))
+
+
 def test_gke_auto_repair_follows_the_pool_and_the_api_model():
     from test_gke_api_model import NODE_POOL, api_problems, discovery_document
 
@@ -100,10 +106,17 @@ def test_gke_auto_repair_follows_the_pool_and_the_api_model():
      "error: pools[0].autoRepair: AKS node auto-repair covers every node of the cluster"),
     (stack_config("aws", pools=[{"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2, "autoRepair": False}]),
      "error: pools[0].autoRepair: Karpenter's node repair is one switch"),
+    (stack_config("gcp", pools=[{"name": "h100", "instanceType": "a3-highgpu-8g", "maxNodes": 1, "autoRepair": True,
+                                 "capacity": [{"queued": {"maxRunDuration": "24h"}}]}], teams=[{"name": "a", "gpus": 8}]),
+     "error: pools[0].autoRepair: true, but GKE's queued node pools run with auto-repair off"),
+    (stack_config("gcp", pools=[{"name": "h100", "instanceType": "a3-ultragpu-8g", "maxNodes": 1, "autoRepair": True,
+                                 "capacity": [{"flexStart": {"maxRunDuration": "24h"}}]}]),
+     "error: pools[0].autoRepair: true, but GKE's flex-start node pools run with auto-repair off"),
     (stack_config("aws", pools=[{"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2, "autoRepair": "no"}]),
      "error: pools[0].autoRepair: input should be a valid boolean"),
 ])
 def test_repair_that_cannot_be_turned_off_per_pool_is_one_line(stack_file, config, expected):
+    """(Also: a setting a cloud overrides is refused, not silently planned otherwise.)"""
     with pytest.raises(ConfigError) as exc:
         validate_stack(config)
     assert [str(p) for p in exc.value.problems if str(p).startswith(expected)], exc.value
@@ -117,6 +130,7 @@ def test_repair_that_cannot_be_turned_off_per_pool_is_one_line(stack_file, confi
     ("dev-aws-existing", "train", "AcceleratedHardwareReady=False", "EKS node repair: XID 79 and double-bit errors replace the node"),
     ("dev-azure", "finetune", "the GPU alerts", "AKS node auto-repair reboots, then reimages"),
     ("dev-gcp", "infer", "the GPU alerts", "GKE auto-repair recreates a node NotReady"),
+    ("dev-gcp-dws", "h100", "the GPU alerts", "nothing: GKE runs flex-start and queued-provisioning pools with auto-repair off"),
 ])
 def test_the_plan_says_per_pool_what_notices_a_broken_gpu_and_what_follows(stack, pool, detects, then):
     result = CliRunner().invoke(app, ["plan", "--stack", stack])
