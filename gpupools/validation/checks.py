@@ -28,7 +28,9 @@ RESERVED_POOL_NAMES = frozenset({"system"})
 
 def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
                       software: GpuSoftware, teams: list[Team], autoscaler: str = "auto", providers: dict | None = None,
-                      today: date | None = None, quotas: str = "kueue") -> list[Problem]:
+                      today: date | None = None, quotas: str = "kueue", written_pool_names: frozenset[str] = frozenset()) -> list[Problem]:
+    """`written_pool_names`: the names of pools the stack file has but that failed their own checks (reported there);
+    a team that names one is not reported again, one root cause, one error."""
     module = cloud_module(cloud)
     catalog = load_catalog()
     installer = resolve_installer(module, software.installer)
@@ -75,7 +77,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
             vgpu.append((sharing_path, sharing))
     problems += shared_reservation_problems(pools)
     problems += _hami_setting_problems(vgpu)
-    problems += _team_problems(teams, {pool.name for _, pool in pools}, quotas, cloud)
+    problems += _team_problems(teams, {pool.name for _, pool in pools} | written_pool_names, quotas, cloud)
     problems += _queued_pool_problems(pools, teams, quotas)
     return problems
 
@@ -182,7 +184,7 @@ def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue
                                            f"namespaces; give the team another namespace"))
         elif namespaces[team.namespace_name] > 1:
             problems.append(Problem(f"teams[{i}].namespace", f"{team.namespace_name!r} is the namespace of more than one team"))
-        known = ", ".join(sorted(pool_names))
+        known = ", ".join(sorted(pool_names)) or "none (the stack has no pool that passed its checks)"
         for j, pool in enumerate(team.pools or []):
             if pool not in pool_names:
                 problems.append(Problem(f"teams[{i}].pools[{j}]", f"{pool!r} is not a pool of this stack; pools: {known}"))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from gpupools.monitoring.alerting import alerting_problems
 from gpupools.validation.checks import semantic_problems
 from gpupools.stack.config import NAMESPACE, Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
-from gpupools.stack.errors import ConfigError, Problem, field_path, redact
+from gpupools.stack.errors import ConfigError, Problem, field_path, name_like, redact
 from gpupools.stack.reading import Disputed
 from gpupools.stack.providers import missing_sdk_problem, provider_problems
 from gpupools.autoscaling.scaleup import scale_up_problems
@@ -163,7 +163,9 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
         if cloud:
             autoscaler = ours.get("autoscaler") if ours.get("autoscaler") in get_args(Autoscaler) else "auto"
             quotas = ours.get("quotas") if ours.get("quotas") in get_args(QuotaEngine) else "kueue"
-            problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams, autoscaler, providers, quotas=quotas))
+            written = frozenset(r["name"] for r in raw_pools if isinstance(r, dict) and isinstance(r.get("name"), str) and name_like(r["name"]))
+            problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams, autoscaler, providers, quotas=quotas,
+                                              written_pool_names=written))
     if problems:
         raise ConfigError(_dedupe(problems))
     assert stack is not None

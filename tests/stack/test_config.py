@@ -293,3 +293,29 @@ def test_invisible_characters_are_refused(where, change, path):
     change(config)
     found = problems(config)
     assert any(line.startswith(f"error: {path}: ") and "invisible character U+" in line for line in found), found
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One error per root cause
+
+
+def _errors(config: dict) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        validate_stack(config)
+    return [str(p) for p in exc.value.problems]
+
+
+def test_a_team_naming_a_pool_that_failed_its_own_checks_is_not_a_second_error():
+    pools = [{"name": "train", "instanceType": "g5.2xlarge", "maxNodes": 0}, {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 1}]
+    errors = _errors(stack_config("aws", pools=pools, teams=[{"name": "a", "gpus": {"train": 2, "infer": 1, "batch": 1}}]))
+    assert errors == ["error: pools[0].maxNodes: input should be greater than or equal to 1 (got 0)",
+                      "error: teams[0].gpus.batch: 'batch' is not a pool of this stack; pools: infer, train"]
+
+
+def test_a_reference_to_no_pool_says_so_when_no_pool_passed():
+    errors = _errors(stack_config("aws", pools=[{"name": "Train_1", "instanceType": "g5.2xlarge", "maxNodes": 1}],
+                                  teams=[{"name": "a", "gpus": {"train": 1}}]))
+    assert errors[1] == "error: teams[0].gpus.train: 'train' is not a pool of this stack; pools: Train_1"
+    errors = _errors(stack_config("aws", pools=[{"name": 5, "instanceType": "g5.2xlarge", "maxNodes": 1}],
+                                  teams=[{"name": "a", "pools": ["train"], "gpus": 1}]))
+    assert errors[-1].endswith("'train' is not a pool of this stack; pools: none (the stack has no pool that passed its checks)")
