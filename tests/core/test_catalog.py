@@ -126,6 +126,17 @@ def test_every_aws_row_is_karpenters_generated_data():
             assert name == "p5e.48xlarge"  # sold as Capacity Blocks only: no on-demand price in Karpenter's table
 
 
+def test_every_size_karpenter_lists_of_a_catalog_family_is_in_the_catalog():
+    """A family the catalog carries is carried whole: every x86 size of it in Karpenter's generated reference has a row
+    (a missing size would be refused as unknown although EC2 sells it)."""
+    rows, catalog = karpenter_shapes(), load_catalog()
+    families = {it.family for it in catalog.instances["aws"].values()}
+    missing = [name for name, row in rows.items()
+               if row["arch"] == "amd64" and name.split(".")[0] in families and catalog.instance("aws", name) is None]
+    assert missing == []
+    assert {n for n in catalog.instances["aws"] if n.startswith("g7e.")} == {n for n in rows if n.startswith("g7e.")}
+
+
 def test_newer_gcp_rows_are_skypilots_generated_data():
     rows, catalog = skypilot_gcp_rows(), load_catalog()
     machines = {(r["InstanceType"], r["AvailabilityZone"]): r for r in rows if r["InstanceType"]}
@@ -167,3 +178,25 @@ def test_a_type_of_another_cloud_is_found_beside_the_refused_ones():
     catalog = load_catalog()
     assert catalog.cloud_of("a2-highgpu-1g") == "gcp" and catalog.cloud_of("g5.2xlarge") == "aws"
     assert catalog.cloud_of("Standard_ND96isr_H100_v5") == "azure" and catalog.cloud_of("a4x-highgpu-4g") == "gcp"
+
+
+AKS_REFUSED = ["Standard_NV6ads_A10_v5", "Standard_NV12ads_A10_v5", "Standard_NV18ads_A10_v5", "Standard_NV36ads_A10_v5",
+               "Standard_NV36adms_A10_v5", "Standard_NV72ads_A10_v5", "Standard_NCC40ads_H100_v5"]
+
+
+@pytest.mark.parametrize("name", AKS_REFUSED)
+def test_aks_vgpu_and_confidential_sizes_are_known_and_refused_with_what_to_use(name):
+    from gpupools.stack.errors import ConfigError
+    from gpupools.validation.stack import validate_stack
+
+    from conftest import stack_config
+
+    catalog = load_catalog()
+    why = catalog.refusal("azure", name)
+    assert why and "use Standard_" in why and catalog.instance("azure", name) is None and catalog.cloud_of(name) == "azure"
+    assert ("GRID" in why) == ("_A10_v5" in name) and ("confidential" in why) == name.startswith("Standard_NCC")
+    config = stack_config("azure", pools=[{"name": "p", "instanceType": name, "maxNodes": 1}])
+    with pytest.raises(ConfigError) as exc:
+        validate_stack(config)
+    (problem,) = exc.value.problems
+    assert (problem.path, problem.message) == ("pools[0].instanceType", why)
