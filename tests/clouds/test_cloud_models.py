@@ -7,11 +7,13 @@ input of a planned agent pool is a property of the containerservice AgentPool mo
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 
 from conftest import plan_of, stack_config
+from cli.test_new_gpu_stacks import STACKS as NEW_GPU_STACKS
 
 botocore_session = pytest.importorskip("botocore.session")
 from botocore.validate import ParamValidator  # noqa: E402
@@ -53,6 +55,14 @@ def asg_plan():
         {"name": "m", "instanceType": "p4de.24xlarge", "maxNodes": 2, "zones": ["eu-central-1b"], "sharing": {"mode": "mig", "migProfile": "1g.10gb"}}]))
 
 
+@pytest.fixture(scope="module")
+def newer_gpus_asg_plan():
+    """H200 on EFA and B200 in MIG slices under cluster-autoscaler: managed node groups of p5en and p6-b200."""
+    config = copy.deepcopy(NEW_GPU_STACKS["aws-h200-b200"][0])
+    config["gpupools:autoscaler"] = "cluster-autoscaler"
+    return plan_of(config)
+
+
 def test_interruption_queue_and_rules(karpenter_plan):
     queue = karpenter_plan.get("aws:sqs/queue:Queue", "karpenter-interruption").inputs
     check("sqs", "CreateQueue", {"QueueName": queue["name"], "Attributes": {
@@ -88,8 +98,10 @@ def test_eks_access_pod_identity_and_addon(karpenter_plan, asg_plan):
     check("eks", "CreateAddon", {"clusterName": addon["clusterName"], "addonName": addon["addonName"]})
 
 
-def test_node_groups_and_launch_templates(karpenter_plan, asg_plan):
-    for plan in (karpenter_plan, asg_plan):
+def test_node_groups_and_launch_templates(karpenter_plan, asg_plan, newer_gpus_asg_plan):
+    types = {t for g in newer_gpus_asg_plan.of_type("aws:eks/nodeGroup:NodeGroup") for t in g.inputs["instanceTypes"]}
+    assert {"p5en.48xlarge", "p6-b200.48xlarge"} <= types
+    for plan in (karpenter_plan, asg_plan, newer_gpus_asg_plan):
         for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
             i = group.inputs
             params = {"clusterName": i["clusterName"], "nodegroupName": i["nodeGroupName"], "nodeRole": i["nodeRoleArn"], "subnets": i["subnetIds"],
@@ -172,16 +184,21 @@ def test_a_wrong_input_is_caught():
         check("eks", "CreateCluster", {"name": "c", "roleArn": "r", "resourcesVpcConfig": {}, "logging": {"clusterLogging": [{"types": ["kubelet"]}]}})
 
 
-def test_aks_agent_pool_inputs_are_agent_pool_properties():
+@pytest.mark.parametrize("stack", ["nc-t4", "azure-h200"])
+def test_aks_agent_pool_inputs_are_agent_pool_properties(stack):
     models = pytest.importorskip("azure.mgmt.containerservice.models")
     properties = {field._rest_name_input or name for name, field in vars(models.ManagedClusterAgentPoolProfileProperties).items()
                   if hasattr(field, "_rest_name_input")}
     assert "availabilityZones" in properties
-    plan = plan_of(stack_config("azure", pools=[{"name": "t", "instanceType": "Standard_NC4as_T4_v3", "maxNodes": 2, "zones": ["1", "3"],
-                                                  "spot": True, "diskSizeGb": 128}]))
-    inputs = plan.get("azure-native:containerservice:AgentPool", "t").inputs
+    if stack == "azure-h200":  # ND H200 v5 on InfiniBand and in MIG slices (tests/cli/test_new_gpu_stacks.py)
+        plan, names = plan_of(NEW_GPU_STACKS[stack][0]), ["h200", "h200mig"]
+    else:
+        plan, names = plan_of(stack_config("azure", pools=[{"name": "t", "instanceType": "Standard_NC4as_T4_v3", "maxNodes": 2, "zones": ["1", "3"],
+                                                              "spot": True, "diskSizeGb": 128}])), ["t"]
     path_parameters = {"agentPoolName", "resourceGroupName", "resourceName"}
-    assert sorted(set(inputs) - path_parameters - properties) == []
+    for name in names:
+        inputs = plan.get("azure-native:containerservice:AgentPool", name).inputs
+        assert sorted(set(inputs) - path_parameters - properties) == [], name
 
 
 # --------------------------------------------------------------------------------------------------------------------

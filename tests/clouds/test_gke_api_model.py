@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, plan_of, stack_config
+from cli.test_new_gpu_stacks import STACKS as NEW_GPU_STACKS
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -112,6 +113,8 @@ GKE_STACKS = {
         {"name": "mega", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
         {"name": "ultra", "instanceType": "a3-ultragpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
     ]),
+    # A3 Ultra (H200) and A4 (B200) on GPUDirect RDMA, A4 in GKE's B200 partitions (tests/cli/test_new_gpu_stacks.py)
+    "newer-gpus": NEW_GPU_STACKS["gcp-h200-b200"][0],
     "hardened-options": stack_config("gcp", cluster={"name": "prod", "location": "us-central1", "production": True,
                                                      "binaryAuthorization": True, "authorizedCidrs": ["198.51.100.0/24"]}),
 }
