@@ -293,14 +293,16 @@ def catalog_rows(cloud: str | None) -> list[dict]:
                 continue
             rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
                          "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
-                         "priceRead": it.price_read, "accelerator": it.accelerator, **catalog_fabric_row(catalog, name_cloud, it.name)})
+                         "priceRead": it.price_read, "accelerator": it.accelerator, **catalog_fabric_row(catalog, name_cloud, it.name),
+                         "source": it.source, "sourceCite": catalog.row_sources[it.source].cite if it.source else None})
         # Accelerators attached to general-purpose machines (GCP's N1): one row per accelerator, over those machines.
         n1 = [it.name for it in types.values() if it.gpu is None]
+        n1_source = next((it.source for it in types.values() if it.gpu is None), None)
         for acc in catalog.attachable(name_cloud).values():
             rows.append({"cloud": name_cloud, "instanceType": f"n1 ({', '.join(n1)}) + {acc.name}", "gpu": acc.gpu.name,
                          "gpus": "/".join(map(str, acc.counts)), "gpuMemoryGb": acc.gpu.memory_gb, "mig": [],
                          "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name,
-                         "fabric": None, "localNvmeGb": None})
+                         "fabric": None, "localNvmeGb": None, "source": n1_source, "sourceCite": catalog.row_sources[n1_source].cite if n1_source else None})
     return rows
 
 
@@ -314,12 +316,15 @@ def catalog_fabric_row(catalog, cloud: str, name: str) -> dict:
 def print_catalog(rows: list[dict], console: Console | None = None) -> None:
     console = console or Console(highlight=False, width=200)
     table = Table(box=box.SIMPLE_HEAD)
-    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "fabric", "USD/h", "USD/GPU-h", "read"):
+    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "fabric", "USD/h", "USD/GPU-h", "read", "source"):
         table.add_column(col, justify="right" if col in ("GPUs", "GB/GPU", "USD/h", "USD/GPU-h") else "left")
     for r in rows:
         mig = ", ".join(r["mig"]) if r["mig"] else "-"
         price = f"{r['pricePerHour']:.3f}" if r["pricePerHour"] is not None else "machine + GPUs"
         table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, r.get("fabric") or "-", price,
-                      f"{r['pricePerGpuHour']:.3f}", r["priceRead"])
+                      f"{r['pricePerGpuHour']:.3f}", r["priceRead"], r.get("source") or "-")
     console.print(table)
-    console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in load_catalog().price_region.items()) + ".")
+    catalog = load_catalog()
+    console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in catalog.price_region.items()) + ".")
+    for key in dict.fromkeys(r.get("source") for r in rows if r.get("source")):
+        console.print(f"{key}: {catalog.row_sources[key].cite}")

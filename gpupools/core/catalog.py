@@ -51,6 +51,7 @@ class InstanceType:
     vcpus: int | None = None
     memory_gib: int | None = None
     price_region: str | None = None  # where the price was read, when not the cloud's catalog-wide price region
+    source: str | None = None  # the key of catalog.yaml `rowSources` the row comes from
 
     @property
     def family(self) -> str:
@@ -94,6 +95,7 @@ class Catalog:
     refused: dict[str, dict[str, str]] = field(default_factory=dict)  # cloud -> instance type the cloud sells -> why gpupools refuses it
     nccl_images: dict[str, "NcclTestImage"] = field(default_factory=dict)  # fabric kind -> the NCCL test's image
     nccl_results: dict[str, dict[str, "NcclResult"]] = field(default_factory=dict)  # cloud -> instance type -> published result
+    row_sources: dict[str, "RowSource"] = field(default_factory=dict)  # source key -> its citation
 
     def attachable(self, cloud: str) -> dict[str, "GcpAccelerator"]:
         """GPUs a cloud sells as accelerators attached to general-purpose machines (GCP's N1), by accelerator type; empty
@@ -157,6 +159,8 @@ def _load(text: str) -> Catalog:
         )
         for name, g in raw["gpus"].items()
     }
+    row_sources = {key: RowSource(key, " ".join(str(r["cite"]).split()), bool(r["generated"])) for key, r in (raw.get("rowSources") or {}).items()}
+    sources = _row_source_keys(raw.get("rowSources") or {}, raw["instances"])
     instances = {
         cloud: {
             name: InstanceType(
@@ -170,6 +174,7 @@ def _load(text: str) -> Catalog:
                 vcpus=i.get("vcpus"),
                 memory_gib=i.get("memoryGib"),
                 price_region=i.get("priceRegion"),
+                source=sources.get((cloud, name)),
             )
             for name, i in types.items()
         }
@@ -195,7 +200,30 @@ def _load(text: str) -> Catalog:
                                         float(r["floor"]) if "floor" in r else None, r["source"]) for name, r in types.items()}
                for cloud, types in (nccl.get("results") or {}).items()}
     return Catalog(gpus=gpus, instances=instances, gcp_accelerators=accelerators, price_region=raw["priceRegion"], gcp_zones=zones,
-                   fabric=fabric, refused=refused, nccl_images=images, nccl_results=results)
+                   fabric=fabric, refused=refused, nccl_images=images, nccl_results=results, row_sources=row_sources)
+
+
+@dataclass(frozen=True)
+class RowSource:
+    """Where catalog rows come from (catalog.yaml `rowSources`): generated data the tests hold them to, or hand-typed."""
+
+    key: str
+    cite: str
+    generated: bool
+
+
+def _row_source_keys(raw: dict, instances: dict) -> dict[tuple[str, str], str]:
+    """(cloud, instance type) -> source key: named rows first, then a cloud's `all` or `rest`."""
+    keys: dict[tuple[str, str], str] = {}
+    for key, r in raw.items():
+        for cloud, rows in r["rows"].items():
+            if isinstance(rows, list):
+                keys.update({(cloud, name): key for name in rows})
+    for key, r in raw.items():
+        for cloud, rows in r["rows"].items():
+            if rows in ("all", "rest"):
+                keys.update({(cloud, name): key for name in instances.get(cloud, {}) if (cloud, name) not in keys})
+    return keys
 
 
 @dataclass(frozen=True)

@@ -200,3 +200,41 @@ def test_aks_vgpu_and_confidential_sizes_are_known_and_refused_with_what_to_use(
         validate_stack(config)
     (problem,) = exc.value.problems
     assert (problem.path, problem.message) == ("pools[0].instanceType", why)
+
+
+def test_every_row_names_its_source_and_generated_sources_are_the_rows_the_tests_check():
+    catalog = load_catalog()
+    for cloud, types in catalog.instances.items():
+        for it in types.values():
+            assert it.source in catalog.row_sources, (cloud, it.name)
+    by_source = lambda key: {(c, n) for c, types in catalog.instances.items() for n, it in types.items() if it.source == key}  # noqa: E731
+    assert by_source("karpenter-aws") == {("aws", n) for n in karpenter_shapes() if n in catalog.instances["aws"]}
+    assert by_source("skypilot-gcp") == {("gcp", r["InstanceType"]) for r in skypilot_gcp_rows() if r["InstanceType"]}
+    assert by_source("karpenter-azure") == {("azure", n) for n, it in catalog.instances["azure"].items() if it.price_region}
+    generated = {k for k, s in catalog.row_sources.items() if s.generated}
+    assert generated == {"karpenter-aws", "skypilot-gcp", "karpenter-azure"}
+    assert all(not catalog.instances[c][n].price_read.startswith("2025") for k in generated for c, n in by_source(k) if c != "aws")
+
+
+def test_named_rows_win_over_a_clouds_rest():
+    from gpupools.core.catalog import _row_source_keys
+
+    raw = {"a": {"rows": {"gcp": "rest"}}, "b": {"rows": {"gcp": ["x"]}}}
+    assert _row_source_keys(raw, {"gcp": {"x": {}, "y": {}}}) == {("gcp", "x"): "b", ("gcp", "y"): "a"}
+
+
+def test_gpupools_catalog_shows_each_rows_source_and_its_citation():
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpupools.cli.main import app
+
+    rows = json.loads(CliRunner().invoke(app, ["catalog", "--json"]).stdout)
+    catalog = load_catalog()
+    assert all(r["source"] in catalog.row_sources and r["sourceCite"] == catalog.row_sources[r["source"]].cite for r in rows)
+    g7e = next(r for r in rows if r["instanceType"] == "g7e.12xlarge")
+    assert g7e["source"] == "karpenter-aws" and "v1.14.1" in g7e["sourceCite"]
+    text = " ".join(CliRunner().invoke(app, ["catalog", "--cloud", "azure"], terminal_width=250).output.split())
+    assert "karpenter-azure" in text and "price-lists-2025-06: typed from the clouds' published" in text
+    assert "skypilot-gcp:" not in text  # only the sources of the rows shown
