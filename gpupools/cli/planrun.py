@@ -158,6 +158,9 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
             out["identity"] = {**identity, "userAssignedIdentities": {i: {"principalId": rid, "clientId": rid} for i in identity["userAssignedIdentities"]}}
     elif typ == "azure-native:managedidentity:UserAssignedIdentity":
         out.update(principalId=f"{rid[:8]}-0000-4000-8000-{rid[:12]}", clientId=f"{rid[:8]}-1111-4000-8000-{rid[:12]}")
+    elif typ == "gcp:serviceaccount/account:Account":
+        email = f"{inputs.get('accountId', name)}@{inputs.get('project', 'mock-project')}.iam.gserviceaccount.com"
+        out.update(email=email, member=f"serviceAccount:{email}", uniqueId=str(int(rid[:15], 16)))
     elif typ == "gcp:container/cluster:Cluster":
         out.update(endpoint="203.0.113.10", masterAuth={"clusterCaCertificate": _MOCK_CA})
     elif typ.startswith("random:index/randomPassword"):

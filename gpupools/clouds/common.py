@@ -64,7 +64,7 @@ CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("lo
                   "azure_policy": ("azurePolicy", "azure"),
                   "defender_workspace_id": ("defenderWorkspaceId", "azure"), "network_policy": ("networkPolicy", "azure and gcp"),
                   "private_nodes": ("privateNodes", "gcp"), "release_channel": ("releaseChannel", "gcp"), "production": ("production", "gcp"),
-                  "binary_authorization": ("binaryAuthorization", "gcp")}
+                  "binary_authorization": ("binaryAuthorization", "gcp"), "node_service_account": ("nodeServiceAccount", "gcp")}
 
 
 def shared_cluster_problems(cluster, cloud: str) -> list[Problem]:

@@ -8,10 +8,12 @@ change replaces the pool (docs/sharing.md says so).
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import re
 from datetime import date
+from typing import Any
 
 from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
 from gpupools.core.facts import load_facts
@@ -61,7 +63,55 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
     problems = shared_cluster_problems(cluster, NAME)
     if cluster.location is None:
         problems.append(Problem("cluster.location", "required on gcp: the region (e.g. us-central1) or zone (e.g. us-central1-a) of the GKE cluster"))
+    if cluster.node_service_account is not None and DEFAULT_COMPUTE_ACCOUNT.fullmatch(cluster.node_service_account):
+        problems.append(Problem("cluster.nodeServiceAccount", "is the Compute Engine default service account, which holds the project's Editor "
+                                                              "role; name a dedicated account, or leave it out and gpupools creates one"))
     return problems
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The nodes' own identity
+#
+# GKE nodes act as an IAM service account for their own work: writing logs and metrics, autoscaling metrics, pulling
+# images. Unset, that is the Compute Engine default account, which has the project's Editor role. gpupools gives the
+# nodes a dedicated account with GKE's least-privilege node role and image pulls from Artifact Registry, as GKE's
+# hardening guide ("Configure GKE node service accounts": roles/container.defaultNodeServiceAccount, plus
+# roles/artifactregistry.reader for private images) and CIS GKE Benchmark 5.2.1 ask. Workloads get Google identities
+# through Workload Identity (GKE_METADATA), never from the node's account.
+
+NODE_SERVICE_ACCOUNT_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+# PROJECT_NUMBER-compute@developer.gserviceaccount.com (IAM "Default service accounts").
+DEFAULT_COMPUTE_ACCOUNT = re.compile(r"[0-9]+-compute@developer\.gserviceaccount\.com")
+# IAM CreateServiceAccount: accountId is 6-30 characters, [a-z]([-a-z0-9]*[a-z0-9]).
+ACCOUNT_ID = re.compile(r"^[a-z](?:[-a-z0-9]{4,28}[a-z0-9])$")
+ACCOUNT_ID_MAX = 30
+
+
+def node_account_id(cluster_name: str) -> str:
+    """`<cluster>-nodes`, or, for a cluster name too long for IAM's 30 characters, its start and a stable hash."""
+    plain = f"{cluster_name}-nodes"
+    if len(plain) <= ACCOUNT_ID_MAX:
+        return plain
+    digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:6]
+    head = cluster_name[:ACCOUNT_ID_MAX - len(f"-{digest}-nodes")].rstrip("-")
+    return f"{head}-{digest}-nodes"
+
+
+def node_account_args(cluster: Cluster, project: str | None) -> dict | None:
+    """The service account gpupools creates for the nodes, as the provider names its inputs; None when the stack names
+    its own (`nodeServiceAccount`)."""
+    if cluster.node_service_account is not None:
+        return None
+    args = {"accountId": node_account_id(cluster.name), "displayName": f"GKE nodes of {cluster.name}"[:100],
+            "description": "The identity of the cluster's nodes (logs, metrics, image pulls); created by gpupools"}
+    if project:
+        args["project"] = project
+    return args
+
+
+def node_role_args(role: str, member: Any, project: Any) -> dict:
+    """One project-level grant of a node role to the node service account (`member`: serviceAccount:<email>)."""
+    return {"project": project, "role": role, "member": member}
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
@@ -140,7 +190,8 @@ def guest_accelerator(plan: PoolPlan, installer: str) -> dict:
     return accelerator
 
 
-def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, project: str | None, kubernetes_version: str | None) -> dict:
+def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, project: str | None, kubernetes_version: str | None,
+                   service_account: Any = None) -> dict:
     pool = plan.pool
     labels = dict(plan.labels)
     operator_owned = installer != "cloud"
@@ -154,12 +205,15 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
         "labels": labels,
         "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
         "guest_accelerators": [guest_accelerator(plan, installer)],
+        # IAM decides what the node can do: the cloud-platform scope with a least-privilege account, as GKE advises.
         "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
         "workload_metadata_config": {"mode": "GKE_METADATA"},
         # Secure boot admits only signed kernel modules: GKE's drivers are signed, NVIDIA's driver container is not.
         "shielded_instance_config": {"enable_secure_boot": not operator_owned, "enable_integrity_monitoring": True},
         "metadata": {"disable-legacy-endpoints": "true"},
     }
+    if service_account is not None:
+        node_config["service_account"] = service_account
     if pool.disk_size_gb:
         node_config["disk_size_gb"] = pool.disk_size_gb
     ssds = local_ssds(pool.instance_type)
@@ -317,7 +371,7 @@ def existing_cluster_problem(name: str, workload_pools: list[str | None]) -> str
             f"`gcloud container clusters update {name} --workload-pool=PROJECT_ID.svc.id.goog`, then run again")
 
 
-def system_node_pool_args(cluster_name, location: str, project: str | None) -> dict:
+def system_node_pool_args(cluster_name, location: str, project: str | None, service_account: Any = None) -> dict:
     args = {
         "name": "system",
         "cluster": cluster_name,
@@ -333,6 +387,8 @@ def system_node_pool_args(cluster_name, location: str, project: str | None) -> d
             "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
         },
     }
+    if service_account is not None:
+        args["node_config"]["service_account"] = service_account
     if project:
         args["project"] = project
     return args

@@ -29,6 +29,7 @@ class GkeCluster(Component):
         project = stack.providers.get("gcp:project")
         self.location = cluster.location
         self.project = project
+        self.node_account, grants = self._node_account(stack)
         if cluster.create:
             # The provider's project when the stack names none (GOOGLE_PROJECT and the like), as the cluster gets it.
             pool = (pulumi.Output.from_input(decide.workload_pool(project)) if project else
@@ -48,8 +49,8 @@ class GkeCluster(Component):
             self.cluster_name = gke.name
             endpoint, ca_data = gke.endpoint, gke.master_auth.cluster_ca_certificate
             # The system pool's nodes pull images from outside Google as soon as they start: NAT first.
-            gcp.container.NodePool("system", **decide.system_node_pool_args(gke.name, cluster.location, project), opts=self.child(
-                ignore_changes=["initialNodeCount"], depends_on=after))
+            gcp.container.NodePool("system", **decide.system_node_pool_args(gke.name, cluster.location, project, self.node_account),
+                                   opts=self.child(ignore_changes=["initialNodeCount"], depends_on=[*after, *grants]))
         else:
             found = gcp.container.get_cluster_output(name=cluster.name, location=cluster.location, project=project,
                                                      opts=pulumi.InvokeOutputOptions(parent=self))
@@ -65,6 +66,21 @@ class GkeCluster(Component):
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
         self.fabric_networks = self._fabric(stack)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
+
+    def _node_account(self, stack: StackConfig) -> tuple[pulumi.Input[str] | None, list[pulumi.Resource]]:
+        """The IAM service account the nodes run as (the stack's own, or one gpupools creates with the least-privilege
+        node roles: clouds/gcp.py says why), and the grants node pools wait for."""
+        args = decide.node_account_args(stack.cluster, self.project)
+        if args is None:
+            return stack.cluster.node_service_account, []
+        account = CloudResource("gcp:serviceaccount/account:Account", args["accountId"], args, ("email", "member"), self.child())
+        project = (self.project if self.project else
+                   invoke("gcp:organizations/getClientConfig:getClientConfig", {}, self).apply(lambda r: r["project"]))
+        grants = [CloudResource("gcp:projects/iAMMember:IAMMember", f"{args['accountId']}-{role.rsplit('/', 1)[1]}",
+                                decide.node_role_args(role, account.member, project), (), self.child(parent=account))
+                  for role in decide.NODE_SERVICE_ACCOUNT_ROLES]
+        self.node_grants = grants
+        return account.email, grants
 
     def _fabric(self, stack: StackConfig) -> dict[str, list[dict]]:
         """The VPC networks and subnets each GPUDirect pool's extra NICs attach to, by pool: attachments for the pool.
@@ -113,7 +129,9 @@ class GkeCluster(Component):
 
     def handle(self) -> ClusterHandle:
         return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"location": self.location, "project": self.project,
-                                                                                  "fabric_networks": self.fabric_networks})
+                                                                                  "fabric_networks": self.fabric_networks,
+                                                                                  "node_account": self.node_account,
+                                                                                  "node_grants": getattr(self, "node_grants", [])})
 
 
 def _with_workload_identity(name: str, configs: list) -> str:
@@ -132,7 +150,8 @@ class GkeGpuNodePool(Component):
     def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, kubernetes_version: str | None = None,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__(plan.name, opts)
-        args = decide.node_pool_args(plan, installer, cluster.name, cluster.details["location"], cluster.details["project"], kubernetes_version)
+        args = decide.node_pool_args(plan, installer, cluster.name, cluster.details["location"], cluster.details["project"], kubernetes_version,
+                                     cluster.details.get("node_account"))
         attachments = (cluster.details.get("fabric_networks") or {}).get(plan.name)
         if attachments is not None:
             args = decide.fabric_node_pool_args(plan, args, attachments)
@@ -140,7 +159,8 @@ class GkeGpuNodePool(Component):
             plan.name,
             **args,
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
-            opts=self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True))
+            opts=self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True,
+                            depends_on=cluster.details.get("node_grants") or []))
         self.register_outputs({"nodePoolName": self.node_pool.name})
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Policy
 
-from gpupools.policies import budget, capacity, clusters, fabric, gpu_pools, helm, lifecycle, monitoring, quotas, security, versions, workloads
+from gpupools.policies import budget, capacity, clusters, fabric, gpu_pools, helm, identity, lifecycle, monitoring, quotas, security, versions, workloads
 
 PACK_NAME = "gpupools"
 PACK_DESCRIPTION = "Guardrails for shared GPU node pools on EKS, AKS and GKE: taints, sharing, budget, monitoring, security, cluster hardening, quotas, versions."
@@ -20,6 +20,7 @@ POLICIES: list[Policy] = [
     *budget.POLICIES,
     *monitoring.POLICIES,
     *security.POLICIES,
+    *identity.POLICIES,
     *clusters.POLICIES,
     *workloads.POLICIES,
     *quotas.POLICIES,
@@ -45,6 +46,8 @@ SECURITY_POLICIES = frozenset({
     "aks-defender-and-policy", "cluster-network-policy", "cluster-workload-identity", "gke-private-nodes", "gke-binary-authorization",
     # gpupools/policies/workloads.py
     "gpu-workload-privileges",
+    # gpupools/policies/identity.py
+    "node-identity-least-privilege",
 })
 
 

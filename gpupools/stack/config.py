@@ -31,6 +31,7 @@ RELEASE_LABEL = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 # A vGPU's memory: a share of the GPU ("25%") or an amount in MiB or GiB ("8Gi", "3000Mi"), as HAMi's
 # nvidia.com/gpumem-percentage and nvidia.com/gpumem count it.
 GPU_MEMORY = r"^([1-9][0-9]{0,2}%|[1-9][0-9]{0,6}(Mi|Gi))$"
+SERVICE_ACCOUNT_EMAIL = r"^[a-z0-9][-a-z0-9]{0,61}[a-z0-9]@[a-z][-a-z0-9.]{0,99}\.gserviceaccount\.com$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 # An Azure Log Analytics workspace's resource ID, as AKS's Defender profile takes it.
 LOG_ANALYTICS_WORKSPACE = (r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-A-Za-z0-9_.()]{1,90}/providers/Microsoft\.OperationalInsights/"
@@ -43,6 +44,7 @@ PATTERN_NAMES = {
     CHART_VERSION: "a chart version such as v26.7.0",
     RELEASE_LABEL: "a label value (1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)",
     GPU_MEMORY: "a GPU memory share such as 25% or an amount such as 8Gi or 3000Mi",
+    SERVICE_ACCOUNT_EMAIL: "a Google service account e-mail such as gke-nodes@my-project.iam.gserviceaccount.com",
     LOG_ANALYTICS_WORKSPACE: "a Log Analytics workspace resource ID (/subscriptions/<id>/resourceGroups/<group>/providers/"
                              "Microsoft.OperationalInsights/workspaces/<name>)",
 }
@@ -328,6 +330,9 @@ class Cluster(Model):
     production: Annotated[bool, Field(strict=True)] | None = None
     # GKE: Binary Authorization enforcing the project's policy; optional, off by default.
     binary_authorization: Annotated[bool, Field(strict=True)] | None = None
+    # GKE: the IAM service account the nodes run as, when the platform team keeps its own; otherwise gpupools creates one
+    # with the least-privilege node roles. Never the Compute Engine default account (refused by the cloud's checks).
+    node_service_account: Annotated[str, StringConstraints(pattern=SERVICE_ACCOUNT_EMAIL, max_length=254)] | None = None
 
     @property
     def endpoint_mode(self) -> str:
