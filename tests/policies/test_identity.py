@@ -204,3 +204,14 @@ def test_a_managed_identity_with_a_broad_role_fails(guid, principal, fails):
     assert bool(found) is fails
     if fails:
         assert found[0].startswith("a managed identity is assigned ")
+
+
+@pytest.mark.parametrize("policy, fails", [("AdministratorAccess", True), ("AmazonEKS_CNI_Policy", False)])
+def test_a_broad_policy_listed_on_the_node_role_itself_fails(policy, fails):
+    plan = plan_of("dev-aws")
+    node_role = first(plan, "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]["role"]
+    add(plan, "aws:iam/role:Role", "listed", {"name": node_role, "managedPolicyArns": [f"arn:aws:iam::aws:policy/{policy}"]})
+    found = violations(plan)
+    assert bool(found) is fails
+    if fails:
+        assert found == [f"node role {node_role!r} lists {policy} in managedPolicyArns; keep the node role to the EKS node policies"]
