@@ -20,6 +20,7 @@ from gpupools.cli.replacement import PoolChange, sharing_change_note
 from gpupools.core.pools import PoolPlan
 from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
+from gpupools.pools.software import driver_plan
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.queues.kueue import topology_aware, topology_guarantee
 from gpupools.autoscaling.templates import eviction_guard
@@ -166,6 +167,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler) == KARPENTER
     table.add_row("", sharing_change_note(stack.target, m.installer, pool.os, karpenter))
+    table.add_row("driver", driver_plan(stack, plan).words)
     for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
         table.add_row(key, value)
     disk = getattr(stack.target, "node_disk_line", None)  # clouds whose pools' node disks gpupools sizes itself (EKS)

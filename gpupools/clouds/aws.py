@@ -1147,6 +1147,16 @@ OWN_GPU_SOFTWARE = False
 # `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
 DEVICE_PLUGIN_INSTALLER = True
 IMAGE_BRINGS_DRIVER = True
+
+
+def driver_installer(installer: str, os: str | None) -> str | None:
+    """Who installs a pool's NVIDIA driver, in the plan's words; None: the GPU Operator. On EKS the GPU AMI does, whatever
+    the installer. The AL2023 NVIDIA AMI loads NVIDIA's open kernel modules for every GPU of its
+    nvidia-open-supported-devices list (awslabs/amazon-eks-ami @81fec2e8 templates/al2023/runtime/gpu/nvidia-kmod-load.sh),
+    B200, B300 and RTX PRO 6000 among them (nvidia-open-supported-devices-580.txt)."""
+    if os == "bottlerocket":
+        return "Bottlerocket's NVIDIA variant (its own driver build)"
+    return "the EKS AL2023 NVIDIA AMI"
 # Pods of the system-*-critical priority classes run outside kube-system without a quota for them.
 CRITICAL_PODS_NEED_QUOTA = False
 # Admission webhooks' namespaceSelector is the chart's to set.

@@ -83,6 +83,11 @@ def gpu_driver(installer: str) -> str:
     return "None" if installer == "gpu-operator" else "Install"
 
 
+def driver_installer(installer: str, os: str | None) -> str | None:
+    """Who installs a pool's NVIDIA driver, in the plan's words; None: the GPU Operator (gpu_driver above)."""
+    return None if gpu_driver(installer) == "None" else "AKS (gpuProfile.driver Install: the driver of the node image)"
+
+
 # The AKS cluster autoscaler builds an empty scale set's node from its VM size and from tags of this prefix, one per
 # extended resource, the resource's `/` spelled `_` (Azure tag names may not hold `/`): kubernetes/autoscaler
 # cluster-autoscaler/cloudprovider/azure/README.md, "Resources", and azure_template.go (processVMSSTemplate). Tags of an

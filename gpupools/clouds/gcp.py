@@ -175,6 +175,11 @@ def local_nvme_use(pool: Pool, fabric_on: bool) -> str | None:
     return f"as the kubelet's ephemeral storage ({ssds} local SSDs, ephemeralStorageLocalSsdConfig)" if ssds else None
 
 
+def driver_installer(installer: str, os: str | None) -> str | None:
+    """Who installs a pool's NVIDIA driver, in the plan's words; None: the GPU Operator (guest_accelerator below)."""
+    return "GKE (gpuDriverInstallationConfig LATEST: the newest driver GKE has for the node version)" if installer == "cloud" else None
+
+
 def guest_accelerator(plan: PoolPlan, installer: str) -> dict:
     m = plan.mechanism
     accelerator: dict = {"type": plan.hardware.accelerator, "count": plan.hardware.gpus_per_node}

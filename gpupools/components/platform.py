@@ -10,7 +10,7 @@ from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.core.sharing import resolve_installer
-from gpupools.pools.software import software_plan
+from gpupools.pools.software import driver_plan, software_plan
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.health.readiness import readiness_summary
@@ -80,7 +80,8 @@ class GpuPlatform(Component):
                  **fabric_row(fabrics.get(plan.name), catalog_fabric(self.stack.cloud, plan.pool.instance_type).local_nvme_gb),
                  "topology": topology_guarantee(self.stack, plan, fabrics.get(plan.name), autoscaler),
                  "capacitySources": capacity_report(self.stack, plan, autoscaler),
-                 "ready": readiness_summary(self.stack, plan, autoscaler), "repair": pool_repair(self.stack, plan, autoscaler).as_json()}
+                 "ready": readiness_summary(self.stack, plan, autoscaler), "repair": pool_repair(self.stack, plan, autoscaler).as_json(),
+                 "driver": driver_plan(self.stack, plan).as_json()}
                 for plan, verdict in zip(self.plans, verdicts)]
 
 

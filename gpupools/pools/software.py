@@ -162,6 +162,49 @@ def hami_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     }
 
 
+# The driver the pinned GPU Operator chart installs: NVIDIA/gpu-operator v26.7.0 deployments/gpu-operator/values.yaml
+# driver.version (tests/reference/gpu-operator/values.yaml; test_the_drivers_gpupools_installs_know_every_catalog_gpu).
+GPU_OPERATOR_DRIVER = "595.91.07"
+
+
+@dataclass(frozen=True)
+class DriverPlan:
+    """A pool's NVIDIA driver: who installs it, which version where gpupools pins it, and what its GPUs need."""
+
+    installed_by: str
+    version: str | None  # None: the installer's own choice
+    min_branch: int | None  # the oldest branch that knows the pool's GPU (catalog.yaml minDriver)
+    open_modules_only: bool  # Blackwell and later: NVIDIA's open kernel modules only
+
+    @property
+    def words(self) -> str:
+        text = self.installed_by + (f", {self.version}" if self.version else "")
+        if self.open_modules_only:
+            text += "; NVIDIA's open kernel modules (Blackwell has no proprietary ones)"
+        if self.min_branch:
+            text += f"; the GPU needs branch {self.min_branch} or later"
+        return text
+
+    def as_json(self) -> dict:
+        return {"installedBy": self.installed_by, "version": self.version, "minBranch": self.min_branch,
+                "openKernelModulesOnly": self.open_modules_only}
+
+
+def driver_plan(stack: StackConfig, plan: PoolPlan) -> DriverPlan:
+    """Who installs the pool's driver (the cloud's answer, or the GPU Operator with kernelModuleType "auto", which picks
+    the open modules on Blackwell: NVIDIA/gpu-operator v26.7.0 api/nvidia/v1/clusterpolicy_types.go KernelModuleType)."""
+    installer = resolve_installer(stack.target, stack.gpu_software.installer)
+    gpu = plan.hardware.gpu
+    by = stack.target.driver_installer(installer, plan.pool.os)
+    version = None
+    if by is None:
+        chart = stack.gpu_software.version or GPU_OPERATOR.default_version
+        pinned = chart == GPU_OPERATOR.default_version
+        by = f"the GPU Operator (chart {chart}, driver.kernelModuleType auto)"
+        version = GPU_OPERATOR_DRIVER if pinned else None
+    return DriverPlan(by, version, gpu.min_driver, gpu.open_kernel_modules_only)
+
+
 def operator_owns_driver(stack: StackConfig) -> bool:
     """EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship driver and toolkit; on AKS (gpuProfile.driver None)
     and GKE (INSTALLATION_DISABLED) the operator installs them."""

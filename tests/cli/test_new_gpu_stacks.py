@@ -137,6 +137,10 @@ def test_the_driver_settings_fit_the_familys_gpus(name, planned):
     NVIDIA AMI brings it (the operator's driver off); GKE installs its LATEST driver for the node version."""
     _, doc = planned[name]
     cloud = doc["cloud"]
+    for pool in doc["outputs"]["pools"]:  # the plan says what each pool's GPU needs of its driver
+        model = load_catalog().gpus[pool["gpu"]]
+        assert pool["driver"]["openKernelModulesOnly"] == model.architecture.startswith("Blackwell"), pool["name"]
+        assert pool["driver"]["minBranch"] == model.min_driver, pool["name"]
     releases = {r["name"]: r["inputs"] for r in doc["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release"}
     if cloud == "gcp":
         pools = [r["inputs"] for r in doc["resources"] if r["type"] == POOL_RESOURCE["gcp"]]

@@ -326,3 +326,39 @@ def test_gke_a4_pool_plans_with_gkes_own_b200_partitions():
     stack = validate_stack(config)
     (plan,) = plan_pools(stack)
     assert plan.hardware.accelerator == "nvidia-b200" and plan.units_per_node == 16
+
+
+def driver_of(cloud, pool, region=None, **keys):
+    from gpupools.pools.software import driver_plan
+
+    config = stack_config(cloud, pools=[pool], **keys)
+    if region:
+        config["aws:region" if cloud == "aws" else "azure-native:location"] = region
+    stack = validate_stack(config)
+    (plan,) = plan_pools(stack)
+    return driver_plan(stack, plan)
+
+
+def test_the_driver_of_a_pool_says_who_installs_it_and_what_its_gpu_needs():
+    from gpupools.pools.software import GPU_OPERATOR_DRIVER
+
+    chart = yaml.safe_load((needs_reference() / "gpu-operator" / "values.yaml").read_text())["driver"]
+    assert GPU_OPERATOR_DRIVER == chart["version"]
+    b200 = driver_of("aws", {"name": "b", "instanceType": "p6-b200.48xlarge", "maxNodes": 1}, "us-east-2")
+    assert (b200.installed_by, b200.version, b200.min_branch, b200.open_modules_only) == ("the EKS AL2023 NVIDIA AMI", None, 570, True)
+    assert "open kernel modules" in b200.words and "branch 570 or later" in b200.words
+    assert b200.as_json() == {"installedBy": "the EKS AL2023 NVIDIA AMI", "version": None, "minBranch": 570, "openKernelModulesOnly": True}
+    h100 = driver_of("aws", {"name": "h", "instanceType": "p5.48xlarge", "maxNodes": 1}, "us-east-1")
+    assert not h100.open_modules_only and h100.min_branch is None and h100.words == "the EKS AL2023 NVIDIA AMI"
+    bottlerocket = driver_of("aws", {"name": "g", "instanceType": "g5.2xlarge", "maxNodes": 1, "os": "bottlerocket"})
+    assert bottlerocket.installed_by.startswith("Bottlerocket")
+    operator = driver_of("azure", {"name": "h", "instanceType": "Standard_ND96isr_H200_v5", "maxNodes": 1}, "eastus2")
+    assert operator.version == GPU_OPERATOR_DRIVER and "GPU Operator (chart v26.7.0" in operator.installed_by
+    other_chart = driver_of("azure", {"name": "t", "instanceType": "Standard_NC4as_T4_v3", "maxNodes": 1}, gpuSoftware={"version": "v25.10.0"})
+    assert other_chart.version is None and "chart v25.10.0" in other_chart.installed_by
+    aks = driver_of("azure", {"name": "t", "instanceType": "Standard_NC4as_T4_v3", "maxNodes": 1}, gpuSoftware={"installer": "device-plugin"})
+    assert aks.installed_by.startswith("AKS") and aks.version is None
+    gke = driver_of("gcp", {"name": "b", "instanceType": "a4-highgpu-8g", "maxNodes": 1, "zones": ["us-central1-b"]})
+    assert gke.installed_by.startswith("GKE") and "LATEST" in gke.installed_by and gke.open_modules_only and gke.min_branch == 570
+    gke_operator = driver_of("gcp", {"name": "l", "instanceType": "g2-standard-8", "maxNodes": 1}, gpuSoftware={"installer": "gpu-operator"})
+    assert gke_operator.version == GPU_OPERATOR_DRIVER
