@@ -10,6 +10,8 @@ Independent of gpupools: it reads the catalog's instance types from catalog.yaml
   Azure regions and offerings: Azure/karpenter-provider-azure pkg/providers/pricing/zz_generated.pricing.go,
                     generated from the Azure Retail Prices API (a size is listed in a region when it has a price there).
         zones:      the same repository's pkg/fake/zz_generated.sku.<region>.go (Resource SKUs API snapshots).
+        prices (the tests' reference, not a facts file): the same price table, the catalog's sizes, written to
+                    tests/core/data/karpenter-azure-prices.tsv.
   GKE   partition sizes: GoogleCloudPlatform/container-engine-accelerators partition_gpu/partition_gpu.go (what
                     GKE's partitioner creates) and pkg/gpu/nvidia/mig/mig.go (what GKE's device plugin advertises).
   AWS   instance shapes (the tests' reference, not a facts file): aws/karpenter-provider-aws
@@ -106,9 +108,7 @@ def aws_offerings(csv_path: Path, commit: str, types: list[str]) -> dict:
 def azure_facts(repo: Path, types: list[str]) -> dict:
     text, source = git_file(repo, "pkg/providers/pricing/zz_generated.pricing.go")
     generated = re.search(r"// generated at (\S+)", text).group(1)
-    regions: dict[str, set[str]] = {}
-    for block in re.finditer(r'initialOnDemandPrices\["([a-z0-9]+)"\] = map\[string\]float64\{(.*?)\n\t\}', text, re.S):
-        regions[block.group(1)] = set(re.findall(r'"([A-Za-z0-9_]+)":', block.group(2)))
+    regions = {region: set(sizes) for region, sizes in azure_prices(text).items()}
     offerings = {t: sorted(r for r, sizes in regions.items() if t in sizes) for t in types}
     zones: dict[str, dict[str, list[str]]] = {}
     zone_sources = []
@@ -127,6 +127,31 @@ def azure_facts(repo: Path, types: list[str]) -> dict:
                         "names": sorted(regions)},
             "offerings": offerings,
             "zones": {"source": [{"repo": "Azure/karpenter-provider-azure", **s} for s in zone_sources], "types": zones}}
+
+
+def azure_prices(text: str) -> dict[str, dict[str, float]]:
+    """region -> VM size -> on-demand Linux USD/hour, as Karpenter-Azure's generated price table lists them."""
+    return {block.group(1): {k: float(v) for k, v in re.findall(r'"([A-Za-z0-9_]+)":\s*([0-9.]+)', block.group(2))}
+            for block in re.finditer(r'initialOnDemandPrices\["([a-z0-9]+)"\] = map\[string\]float64\{(.*?)\n\t\}', text, re.S)}
+
+
+def azure_price_table(repo: Path) -> str:
+    """The tests' reference for the catalog's Azure prices: every size the catalog names (rows and refusals) in the
+    catalog's price region, and in a row's own `priceRegion` where it has one."""
+    text, source = git_file(repo, "pkg/providers/pricing/zz_generated.pricing.go")
+    generated = re.search(r"// generated at (\S+)", text).group(1)
+    raw = yaml.safe_load((CORE / "catalog.yaml").read_text())
+    home = raw["priceRegion"]["azure"]
+    rows = [(name, home) for name in [*raw["instances"]["azure"], *raw["refused"]["azure"]]]
+    rows += [(name, r["priceRegion"]) for name, r in raw["instances"]["azure"].items() if "priceRegion" in r]
+    prices = azure_prices(text)
+    lines = [f"# Derived from Azure/karpenter-provider-azure {source['path']} @ {source['commit']} (generated at {generated}",
+             "# from the Azure Retail Prices API): the on-demand Linux USD/hour of every VM size catalog.yaml names, in its",
+             "# price region and in a row's own priceRegion; empty where the table lists none. Written by",
+             "# tools/refresh_cloud_facts.py --karpenter-azure.",
+             "# vm-size\tregion\tusd-per-hour"]
+    lines += [f"{name}\t{region}\t{prices.get(region, {}).get(name, '')}" for name, region in rows]
+    return "\n".join(lines) + "\n"
 
 
 # --- GKE ---------------------------------------------------------------------------------------------------------
@@ -165,6 +190,7 @@ def gke_facts(repo: Path) -> dict:
 TEST_DATA = ROOT / "tests" / "core" / "data"
 KARPENTER_DOC = "website/content/en/docs/reference/instance-types.md"
 KARPENTER_PRICES = "pkg/providers/pricing/zz_generated.pricing_aws.go"
+AZURE_PRICES = "karpenter-azure-prices.tsv"
 
 
 def karpenter_gpu_types(doc: str) -> dict[str, dict[str, str]]:
@@ -235,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         write("aws", data)
     if args.karpenter_azure:
         write("azure", azure_facts(args.karpenter_azure, catalog_types("azure")))
+        (TEST_DATA / AZURE_PRICES).write_text(azure_price_table(args.karpenter_azure))
     if args.gke_accelerators:
         data = load("gcp")
         data["gkePartitionSizes"] = gke_facts(args.gke_accelerators)

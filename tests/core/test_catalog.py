@@ -152,6 +152,23 @@ def test_newer_gcp_rows_are_skypilots_generated_data():
     assert sorted(z for n, z in machines if n == "a4-highgpu-8g") == sorted(catalog.gcp_zones["nvidia-b200"])
 
 
+def karpenter_azure_prices() -> dict[tuple[str, str], float | None]:
+    rows = [line.split("\t") for line in (DATA / "karpenter-azure-prices.tsv").read_text().splitlines() if not line.startswith("#")]
+    return {(size, region): float(price) if price else None for size, region, price in rows}
+
+
+def test_every_azure_row_is_priced_as_karpenter_azures_generated_table():
+    prices, catalog = karpenter_azure_prices(), load_catalog()
+    home = catalog.price_region["azure"]
+    for name, it in catalog.instances["azure"].items():
+        assert it.price == prices[(name, it.price_region or home)], name
+        assert it.price_read == "2026-06", name  # the table was generated on 2026-06-18
+        if it.price_region:  # a row priced elsewhere is one the home region does not sell
+            assert prices[(name, home)] is None, name
+    for name in catalog.refused["azure"]:  # the table knows the refused sizes too: Azure sells them
+        assert (name, home) in prices
+
+
 def test_newer_azure_rows_name_their_vcpus_and_price_region():
     it = load_catalog().instance("azure", "Standard_ND96isr_H200_v5")
     assert it.vcpus == 96 and it.price_region == "eastus2" and it.gpu.name == "H200-141GB"
@@ -210,7 +227,7 @@ def test_every_row_names_its_source_and_generated_sources_are_the_rows_the_tests
     by_source = lambda key: {(c, n) for c, types in catalog.instances.items() for n, it in types.items() if it.source == key}  # noqa: E731
     assert by_source("karpenter-aws") == {("aws", n) for n in karpenter_shapes() if n in catalog.instances["aws"]}
     assert by_source("skypilot-gcp") == {("gcp", r["InstanceType"]) for r in skypilot_gcp_rows() if r["InstanceType"]}
-    assert by_source("karpenter-azure") == {("azure", n) for n, it in catalog.instances["azure"].items() if it.price_region}
+    assert by_source("karpenter-azure") == {("azure", n) for n in catalog.instances["azure"]}
     generated = {k for k, s in catalog.row_sources.items() if s.generated}
     assert generated == {"karpenter-aws", "skypilot-gcp", "karpenter-azure"}
     assert all(not catalog.instances[c][n].price_read.startswith("2025") for k in generated for c, n in by_source(k) if c != "aws")
@@ -236,5 +253,5 @@ def test_gpupools_catalog_shows_each_rows_source_and_its_citation():
     g7e = next(r for r in rows if r["instanceType"] == "g7e.12xlarge")
     assert g7e["source"] == "karpenter-aws" and "v1.14.1" in g7e["sourceCite"]
     text = " ".join(CliRunner().invoke(app, ["catalog", "--cloud", "azure"], terminal_width=250).output.split())
-    assert "karpenter-azure" in text and "price-lists-2025-06: typed from the clouds' published" in text
-    assert "skypilot-gcp:" not in text  # only the sources of the rows shown
+    assert "karpenter-azure: Azure/karpenter-provider-azure @2b431da1" in text
+    assert "skypilot-gcp:" not in text and "price-lists-2025-06" not in text  # only the sources of the rows shown

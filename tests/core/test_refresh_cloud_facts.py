@@ -57,10 +57,13 @@ def test_committed_facts_are_what_the_tool_writes_from_the_source(variable, opti
     cloud = "gcp" if "gke" in option else "azure"
     committed = yaml.safe_load((ROOT / "gpupools" / "core" / f"facts_{cloud}.yaml").read_text())
     monkeypatch.setattr(refresh, "CORE", tmp_path)
+    monkeypatch.setattr(refresh, "TEST_DATA", tmp_path)
     (tmp_path / "catalog.yaml").write_text((ROOT / "gpupools" / "core" / "catalog.yaml").read_text())
     (tmp_path / f"facts_{cloud}.yaml").write_text((ROOT / "gpupools" / "core" / f"facts_{cloud}.yaml").read_text())
     assert refresh.main([option, str(checkout)]) == 0
     assert yaml.safe_load((tmp_path / f"facts_{cloud}.yaml").read_text()) == committed
+    if cloud == "azure":  # and the tests' price reference
+        assert (tmp_path / refresh.AZURE_PRICES).read_text() == (ROOT / "tests" / "core" / "data" / refresh.AZURE_PRICES).read_text()
 
 
 def test_aws_regions_are_botocores():
@@ -116,3 +119,19 @@ def test_committed_karpenter_tables_are_what_the_tool_writes(tmp_path):
         pytest.skip("set KARPENTER_AWS_CHECKOUT to a git checkout of aws/karpenter-provider-aws at v1.14.1 to compare")
     for name, text in refresh.karpenter_tables(refresh.Path(checkout), "v1.14.1").items():
         assert (ROOT / "tests" / "core" / "data" / name).read_text() == text, name
+
+
+def test_azure_prices_read_every_region_block():
+    text = textwrap.dedent('''\
+        func init() {
+        	initialOnDemandPrices["eastus"] = map[string]float64{
+        		"Standard_NC4as_T4_v3": 0.526000,
+        		"Standard_ND96isr_H100_v5": 98.320000,
+        	}
+        	initialOnDemandPrices["eastus2"] = map[string]float64{
+        		"Standard_ND96isr_H200_v5": 84.800000,
+        	}
+        }
+        ''')
+    assert refresh.azure_prices(text) == {"eastus": {"Standard_NC4as_T4_v3": 0.526, "Standard_ND96isr_H100_v5": 98.32},
+                                          "eastus2": {"Standard_ND96isr_H200_v5": 84.8}}
