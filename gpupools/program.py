@@ -11,13 +11,21 @@ from gpupools.stack.errors import ConfigError
 from gpupools.components.platform import GpuPlatform
 
 
+def config_from_pulumi(namespaces: tuple[str, ...] = (NAMESPACE, *PROVIDER_NAMESPACES)) -> tuple[dict, set[str]]:
+    """The config keys of these namespaces the engine passed (as a stack file spells them), and which of them are
+    secret. A component constructed for another language's program reads its provider settings here too: the
+    engine passes that program's stack config with every Construct call."""
+    values = {**get_config_env(), **CONFIG.get()}
+    wanted = {k: v for k, v in values.items() if k.partition(":")[0] in namespaces}
+    secret = set(get_config_secret_keys_env()) | {k for k in wanted if is_config_secret(k)}
+    return from_pulumi_values(wanted), secret
+
+
 def stack_config_from_pulumi() -> StackConfig:
     """Read every `gpupools:` and provider key the engine passed, and validate them as one stack file."""
-    values = {**get_config_env(), **CONFIG.get()}
-    wanted = {k: v for k, v in values.items() if k.partition(":")[0] in (NAMESPACE, *PROVIDER_NAMESPACES)}
     try:
-        secret = set(get_config_secret_keys_env()) | {k for k in wanted if is_config_secret(k)}
-        return validate_stack(mark_secrets(from_pulumi_values(wanted), secret))
+        values, secret = config_from_pulumi()
+        return validate_stack(mark_secrets(values, secret))
     except ConfigError as exc:
         raise pulumi.RunError("invalid stack config:\n" + str(exc)) from None
 

@@ -92,7 +92,7 @@ def cloud_name_branches(source: str) -> list[int]:
 
 def test_no_capability_compares_a_cloud_name():
     offenders = []
-    for path in sorted((ROOT / "gpupools").rglob("*.py")):
+    for path in sorted([*(ROOT / "gpupools").rglob("*.py"), *(ROOT / "components").rglob("*.py")]):
         rel = path.relative_to(ROOT).as_posix()
         if not rel.startswith(OWN_CLOUD):
             offenders += [f"{rel}:{line}" for line in cloud_name_branches(path.read_text())]
@@ -127,3 +127,51 @@ def test_a_stack_resolves_its_cloud_once():
     for cloud in ("aws", "azure", "gcp"):
         stack = validate_stack(stack_config(cloud))
         assert stack.target is stack.target is cloud_module(cloud) and stack.target.NAME == cloud
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The repository's top level, and the component package in components/
+
+
+def test_the_top_level_holds_the_program_the_stacks_the_policies_and_the_component_package():
+    for folder in ("gpupools", "stacks", "policies", "components", "tests"):
+        assert (ROOT / folder).is_dir(), folder
+    assert (ROOT / "components" / "PulumiPlugin.yaml").is_file() and (ROOT / "components" / "__main__.py").is_file()
+
+
+# The component package builds on gpupools from above: the CLI is not its business, a cloud SDK only through
+# gpupools' components. gpupools itself never imports it (import-linter sees only gpupools; this sees components/).
+COMPONENT_PACKAGE_MAY_NOT_IMPORT = ("gpupools.cli", "pulumi_aws", "pulumi_azure_native", "pulumi_gcp")
+
+
+def imported_modules(source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append(node.module)
+    return found
+
+
+def wrong_imports(source: str, forbidden: tuple[str, ...]) -> list[str]:
+    return [m for m in imported_modules(source) if any(m == f or m.startswith(f + ".") for f in forbidden)]
+
+
+def test_the_component_package_imports_one_way():
+    offenders = []
+    for path in sorted((ROOT / "components").rglob("*.py")):
+        offenders += [f"{path.relative_to(ROOT)}: {m}" for m in wrong_imports(path.read_text(), COMPONENT_PACKAGE_MAY_NOT_IMPORT)]
+    for path in sorted((ROOT / "gpupools").rglob("*.py")):
+        offenders += [f"{path.relative_to(ROOT)}: {m}" for m in wrong_imports(path.read_text(), ("gpupools_components",))]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("source, forbidden", [
+    ("from gpupools.cli.main import app", COMPONENT_PACKAGE_MAY_NOT_IMPORT),
+    ("import pulumi_aws as aws", COMPONENT_PACKAGE_MAY_NOT_IMPORT),
+    ("from gpupools_components.args import Pool", ("gpupools_components",)),
+])
+def test_the_component_package_import_check_sees_a_wrong_import(source, forbidden):
+    assert wrong_imports(source, forbidden) != []
+    assert wrong_imports("from gpupools.components import platform\nimport pulumi", forbidden) == []

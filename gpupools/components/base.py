@@ -13,7 +13,7 @@ TYPE_PREFIX = "gpupools:index:"
 class Component(pulumi.ComponentResource):
     """A component whose children are parented to it, so `pulumi up` shows one tree per pool or cluster."""
 
-    TYPE: str = ""
+    TYPE = ""  # no annotation: Pulumi's schema analyzer would take an annotated class attribute for an output
 
     def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None, props: dict[str, Any] | None = None):
         """`props`: what the component records about itself, which policies read (e.g. the landing verdicts)."""

@@ -1,0 +1,1 @@
+"""gpupools' components for programs in any Pulumi language (see components/README.md)."""
