@@ -78,6 +78,8 @@ class Cluster(TypedDict):
     """gcp: deletion protection on and the label gpupools-production=true (default false)."""
     binary_authorization: NotRequired[bool]
     """gcp: enforce the project's Binary Authorization policy (default false)."""
+    node_service_account: NotRequired[str]
+    """gcp: the IAM service account e-mail every node runs as; default one gpupools creates with least-privilege roles."""
 
 
 class Pool(TypedDict):
@@ -217,6 +219,15 @@ class Health(TypedDict):
     """Where the platform team hears about GPU faults and GPU nodes that never become ready."""
 
 
+class Budget(TypedDict):
+    """The stack's own ceiling on its GPU pools at maxNodes, which the fleet-budget policy enforces."""
+
+    max_gpus: NotRequired[int]
+    """The most GPUs all GPU pools together may scale to, 0 or more."""
+    max_monthly_usd: NotRequired[float]
+    """The most the GPU pools may cost a month at maxNodes (on-demand list price, 730 hours), 0 or more."""
+
+
 class GpuPlatformArgs(TypedDict):
     """A whole gpupools stack: the keys of a stack file's gpupools: namespace."""
 
@@ -240,3 +251,5 @@ class GpuPlatformArgs(TypedDict):
     """EKS only: auto (default), karpenter, cluster-autoscaler or none."""
     health: NotRequired[Health]
     """GPU node lifecycle."""
+    budget: NotRequired[Budget]
+    """The stack's own ceiling on GPUs and monthly cost (default none)."""

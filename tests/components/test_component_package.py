@@ -141,7 +141,7 @@ MIRRORS = [
     (component_args.GpuSoftware, stack_models.GpuSoftware), (component_args.Idle, stack_models.Idle), (component_args.Smtp, stack_models.Smtp),
     (component_args.MonitoringSettings, stack_models.Monitoring), (component_args.Slack, stack_models.SlackReceiver),
     (component_args.Alerts, stack_models.TeamAlerts), (component_args.Team, stack_models.Team), (component_args.Health, stack_models.Health),
-    (component_args.GpuPlatformArgs, stack_models.StackConfig),
+    (component_args.Budget, stack_models.Budget), (component_args.GpuPlatformArgs, stack_models.StackConfig),
 ]
 # instanceType is required in a stack file unless instanceTypes is given, which the model fills it from.
 OPTIONAL_HERE = {"instanceType"}
@@ -333,9 +333,12 @@ def test_a_secret_webhook_is_taken_and_stays_secret(webhook):
 
 
 def test_a_plaintext_webhook_is_refused_without_being_shown():
-    lines = refusal("Monitoring", slack_team(WEBHOOK), {"aws:region": "eu-central-1"})
-    assert lines == ["error: teams[0].alerts.slack.webhook: is in plaintext; keep it as a secret: "
-                     "pulumi config set --secret --path 'gpupools:teams[N].alerts.slack.webhook' URL"]
+    inputs = slack_team(WEBHOOK)
+    lines = refusal("Monitoring", inputs, {"aws:region": "eu-central-1"})
+    assert len(lines) == 1 and lines[0].startswith("error: teams[0].alerts.slack.webhook: is in plaintext; keep it as a secret")
+    stack = {"aws:region": "eu-central-1", **{f"gpupools:{k}": v for k, v in inputs.items()}}
+    stack["gpupools:cluster"] = {"name": "prod", "create": False}
+    assert lines == stack_errors(stack)
     assert WEBHOOK not in "\n".join(lines)
 
 
