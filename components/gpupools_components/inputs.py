@@ -7,8 +7,7 @@ with the same one-line errors, paths spelled as the stack file and the schema sp
 """
 
 import math
-import types
-from typing import Any, Mapping, NotRequired, Required, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, Mapping, NotRequired, get_args, get_origin, get_type_hints, is_typeddict
 
 import pulumi
 from pulumi.output import Unknown
@@ -24,14 +23,10 @@ UNKNOWN = ("is known only after deployment (an output of a resource not created 
 
 
 def _typed_dict(annotation: Any) -> type | None:
-    """The argument class an annotation holds (through NotRequired, Optional and list), if any."""
-    while get_origin(annotation) in (NotRequired, Required):
+    """The argument class an annotation holds (through NotRequired and list), if any."""
+    while get_origin(annotation) in (NotRequired, list):
         annotation = get_args(annotation)[0]
-    if is_typeddict(annotation):
-        return annotation
-    if get_origin(annotation) in (list, types.UnionType) or str(get_origin(annotation)) == "typing.Union":
-        return next((found for arg in get_args(annotation) if (found := _typed_dict(arg)) is not None), None)
-    return None
+    return annotation if is_typeddict(annotation) else None
 
 
 def stack_keys(value: Any, args: type) -> Any:
