@@ -6,7 +6,7 @@ constructor raises in a ComponentInitError (component.py `construct`, lines 96-1
 with the message and a traceback (pulumi/provider/server.py `Construct`, lines 141-148). An InputPropertiesError
 raised by `construct` itself is answered as INVALID_ARGUMENT with its message alone (server.py lines 125-131,
 `create_grpc_invalid_properties_status`), so a validation error leaves this provider as one: the stack file's
-one-line errors, one per problem, nothing else. No property paths go with them: the engine prints the value at
+one-line errors, one per problem, nothing else. No property paths go with them (an empty list of them): the engine prints the value at
 each path it is given (pkg/resource/deploy/source_eval.go `errorToMessage`), and a value in the wrong place may be
 a credential.
 """
@@ -37,7 +37,9 @@ class GpuPoolsProvider(ComponentProvider):
             return super().construct(name, resource_type, inputs, options)
         except ComponentInitError as exc:
             if isinstance(exc.inner, ConfigError):
-                raise InputPropertiesError(f"invalid inputs of {resource_type} {name}:\n{exc.inner}") from None
+                # An empty list, not None: without property errors the servicer builds a status with no trailing
+                # metadata, which grpc's abort_with_status then fails on (server.py `create_grpc_invalid_properties_status`).
+                raise InputPropertiesError(f"invalid inputs of {resource_type} {name}:\n{exc.inner}", []) from None
             raise
 
 

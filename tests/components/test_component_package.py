@@ -3,6 +3,8 @@ constructs them, against what the Python program builds for the same stack."""
 
 # No `from __future__ import annotations`: a test below hands an argument class to Pulumi's analyzer, which reads
 # annotations as objects.
+import concurrent.futures
+import contextlib
 import json
 import os
 import re
@@ -22,11 +24,12 @@ from pulumi.errors import InputPropertiesError
 from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.util import camel_case
 from pulumi.provider.server import ProviderServicer
-from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grpc, resource_pb2, resource_pb2_grpc
 
 from conftest import ROOT, reference_dir, stack_config
 from gpupools.cli.planrun import run_program
 from gpupools.stack import config as stack_models
+from gpupools.stack.config import to_pulumi_values
 from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 from gpupools_components import args as component_args
@@ -375,20 +378,102 @@ def test_the_provider_settings_come_from_the_calling_programs_config():
 def test_the_plugin_starts_and_serves_the_schema():
     """`python components/ <engine>` as Pulumi's Python language host runs a plugin: it prints its port and answers
     GetSchema with the committed schema."""
+    with plugin_and_engine({}) as (stub, _, _):
+        answer = stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
+        info = stub.GetPluginInfo(empty_pb2.Empty(), timeout=60)
+    assert json.loads(answer.schema) == json.loads(SCHEMA.read_text())
+    assert info.version == json.loads(SCHEMA.read_text())["version"]
+
+
+class MonitorService(resource_pb2_grpc.ResourceMonitorServicer):
+    """Pulumi's mock monitor (as `gpupools plan` records with it) served over gRPC, where a plugin process reaches it."""
+
+    def __init__(self, monitor):
+        self.monitor = monitor
+
+    def SupportsFeature(self, request, context):
+        return resource_pb2.SupportsFeatureResponse(hasSupport=self.monitor.SupportsFeature(request).hasSupport)
+
+
+for _method in ("GetDeploymentInfo", "Invoke", "ReadResource", "RegisterResource", "RegisterResourceOutputs", "RegisterPackage",
+                "SignalAndWaitForShutdown"):
+    setattr(MonitorService, _method, lambda self, request, context, _name=_method: getattr(self.monitor, _name)(request))
+
+
+class EngineService(engine_pb2_grpc.EngineServicer):
+    def __init__(self):
+        self.logs: list[str] = []
+
+    def Log(self, request, context):
+        self.logs.append(request.message)
+        return empty_pb2.Empty()
+
+
+@contextlib.contextmanager
+def plugin_and_engine(config: dict):
+    """The plugin process, as Pulumi's language host starts it, and a mock engine and monitor it talks to; yields the
+    plugin's stub, a Construct call that records into a plan, and the engine's log."""
+    from gpupools.cli.planrun import Plan, _make_monitor
+
+    plan = Plan(stack="test", cloud=None)
+    monitor = _make_monitor(plan, config.get("aws:region", "eu-central-1"))
+    monitor.make_urn = lambda parent, typ, name: "urn:pulumi:test::gpupools::" + (
+        f"{parent.split('::')[2].split('$')[-1]}${typ}" if parent else typ) + f"::{name}"
+    engine = EngineService()
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
+    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(MonitorService(monitor), server)
+    engine_pb2_grpc.add_EngineServicer_to_server(engine, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, str(PACKAGE), "127.0.0.1:1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen([sys.executable, str(PACKAGE), f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        port = process.stdout.readline().decode().strip()
-        assert port.isdigit(), process.stderr.read1().decode() if process.poll() is not None else port
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        plugin_port = process.stdout.readline().decode().strip()
+        assert plugin_port.isdigit(), process.stderr.read().decode() if process.poll() is not None else plugin_port
+        with grpc.insecure_channel(f"127.0.0.1:{plugin_port}") as channel:
             stub = provider_pb2_grpc.ResourceProviderStub(channel)
-            answer = stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
-            info = stub.GetPluginInfo(empty_pb2.Empty(), timeout=60)
-        assert json.loads(answer.schema) == json.loads(SCHEMA.read_text())
-        assert info.version == json.loads(SCHEMA.read_text())["version"]
+
+            def call(component: str, inputs: dict, name: str = "gpu"):
+                request = provider_pb2.ConstructRequest(
+                    project="gpupools", stack="test", organization="organization", config=to_pulumi_values(config), dryRun=True,
+                    monitorEndpoint=f"127.0.0.1:{port}", type=f"gpupools:index:{component}", name=name,
+                    inputs=json_format.ParseDict(inputs, struct_pb2.Struct()))
+                return stub.Construct(request, timeout=120), plan
+
+            yield stub, call, engine.logs
     finally:
         process.kill()
         process.wait(timeout=30)
+        server.stop(None)
+
+
+def test_the_plugin_answers_construct_for_a_gpu_pool_as_the_python_program_builds_it():
+    """A Construct call over gRPC to the plugin process, which registers with a mock monitor: the pool and the cluster's
+    handle the Python program registers for the same stack."""
+    pool = {"name": "infer", "instanceType": "g5.12xlarge", "maxNodes": 4, "sharing": {"mode": "time-slicing", "replicas": 4}}
+    config = stack_config("aws", pools=[pool], monitoring={"enabled": False})
+    config["gpupools:cluster"] = {"name": "ml-test", "create": False}
+    program = run_program(config, "test")
+    inputs, providers = split(config)
+    with plugin_and_engine(providers) as (_, construct_call, logs):
+        answer, plan = construct_call("GpuPool", {"pool": pool, **{k: v for k, v in inputs.items() if k not in ("pools", "monitoring")}})
+    assert answer.urn == "urn:pulumi:test::gpupools::gpupools:index:GpuPool::gpu"
+    assert json_format.MessageToDict(answer.state)["clusterName"] == "ml-test"
+    for part, name in (("EksGpuNodePool", "infer"), ("EksCluster", "ml-test")):
+        ours = subtree(plan, f"gpupools:index:{part}", name)
+        assert ours and rows(ours) == rows(subtree(program, f"gpupools:index:{part}", name))
+    assert any("ml-test" in line for line in logs)  # the existing cluster's findings reach the engine's log
+
+
+def test_the_plugin_answers_a_bad_input_with_one_line_per_problem():
+    inputs = {"cloud": "aws", "cluster": {"name": "prod"}, "pool": {"name": "infer", "instanceType": "g5.2xlarg", "maxNodes": 2}}
+    with plugin_and_engine({"aws:region": "eu-central-1"}) as (_, construct_call, _logs):
+        with pytest.raises(grpc.RpcError) as caught:
+            construct_call("GpuPool", inputs)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details().splitlines() == [
+        "invalid inputs of gpupools:index:GpuPool gpu:",
+        "error: pool.instanceType: unknown aws GPU instance type 'g5.2xlarg'; closest known: g5.2xlarge, g5.24xlarge, g5.12xlarge"]
 
 
 def test_the_plugin_manifest_runs_python():
