@@ -27,7 +27,8 @@ REQUIRED_FAMILIES = {
 KARPENTER_GPU_NAMES = {"T4": "t4", "A10G": "a10g", "L4": "l4", "L40S": "l40s", "A100-40GB": "a100", "A100-80GB": "a100", "H100-80GB": "h100",
                        "H200-141GB": "h200", "B200-180GB": "b200", "B300-269GB": "b300", "RTX-PRO-6000-96GB": "rtx-pro-server-6000"}
 # SkyPilot's accelerator names for the GKE accelerator types.
-SKYPILOT_GPUS = {"nvidia-h100-80gb": "H100", "nvidia-b200": "B200"}
+SKYPILOT_GPUS = {"nvidia-l4": "L4", "nvidia-tesla-a100": "A100", "nvidia-a100-80gb": "A100-80GB", "nvidia-h100-80gb": "H100",
+                 "nvidia-h100-mega-80gb": "H100-MEGA", "nvidia-h200-141gb": "H200", "nvidia-b200": "B200"}
 
 
 def karpenter_shapes() -> dict[str, dict]:
@@ -137,18 +138,29 @@ def test_every_size_karpenter_lists_of_a_catalog_family_is_in_the_catalog():
     assert {n for n in catalog.instances["aws"] if n.startswith("g7e.")} == {n for n in rows if n.startswith("g7e.")}
 
 
-def test_newer_gcp_rows_are_skypilots_generated_data():
+def test_every_gcp_machine_type_is_skypilots_generated_data():
+    """Every GCP machine type: vCPUs and memory as SkyPilot's catalog rows list them, and the price (machine row plus the GPU
+    row of its count) where that catalog's GPU row is a usable list price; one whose on-demand price sits below its Spot
+    price is not (A100-80GB in us-central1), and those rows keep their typed price, named as such."""
     rows, catalog = skypilot_gcp_rows(), load_catalog()
     machines = {(r["InstanceType"], r["AvailabilityZone"]): r for r in rows if r["InstanceType"]}
-    gpus = {(r["AcceleratorName"], int(r["AcceleratorCount"]), r["AvailabilityZone"]): float(r["Price"]) for r in rows if not r["InstanceType"]}
-    checked = set()
+    gpus = {(r["AcceleratorName"], int(r["AcceleratorCount"]), r["AvailabilityZone"]): r for r in rows if not r["InstanceType"]}
+    priced, typed = set(), set()
     for (name, zone), row in machines.items():
         it = catalog.instance("gcp", name)
         assert (it.vcpus, it.memory_gib) == (int(float(row["vCPUs"])), int(float(row["MemoryGiB"]))), name
-        if zone.startswith("us-central1"):
-            assert it.price == pytest.approx(float(row["Price"]) + gpus[(SKYPILOT_GPUS[it.accelerator], it.gpus, zone)], abs=0.00001), name
-            checked.add(name)
-    assert checked == {"a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a4-highgpu-8g"}
+        if not zone.startswith("us-central1"):
+            continue
+        gpu = gpus[(SKYPILOT_GPUS[it.accelerator], it.gpus, zone)]
+        if float(gpu["Price"]) < float(gpu["SpotPrice"]):
+            typed.add(name)
+            assert it.source == "price-lists-2025-06", name
+            continue
+        assert it.price == pytest.approx(float(row["Price"]) + float(gpu["Price"]), abs=0.00001), name
+        assert it.source == "skypilot-gcp" and it.price_read == "2026-11", name
+        priced.add(name)
+    assert typed == {n for n in catalog.instances["gcp"] if n.startswith("a2-ultragpu-")}
+    assert priced | typed == {n for n, it in catalog.instances["gcp"].items() if it.gpu is not None}
     assert sorted(z for n, z in machines if n == "a4-highgpu-8g") == sorted(catalog.gcp_zones["nvidia-b200"])
 
 
@@ -226,7 +238,8 @@ def test_every_row_names_its_source_and_generated_sources_are_the_rows_the_tests
             assert it.source in catalog.row_sources, (cloud, it.name)
     by_source = lambda key: {(c, n) for c, types in catalog.instances.items() for n, it in types.items() if it.source == key}  # noqa: E731
     assert by_source("karpenter-aws") == {("aws", n) for n in karpenter_shapes() if n in catalog.instances["aws"]}
-    assert by_source("skypilot-gcp") == {("gcp", r["InstanceType"]) for r in skypilot_gcp_rows() if r["InstanceType"]}
+    assert by_source("skypilot-gcp") == {("gcp", r["InstanceType"]) for r in skypilot_gcp_rows()
+                                         if r["InstanceType"] and not r["InstanceType"].startswith("a2-ultragpu-")}
     assert by_source("karpenter-azure") == {("azure", n) for n in catalog.instances["azure"]}
     generated = {k for k, s in catalog.row_sources.items() if s.generated}
     assert generated == {"karpenter-aws", "skypilot-gcp", "karpenter-azure"}
