@@ -230,3 +230,7 @@ class Monitoring(Component):
 
 
 COMPONENTS = [GpuPlatform, GpuPool, TeamQueues, Monitoring]
+# Pulumi's analyzer takes a component's docstring, stripped, as its description (analyzer.py `analyze_component`): one
+# paragraph without the source's line breaks and indentation reads right in every language's SDK docs.
+for _component in COMPONENTS:
+    _component.__doc__ = " ".join((_component.__doc__ or "").split())

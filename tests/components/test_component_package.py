@@ -114,6 +114,20 @@ def test_every_input_has_a_description_and_a_type():
     assert undescribed(json.loads(SCHEMA.read_text())) == []
 
 
+def descriptions(node) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["description"]] if isinstance(node.get("description"), str) else []
+        return own + [d for value in node.values() for d in descriptions(value)]
+    return [d for value in node for d in descriptions(value)] if isinstance(node, list) else []
+
+
+def test_every_description_is_one_paragraph():
+    """SDK docs show a description as written: no line breaks or indentation from the Python source."""
+    found = descriptions(json.loads(SCHEMA.read_text()))
+    assert len(found) > 100
+    assert [d for d in found if "\n" in d or "  " in d or d != d.strip()] == []
+
+
 class HalfDocumentedArgs(typing.TypedDict):
     documented: int
     """Has one."""
