@@ -21,7 +21,7 @@ REQUIRED_FAMILIES = {
     "aws": ["g4dn.", "g5.", "g6.", "g6e.", "g7e.", "p4d.", "p4de.", "p5.", "p5e.", "p5en.", "p6-b200.", "p6-b300."],
     "azure": ["_T4_v3", "ads_A100_v4", "Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4", "_H100_v5", "Standard_ND96isr_H100_v5",
               "Standard_ND96isr_H200_v5"],
-    "gcp": ["g2-", "a2-highgpu-", "a2-ultragpu-", "a3-highgpu-1g", "a3-highgpu-8g", "a3-megagpu-", "a3-ultragpu-", "a4-highgpu-", "n1-"],
+    "gcp": ["g2-", "a2-highgpu-", "a2-ultragpu-", "a3-highgpu-1g", "a3-highgpu-8g", "a3-edgegpu-", "a3-megagpu-", "a3-ultragpu-", "a4-highgpu-", "n1-"],
 }
 # Karpenter's GPU names (label karpenter.k8s.aws/instance-gpu-name) for the catalog's models.
 KARPENTER_GPU_NAMES = {"T4": "t4", "A10G": "a10g", "L4": "l4", "L40S": "l40s", "A100-40GB": "a100", "A100-80GB": "a100", "H100-80GB": "h100",
@@ -268,3 +268,19 @@ def test_gpupools_catalog_shows_each_rows_source_and_its_citation():
     text = " ".join(CliRunner().invoke(app, ["catalog", "--cloud", "azure"], terminal_width=250).output.split())
     assert "karpenter-azure: Azure/karpenter-provider-azure @2b431da1" in text
     assert "skypilot-gcp:" not in text and "price-lists-2025-06" not in text  # only the sources of the rows shown
+
+
+def test_a3_edge_plans_on_gke_without_a_fabric_and_only_where_h100s_are():
+    from gpupools.pools.planning import plan_pools
+    from gpupools.stack.errors import ConfigError
+    from gpupools.validation.stack import validate_stack
+
+    from conftest import stack_config
+
+    stack = validate_stack(stack_config("gcp", pools=[{"name": "edge", "instanceType": "a3-edgegpu-8g", "maxNodes": 1, "zones": ["us-central1-a"]}]))
+    (plan,) = plan_pools(stack)
+    assert (plan.hardware.gpus_per_node, plan.hardware.accelerator) == (8, "nvidia-h100-80gb")
+    assert load_catalog().fabric_of("gcp", "a3-edgegpu-8g").kind is None
+    with pytest.raises(ConfigError) as exc:
+        validate_stack(stack_config("gcp", pools=[{"name": "edge", "instanceType": "a3-edgegpu-8g", "maxNodes": 1, "zones": ["us-central1-f"]}]))
+    assert [p.path for p in exc.value.problems] == ["pools[0].zones[0]"]
