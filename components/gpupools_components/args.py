@@ -1,16 +1,18 @@
 """The components' arguments: the stack file's keys, typed for Pulumi's schema.
 
-Pulumi's analyzer (pulumi/provider/experimental/analyzer.py) infers the package schema from these classes: each
-annotated key becomes an input named as written here (snake_case becomes camelCase, `from_` becomes `from`),
-`NotRequired[...]` makes it optional, a nested class becomes an object type, `list[...]` and `dict[str, ...]` arrays
-and maps, and the string literal under a key its description. It reads the annotations as objects, so this module
-must not use `from __future__ import annotations` (string annotations are neither types nor ForwardRefs to it).
+Pulumi's analyzer (pulumi 3.272, pulumi/provider/experimental/analyzer.py) infers the package schema from these
+classes: each annotated key becomes an input named as written here (`analyze_type`, lines 372-428: snake_case becomes
+camelCase by util.py `camel_case`, so `from_` becomes `from`; a TypedDict's `NotRequired` keys are optional), a nested
+class becomes an object type, `list[...]` and `dict[str, ...]` arrays and maps, `Any` `pulumi.json#/Any`
+(`analyze_property`, lines 430-705), and the string literal under a key its description (`get_docstring`, lines
+707-780, which parses the class's source). It reads the annotations as objects, so this module must not use `from
+__future__ import annotations` (a string annotation is neither a type nor a ForwardRef to it).
 
-What the analyzer leaves out (pulumi 3.272, analyzer.py `analyze_property`): `Literal`, `Annotated` and unions other
-than Optional. Enumerated keys are therefore strings whose description lists the allowed words, and the keys a stack
-file gives as either a number or a word or a mapping (`teams[].gpus`, `borrow`, `lend`, `pools[].capacity[]`) are
-`Any`. Every key is checked by gpupools' own validation (gpupools/stack/config.py and gpupools/validation), which
-answers a wrong value with the same one-line error a stack file gets.
+What the analyzer leaves out: `Literal`, `Annotated` (a TypeError) and unions other than Optional ("Union types are
+not supported", line 626). Enumerated keys are therefore strings whose description lists the allowed words, and the
+keys a stack file gives as either a number or a word or a mapping (`teams[].gpus`, `borrow`, `lend`,
+`pools[].capacity[]`) are `Any`. Every key is checked by gpupools' own validation (gpupools/stack/config.py and
+gpupools/validation), which answers a wrong value with the same one-line error a stack file gets.
 
 Values are plain, not Inputs: gpupools plans pools, quotas and software from them before it creates anything.
 """

@@ -4,7 +4,7 @@ ComponentProvider (pulumi/provider/experimental/component.py, pulumi 3.272) infe
 argument classes and constructs them; it is what `component_provider_host` hosts. It wraps whatever a component's
 constructor raises in a ComponentInitError (component.py `construct`, lines 96-100), which the gRPC servicer answers
 with the message and a traceback (pulumi/provider/server.py `Construct`, lines 141-148). An InputPropertiesError
-raised by `construct` itself is answered as INVALID_ARGUMENT with its message alone (server.py lines 125-131,
+raised by `construct` itself is answered as INVALID_ARGUMENT with its message alone (server.py lines 127-132,
 `create_grpc_invalid_properties_status`), so a validation error leaves this provider as one: the stack file's
 one-line errors, one per problem, nothing else. No property paths go with them (an empty list of them): the engine prints the value at
 each path it is given (pkg/resource/deploy/source_eval.go `errorToMessage`), and a value in the wrong place may be

@@ -152,6 +152,41 @@ def test_an_input_without_a_description_or_type_is_caught():
     assert undescribed(typeless) == ["gpupools:index:Pool.maxNodes: no type"]
 
 
+class WordArgs(typing.TypedDict):
+    mode: typing.Literal["none", "mig"]
+    """An enumeration as pydantic spells it."""
+
+
+class DescribedArgs(typing.TypedDict):
+    replicas: typing.Annotated[int, "workloads per GPU"]
+    """A constraint as pydantic spells it."""
+
+
+class EitherArgs(typing.TypedDict):
+    gpus: int | dict[str, int]
+    """A total or units per pool."""
+
+
+def analyze_args(args: type):
+    """Pulumi's analyzer on a component whose `args` is of this class."""
+    component = type(f"{args.__name__}Thing", (pulumi.ComponentResource,), {})
+
+    def init(self, name: str, args: args):  # the analyzer reads this annotation
+        pass
+
+    component.__init__ = init
+    return Analyzer("t").analyze([component])
+
+
+@pytest.mark.parametrize("args", [WordArgs, DescribedArgs, EitherArgs], ids=lambda c: c.__name__)
+def test_the_analyzer_takes_no_literal_annotated_or_union(args):
+    """Why the argument classes give enumerations as strings and a number-or-mapping as Any."""
+    with pytest.raises(Exception) as caught:  # TypeError, AttributeError or the analyzer's own, by type
+        analyze_args(args)
+    assert "requires an argument named 'args'" not in str(caught.value)
+    assert analyze_args(component_args.Sharing)["component_definitions"]["SharingThing"].inputs["mode"].type.value == "string"
+
+
 # The argument classes against the stack file's models: the same keys, and the same ones required.
 MIRRORS = [
     (component_args.Cluster, stack_models.Cluster), (component_args.Sharing, stack_models.Sharing), (component_args.Pool, stack_models.Pool),
