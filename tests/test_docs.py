@@ -130,10 +130,10 @@ def stack_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
 
 
 def documented_keys() -> set[str]:
-    """The first cell of every row of the key tables: `gpupools:<key>`, or `pools[].<key>` / `teams[].<key>`."""
+    """The first cell of every row of the key tables: `gpupools:<key>`, or `pools[].<key>` / `teams[].<key>` / `departments[].<key>`."""
     text = FENCE.sub("", (ROOT / "docs" / "stack-config.md").read_text())
     cells = re.findall(r"^\| `([^`]+)` \|", text, re.M)
-    return {c.removeprefix("gpupools:") for c in cells if c.startswith(("gpupools:", "pools[]", "teams[]"))}
+    return {c.removeprefix("gpupools:") for c in cells if c.startswith(("gpupools:", "pools[]", "teams[]", "departments[]"))}
 
 
 def test_every_stack_key_is_in_the_config_reference():

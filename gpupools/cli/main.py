@@ -185,6 +185,8 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
              priority: Optional[str] = typer.Option(None, "--priority", help="With --team on Kueue: high, normal or low (default: the team's)"),
              image: str = typer.Option(WORKLOAD_IMAGE, "--image", help="Container image (with --nodes: PyTorch with NCCL)"),
              units: int = typer.Option(1, "--units", help="Schedulable GPU units to request (1 or more)"),
+             fraction: Optional[float] = typer.Option(None, "--fraction", help="With --team on KAI Scheduler: part of one GPU (above 0, "
+                                                                               "below 1) on a pool whose sharing allows fractions"),
              gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="vgpu pools: memory per vGPU, e.g. 8Gi, 3000Mi or 25%"),
              gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU"),
              nodes: Optional[int] = typer.Option(None, "--nodes", help="A multi-node job on a fabric pool: N pods, one per node, each with "
@@ -253,9 +255,12 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
             fail(exc.problems)
         typer.echo(explained(docs[-1]) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
         return
+    if fraction is not None and team is None:
+        fail(Problem("--fraction", "a fraction of a GPU is KAI Scheduler's: give --team (with gpupools:quotas: kai)"))
     if team is not None:
         try:
-            job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores)
+            job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores,
+                           fraction=fraction)
         except ConfigError as exc:
             fail(exc.problems)
         typer.echo(explained(job) + yaml.safe_dump(job, sort_keys=False), nl=False)

@@ -15,7 +15,8 @@ from gpupools.stack.config import StackConfig
 from gpupools.queues.kueue import CHART as KUEUE_CHART, QUEUE_LABEL
 from gpupools.cli.planrun import Plan
 from gpupools.stack.providers import provider_notes
-from gpupools.queues.engine import cohort_line, team_rows
+from gpupools.queues.engine import cohort_line, queue_tree_lines, team_rows
+from gpupools.queues import kai
 from gpupools.cli.replacement import PoolChange, sharing_change_note
 from gpupools.core.pools import PoolPlan
 from gpupools.capacity.sources import reserved_nodes
@@ -236,6 +237,8 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
                   + ("; pools over several instance types at their most expensive type." if any(p.pool.instance_types for p in plans) else "."))
     if stack.teams:
         console.print(team_table(stack, plans))
+        for line in queue_tree_lines(stack, plans):
+            console.print(line, markup=False)
         console.print(cohort_line(stack, plans))
     for line in landing_lines(result.outputs.get("landing") or []):
         console.print(line, markup=False)
@@ -270,6 +273,10 @@ def team_table(stack: StackConfig, plans: list[PoolPlan]) -> Table:
     if kueue_mode:
         title = (f"teams: Kueue {KUEUE_CHART.default_version}, one cohort; units per pool are each team's nominal quota, "
                  f"workloads set label {QUEUE_LABEL}=<queue>")
+    elif stack.quotas == "kai":
+        title = (f"teams: KAI Scheduler {kai.CHART.default_version}, queues departments > teams; GPUs per pool add up to each team's "
+                 f"quota, which KAI keeps on any of its pools; workloads set schedulerName: {kai.SCHEDULER_NAME} and label "
+                 f"{kai.QUEUE_LABEL}=<queue>")
     else:
         title = "teams: ResourceQuotas, units per pool summed per GPU resource into each namespace's hard limit"
     table = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)

@@ -16,6 +16,7 @@ from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
 from gpupools.queues.engine import quota_plan, team_rows
+from gpupools.queues.kai import fraction_sharing
 from gpupools.queues.kueue import topology_guarantee
 from gpupools.landing.check import landing_check
 from gpupools.fabric.plan import catalog_fabric, fabric_row, plan_fabrics
@@ -42,7 +43,12 @@ class GpuPlatform(Component):
         landing = [verdict.as_json(chain=False) for verdict in landing_check(stack, plans)]
         # The stack's own budget, for fleet-budget, which judges registered resources only.
         budget = stack.budget.model_dump(by_alias=True, exclude_none=True)
-        super().__init__(name, opts, props={"landing": [v for v in landing if not v["lands"]], **({"budget": budget} if budget else {})})
+        props: dict = {"landing": [v for v in landing if not v["lands"]], **({"budget": budget} if budget else {})}
+        fractions = fraction_sharing(stack, plans)
+        if fractions:
+            # Who shares the GPUs KAI splits, for the policy pack (kai-fractions-isolated).
+            props["fractions"] = fractions
+        super().__init__(name, opts, props=props)
         # After registration: the engine sets each recorded prop as an output attribute of the component.
         self.verdicts = landing
         module = cloud_components(stack.cloud)

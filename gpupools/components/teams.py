@@ -1,4 +1,4 @@
-"""Team namespaces and whatever keeps their GPU quotas: Kueue and its queues, or ResourceQuotas."""
+"""Team namespaces and whatever keeps their GPU quotas: Kueue and its queues, KAI Scheduler and its queues, or ResourceQuotas."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gpupools.components.gpu_software import helm_release
 # (and Kueue's webhooks), which the engine's Helm release brings.
 CLUSTER_POLICY = "ValidatingAdmissionPolicy"
 MONITORING_GROUP = "monitoring.coreos.com/"
+QUEUE = "Queue"
 
 
 class TeamQuotas(Component):
@@ -37,6 +38,9 @@ class TeamQuotas(Component):
         releases = [helm_release(r, self.child(provider=kubernetes, depends_on=list(namespaces.values()))) for r in plan.releases]
         policies = {obj["metadata"]["name"]: kube.apply(obj, self.child(provider=kubernetes))
                     for obj in plan.objects if obj["kind"] == CLUSTER_POLICY}
+        # KAI's queue webhook refuses a queue whose parent does not exist yet (queue_validator.go, validateParentChildQuota):
+        # a team's queue waits for its department's.
+        queues: dict[str, pulumi.Resource] = {}
         for obj in plan.objects:
             if obj["kind"] in ("Namespace", CLUSTER_POLICY):
                 continue
@@ -46,7 +50,11 @@ class TeamQuotas(Component):
                 after = [policies[obj["spec"]["policyName"]]]
             elif obj["apiVersion"].startswith(MONITORING_GROUP):
                 after = own + list(monitoring or [])
-            kube.apply(obj, self.child(provider=kubernetes, depends_on=after))
+            elif obj["kind"] == QUEUE and (parent := obj["spec"].get("parentQueue")) in queues:
+                after = after + [queues[parent]]
+            resource = kube.apply(obj, self.child(provider=kubernetes, depends_on=after))
+            if obj["kind"] == QUEUE:
+                queues[obj["metadata"]["name"]] = resource
         self.engine = plan.engine
         self.namespaces = [obj["metadata"]["name"] for obj in plan.objects if obj["kind"] == "Namespace"]
         self.register_outputs({"engine": plan.engine, "namespaces": self.namespaces})

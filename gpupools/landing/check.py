@@ -36,7 +36,7 @@ from gpupools.landing.agents import Agent, Node
 from gpupools.landing.scheduling import runs_on, untolerated
 from gpupools.pools.planning import plan_pools
 from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART, gpu_tolerations, software_plan
-from gpupools.queues import kueue, resourcequota
+from gpupools.queues import kai, kueue, resourcequota
 from gpupools.queues.teams import TeamPlan, plan_teams
 from gpupools.stack.config import StackConfig
 
@@ -96,6 +96,7 @@ class Cluster:
     agents: list[Agent]
     fabrics: dict[str, FabricPlan]
     schedulers: set[str] = field(default_factory=set)
+    kai_values: dict = field(default_factory=dict)  # the KAI Scheduler release's values, where the stack installs it
 
     def of_kind(self, kind: str) -> dict[str, dict]:
         """Objects of one kind by name, indexed once: every verdict looks them up."""
@@ -136,11 +137,19 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
     plans = plans if plans is not None else plan_pools(stack)
     autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     teams = plan_teams(stack, plans)
-    objects = kueue.team_objects(stack, plans, teams, None, autoscaler) if stack.quotas == "kueue" else resourcequota.team_objects(stack, teams)
+    schedulers: set[str] = set()
+    kai_values: dict = {}
+    if stack.quotas == "kueue":
+        objects = kueue.team_objects(stack, plans, teams, None, autoscaler)
+    elif stack.quotas == "kai":
+        objects = kai.team_objects(stack, plans, teams) if teams else []
+        kai_values = kai.helm_values(plans)
+        schedulers.add(kai.SCHEDULER_NAME)
+    else:
+        objects = resourcequota.team_objects(stack, teams)
     software = software_plan(stack, plans)
     fabrics = plan_fabrics(stack, plans)
     agents: list[Agent] = []
-    schedulers: set[str] = set()
     for release in software.releases:
         if release.chart == GPU_OPERATOR:
             agents += node_agents.gpu_operator_agents(release.values)
@@ -171,7 +180,7 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
         objects.extend(network_objects)
         agents += [node_agents.daemonset_agent(ds) for ds in daemonsets]
         agents.append(node_agents.gke_network_agent(objects, gpudirect.node_nics(networks)))
-    return Cluster(stack, plans, teams, autoscaler, objects, agents, fabrics, schedulers)
+    return Cluster(stack, plans, teams, autoscaler, objects, agents, fabrics, schedulers, kai_values)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -179,7 +188,8 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
 
 
 def shapes(cluster: Cluster, plan: PoolPlan) -> list[str]:
-    out = ["unit"]
+    out = ["fraction"] if cluster.stack.quotas == "kai" and plan.sharing.fraction is not None else []
+    out.append("unit")
     if plan.hardware.gpus_per_node > 1:
         out.append("node")
     fabric = cluster.fabrics.get(plan.name)
@@ -198,11 +208,15 @@ def job_for(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str)
         return multinode_job(stack, plan, GANG_NODES, PROBE_IMAGE, team=team.team.name if team else None, team_plans=cluster.teams)[1]
     if team is None:
         return job_manifest(stack, plan, PROBE_IMAGE, units)
-    return team_job(stack, cluster.plans, team.team.name, plan.name, None, PROBE_IMAGE, units, team_plans=cluster.teams)
+    fraction = plan.sharing.fraction if shape == "fraction" else None
+    return team_job(stack, cluster.plans, team.team.name, plan.name, None, PROBE_IMAGE, 1 if fraction else units,
+                    team_plans=cluster.teams, fraction=fraction)
 
 
-def _words(shape: str, plan: PoolPlan, pods: int, per_pod: Mapping[str, int]) -> str:
+def _words(shape: str, plan: PoolPlan, pods: int, per_pod: Mapping[str, int], fraction: float | None = None) -> str:
     what = ", ".join(f"{v} x {k}" for k, v in per_pod.items() if k.startswith(("nvidia.com/", "vpc.", "rdma/")))
+    if fraction is not None:
+        what = f"{kai.fraction_text(fraction)} of one GPU ({kai.FRACTION_ANNOTATION})"
     return f"{pods} pods, each {what}" if pods > 1 else what
 
 
@@ -314,6 +328,71 @@ def kueue_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict)
     if not refused:
         return Step("queue", False, f"no flavor of ClusterQueue {cq['metadata']['name']} selects the nodes the Job's node selector names"), pod, None
     return Step("queue", False, f"ClusterQueue {cq['metadata']['name']} admits it on no flavor: " + "; ".join(refused)), pod, None
+
+
+def job_fraction(job: dict) -> float | None:
+    """The Job's pods' KAI fraction annotation as a number; None without one, NaN for a value KAI would refuse."""
+    annotations = (job["spec"]["template"].get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(kai.FRACTION_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return math.nan
+    return value if 0 < value < 1 else math.nan
+
+
+def kai_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -> Step:
+    """KAI Scheduler's side: the Job names KAI's scheduler and a leaf Queue (only leaves take workloads, docs/queues/
+    README.md), and what it asks for fits the queue's limit and every ancestor's (the proportion plugin refuses a job
+    that would take a queue past its limit: pkg/scheduler/plugins/proportion/capacity_policy/max_allowed_check.go lines
+    51-66). Within its quota the job is safe from reclaim; beyond it, it runs on GPUs others leave idle and preemptible
+    work there is reclaimed when their owners need them."""
+    pod = job["spec"]["template"]["spec"]
+    count = int(job["spec"].get("parallelism", 1))
+    if pod.get("schedulerName") != kai.SCHEDULER_NAME:
+        return Step("queue", False, f"the pod does not name scheduler {kai.SCHEDULER_NAME}: team {team.team.name}'s admission policy refuses GPU "
+                                    f"workloads KAI would not schedule")
+    name = (job["metadata"].get("labels") or {}).get(kai.QUEUE_LABEL)
+    if name is None:
+        return Step("queue", False, f"the Job carries no label {kai.QUEUE_LABEL}: team {team.team.name}'s admission policy refuses it")
+    queues = cluster.of_kind("Queue")
+    if name not in queues:
+        return Step("queue", False, f"no Queue {name}: KAI keeps the Job's pods pending")
+    if any(q["spec"].get("parentQueue") == name for q in queues.values()):
+        return Step("queue", False, f"Queue {name} is a department (a parent queue); only its teams' queues take workloads")
+    fraction = job_fraction(job)
+    if fraction is not None and math.isnan(fraction):
+        return Step("queue", False, f"{kai.FRACTION_ANNOTATION} must be a number above 0 and below 1: KAI's binder refuses the pod")
+    if fraction is not None and plan.sharing.fraction is None:
+        return Step("queue", False, f"pool {plan.name} takes no fractions (its sharing sets no fraction)")
+    per_pod = fraction if fraction is not None else requested_extended(pod).get(plan.mechanism.resource, 0)
+    wanted = per_pod * count
+    chain, queue = [], queues[name]
+    while queue is not None:
+        chain.append(queue)
+        queue = queues.get(queue["spec"].get("parentQueue") or "")
+    limits = [(q["metadata"]["name"], q["spec"]["resources"]["gpu"]["limit"]) for q in chain]
+    capped = [(n, lim) for n, lim in limits if lim != kai.UNLIMITED]
+    tightest = min(capped, key=lambda c: c[1]) if capped else None
+    if tightest is not None and wanted > tightest[1]:
+        return Step("queue", False, f"the Job asks for {wanted:g} GPUs, and Queue {tightest[0]} may hold at most {tightest[1]:g} (its limit)")
+    quota = chain[0]["spec"]["resources"]["gpu"]["quota"]
+    how = f"queue {name}: {wanted:g} of its {quota:g} guaranteed GPUs" if wanted <= quota else (
+        f"queue {name}: {wanted:g} GPUs, beyond its {quota:g} guaranteed: runs on GPUs other queues leave idle, reclaimable while preemptible")
+    return Step("queue", True, how + (f", under limit {tightest[1]:g} of {tightest[0]}" if tightest else ", no limit"))
+
+
+def scaling_pod(cluster: Cluster, plan: PoolPlan, pod: dict) -> tuple[dict | None, str]:
+    """What an autoscaler sees of a fractional pod, which asks for no nvidia.com/gpu: KAI's node-scale-adjuster (on with
+    global.clusterAutoscaling) starts a placeholder pod asking for whole GPUs with the fractional pod's node selector,
+    affinity and tolerations (pkg/nodescaleadjuster/scaler/scaling_pod.go lines 20-55); None without it."""
+    if not (cluster.kai_values.get("global") or {}).get("clusterAutoscaling"):
+        return None, "KAI's node-scale-adjuster is off (global.clusterAutoscaling), and a fractional pod asks an autoscaler for no GPU"
+    placeholder = dict(pod)
+    placeholder["containers"] = [{"name": "scaling-pod", "resources": {"limits": {plan.mechanism.resource: 1}}}]
+    return placeholder, "KAI's node-scale-adjuster stands in a pod asking for nvidia.com/gpu: 1"
 
 
 def resourcequota_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -> Step:
@@ -482,18 +561,33 @@ def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jo
         step, pod, flavor = kueue_admission(cluster, team, plan, job)
         provisioned = "ProvisioningRequest" in step.detail
         steps.append(step)
+    elif team is not None and cluster.stack.quotas == "kai":
+        steps.append(kai_admission(cluster, team, plan, job))
     elif team is not None:
         steps.append(resourcequota_admission(cluster, team, plan, job))
     node = pool_node(cluster, plan, pod)
     steps.append(_schedule(cluster, plan, node, pod))
-    per_node = max(1, plan.units_per_node // max(1, requests.get(plan.mechanism.resource, 1)))
-    steps.append(_node(cluster, plan, pod, math.ceil(count / per_node), provisioned))
+    fraction = job_fraction(job)
+    # A fractional pod's GPU is held by KAI's reservation pod, which asks for nvidia.com/gpu: 1 with the fractional pod's
+    # tolerations (resource_reservation.go lines 533-575); the node that pod needs comes from the scaling pod.
+    device_pod = pod
+    if fraction is not None:
+        device_pod, how = scaling_pod(cluster, plan, pod)
+        if device_pod is None:
+            steps.append(Step("node", False, how))
+            device_pod = pod
+        else:
+            step = _node(cluster, plan, device_pod, 1, provisioned)
+            steps.append(replace(step, detail=f"{how}; {step.detail}"))
+    else:
+        per_node = max(1, plan.units_per_node // max(1, requests.get(plan.mechanism.resource, 1)))
+        steps.append(_node(cluster, plan, pod, math.ceil(count / per_node), provisioned))
     annotations = (job["spec"]["template"].get("metadata") or {}).get("annotations") or {}
     fabric = cluster.fabrics.get(plan.name)
     software = fabric.node_software if fabric is not None and shape == "gang" else ()
-    steps.append(_ready(cluster, node, pod, gpudirect.network_resources(annotations), software))
+    steps.append(_ready(cluster, node, device_pod, gpudirect.network_resources(annotations), software))
     steps.append(_device(cluster, plan, node))
-    return Landing(team.team.name if team else None, plan.name, shape, _words(shape, plan, count, requests), tuple(steps), flavor)
+    return Landing(team.team.name if team else None, plan.name, shape, _words(shape, plan, count, requests, fraction), tuple(steps), flavor)
 
 
 def landing_check(stack: StackConfig, plans: list[PoolPlan] | None = None) -> list[Landing]:

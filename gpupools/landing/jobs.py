@@ -72,16 +72,17 @@ def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan
 
 def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | None, priority: str | None,
              image: str, units: int = 1, gpu_memory: str | None = None, gpu_cores: int | None = None,
-             team_plans: list[TeamPlan] | None = None) -> dict:
+             team_plans: list[TeamPlan] | None = None, fraction: float | None = None) -> dict:
     """The Job a member of `team` submits; raises ConfigError naming the option that cannot work. `team_plans`: the
-    stack's teams when the caller has them already (`plan_teams`)."""
+    stack's teams when the caller has them already (`plan_teams`); `fraction`: on KAI, part of one GPU instead of units."""
     teams = {t.team.name: t for t in (team_plans if team_plans is not None else plan_teams(stack, plans))}
     if team not in teams:
         raise ConfigError([Problem("--team", f"{team!r} is not a team of this stack; teams: {', '.join(teams) or 'none'}")])
     t = teams[team]
     target = _team_pool(stack, t, pool)
     if target is not None:
-        problems = workload_problems(target, units, gpu_memory, gpu_cores)
+        problems = fraction_problems(target, fraction, units) if fraction is not None and stack.quotas == "kai" else []
+        problems = problems or workload_problems(target, units, gpu_memory, gpu_cores)
         if problems:
             raise ConfigError(problems)
         limits = gpu_limits(target, units, gpu_memory, gpu_cores)
@@ -97,6 +98,11 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
     name = f"gpu-smoke-{team}" + (f"-{target.name}" if target else "")
     job = _job(stack, name, limits, image, target)
     job["metadata"] = {"name": name, "namespace": t.team.namespace_name, "labels": job["metadata"]["labels"]}
+    if stack.quotas == "kai":
+        assert target is not None  # _team_pool asks for --pool on every engine but Kueue
+        return kai_job(job, t, target, priority, units, fraction)
+    if fraction is not None:
+        raise ConfigError([Problem("--fraction", "GPU fractions need gpupools:quotas: kai (KAI Scheduler)")])
     if stack.quotas != "kueue":
         if priority is not None:
             raise ConfigError([Problem("--priority", "priorities need gpupools:quotas: kueue")])
@@ -109,6 +115,44 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
         annotations = podset_topology(stack, target, plan_fabric(stack, target), gang=False)
         if annotations:
             job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
+    return job
+
+
+def fraction_problems(plan: PoolPlan, fraction: float, units: int) -> list[Problem]:
+    """What a fractional request on `plan` cannot be: KAI takes 0 < gpu-fraction < 1 (its binder refuses anything else:
+    gpu_request_validator.go lines 75-91), on a pool whose sharing allows fractions, for one GPU."""
+    if not 0 < fraction < 1:
+        return [Problem("--fraction", f"{fraction:g} is not a fraction KAI takes: above 0 and below 1 (a whole GPU is --units 1)")]
+    if plan.sharing.fraction is None:
+        return [Problem("--fraction", f"pool {plan.name!r} does not take fractions (its sharing sets no fraction); "
+                                      f"give whole GPUs with --units, or choose a pool with sharing.fraction")]
+    if units != 1:
+        return [Problem("--units", "a fractional pod takes part of one GPU; drop --units")]
+    return []
+
+
+def kai_job(job: dict, team: TeamPlan, plan: PoolPlan, priority: str | None, units: int, fraction: float | None) -> dict:
+    """The Job on KAI Scheduler: its queue label (the pod grouper reads it from the Job), KAI's scheduler name, and a
+    fraction of one GPU as KAI's annotation in place of the GPU limit. It is not suspended: KAI holds the pods, not the Job."""
+    from gpupools.queues import kai
+
+    if priority is not None:
+        raise ConfigError([Problem("--priority", f"on KAI Scheduler a workload's priority is its priority class: label "
+                                                 f"{kai.PRIORITY_LABEL} with one of {', '.join(kai.PRIORITY_CLASSES)}")])
+    if fraction is not None:
+        problems = fraction_problems(plan, fraction, units)
+        if problems:
+            raise ConfigError(problems)
+    labels, annotations, spec = kai.job_metadata(team.team, plan, fraction)
+    job["metadata"]["labels"].update(labels)
+    template = job["spec"]["template"]
+    template["spec"]["schedulerName"] = spec["schedulerName"]
+    if annotations:
+        template.setdefault("metadata", {}).setdefault("annotations", {}).update(annotations)
+        for container in template["spec"]["containers"]:
+            container["resources"]["limits"].pop(plan.mechanism.resource, None)
+            if not container["resources"]["limits"]:
+                del container["resources"]
     return job
 
 
@@ -245,6 +289,8 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
             annotations = podset_topology(stack, plan, fabric, gang=True)
             if annotations:
                 job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
+        elif stack.quotas == "kai":
+            kai_job(job, t, plan, priority, 1, None)
         elif priority is not None:
             raise ConfigError([Problem("--priority", "priorities need gpupools:quotas: kueue")])
     elif priority is not None:

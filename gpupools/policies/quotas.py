@@ -14,6 +14,13 @@
 - kueue-borrowing-sane (mandatory): lending needs a cohort and a way back (`reclaimWithinCohort` other than
   Never), a team cannot lend more than it has, and a borrowing limit that could never be reached on the pool
   (nominal plus limit above its units at maxNodes) is a mistake worth naming.
+- kai-queues-sane (mandatory): KAI Scheduler's queues form a tree whose every parent exists (its queue webhook refuses
+  a queue whose parent it cannot find), no queue is guaranteed more than its parent may hold or its siblings and it more
+  than the parent's quota, no limit sits below its own quota, no team queue can never hold a GPU, and cpu and memory
+  are never left at KAI's limit of 0 (which refuses every pod). KAI's top-level quotas count in
+  team-quota-oversubscription against the whole GPUs of the pools.
+- kai-fractions-isolated (advisory): a pool whose GPUs KAI splits into fractions for several teams, with nothing
+  isolating one pod's GPU memory and compute from another's: any team's pod can take the whole GPU.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ReportViolation
                            StackValidationArgs, StackValidationPolicy)
 
 from gpupools.policies._fleet import GPU_TAINT_KEY, POOL_LABEL, RESOURCE_QUOTA, fleet, quota_requests
-from gpupools.policies._props import as_int, get, items, text
+from gpupools.policies._props import UNKNOWN, as_int, get, items, text
 
 DEFAULT_MAX_RATIO = 1.5
 KUEUE = "kubernetes:kueue.x-k8s.io/"
@@ -95,8 +102,95 @@ def queue_ratios(resources) -> dict[str, tuple[int, int]]:
     return {pool: (amount, capacity[pool][1] or 0) for pool, amount in promised.items()}
 
 
+KAI_QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+KAI_UNLIMITED = -1
+WHOLE_GPU = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class KaiQueue:
+    name: str
+    parent: str | None
+    quota: float | None
+    limit: float | None
+    unset: tuple[str, ...]  # resources KAI reads as limit 0: left out, or 0
+    urn: str
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def kai_queues(resources) -> dict[str, KaiQueue]:
+    out = {}
+    for r in resources:
+        if r.resource_type != KAI_QUEUE:
+            continue
+        name = text(get(r.props, "metadata", "name")) or r.name
+        gpu = get(r.props, "spec", "resources", "gpu") or {}
+        unset = tuple(res for res in ("cpu", "memory") if _number(get(r.props, "spec", "resources", res, "limit")) in (None, 0.0)
+                      and get(r.props, "spec", "resources", res, "limit") is not UNKNOWN)
+        out[name] = KaiQueue(name, text(get(r.props, "spec", "parentQueue")) or None, _number(get(gpu, "quota")), _number(get(gpu, "limit")),
+                             unset, r.urn)
+    return out
+
+
+def kai_ratio(resources) -> tuple[float, int] | None:
+    """KAI: (GPUs the top-level queues are guaranteed, whole GPUs the pools offer at maxNodes); None without KAI queues."""
+    queues = kai_queues(resources)
+    if not queues:
+        return None
+    promised = sum(q.quota for q in queues.values() if q.parent is None and q.quota and q.quota > 0)
+    offered = sum(p.max_units or 0 for p in fleet(resources) if p.resource == WHOLE_GPU)
+    return promised, offered
+
+
+def validate_kai_queues(args: StackValidationArgs, report: ReportViolation) -> None:
+    queues = kai_queues(args.resources)
+    children: dict[str, list[KaiQueue]] = {}
+    for q in queues.values():
+        if q.parent is not None:
+            children.setdefault(q.parent, []).append(q)
+    for q in queues.values():
+        if q.unset:
+            report(f"Queue {q.name} leaves {' and '.join(q.unset)} without a limit; KAI reads that as a limit of 0 and refuses every pod "
+                   f"asking for it: set quota and limit -1", q.urn)
+        if q.limit is not None and q.limit != KAI_UNLIMITED and q.quota is not None and q.limit < q.quota:
+            report(f"Queue {q.name} is guaranteed {q.quota:g} GPUs but limited to {q.limit:g}", q.urn)
+        if q.name not in children and q.parent is not None and not q.quota and q.limit == 0:
+            report(f"Queue {q.name} can never hold a GPU: its quota and its limit are 0", q.urn)
+        if q.parent is None:
+            continue
+        parent = queues.get(q.parent)
+        if parent is None:
+            report(f"Queue {q.name} names parent {q.parent}, which no Queue in the stack defines; KAI's queue webhook refuses it", q.urn)
+            continue
+        seen, up = {q.name}, parent
+        while up is not None and up.name not in seen:
+            seen.add(up.name)
+            up = queues.get(up.parent) if up.parent else None
+        if up is not None:
+            report(f"Queue {q.name} is its own ancestor (parents: {' > '.join(sorted(seen))}); KAI's queues form a tree", q.urn)
+            continue
+        if parent.limit is not None and parent.limit != KAI_UNLIMITED and (q.quota or 0) > parent.limit:
+            report(f"Queue {q.name} is guaranteed {q.quota:g} GPUs, more than its parent {parent.name} may hold ({parent.limit:g})", q.urn)
+    for name, kids in children.items():
+        parent = queues.get(name)
+        total = sum(k.quota or 0 for k in kids if k.quota and k.quota > 0)
+        if parent is not None and parent.quota is not None and parent.quota != KAI_UNLIMITED and total > parent.quota:
+            report(f"the teams of Queue {name} are guaranteed {total:g} GPUs together, more than its quota of {parent.quota:g}", parent.urn)
+
+
 def validate_quotas(args: StackValidationArgs, report: ReportViolation) -> None:
     limit = float(args.get_config().get("maxRatio", DEFAULT_MAX_RATIO))
+    ratio = kai_ratio(args.resources)
+    if ratio is not None and ratio[0]:
+        promised, offered = ratio
+        if not offered:
+            report(f"KAI queues guarantee {promised:g} GPUs, but no GPU pool in the stack offers whole {WHOLE_GPU}", None)
+        elif promised / offered > limit:
+            report(f"KAI queues guarantee {promised:g} GPUs against {offered} the pools offer at maxNodes ({promised / offered:.2f}x, "
+                   f"above the {limit:g}x maximum); raise maxNodes or lower team and department gpus", None)
     for resource, (quota, capacity) in quota_ratios(args.resources).items():
         if quota == 0:
             continue
@@ -196,6 +290,31 @@ def validate_jobs_land(args: ResourceValidationArgs, report: ReportViolation) ->
                    f"it stops at {text(get(verdict, 'step'))}: {text(get(verdict, 'reason'))}", None)
 
 
+def validate_fractions_isolated(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != PLATFORM:
+        return
+    for entry in items(get(args.props, "fractions")):
+        teams = [text(t) for t in items(get(entry, "teams"))]
+        if len(teams) > 1 and text(get(entry, "isolation")) == "none":
+            report(f"pool {text(get(entry, 'pool'))} lets teams {', '.join(teams)} share GPUs in KAI fractions with nothing isolating their "
+                   f"memory or compute: one team's pod can take a whole GPU from another's; give each team its own fraction pool, or use "
+                   f"a vgpu pool (HAMi) for enforced limits", None)
+
+
+kai_queues_sane = StackValidationPolicy(
+    name="kai-queues-sane",
+    description="KAI Scheduler's queues form a tree of existing parents, within their parents' limits and quotas, with cpu and memory not left at a limit of 0.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_kai_queues,
+)
+
+kai_fractions_isolated = ResourceValidationPolicy(
+    name="kai-fractions-isolated",
+    description="A pool whose GPUs KAI splits into fractions for several teams isolates their memory and compute.",
+    enforcement_level=EnforcementLevel.ADVISORY,
+    validate=validate_fractions_isolated,
+)
+
 team_jobs_land = ResourceValidationPolicy(
     name="team-jobs-land",
     description="Every team's job, on every pool it has quota on, reaches a GPU: queue, scheduling, a node from zero, readiness, device plugin.",
@@ -203,4 +322,4 @@ team_jobs_land = ResourceValidationPolicy(
     validate=validate_jobs_land,
 )
 
-POLICIES = [team_quota_oversubscription, kueue_flavors_match_pools, kueue_borrowing_sane, team_jobs_land]
+POLICIES = [team_quota_oversubscription, kueue_flavors_match_pools, kueue_borrowing_sane, kai_queues_sane, kai_fractions_isolated, team_jobs_land]

@@ -1,1 +1,1 @@
-"""Team queues: teams and their quotas, the queue engine choice, Kueue and ResourceQuota."""
+"""Team queues: teams and their quotas, the queue engine choice, Kueue, KAI Scheduler and ResourceQuota."""

@@ -1,20 +1,20 @@
 """Which engine keeps the teams' promises (`gpupools:quotas`), and what the plan says about them.
 
-Each engine is one module with the same shape: `team_objects(...)` returns the manifests, and Kueue also
-brings its Helm release. Adding an engine (KAI Scheduler's queues, say) is a module and a line in `ENGINES`.
+Each engine is one module with the same shape: `team_objects(...)` returns the manifests, and Kueue and KAI
+Scheduler also bring their Helm release. Adding an engine is a module and a line in `ENGINES`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpupools.queues import kueue, resourcequota
+from gpupools.queues import kai, kueue, resourcequota
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
 from gpupools.pools.software import Release
 from gpupools.queues.teams import plan_teams, pool_totals
 
-ENGINES = {"kueue": "Kueue", "resourcequota": "ResourceQuota"}
+ENGINES = {"kueue": "Kueue", "resourcequota": "ResourceQuota", "kai": "KAI Scheduler"}
 
 
 @dataclass
@@ -32,6 +32,8 @@ def quota_plan(stack: StackConfig, plans: list[PoolPlan], scrape: dict[str, str]
     teams = plan_teams(stack, plans)
     if stack.quotas == "kueue":
         return QuotaPlan("kueue", [kueue.release()], kueue.team_objects(stack, plans, teams, scrape, autoscaler))
+    if stack.quotas == "kai":
+        return QuotaPlan("kai", [kai.release(plans)], kai.team_objects(stack, plans, teams))
     return QuotaPlan("resourcequota", [], resourcequota.team_objects(stack, teams))
 
 
@@ -44,7 +46,31 @@ def team_rows(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
         if stack.quotas == "kueue":
             row.update({"queue": t.team.name, "priority": t.team.priority, "borrow": str(t.team.borrow), "lend": lend_cell(t)})
         rows.append(row)
+    if stack.quotas == "kai":
+        tree = kai.queue_tree(stack, plan_teams(stack, plans))
+        by_team = {n.name: n for n in tree if n.team is not None}
+        for row in rows:
+            node = by_team[row["team"]]
+            row.update({"queue": node.name, "department": node.parent or "-", "priority": node.priority,
+                        "quota": node.quota, "borrowable": kai.effective_borrowable(node, tree), "weight": node.weight})
     return rows
+
+
+def queue_tree_lines(stack: StackConfig, plans: list[PoolPlan]) -> list[str]:
+    """KAI's queues as a tree: per queue its guaranteed GPUs (and on which pools they count), how many more it may
+    borrow while others leave them idle, its over-quota weight and priority."""
+    if stack.quotas != "kai" or not stack.teams:
+        return []
+    tree = kai.queue_tree(stack, plan_teams(stack, plans))
+    lines = []
+    for node in tree:
+        indent = "    " if node.parent else "  "
+        kind = "team" if node.team is not None else "department"
+        limit = "no limit" if node.limit is None else f"limit {node.limit}"
+        where = f" ({', '.join(f'{pool} {units}' for pool, units in node.pools)})" if node.pools else ""
+        lines.append(f"{indent}{node.name} ({kind}): {node.quota} GPUs guaranteed{where}, {kai.effective_borrowable(node, tree)} borrowable "
+                     f"({limit}), over-quota weight {node.weight}, priority {node.priority}")
+    return lines
 
 
 def lend_cell(team) -> str:
@@ -64,9 +90,9 @@ def cohort_line(stack: StackConfig, plans: list[PoolPlan]) -> str | None:
     totals = pool_totals(stack, plans)
     parts = [f"{pool} {promised} of {offered} ({promised / offered:.2f}x)" for pool, (promised, offered) in totals.items() if promised]
     over = any(promised > offered for promised, offered in totals.values())
-    what = f"cohort {kueue.COHORT}" if stack.quotas == "kueue" else "ResourceQuotas"
+    what = {"kueue": f"cohort {kueue.COHORT}", "kai": "KAI queues"}.get(stack.quotas, "ResourceQuotas")
     note = ""
     if over:
-        note = ("; over-subscribed: queued work waits for nodes up to maxNodes" if stack.quotas == "kueue"
+        note = ("; over-subscribed: queued work waits for nodes up to maxNodes" if stack.quotas in ("kueue", "kai")
                 else "; over-subscribed (allowed; gpupools check warns above its maxRatio)")
     return f"team quotas ({what}) vs. units at maxNodes: {', '.join(parts) or 'none'}{note}"

@@ -61,8 +61,10 @@ Autoscaler = Literal["auto", "karpenter", "cluster-autoscaler", "none"]
 Installer = Literal["auto", "gpu-operator", "device-plugin", "cloud"]
 
 # How team quotas are enforced. `kueue`: workloads queue for their team's quota, teams lend unused quota to
-# each other and take it back by preemption. `resourcequota`: a hard per-namespace limit, nothing queues.
-QuotaEngine = Literal["kueue", "resourcequota"]
+# each other and take it back by preemption. `resourcequota`: a hard per-namespace limit, nothing queues. `kai`:
+# KAI Scheduler schedules the teams' pods from hierarchical queues (departments, then teams) with over-quota
+# weights and reclaim, and may give a pod a fraction of one GPU on pools that allow it.
+QuotaEngine = Literal["kueue", "resourcequota", "kai"]
 Priority = Literal["high", "normal", "low"]
 # A team's quota in GPU units: more than any stack can schedule (MAX_POOLS pools of at most 1,000 nodes with at
 # most 8 GPUs each, shared by at most 48), so the bound only refuses numbers that are typos.
@@ -132,6 +134,10 @@ class Sharing(Model):
     # vgpu only: HAMi's deviceMemoryScaling, and the memory each vGPU pod gets unless it names its own.
     memory_scaling: Annotated[float, Field(gt=0, le=MAX_MEMORY_SCALING)] | None = None
     memory_per_pod: Annotated[str, StringConstraints(pattern=GPU_MEMORY)] | None = None
+    # KAI Scheduler GPU fractions (quotas: kai, mode none): pods on the pool may ask for part of one GPU; the share a
+    # Job from `gpupools workload` (and the landing check) asks for. KAI takes 0 < gpu-fraction < 1 (a whole GPU is
+    # nvidia.com/gpu: 1): pkg/binder/plugins/gpusharing/gpu-request/gpu_request_validator.go at v0.17.0, lines 75-91.
+    fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
 
 
 # Where a pool's nodes come from, in the order the pool falls back through (see docs/capacity.md). Words name the
@@ -439,6 +445,8 @@ class Team(Model):
     priority: Priority = "normal"
     # Where Alertmanager tells the team about GPUs it holds idle.
     alerts: TeamAlerts | None = None
+    # KAI: the team's share of GPUs left over once every queue has its quota, against its siblings' weights.
+    over_quota_weight: Annotated[int, Field(ge=0, le=MAX_OVER_QUOTA_WEIGHT, strict=True)] | None = None
 
     @property
     def namespace_name(self) -> str:
@@ -450,6 +458,22 @@ class Team(Model):
         if isinstance(self.gpus, dict):
             return list(self.gpus)
         return self.pools
+
+
+# A queue's over-quota weight is relative to its siblings'; beyond 1,000 to 1 the smaller share rounds to nothing.
+MAX_OVER_QUOTA_WEIGHT = 1000
+
+
+class Department(Model):
+    """A parent queue of KAI Scheduler (quotas: kai): teams that share a quota, and how the department as a whole borrows
+    and ranks against the others. `gpus` unset: the sum of its teams' quotas."""
+
+    name: DnsLabel
+    teams: Annotated[list[DnsLabel], Field(min_length=1, max_length=MAX_TEAMS)]
+    gpus: Units | None = None
+    borrow: UnitsOrWord = "all"
+    priority: Priority = "normal"
+    over_quota_weight: Annotated[int, Field(ge=0, le=MAX_OVER_QUOTA_WEIGHT, strict=True)] | None = None
 
 
 class Health(Model):
@@ -489,6 +513,7 @@ class StackConfig(Model):
     gpu_software: GpuSoftware = Field(default_factory=GpuSoftware)
     monitoring: Monitoring = Field(default_factory=Monitoring)
     teams: Annotated[list[Team], Field(max_length=MAX_TEAMS)] = Field(default_factory=list)
+    departments: Annotated[list[Department], Field(max_length=MAX_TEAMS)] = Field(default_factory=list)
     quotas: QuotaEngine = "kueue"
     autoscaler: Autoscaler = "auto"
     health: Health = Field(default_factory=Health)

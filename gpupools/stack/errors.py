@@ -69,7 +69,7 @@ QUOTED_FIELDS = frozenset({
     "cluster.logRetentionDays", "cluster.authenticationMode", "cluster.managedAddons", "cluster.localAccounts", "cluster.azurePolicy",
     "cluster.defenderWorkspaceId", "cluster.networkPolicy", "cluster.privateNodes", "cluster.releaseChannel", "cluster.production",
     "cluster.binaryAuthorization",
-    *(f"{at}.{f}" for at in ("sharing", "pools.*.sharing") for f in ("mode", "replicas", "migProfile", "memoryScaling", "memoryPerPod")),
+    *(f"{at}.{f}" for at in ("sharing", "pools.*.sharing") for f in ("mode", "replicas", "migProfile", "memoryScaling", "memoryPerPod", "fraction")),
     "gpuSoftware.installer", "gpuSoftware.migStrategy", "gpuSoftware.version",
     *(f"pools.*.{f}" for f in ("name", "instanceType", "instanceTypes.*", "gpu", "gpuCount", "minNodes", "maxNodes", "spot", "diskSizeGb", "os", "labels.*",
                                "zones.*", "fabric", "topologyLevel", "autoRepair", "capacity.*", "capacity.*.reservation.id",
@@ -77,7 +77,8 @@ QUOTED_FIELDS = frozenset({
                                "capacity.*.reservation.nodes", "capacity.*.flexStart.maxRunDuration", "capacity.*.queued.maxRunDuration")),
     "monitoring.enabled", "monitoring.prometheus", "monitoring.releaseLabel", "monitoring.grafana", "monitoring.idle.utilizationBelowPercent",
     "monitoring.idle.forHours",
-    *(f"teams.*.{f}" for f in ("name", "namespace", "gpus", "gpus.*", "pools.*", "borrow", "lend", "priority")),
+    *(f"teams.*.{f}" for f in ("name", "namespace", "gpus", "gpus.*", "pools.*", "borrow", "lend", "priority", "overQuotaWeight")),
+    *(f"departments.*.{f}" for f in ("name", "teams.*", "gpus", "borrow", "priority", "overQuotaWeight")),
     "health.readinessGate",
     # provider settings that name a place or a profile
     "aws:region", "aws:profile", "gcp:project", "gcp:region", "gcp:zone", "azure-native:location",

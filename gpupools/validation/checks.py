@@ -10,10 +10,11 @@ from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED, shared_reservation_problems
 from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import KIND, version_problems
-from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, GpuSoftware, Pool, Sharing, Team
+from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, Department, GpuSoftware, Pool, Sharing, Team
 from gpupools.stack.errors import Problem
-from gpupools.core.sharing import HAMI_NODE_SELECTOR, installer_problems, resolve_installer, sharing_problems
+from gpupools.core.sharing import BOTTLEROCKET, HAMI_NODE_SELECTOR, installer_problems, resolve_installer, sharing_problems
 from gpupools.queues.kueue import CHART as KUEUE
+from gpupools.queues.kai import CHART as KAI, RESERVATION_NAMESPACE as KAI_RESERVATION, SCALE_ADJUST_NAMESPACE as KAI_SCALE_ADJUST, kai_problems
 from gpupools.monitoring.plan import NAMESPACE as MONITORING
 from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART
 from gpupools.fabric.plan import fabric_problems
@@ -28,7 +29,8 @@ RESERVED_POOL_NAMES = frozenset({"system"})
 
 def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
                       software: GpuSoftware, teams: list[Team], autoscaler: str = "auto", providers: dict | None = None,
-                      today: date | None = None, quotas: str = "kueue", written_pool_names: frozenset[str] = frozenset()) -> list[Problem]:
+                      today: date | None = None, quotas: str = "kueue", written_pool_names: frozenset[str] = frozenset(),
+                      departments: list[Department] | None = None) -> list[Problem]:
     """`written_pool_names`: the names of pools the stack file has but that failed their own checks (reported there);
     a team that names one is not reported again, one root cause, one error."""
     module = cloud_module(cloud)
@@ -46,6 +48,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
             problems.append(Problem("pools", f"the pools ask for {len(zones)} zones ({', '.join(zones)}); a new VPC spans at most {most}"))
     counts = Counter(pool.name for _, pool in pools)
     vgpu: list[tuple[str, Sharing]] = []
+    queued_on: list[tuple] = []  # what KAI's checks need per pool
     for index, pool in pools:
         path = f"pools[{index}]"
         if pool.name in RESERVED_POOL_NAMES:
@@ -75,10 +78,12 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         problems += fabric_problems(cloud, cluster, pool, sharing, hardware, path, _example_zone(cloud, cluster, providers or {}))
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
+        queued_on.append((index, pool, sharing, sharing_path, BOTTLEROCKET if module.image_device_plugin(pool.os) else installer))
     problems += shared_reservation_problems(pools)
     problems += _hami_setting_problems(vgpu)
     problems += _team_problems(teams, {pool.name for _, pool in pools} | written_pool_names, quotas, cloud)
     problems += _queued_pool_problems(pools, teams, quotas)
+    problems += kai_problems(queued_on, teams, departments or [], quotas)
     return problems
 
 
@@ -154,7 +159,7 @@ def reserved_namespaces(cloud: str | None = None) -> frozenset[str]:
     """Namespaces a team must not claim: Kubernetes' own, the cloud's and those gpupools installs software into."""
     own = getattr(cloud_module(cloud), "RESERVED_NAMESPACES", frozenset()) if cloud else frozenset()
     return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace,
-                      HAMI_CHART.namespace, MONITORING, KUEUE.namespace}) | own
+                      HAMI_CHART.namespace, MONITORING, KUEUE.namespace, KAI.namespace, KAI_RESERVATION, KAI_SCALE_ADJUST}) | own
 
 
 def reserved_namespace_prefix(name: str, cloud: str | None = None) -> str | None:
@@ -195,7 +200,7 @@ def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue
             for pool in team.gpus:
                 if pool not in pool_names:
                     problems.append(Problem(f"teams[{i}].gpus.{pool}", f"{pool!r} is not a pool of this stack; pools: {known}"))
-        if quotas != "kueue":
+        if quotas == "resourcequota":
             for key in KUEUE_ONLY_TEAM_KEYS:
                 if key in team.model_fields_set:
                     problems.append(Problem(f"teams[{i}].{key}", f"a Kueue setting; set gpupools:quotas: kueue, or drop {key} "

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpupools.monitoring.alerting import alerting_problems
 from gpupools.validation.checks import semantic_problems
-from gpupools.stack.config import NAMESPACE, Autoscaler, Cluster, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
+from gpupools.stack.config import NAMESPACE, Autoscaler, Cluster, Department, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
 from gpupools.stack.errors import ConfigError, Problem, field_path, name_like, redact
 from gpupools.stack.reading import Disputed
 from gpupools.stack.providers import missing_sdk_problem, provider_problems
@@ -146,7 +146,8 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
         problems.extend(pydantic_problems(exc, StackConfig))
     if stack is not None:
         problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software,
-                                          stack.teams, stack.autoscaler, stack.providers, quotas=stack.quotas))
+                                          stack.teams, stack.autoscaler, stack.providers, quotas=stack.quotas,
+                                          departments=stack.departments))
         problems.extend(alerting_problems(stack))
         problems.extend(repair_problems(stack, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)))
         if not problems:
@@ -160,12 +161,14 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
         pools = [(i, p) for i, p in ((i, _try(Pool, r, ("pools", i))) for i, r in enumerate(raw_pools)) if p is not None]
         raw_teams = ours.get("teams") if isinstance(ours.get("teams"), list) else []
         teams = [t for t in (_try(Team, r, ("teams", i)) for i, r in enumerate(raw_teams)) if t is not None]
+        raw_departments = ours.get("departments") if isinstance(ours.get("departments"), list) else []
+        departments = [d for d in (_try(Department, r, ("departments", i)) for i, r in enumerate(raw_departments)) if d is not None]
         if cloud:
             autoscaler = ours.get("autoscaler") if ours.get("autoscaler") in get_args(Autoscaler) else "auto"
             quotas = ours.get("quotas") if ours.get("quotas") in get_args(QuotaEngine) else "kueue"
             written = frozenset(r["name"] for r in raw_pools if isinstance(r, dict) and isinstance(r.get("name"), str) and name_like(r["name"]))
             problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams, autoscaler, providers, quotas=quotas,
-                                              written_pool_names=written))
+                                              written_pool_names=written, departments=departments))
     if problems:
         raise ConfigError(_dedupe(problems))
     assert stack is not None

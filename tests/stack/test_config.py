@@ -216,7 +216,7 @@ def test_team_units_total_or_per_pool_and_kueue_settings():
     ({"name": "a", "gpus": 2, "priority": "urgent"}, {}, "error: teams[0].priority: input should be 'high', 'normal' or 'low' (got 'urgent')"),
     ({"name": "a", "gpus": 2, "borrow": 1}, {"quotas": "resourcequota"},
      "error: teams[0].borrow: a Kueue setting; set gpupools:quotas: kueue, or drop borrow (with resourcequota a team's quota is a fixed limit)"),
-    ({"name": "a", "gpus": 2}, {"quotas": "slurm"}, "error: quotas: input should be 'kueue' or 'resourcequota' (got 'slurm')"),
+    ({"name": "a", "gpus": 2}, {"quotas": "slurm"}, "error: quotas: input should be 'kueue', 'resourcequota' or 'kai' (got 'slurm')"),
     ({"name": "kueue-system", "gpus": 2}, {}, "error: teams[0].name: 'kueue-system' is a namespace Kubernetes or gpupools already uses"),
 ])
 def test_team_mistakes_name_the_field(team, keys, expected):

@@ -104,6 +104,18 @@ WIDE = {
         "gpupools:teams": _teams({"dev": 2, "flex": 8, "queued": 8}, ["dev"]),
         "gpupools:health": _HEALTH,
     },
+    # KAI Scheduler's queues, for the keys only such a stack takes: departments, over-quota weights, GPU fractions.
+    "aws-kai": {
+        "aws:region": "eu-central-1",
+        "gpupools:cloud": "aws",
+        "gpupools:cluster": {"name": "ml-kai"},
+        "gpupools:sharing": {"mode": "none", "fraction": 0.25},
+        "gpupools:pools": [{"name": "share", "instanceType": "g6.xlarge", "maxNodes": 2, "sharing": {"mode": "none", "fraction": 0.5}},
+                           {"name": "train", "instanceType": "g5.12xlarge", "maxNodes": 2, "sharing": {"mode": "none"}}],
+        "gpupools:quotas": "kai",
+        "gpupools:departments": [{"name": "research", "teams": ["vision"], "gpus": 4, "borrow": 2, "priority": "high", "overQuotaWeight": 2}],
+        "gpupools:teams": [{"name": "vision", "gpus": {"share": 1, "train": 3}, "borrow": "all", "priority": "normal", "overQuotaWeight": 3}],
+    },
     # An existing EKS cluster, for the keys only such a stack takes.
     "aws-existing": {
         "aws:region": "eu-central-1",
