@@ -18,6 +18,9 @@ SECRETS_DIR = "/etc/alertmanager/secrets"  # where the chart's Alertmanager moun
 IDLE_ALERT = "GpuAllocatedButIdle"
 QUEUE_BLOCKED_ALERT = "GpuTeamQueueBlocked"
 QUEUE_WAITING_ALERT = "GpuTeamQueueWaiting"
+# KAI Scheduler: a team queue that holds less than its quota while its pods wait, and a team's work reclaimed.
+QUEUE_STARVED_ALERT = "GpuTeamQueueStarved"
+WORK_RECLAIMED_ALERT = "GpuTeamWorkReclaimed"
 NULL_RECEIVER = "null"  # kube-prometheus-stack's default route ends here; alerts nobody claims stay silent
 SMTP_PASSWORD_KEY = "smtp-password"
 PLATFORM_RECEIVER = "platform"
@@ -44,8 +47,9 @@ def alerting_teams(stack: StackConfig) -> list[Team]:
 
 
 def team_alert_names(stack: StackConfig) -> list[str]:
-    """The alerts a team can act on itself: its idle GPUs and, on Kueue, its queue."""
-    return [IDLE_ALERT] + ([QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT] if stack.quotas == "kueue" else [])
+    """The alerts a team can act on itself: its idle GPUs and, on Kueue or KAI, its queue."""
+    queue = {"kueue": [QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT], "kai": [QUEUE_STARVED_ALERT, WORK_RECLAIMED_ALERT]}
+    return [IDLE_ALERT] + queue.get(stack.quotas, [])
 
 
 def _receiver(name: str, alerts: TeamAlerts, slack_file_key: str, title: str) -> dict:

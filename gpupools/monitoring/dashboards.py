@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from gpupools.stack.config import Idle
 from gpupools.monitoring.promql import (
+    KAI_ALLOCATED_BY_TEAM,
+    KAI_QUOTA_BY_TEAM,
+    KAI_RECLAIM_WINDOW,
+    KAI_RECLAIMED_BY_TEAM,
+    KAI_TEAM_QUEUE,
+    KAI_WAITING_BY_TEAM,
     KUEUE_PENDING_BY_TEAM,
     KUEUE_QUOTA_BORROWED,
     KUEUE_QUOTA_NOMINAL,
@@ -152,12 +158,39 @@ def queues_dashboard() -> dict:
                       "Kueue queues per team: pending workloads, GPU quota used against nominal and borrowed, admission wait.")
 
 
-def dashboards(idle: Idle, vgpu: bool = False, queues: bool = False) -> dict[str, dict]:
+def kai_queues_dashboard() -> dict:
+    """Per team queue on KAI Scheduler: the GPUs it holds against its quota (above it: borrowed, reclaimable), its pods
+    waiting, and its pods reclaimed."""
+    sel = 'queue_name=~"$queue"'
+    panels = [
+        _panel("stat", "GPUs held beyond quota", [_target(f"sum(clamp_min({KAI_ALLOCATED_BY_TEAM}{{{sel}}} - {KAI_QUOTA_BY_TEAM}{{{sel}}}, 0)) "
+                                                          "or vector(0)")], 0, 0, 8, 5,
+               description="GPUs the selected queues run on beyond their quota, lent by queues that leave theirs idle; "
+                           "reclaimable while the work is preemptible."),
+        _panel("stat", "Pods waiting now", [_target(f"sum({KAI_WAITING_BY_TEAM}{{{sel}}}) or vector(0)")], 8, 0, 8, 5,
+               description="Pods of the selected teams that KAI could not place yet."),
+        _panel("stat", f"Pods reclaimed, last {KAI_RECLAIM_WINDOW}", [_target(f"sum({KAI_RECLAIMED_BY_TEAM}{{{sel}}}) or vector(0)")], 16, 0, 8, 5),
+        _panel("timeseries", "GPUs per team: held and guaranteed",
+               [_target(f"{KAI_ALLOCATED_BY_TEAM}{{{sel}}}", "{{queue_name}} held"),
+                _target(f"{KAI_QUOTA_BY_TEAM}{{{sel}}}", "{{queue_name}} quota", ref="B")], 0, 5, 12, 8,
+               description="Held below quota while pods wait: the queue is starved (alert GpuTeamQueueStarved)."),
+        _panel("timeseries", "Waiting and reclaimed pods per team",
+               [_target(f"{KAI_WAITING_BY_TEAM}{{{sel}}}", "{{queue_name}} waiting"),
+                _target(f"{KAI_RECLAIMED_BY_TEAM}{{{sel}}}", "{{queue_name}} reclaimed", ref="B")], 12, 5, 12, 8),
+    ]
+    queue_var = _query_var("queue", "Team queue", f"label_values({KAI_TEAM_QUEUE}, queue_name)")
+    return _dashboard("gpupools-kai-queues", "KAI queues (gpupools)", panels, [queue_var],
+                      "KAI Scheduler queues per team: GPUs held against quota, waiting pods, reclaimed pods.")
+
+
+def dashboards(idle: Idle, vgpu: bool = False, queues: bool = False, kai_queues: bool = False) -> dict[str, dict]:
     """File name -> Grafana dashboard JSON model; `vgpu`: the stack has vgpu pools, whose HAMi metrics get panels;
-    `queues`: teams queue on Kueue, whose queues get a dashboard."""
+    `queues`: teams queue on Kueue, whose queues get a dashboard; `kai_queues`: the same on KAI Scheduler."""
     boards = {"gpupools-fleet.json": fleet_dashboard(idle), "gpupools-namespaces.json": namespace_dashboard(vgpu)}
     if queues:
         boards["gpupools-queues.json"] = queues_dashboard()
+    if kai_queues:
+        boards["gpupools-kai-queues.json"] = kai_queues_dashboard()
     return boards
 
 

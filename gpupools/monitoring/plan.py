@@ -14,6 +14,7 @@ from gpupools.monitoring.alerting import RECEIVERS_SECRET, alertmanager_config, 
 from gpupools.stack.config import StackConfig
 from gpupools.monitoring.dashboards import dashboards
 from gpupools.queues.kueue import queue_namespaces
+from gpupools.queues import kai
 from gpupools.core.pools import GPU_LABEL, PoolPlan, Taint
 from gpupools.monitoring.promql import KSM_NODE_LABELS_ALLOWLIST
 from gpupools.monitoring.rules import rules_file_text, rules_for, vgpu_shares
@@ -205,7 +206,7 @@ def monitoring_plan(stack: StackConfig, plans: list[PoolPlan]) -> MonitoringPlan
         return None
     vgpu = bool(hami_served(plans))
     queues = bool(queue_namespaces(stack))
-    out = MonitoringPlan(rules=rules_for(stack), dashboards=dashboards(m.idle, vgpu, queues) if m.grafana else {})
+    out = MonitoringPlan(rules=rules_for(stack), dashboards=dashboards(m.idle, vgpu, queues, bool(kai.queue_namespaces(stack))) if m.grafana else {})
     standalone = standalone_exporter_pools(stack, plans)
     # The standalone exporter mounts a host path and adds SYS_ADMIN, which only the privileged Pod Security level admits.
     out.objects.append(namespace(NAMESPACE, privileged=bool(standalone)))
@@ -316,6 +317,7 @@ def rendered_files(stack: StackConfig) -> dict[str, str]:
     if routes is not None:  # credentials are files the Alertmanager mounts; the text holds none
         files[ALERTMANAGER_FILE] = yaml.safe_dump(routes, sort_keys=False, allow_unicode=True, width=1000)
     if stack.monitoring.grafana:
-        for filename, dashboard in dashboards(stack.monitoring.idle, bool(vgpu_shares(stack)), bool(queue_namespaces(stack))).items():
+        for filename, dashboard in dashboards(stack.monitoring.idle, bool(vgpu_shares(stack)), bool(queue_namespaces(stack)),
+                                              bool(kai.queue_namespaces(stack))).items():
             files[f"grafana/{filename}"] = json.dumps(dashboard, indent=2, sort_keys=True) + "\n"
     return files

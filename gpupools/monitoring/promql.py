@@ -179,3 +179,28 @@ def reserved_unused() -> str:
     nodes = f'count by (pool) (label_replace(kube_node_labels{{{KSM_POOL_LABEL}!=""}}, "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))'
     # `+ 0` drops the metric name, so both branches carry the same labels (a range over them is one series per pool).
     return f"(({RESERVED_NODES} - on (pool) {nodes}) or ({RESERVED_NODES} + 0))"
+
+
+# KAI Scheduler v0.17.0's own series. The queue controller exports each Queue's GPU quota (its spec) and the GPUs its
+# running workloads hold (its status), under the metrics namespace `kai` (pkg/queuecontroller/metrics/metrics.go lines
+# 96-143 and 148-180; constants.go DefaultMetricsNamespace); both its replicas may export them, so one series per queue
+# is kept. The scheduler counts the pods it evicts per pod group and action (pkg/scheduler/metrics/metrics.go lines
+# 212-217); its own `namespace` label (the pod group's) meets the scrape's and becomes `exported_namespace`.
+KAI_QUEUE_QUOTA = "kai_queue_deserved_gpus"
+KAI_QUEUE_ALLOCATED = "kai_queue_allocated_gpus"
+KAI_EVICTED = "kai_pod_group_evicted_pods_total"
+KAI_RECLAIM_ACTION = "reclaim"  # pkg/common/constants/constants.go, ActionReclaim
+# kube-state-metrics: a pod the scheduler marked unschedulable (PodScheduled=False, reason Unschedulable).
+KSM_UNSCHEDULABLE = "kube_pod_status_unschedulable"
+
+KAI_TEAM_QUEUE = "gpupools:kai_team_queue:info"  # one constant series per team: queue_name -> namespace
+KAI_QUOTA_BY_TEAM = "gpupools:kai_queue_quota_gpus:max"
+KAI_ALLOCATED_BY_TEAM = "gpupools:kai_queue_allocated_gpus:max"
+KAI_WAITING_BY_TEAM = "gpupools:kai_unschedulable_pods:sum"
+KAI_RECLAIMED_BY_TEAM = "gpupools:kai_reclaimed_pods:increase15m"
+KAI_RECLAIM_WINDOW = "15m"
+
+
+def kai_to_team(expr: str) -> str:
+    """Keep the queues of the stack's teams, with their namespace."""
+    return f"({expr}) * on (queue_name) group_left (namespace) {KAI_TEAM_QUEUE}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import yaml
 
-from gpupools.monitoring.alerting import PLATFORM_ALERTS, QUEUE_BLOCKED_ALERT, QUEUE_WAITING_ALERT
+from gpupools.monitoring.alerting import PLATFORM_ALERTS, QUEUE_BLOCKED_ALERT, QUEUE_STARVED_ALERT, QUEUE_WAITING_ALERT, WORK_RECLAIMED_ALERT
 from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import plan_pools
 from gpupools.monitoring.promql import RESERVED_NODE_PRICE, RESERVED_NODES, reserved_unused
@@ -15,9 +15,22 @@ from gpupools.health.signals import node_health_group
 from gpupools.core.catalog import Catalog, load_catalog
 from gpupools.stack.config import Idle, StackConfig
 from gpupools.queues.kueue import queue_namespaces
+from gpupools.queues import kai
 from gpupools.monitoring.prices import Price, gpu_list_prices
 from gpupools.monitoring.promql import (
     GPU_BY,
+    KAI_ALLOCATED_BY_TEAM,
+    KAI_EVICTED,
+    KAI_QUEUE_ALLOCATED,
+    KAI_QUEUE_QUOTA,
+    KAI_QUOTA_BY_TEAM,
+    KAI_RECLAIM_ACTION,
+    KAI_RECLAIM_WINDOW,
+    KAI_RECLAIMED_BY_TEAM,
+    KAI_TEAM_QUEUE,
+    KAI_WAITING_BY_TEAM,
+    KSM_UNSCHEDULABLE,
+    kai_to_team,
     HAMI_MEMORY_LIMIT,
     HAMI_MEMORY_USED,
     HAMI_UTILIZATION,
@@ -308,6 +321,51 @@ def queue_alerts() -> list[dict]:
     ]
 
 
+QUEUE_STARVED_FOR = "30m"
+
+
+def kai_rules(queues: dict[str, str]) -> list[dict]:
+    """Per team queue on KAI Scheduler, with the team's namespace: its GPU quota, the GPUs its workloads hold, its pods
+    waiting unschedulable, and its pods KAI reclaimed over the last window."""
+    def one(metric: str) -> str:
+        return f"max by (queue_name) ({metric})"
+
+    reclaimed = (f'label_replace(sum by (exported_namespace) (increase({KAI_EVICTED}{{action="{KAI_RECLAIM_ACTION}"}}[{KAI_RECLAIM_WINDOW}])), '
+                 f'"namespace", "$1", "exported_namespace", "(.+)")')
+    return [
+        *({"record": KAI_TEAM_QUEUE, "expr": "vector(1)", "labels": {"queue_name": queue, "namespace": namespace}}
+          for queue, namespace in sorted(queues.items())),
+        {"record": KAI_QUOTA_BY_TEAM, "expr": kai_to_team(one(KAI_QUEUE_QUOTA))},
+        {"record": KAI_ALLOCATED_BY_TEAM, "expr": kai_to_team(one(KAI_QUEUE_ALLOCATED))},
+        {"record": KAI_WAITING_BY_TEAM, "expr": (f"sum by (namespace) ({KSM_UNSCHEDULABLE}) * on (namespace) group_left (queue_name) "
+                                                 f"{KAI_TEAM_QUEUE}")},
+        {"record": KAI_RECLAIMED_BY_TEAM, "expr": f"sum without (exported_namespace) ({reclaimed}) * on (namespace) group_left (queue_name) {KAI_TEAM_QUEUE}"},
+    ]
+
+
+def kai_alerts() -> list[dict]:
+    """A team queue below its quota while its pods wait (what KAI promises it is not reaching it), and a team's pods
+    reclaimed (it ran beyond its quota on GPUs their owners now need); both carry the team's namespace."""
+    queue = "Queue {{ $labels.queue_name }} (namespace {{ $labels.namespace }})"
+    return [
+        {"alert": QUEUE_STARVED_ALERT,
+         "expr": f"({KAI_ALLOCATED_BY_TEAM} < on (queue_name, namespace) {KAI_QUOTA_BY_TEAM}) and on (queue_name, namespace) ({KAI_WAITING_BY_TEAM} > 0)",
+         "for": QUEUE_STARVED_FOR, "labels": {"severity": "warning"},
+         "annotations": {"summary": f"A team's pods have waited {QUEUE_STARVED_FOR} while its queue holds less than its GPU quota",
+                         "description": f"{queue} holds {{{{ $value }}}} GPUs, below its quota, while its pods wait unschedulable: the "
+                                        "GPUs it is guaranteed are held by other queues' non-preemptible work, its pods ask for a pool "
+                                        "or GPU shape that cannot start, or nodes do not come. `kubectl -n {{ $labels.namespace }} get "
+                                        "events` shows KAI's reason for each pod."}},
+        {"alert": WORK_RECLAIMED_ALERT,
+         "expr": f"{KAI_RECLAIMED_BY_TEAM} > 0",
+         "labels": {"severity": "info"},
+         "annotations": {"summary": "KAI Scheduler reclaimed a team's GPUs for their owners",
+                         "description": f"KAI evicted {{{{ $value }}}} pod(s) of {queue} in the last {KAI_RECLAIM_WINDOW} to give GPUs back to "
+                                        "queues below their quota: the team ran beyond its own quota on GPUs others had left idle. Work "
+                                        "within the team's quota, or of a non-preemptible priority class, is never reclaimed."}},
+    ]
+
+
 def idle_step_rules(idle: Idle) -> dict:
     """The group `gpupools idle` reads when it is installed: its interval is the step, so each evaluation's
     `max_over_time(...[step])` sees exactly the samples since the previous one."""
@@ -320,7 +378,8 @@ def idle_step_rules(idle: Idle) -> dict:
 
 
 def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | None = None,
-                queues: dict[str, str] | None = None, reserved: dict[str, tuple[int, float]] | None = None) -> list[dict]:
+                queues: dict[str, str] | None = None, reserved: dict[str, tuple[int, float]] | None = None,
+                kai_queues: dict[str, str] | None = None) -> list[dict]:
     """`shares`: vGPUs per GPU of each vgpu pool; the HAMi rules come with them. `queues`: each team's Kueue
     ClusterQueue and namespace; the queue rules and alerts come with them. `reserved`: nodes each pool's reservations
     hold and one node's price; the unused-reservation alert comes with them."""
@@ -335,6 +394,8 @@ def rule_groups(idle: Idle, prices: dict[str, Price], shares: dict[str, int] | N
         groups.append({"name": "gpupools-vgpu-recording", "rules": hami_rules()})
     if queues:
         groups.append({"name": "gpupools-kueue", "rules": kueue_rules(queues) + queue_alerts()})
+    if kai_queues:
+        groups.append({"name": "gpupools-kai", "rules": kai_rules(kai_queues) + kai_alerts()})
     if reserved:
         groups.append({"name": "gpupools-reservations", "rules": reservation_rules(reserved)})
     return groups
@@ -346,7 +407,7 @@ def vgpu_shares(stack: StackConfig) -> dict[str, int]:
 
 def rules_for(stack: StackConfig) -> list[dict]:
     return rule_groups(stack.monitoring.idle, gpu_list_prices(stack.cloud), vgpu_shares(stack), queue_namespaces(stack),
-                       reserved_nodes_by_pool(stack))
+                       reserved_nodes_by_pool(stack), kai.queue_namespaces(stack))
 
 
 def rules_file_text(groups: list[dict]) -> str:

@@ -228,7 +228,38 @@ def queue_policy(plan: TeamPlan) -> dict:
     )
 
 
-def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan]) -> list[dict]:
+# The operator labels every object it makes `app: <name>` (pkg/operator/operands/common/common.go, ObjectForKAIConfig,
+# lines 117-136): the queue controller's Service is `queue-controller` with its metrics on port `metrics`
+# (operands/queue_controller/resources.go line 28; pkg/apis/kai/v1/queue_controller/queue_controller.go line 118), the
+# default shard's scheduler Service `<schedulerName>-default` with port `http-metrics` (operands/scheduler/
+# resources_for_shard.go lines 300-345). With two replicas that Service has no selector: the operator keeps an
+# EndpointSlice on the leader (lines 425-470), which Prometheus finds only with the EndpointSlice role.
+QUEUE_CONTROLLER = "queue-controller"
+SCHEDULER_SERVICE = f"{SCHEDULER_NAME}-default"
+
+
+def service_monitors(labels: dict[str, str]) -> list[dict]:
+    """KAI's queue controller (each Queue's GPU quota and the GPUs its workloads hold) and the scheduler (pods it evicts,
+    by action: reclaim among them), scraped by the stack's Prometheus (`labels`: what it selects ServiceMonitors by)."""
+    def monitor(name: str, service: str, port: str) -> dict:
+        return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+                "metadata": {"name": name, "namespace": CHART.namespace, "labels": {**MANAGED, **labels}},
+                "spec": {"selector": {"matchLabels": {"app": service}}, "endpoints": [{"port": port, "path": "/metrics"}]}}
+
+    scheduler = monitor("kai-scheduler", SCHEDULER_SERVICE, "http-metrics")
+    scheduler["spec"]["serviceDiscoveryRole"] = "EndpointSlice"
+    return [monitor("kai-queue-controller", QUEUE_CONTROLLER, "metrics"), scheduler]
+
+
+def queue_namespaces(stack: StackConfig) -> dict[str, str]:
+    """Each team's KAI queue and its namespace, so alerts on a queue reach the team that owns it; none unless the
+    stack's quotas are KAI's."""
+    if stack.quotas != "kai":
+        return {}
+    return {t.name: t.namespace_name for t in stack.teams}
+
+
+def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan], scrape: dict[str, str] | None = None) -> list[dict]:
     """Namespaces first, then the queues (each parent before its teams, as KAI's queue webhook looks the parent up:
     pkg/admission/webhook/queuehooks/queue_validator.go lines 95-100), then the admission policies."""
     from gpupools.queues.resourcequota import admission_policy as pool_policy
@@ -243,6 +274,8 @@ def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan
             # its own pools.
             pools = pool_policy(t)
             objects += [pools, admission_binding(pools)]
+    if scrape:
+        objects += service_monitors(scrape)
     return objects
 
 
