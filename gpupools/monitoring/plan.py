@@ -16,7 +16,7 @@ from gpupools.monitoring.dashboards import dashboards
 from gpupools.queues.kueue import queue_namespaces
 from gpupools.queues import kai
 from gpupools.core.pools import GPU_LABEL, PoolPlan, Taint
-from gpupools.monitoring.promql import KSM_NODE_LABELS_ALLOWLIST
+from gpupools.monitoring.promql import KSM_KAI_POD_ANNOTATIONS_ALLOWLIST, KSM_KAI_POD_LABELS_ALLOWLIST, KSM_NODE_LABELS_ALLOWLIST
 from gpupools.monitoring.rules import rules_file_text, rules_for, vgpu_shares
 from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL, resolve_installer
 from gpupools.pools.software import GPU_OPERATOR, HAMI_CHART, Chart, Release, gpu_tolerations, hami_served, namespace, software_plan
@@ -73,6 +73,11 @@ def kube_prometheus_stack_values(stack: StackConfig) -> dict:
         "kube-state-metrics": {"metricLabelsAllowlist": [KSM_NODE_LABELS_ALLOWLIST]},
         "grafana": {"enabled": grafana},
     }
+    if kai.fractions_on(stack):
+        # Which fractional pods share the GPU a KAI reservation pod holds, and how much of it each: `gpupools idle`
+        # gives them the holder's idle time.
+        values["kube-state-metrics"]["metricLabelsAllowlist"].append(KSM_KAI_POD_LABELS_ALLOWLIST)
+        values["kube-state-metrics"]["metricAnnotationsAllowList"] = [KSM_KAI_POD_ANNOTATIONS_ALLOWLIST]
     routes = alertmanager_config(stack)
     if routes is not None:
         # The chart merges `config` into its default (keeping its inhibit rules) and mounts each listed Secret

@@ -204,3 +204,16 @@ KAI_RECLAIM_WINDOW = "15m"
 def kai_to_team(expr: str) -> str:
     """Keep the queues of the stack's teams, with their namespace."""
     return f"({expr}) * on (queue_name) group_left (namespace) {KAI_TEAM_QUEUE}"
+
+
+# A KAI fraction's GPU is held, as far as the kubelet and dcgm-exporter know, by KAI's reservation pod in
+# `kai-resource-reservation`; the fractional pods that use the GPU carry the same `runai-gpu-group` label
+# (pkg/common/constants/constants.go GPUGroup; resource_reservation.go lines 533-550 label the reservation pod, the binder
+# the fractional ones) and their share in the `gpu-fraction` annotation. kube-state-metrics exports both when allowed to:
+KAI_GPU_GROUP_LABEL = "runai-gpu-group"
+# The chart's global.resourceReservation.namespace, which gpupools leaves at its default (queues.kai.RESERVATION_NAMESPACE).
+KAI_RESERVATION_NAMESPACE = "kai-resource-reservation"
+KSM_KAI_POD_LABELS_ALLOWLIST = f"pods=[{KAI_GPU_GROUP_LABEL}]"
+KSM_KAI_POD_ANNOTATIONS_ALLOWLIST = "pods=[gpu-fraction]"
+KSM_GPU_GROUP = "label_runai_gpu_group"  # kube_pod_labels, the label name as kube-state-metrics spells it
+KSM_GPU_FRACTION = "annotation_gpu_fraction"  # kube_pod_annotations

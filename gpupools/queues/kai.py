@@ -155,6 +155,11 @@ def fraction_pools(plans: list[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.sharing.fraction is not None]
 
 
+def fractions_on(stack: StackConfig) -> bool:
+    """Whether KAI splits some pool's GPUs into fractions."""
+    return stack.quotas == "kai" and any(stack.sharing_of(p).fraction is not None for p in stack.pools)
+
+
 def helm_values(plans: list[PoolPlan]) -> dict:
     """The chart's values: the released images, GPU sharing where a pool allows fractions, the node-scale-adjuster that
     turns unschedulable fractional pods into whole-GPU placeholder pods an autoscaler sees (docs/gpu-sharing/
