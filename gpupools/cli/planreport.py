@@ -168,6 +168,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler) == KARPENTER
     table.add_row("", sharing_change_note(stack.target, m.installer, pool.os, karpenter))
+    for key, value in kai.fraction_lines(stack, plan, scale_up.from_zero, AUTOSCALER_NAMES.get(scale_up.autoscaler or "", scale_up.autoscaler)):
+        table.add_row(key, value)
     table.add_row("driver", driver_plan(stack, plan).words)
     for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
         table.add_row(key, value)

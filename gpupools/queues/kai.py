@@ -428,3 +428,20 @@ def fraction_sharing(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
         return []
     teams = plan_teams(stack, plans)
     return [{"pool": p.name, "teams": [t.team.name for t in teams if p in t.pools], "isolation": "none"} for p in fraction_pools(plans)]
+
+
+def fraction_lines(stack: StackConfig, plan: PoolPlan, from_zero: bool, autoscaler: str | None) -> list[tuple[str, str]]:
+    """What the plan says of a pool KAI splits: the request, the isolation there is (none), and how a fractional pod
+    that finds no node gets one."""
+    if stack.quotas != "kai" or plan.sharing.fraction is None:
+        return []
+    who = autoscaler or "no autoscaler"
+    start = (f"a pending fractional pod asks for no GPU, so KAI's node-scale-adjuster starts a placeholder pod in {SCALE_ADJUST_NAMESPACE} "
+             f"with nvidia.com/gpu: 1 and the pod's node selector and tolerations, which {who} adds a node for" if from_zero else
+             f"fractional pods wait for a running node: the pool does not add nodes for the node-scale-adjuster's whole-GPU "
+             f"placeholder pods either ({who})")
+    return [("fractions", f"KAI Scheduler: pods ask for part of one GPU ({FRACTION_ANNOTATION}: \"{fraction_text(plan.sharing.fraction)}\" "
+                          f"by default, or {MEMORY_ANNOTATION} in MiB); a reservation pod in {RESERVATION_NAMESPACE} holds the GPU"),
+            ("", "isolation: none. KAI limits neither GPU memory nor compute: a pod can use the whole GPU and starve the others on "
+                 "it (HAMi-core through kai-resource-isolator would enforce memory; gpupools does not install it)"),
+            ("", start)]

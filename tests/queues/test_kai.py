@@ -442,3 +442,35 @@ def test_workload_prints_a_fractional_job_for_the_teams_queue(stack_file):
     whole = yaml.safe_load(CliRunner().invoke(app, ["workload", "--config", str(stack_file(kai_config())), "--team", "search",
                                                     "--pool", "train"]).output)
     assert whole["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+
+
+@pytest.mark.parametrize("cloud, pool, keys", [
+    ("aws", {"name": "share", "instanceType": "g6.xlarge", "maxNodes": 2}, {"cluster": {"name": "ml", "create": False,
+                                                                                       "subnetIds": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"]},
+                                                                           "autoscaler": "cluster-autoscaler"}),
+    ("azure", {"name": "share", "instanceType": "Standard_NC4as_T4_v3", "maxNodes": 2}, {}),
+    ("gcp", {"name": "share", "instanceType": "g2-standard-8", "maxNodes": 2}, {"gpuSoftware": {"installer": "gpu-operator"}}),
+])
+def test_a_fraction_starts_a_node_from_zero_on_every_autoscaler(cloud, pool, keys):
+    """cluster-autoscaler on an existing EKS cluster, AKS's and GKE's managed autoscalers: each adds a node for KAI's
+    whole-GPU placeholder pod, with the fractional pod's node selector and tolerations."""
+    from gpupools.landing.check import landing_check
+
+    pool = {**pool, "sharing": {"mode": "none", "fraction": 0.5}}
+    stack = validate_stack(kai_config(pools=[pool], teams=[{"name": "vision", "gpus": 2}], departments=[], cloud=cloud, **keys))
+    verdicts = landing_check(stack)
+    assert {v.shape for v in verdicts} >= {"fraction", "unit"} and all(v.lands for v in verdicts), [v.steps for v in verdicts if not v.lands]
+    (fraction,) = [v for v in verdicts if v.shape == "fraction"]
+    (node,) = [s for s in fraction.steps if s.name == "node"]
+    assert node.detail.startswith("KAI's node-scale-adjuster stands in a pod asking for nvidia.com/gpu: 1; ") and "from zero" in node.detail
+
+
+def test_the_plan_says_what_isolates_fractions_and_how_a_node_comes():
+    stack = validate_stack(kai_config())
+    share, train = plan_pools(stack)
+    lines = kai.fraction_lines(stack, share, True, "Karpenter")
+    assert lines[0][0] == "fractions" and 'gpu-fraction: "0.25"' in lines[0][1]
+    assert lines[1][1].startswith("isolation: none.")
+    assert lines[2][1].endswith("which Karpenter adds a node for")
+    assert kai.fraction_lines(stack, share, False, None)[2][1].startswith("fractional pods wait for a running node")
+    assert kai.fraction_lines(stack, train, True, "Karpenter") == []
