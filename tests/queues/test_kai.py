@@ -474,3 +474,58 @@ def test_the_plan_says_what_isolates_fractions_and_how_a_node_comes():
     assert lines[2][1].endswith("which Karpenter adds a node for")
     assert kai.fraction_lines(stack, share, False, None)[2][1].startswith("fractional pods wait for a running node")
     assert kai.fraction_lines(stack, train, True, "Karpenter") == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda c: c["gpupools:departments"].append({"name": "research", "teams": []}), None),  # teams min 1: pydantic's own message
+    (lambda c: c["gpupools:departments"].append({"name": "research", "teams": ["search"]}),
+     "departments[2].name: 'research' is used by more than one department"),
+    (lambda c: c["gpupools:pools"][0]["sharing"].update(mode="mps", replicas=4),
+     "pools[0].sharing.fraction: fractions are not possible on a pool whose device plugin does mps"),
+    (lambda c: c["gpupools:pools"][1].update(instanceType="p4de.24xlarge", sharing={"mode": "mig", "migProfile": "3g.40gb"}),
+     "pools[1].sharing.mode: 'mig' cannot serve KAI queues: KAI counts a MIG slice by its compute slices"),
+    (lambda c: c["gpupools:pools"][1].update(sharing={"mode": "mps", "replicas": 2}),
+     "pools[1].sharing.mode: 'mps' cannot serve KAI queues"),
+    (lambda c: c.update({"gpupools:quotas": "kueue", "gpupools:departments": [],
+                         "gpupools:pools": [POOLS[1]], "gpupools:teams": [{"name": "vision", "gpus": 2, "overQuotaWeight": 2}]}),
+     "teams[0].overQuotaWeight: a KAI Scheduler setting; set gpupools:quotas: kai"),
+])
+def test_more_refusals_name_their_field(change, expected):
+    config = kai_config()
+    change(config)
+    problems = problems_of(config)
+    assert expected is None or any(p.startswith(expected) for p in problems), problems
+
+
+def test_a_shared_pool_no_kai_team_uses_is_left_alone():
+    pools = POOLS + [{"name": "slices", "instanceType": "g5.2xlarge", "maxNodes": 2, "sharing": {"mode": "time-slicing", "replicas": 4}}]
+    validate_stack(kai_config(pools=pools))  # every team names its pools; none names slices
+    teams = [TEAMS[0], TEAMS[1], {"name": "search", "namespace": "search-prod", "gpus": 6}]  # a total: every pool, slices included
+    assert any(p.startswith("pools[2].sharing.mode: 'time-slicing' cannot serve KAI queues") for p in problems_of(kai_config(pools=pools, teams=teams)))
+
+
+def test_a_job_beyond_its_quota_runs_on_idle_gpus_and_may_be_reclaimed():
+    from gpupools.landing.check import land
+
+    cluster = _cluster(teams=[TEAMS[0], {"name": "speech", "gpus": {"train": 1}}, TEAMS[2]])
+    verdict = land(cluster, _team(cluster, "speech"), _plan(cluster, "train"), "node")
+    assert verdict.lands
+    assert verdict.steps[0].detail == ("queue speech: 4 GPUs, beyond its 1 guaranteed: runs on GPUs other queues leave idle, reclaimable "
+                                       "while preemptible, under limit 14 of research")
+
+
+def test_the_plan_prints_the_engine_and_the_tree():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gpupools.cli.planreport import print_plan
+
+    config = kai_config()
+    out = StringIO()
+    print_plan(validate_stack(config), run_program(config, "test"), Console(file=out, width=200, highlight=False))
+    text = out.getvalue()
+    assert "teams: KAI Scheduler v0.17.0, queues" in " ".join(text.split())
+    assert "  research (department): 10 GPUs guaranteed, 4 borrowable (limit 14)" in text
+    assert "team quotas (KAI queues) vs. units at maxNodes: share 4 of 4 (1.00x), train 12 of 12 (1.00x)" in text
+    assert "vision: 4 of 4 land (train unit node; share fraction unit)" in text
