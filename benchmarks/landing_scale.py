@@ -2,11 +2,12 @@
 
     python benchmarks/landing_scale.py           # 15 interleaved repeats
     python benchmarks/landing_scale.py --json
+    python benchmarks/landing_scale.py --quotas kai   # the grid on KAI Scheduler's queues, teams in departments of five
 
 1. The dev-aws plan (the program under the mock engine, in this process) with the landing check and with the check
    replaced by an empty list, interleaved so both see the same machine, fastest run against fastest run; target: at
    most 1.10x.
-2. The check alone on stacks of T teams x P pools (every team on every pool, Kueue), as time per verdict against the
+2. The check alone on stacks of T teams x P pools (every team on every pool, Kueue or `--quotas`), as time per verdict against the
    time per verdict of the smallest grid measured in the same run: a check linear in teams x pools keeps the ratio
    near 1.
 """
@@ -28,10 +29,16 @@ sys.path.insert(0, str(ROOT))
 GRID = [(5, 4), (20, 4), (5, 16), (20, 16)]
 
 
-def grid_stack(teams: int, pools: int) -> dict:
+def grid_stack(teams: int, pools: int, quotas: str = "kueue") -> dict:
     config = {"aws:region": "eu-central-1", "gpupools:cloud": "aws", "gpupools:cluster": {"name": "bench", "create": True},
               "gpupools:pools": [{"name": f"pool-{i}", "instanceType": "g5.12xlarge", "maxNodes": 8} for i in range(pools)]}
     config["gpupools:teams"] = [{"name": f"team-{i}", "gpus": {f"pool-{j}": 2 for j in range(pools)}, "borrow": "all"} for i in range(teams)]
+    if quotas == "kai":
+        # Fractions on the first pool (a fourth shape there), teams in departments of five.
+        config["gpupools:pools"][0]["sharing"] = {"mode": "none", "fraction": 0.5}
+        config["gpupools:quotas"] = "kai"
+        config["gpupools:departments"] = [{"name": f"dept-{d}", "teams": [f"team-{i}" for i in range(d, min(d + 5, teams))]}
+                                          for d in range(0, teams, 5)]
     return config
 
 
@@ -54,6 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quotas", choices=["kueue", "kai"], default="kueue")
     args = parser.parse_args()
     from gpupools.landing.check import landing_check
     from gpupools.validation.stack import validate_stack
@@ -69,7 +77,7 @@ def main() -> None:
 
     rows = []
     for teams, pools in GRID:
-        stack = validate_stack(grid_stack(teams, pools))
+        stack = validate_stack(grid_stack(teams, pools, args.quotas))
         landing_check(stack)
         times = []
         for _ in range(args.repeats):

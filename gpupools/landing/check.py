@@ -108,6 +108,15 @@ class Cluster:
             index[kind] = {o["metadata"]["name"]: o for o in self.objects if o.get("kind") == kind}
         return index[kind]
 
+    def parent_queues(self) -> set[str]:
+        """KAI Queues that other Queues name as their parent, indexed once."""
+        index = self.__dict__.setdefault("_parents", {})
+        if index.get("_of") is not self.objects:
+            index.clear()
+            index["_of"] = self.objects
+            index["names"] = {q["spec"]["parentQueue"] for q in self.of_kind("Queue").values() if q["spec"].get("parentQueue")}
+        return index["names"]
+
     def lendable(self, flavor: str, resource: str) -> dict[str, int]:
         """Each queue's lendable quota on a flavor (its lendingLimit, else its nominal quota), indexed once."""
         index = self.__dict__.setdefault("_lendable", {})
@@ -360,7 +369,7 @@ def kai_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -
     queues = cluster.of_kind("Queue")
     if name not in queues:
         return Step("queue", False, f"no Queue {name}: KAI keeps the Job's pods pending")
-    if any(q["spec"].get("parentQueue") == name for q in queues.values()):
+    if name in cluster.parent_queues():
         return Step("queue", False, f"Queue {name} is a department (a parent queue); only its teams' queues take workloads")
     fraction = job_fraction(job)
     if fraction is not None and math.isnan(fraction):

@@ -47,12 +47,11 @@ def team_rows(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
             row.update({"queue": t.team.name, "priority": t.team.priority, "borrow": str(t.team.borrow), "lend": lend_cell(t)})
         rows.append(row)
     if stack.quotas == "kai":
-        tree = kai.queue_tree(stack, plan_teams(stack, plans))
-        by_team = {n.name: n for n in tree if n.team is not None}
+        by_name = {n.name: n for n in kai.queue_tree(stack, plan_teams(stack, plans))}
         for row in rows:
-            node = by_team[row["team"]]
+            node = by_name[row["team"]]
             row.update({"queue": node.name, "department": node.parent or "-", "priority": node.priority,
-                        "quota": node.quota, "borrowable": kai.effective_borrowable(node, tree), "weight": node.weight})
+                        "quota": node.quota, "borrowable": kai.effective_borrowable(node, by_name), "weight": node.weight})
     return rows
 
 
@@ -62,13 +61,14 @@ def queue_tree_lines(stack: StackConfig, plans: list[PoolPlan]) -> list[str]:
     if stack.quotas != "kai" or not stack.teams:
         return []
     tree = kai.queue_tree(stack, plan_teams(stack, plans))
+    by_name = {n.name: n for n in tree}
     lines = []
     for node in tree:
         indent = "    " if node.parent else "  "
         kind = "team" if node.team is not None else "department"
         limit = "no limit" if node.limit is None else f"limit {node.limit}"
         where = f" ({', '.join(f'{pool} {units}' for pool, units in node.pools)})" if node.pools else ""
-        lines.append(f"{indent}{node.name} ({kind}): {node.quota} GPUs guaranteed{where}, {kai.effective_borrowable(node, tree)} borrowable "
+        lines.append(f"{indent}{node.name} ({kind}): {node.quota} GPUs guaranteed{where}, {kai.effective_borrowable(node, by_name)} borrowable "
                      f"({limit}), over-quota weight {node.weight}, priority {node.priority}")
     return lines
 

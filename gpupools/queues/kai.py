@@ -101,20 +101,23 @@ def department_of(stack: StackConfig) -> dict[str, Department]:
 
 
 def queue_tree(stack: StackConfig, teams: list[TeamPlan]) -> list[QueueNode]:
-    """Departments first (in stack order), each followed by its teams; teams outside any department last."""
-    leaves = {}
+    """Departments first (in stack order), each followed by its teams; teams outside any department last. Linear in
+    teams and their pools."""
+    parents = department_of(stack)
+    leaves, plans = {}, {}
     for t in teams:
         quota = sum(t.nominal.values())
-        dept = department_of(stack).get(t.team.name)
+        dept = parents.get(t.team.name)
         leaves[t.team.name] = QueueNode(
             t.team.name, dept.name if dept else None, quota, limit_of(quota, t.team.borrow),
             t.team.over_quota_weight if t.team.over_quota_weight is not None else DEFAULT_WEIGHT, t.team.priority,
             sum(p.max_units for p in t.pools), tuple((p.name, t.nominal[p.name]) for p in t.pools), t.team)
+        plans[t.team.name] = t.pools
     nodes = []
     for d in stack.departments:
         children = [leaves[name] for name in d.teams if name in leaves]
         quota = d.gpus if d.gpus is not None else sum(c.quota for c in children)
-        reach = sum(p.max_units for p in {p.name: p for t in teams if t.team.name in d.teams for p in t.pools}.values())
+        reach = sum(p.max_units for p in {p.name: p for name in d.teams for p in plans.get(name, ())}.values())
         nodes.append(QueueNode(d.name, None, quota, limit_of(quota, d.borrow),
                                d.over_quota_weight if d.over_quota_weight is not None else DEFAULT_WEIGHT, d.priority, reach))
         nodes += children
@@ -122,9 +125,11 @@ def queue_tree(stack: StackConfig, teams: list[TeamPlan]) -> list[QueueNode]:
     return nodes + [leaf for name, leaf in leaves.items() if name not in placed]
 
 
-def effective_borrowable(node: QueueNode, tree: list[QueueNode]) -> int:
-    """A team borrows within its department's limit too: never more than the department may hold beyond the team's quota."""
-    parent = next((n for n in tree if n.name == node.parent), None)
+def effective_borrowable(node: QueueNode, tree: list[QueueNode] | dict[str, QueueNode]) -> int:
+    """A team borrows within its department's limit too: never more than the department may hold beyond the team's
+    quota. `tree`: the queues, or the same by name (what callers asking for every team pass)."""
+    by_name = tree if isinstance(tree, dict) else {n.name: n for n in tree}
+    parent = by_name.get(node.parent or "")
     own = node.borrowable
     if parent is None or parent.limit is None:
         return own

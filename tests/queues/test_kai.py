@@ -529,3 +529,26 @@ def test_the_plan_prints_the_engine_and_the_tree():
     assert "  research (department): 10 GPUs guaranteed, 4 borrowable (limit 14)" in text
     assert "team quotas (KAI queues) vs. units at maxNodes: share 4 of 4 (1.00x), train 12 of 12 (1.00x)" in text
     assert "vision: 4 of 4 land (train unit node; share fraction unit)" in text
+
+
+def test_core_manifests_are_schema_valid():
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    objects = kai_objects(teams=[{**TEAMS[0], "gpus": {"train": 6}}] + TEAMS[1:])
+    core = [o for o in objects if o["apiVersion"] in ("v1", "admissionregistration.k8s.io/v1")]
+    assert {"Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= {o["kind"] for o in core}
+    for version in ("1.31.0", "1.33.0"):
+        for obj in core:
+            kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_department_queues_are_labelled_as_departments_and_team_queues_as_teams():
+    queues = queues_of(kai_objects())
+    assert queues["research"]["metadata"]["labels"]["gpupools.io/department"] == "research"
+    assert queues["vision"]["metadata"]["labels"]["gpupools.io/team"] == "vision"
+
+
+def test_init_containers_asking_for_gpus_are_gpu_workloads_too():
+    policy = _policy(kai_objects(), "vision")
+    job = kai_job({}, scheduler=None, limits={"cpu": 1})
+    job["spec"]["template"]["spec"]["initContainers"] = [{"name": "warm", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+    assert len(admission_denials(policy, job, "Job")) == 2
