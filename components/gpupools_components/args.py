@@ -33,6 +33,8 @@ class Sharing(TypedDict):
     """vgpu: HAMi's deviceMemoryScaling, above 0 and at most 2 (default 1)."""
     memory_per_pod: NotRequired[str]
     """vgpu: the memory of each vGPU, a share such as 25% or an amount such as 8Gi."""
+    fraction: NotRequired[float]
+    """KAI Scheduler (quotas kai, mode none): pods may ask for part of one GPU; the share, above 0 and below 1, Jobs from gpupools workload ask for."""
 
 
 class Cluster(TypedDict):
@@ -210,6 +212,25 @@ class Team(TypedDict):
     """Kueue: the workloads' default and highest priority, high, normal (default) or low."""
     alerts: NotRequired[Alerts]
     """Where the team's idle and queue alerts go."""
+    over_quota_weight: NotRequired[int]
+    """KAI: the team's share of idle GPUs against its siblings of the same priority, 0-1000 (default 1)."""
+
+
+class Department(TypedDict):
+    """KAI Scheduler: a parent queue over teams, with its own quota, limit, priority and over-quota weight."""
+
+    name: str
+    """The department's queue: a DNS label, unique, not a team's name."""
+    teams: list[str]
+    """The teams under it, each in one department at most."""
+    gpus: NotRequired[int]
+    """What its teams are guaranteed together, at least their sum (default their sum)."""
+    borrow: NotRequired[Any]
+    """GPUs beyond its quota the department may hold while others leave them idle: all (default), none or a number."""
+    priority: NotRequired[str]
+    """Its queue priority against the other departments: high, normal (default) or low."""
+    over_quota_weight: NotRequired[int]
+    """Its share of idle GPUs against departments of the same priority, 0-1000 (default 1)."""
 
 
 class Health(TypedDict):
@@ -247,8 +268,10 @@ class GpuPlatformArgs(TypedDict):
     """GPU monitoring and alerts (default on)."""
     teams: NotRequired[list[Team]]
     """Team namespaces and GPU quotas."""
+    departments: NotRequired[list[Department]]
+    """KAI only: parent queues over teams."""
     quotas: NotRequired[str]
-    """How team quotas are kept: kueue (default) or resourcequota."""
+    """How team quotas are kept: kueue (default), resourcequota or kai (KAI Scheduler)."""
     autoscaler: NotRequired[str]
     """EKS only: auto (default), karpenter, cluster-autoscaler or none."""
     health: NotRequired[Health]

@@ -426,6 +426,10 @@ class TeamAlerts(Model):
         return self
 
 
+# A queue's over-quota weight is relative to its siblings'; beyond 1,000 to 1 the smaller share rounds to nothing.
+MAX_OVER_QUOTA_WEIGHT = 1000
+
+
 class Team(Model):
     """A team: a namespace, a share of the GPU pools, and (with Kueue) how it borrows, lends and ranks.
 
@@ -458,10 +462,6 @@ class Team(Model):
         if isinstance(self.gpus, dict):
             return list(self.gpus)
         return self.pools
-
-
-# A queue's over-quota weight is relative to its siblings'; beyond 1,000 to 1 the smaller share rounds to nothing.
-MAX_OVER_QUOTA_WEIGHT = 1000
 
 
 class Department(Model):

@@ -193,7 +193,8 @@ MIRRORS = [
     (component_args.GpuSoftware, stack_models.GpuSoftware), (component_args.Idle, stack_models.Idle), (component_args.Smtp, stack_models.Smtp),
     (component_args.MonitoringSettings, stack_models.Monitoring), (component_args.Slack, stack_models.SlackReceiver),
     (component_args.Alerts, stack_models.TeamAlerts), (component_args.Team, stack_models.Team), (component_args.Health, stack_models.Health),
-    (component_args.Budget, stack_models.Budget), (component_args.GpuPlatformArgs, stack_models.StackConfig),
+    (component_args.Budget, stack_models.Budget), (component_args.Department, stack_models.Department),
+    (component_args.GpuPlatformArgs, stack_models.StackConfig),
 ]
 # instanceType is required in a stack file unless instanceTypes is given, which the model fills it from.
 OPTIONAL_HERE = {"instanceType"}
