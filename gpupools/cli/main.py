@@ -150,7 +150,7 @@ def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azu
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
-    print_catalog(rows)
+    print_catalog(rows, cloud=cloud)
 
 
 @app.command()

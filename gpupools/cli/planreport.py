@@ -324,7 +324,7 @@ def catalog_fabric_row(catalog, cloud: str, name: str) -> dict:
     return {"fabric": (fabric.kind + (f" x{count}" if count else "")) if fabric.kind else None, "localNvmeGb": fabric.local_nvme_gb or None}
 
 
-def print_catalog(rows: list[dict], console: Console | None = None) -> None:
+def print_catalog(rows: list[dict], console: Console | None = None, cloud: str | None = None) -> None:
     console = console or Console(highlight=False, width=200)
     table = Table(box=box.SIMPLE_HEAD)
     for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "fabric", "USD/h", "USD/GPU-h", "read", "source"):
@@ -339,3 +339,8 @@ def print_catalog(rows: list[dict], console: Console | None = None) -> None:
     console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in catalog.price_region.items()) + ".")
     for key in dict.fromkeys(r.get("source") for r in rows if r.get("source")):
         console.print(f"{key}: {catalog.row_sources[key].cite}")
+    refused = [(c, name, why) for c, types in catalog.refused.items() if cloud in (None, c) for name, why in types.items()]
+    if refused:
+        console.print("Known and refused (a pool naming one gets this line as its instanceType error):")
+        for c, name, why in refused:
+            console.print(f"  {c} {name}: {why}", markup=False)

@@ -86,6 +86,20 @@ def test_catalog_lists_every_cloud_and_filters():
     assert "a3-megagpu-8g" in human and "nvidia-tesla-v100" in human
 
 
+def test_catalog_names_the_types_it_refuses_with_the_reason():
+    from gpupools.core.catalog import load_catalog
+
+    refused = load_catalog().refused
+    text = " ".join(runner.invoke(app, ["catalog", "--cloud", "azure"], terminal_width=250).stdout.split())
+    assert "Known and refused" in text
+    assert f"azure Standard_NV36ads_A10_v5: {refused['azure']['Standard_NV36ads_A10_v5']}" in text
+    assert "p6e-gb200.36xlarge" not in text and "a4x-highgpu-4g" not in text  # only the cloud asked for
+    everything = " ".join(runner.invoke(app, ["catalog"], terminal_width=250).stdout.split())
+    assert all(f"{c} {name}:" in everything for c, types in refused.items() for name in types)
+    rows = json.loads(invoke("catalog", "--json").stdout)  # the JSON lists what gpupools builds pools of
+    assert not {r["instanceType"] for r in rows} & {name for types in refused.values() for name in types}
+
+
 def test_catalog_bad_cloud_exits_2():
     result = invoke("catalog", "--cloud", "oci")
     assert result.exit_code == 2
