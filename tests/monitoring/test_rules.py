@@ -547,7 +547,9 @@ def test_reservation_rules_only_for_stacks_with_reservations():
     assert reserved_nodes_by_pool(stack) == {"h100": (1, 55.04)}
     assert "gpupools-reservations" in [g["name"] for g in rules_for(stack)]
     gcp = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-gcp.yaml")["config"])
-    assert "gpupools-reservations" not in [g["name"] for g in rules_for(gcp)]
+    assert set(reserved_nodes_by_pool(gcp)) == {"pretrain"} and "gpupools-reservations" in [g["name"] for g in rules_for(gcp)]
+    azure = validate_stack(read_document(ROOT / "stacks" / "Pulumi.dev-azure.yaml")["config"])
+    assert reserved_nodes_by_pool(azure) == {} and "gpupools-reservations" not in [g["name"] for g in rules_for(azure)]
 
 
 @needs_promtool

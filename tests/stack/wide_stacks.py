@@ -92,7 +92,7 @@ WIDE = {
         "gpupools:cloud": "gcp",
         "gpupools:cluster": {"name": "ml-wide", "location": "us-central1", "kubernetesVersion": "1.35", "authorizedCidrs": ["203.0.113.0/24"],
                              "networkPolicy": True, "privateNodes": True, "releaseChannel": "REGULAR", "production": True,
-                             "binaryAuthorization": True},
+                             "binaryAuthorization": True, "nodeServiceAccount": "gke-nodes@ml-platform-dev.iam.gserviceaccount.com"},
         "gpupools:gpuSoftware": {"installer": "cloud"},
         "gpupools:pools": [
             {"name": "dev", "instanceType": "n1-standard-8", "gpu": "nvidia-tesla-t4", "gpuCount": 2, "maxNodes": 2, "spot": True},
