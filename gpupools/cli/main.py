@@ -387,11 +387,49 @@ def check(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
 # --- end gpupools check ---
 
 
+def exit_status(code: object) -> int:
+    """The status `sys.exit(code)` gives the process: None is 0, an int itself, anything else printed to stderr and 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def exit_now(status: int) -> NoReturn:
+    """End the process once everything it wrote has left it, without interpreter teardown.
+
+    Teardown (a last garbage collection over the SDKs' objects, every module's cleanup) is a quarter to two fifths of a
+    plan's wall time and changes nothing the user sees. What exiting normally does that matters is done here: exit
+    handlers run (logging's flush among them) and stdout and stderr are flushed. A broken stdout pipe ends with
+    status 1 and no message, as the command line answers it while writing. Where a thread that is not a daemon
+    still runs, or coverage is measuring, the process exits normally, since both expect to finish at exit."""
+    import atexit
+    import os
+    import threading
+
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()) or "coverage" in sys.modules:
+        sys.exit(status)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except BrokenPipeError:
+            status = 1
+        except (OSError, ValueError):  # closed or unusable: nothing more can reach it
+            pass
+    os._exit(status)
+
+
 def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        sys.exit(130)
+        exit_now(130)
+    except SystemExit as exc:
+        exit_now(exit_status(exc.code))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import json
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from gpupools.autoscaling import cluster_autoscaler as ca
@@ -25,7 +24,7 @@ from gpupools.fabric.software import efa_device_plugin_release
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
 from gpupools.components.gpu_software import helm_release
-from gpupools.components.wire import CloudResource, invoke
+from gpupools.components.wire import CloudResource, invoke, provider_inputs
 
 
 def resource(token: str, name: str, inputs: dict, opts: pulumi.ResourceOptions, outputs: tuple[str, ...] = ()) -> CloudResource:
@@ -66,26 +65,30 @@ class EksCluster(Component):
                 before.append(resource("cloudwatch/logGroup:LogGroup", f"{name}-control-plane", logs, self.child()))
             key_args = decide.secrets_key_args(cluster)
             key = resource("kms/key:Key", f"{name}-secrets", key_args, self.child(), ("arn",)) if key_args else None
-            eks = aws.eks.Cluster(name, **decide.cluster_args(cluster, cluster_role.arn, subnet_ids, key.arn if key else None),
-                                  opts=self.child(depends_on=before))
+            eks = resource("eks/cluster:Cluster", name, provider_inputs(decide.cluster_args(cluster, cluster_role.arn, subnet_ids,
+                                                                                            key.arn if key else None)),
+                           self.child(depends_on=before), ("name", "endpoint", "certificateAuthority", "vpcConfig", "version"))
             self.cluster_name = eks.name
-            endpoint, ca_data = eks.endpoint, eks.certificate_authority.data
-            self.security_group_id = eks.vpc_config.cluster_security_group_id
-            self.vpc_id = eks.vpc_config.vpc_id
+            endpoint, ca_data = eks.endpoint, eks.certificateAuthority.apply(lambda ca: ca["data"])
+            self.security_group_id = eks.vpcConfig.apply(lambda vpc: vpc.get("clusterSecurityGroupId"))
+            self.vpc_id = eks.vpcConfig.apply(lambda vpc: vpc.get("vpcId"))
             self.version = eks.version
             template = resource("ec2/launchTemplate:LaunchTemplate", "system-nodes", decide.system_launch_template_args(), self.child(),
                                 ("latestVersion", "arn"))
-            system = aws.eks.NodeGroup("system", **decide.system_node_group_args(eks.name, self.node_role.arn, subnet_ids, template.id,
-                                                                                template.latestVersion.apply(str)),
-                                       opts=self.child(ignore_changes=["scalingConfig.desiredSize"], depends_on=self.node_role.ready))
+            system = resource("eks/nodeGroup:NodeGroup", "system", provider_inputs(decide.system_node_group_args(
+                eks.name, self.node_role.arn, subnet_ids, template.id, template.latestVersion.apply(str))),
+                self.child(ignore_changes=["scalingConfig.desiredSize"], depends_on=self.node_role.ready))
             # The node monitoring agent too: the GPU health checks node repair acts on.
             for addon in [*decide.addons(cluster), decide.NODE_MONITORING_AGENT]:
                 # The newest version EKS offers for the cluster's Kubernetes version.
-                version = aws.eks.get_addon_version_output(addon_name=addon, kubernetes_version=eks.version, most_recent=True,
-                                                           opts=_invoke_opts(self)).version
+                version = invoke("aws:eks/getAddonVersion:getAddonVersion", {"addonName": addon, "kubernetesVersion": eks.version,
+                                                                             "mostRecent": True}, self).apply(lambda r: r["version"])
                 after = [system] if addon in decide.ADDONS_NEEDING_NODES or addon == decide.POD_IDENTITY_AGENT else [eks]
                 resource("eks/addon:Addon", addon, decide.addon_args(eks.name, addon, version), self.child(depends_on=after))
         else:
+            # An existing cluster is read with the SDK's typed answer, whose snake_case fields the findings read.
+            import pulumi_aws as aws
+
             found = aws.eks.get_cluster_output(name=cluster.name, opts=_invoke_opts(self))
             self.cluster_name = found.name
             subnet_ids = pulumi.Output.from_input(cluster.subnet_ids) if cluster.subnet_ids else found.vpc_config.subnet_ids
@@ -143,9 +146,9 @@ class EksCluster(Component):
     def _network(self, wanted_zones: list[str]) -> pulumi.Output:
         """A VPC with public subnets for load balancers and the NAT gateway, private ones for nodes, in every zone a
         pool asks for and at least two."""
-        available = aws.get_availability_zones_output(state="available", opts=_invoke_opts(self))
+        available = invoke("aws:index/getAvailabilityZones:getAvailabilityZones", {"state": "available"}, self)
         count = max(decide.AVAILABILITY_ZONES, len(wanted_zones))
-        zone_names = available.names.apply(lambda names: decide.vpc_zones(names, wanted_zones, count))
+        zone_names = available.apply(lambda r: r["names"]).apply(lambda names: decide.vpc_zones(names, wanted_zones, count))
         vpc = resource("ec2/vpc:Vpc", "vpc", {"cidrBlock": decide.VPC_CIDR, "enableDnsHostnames": True, "enableDnsSupport": True}, self.child())
         in_vpc = self.child(parent=vpc)
         gateway = resource("ec2/internetGateway:InternetGateway", "igw", {"vpcId": vpc.id}, in_vpc)
@@ -241,12 +244,13 @@ class Karpenter(Component):
             rule = resource("cloudwatch/eventRule:EventRule", f"karpenter-{event}", {"eventPattern": json.dumps(pattern)}, self.child(parent=queue),
                             ("name", "arn"))
             resource("cloudwatch/eventTarget:EventTarget", f"karpenter-{event}", {"rule": rule.name, "arn": queue.arn}, self.child(parent=rule))
-        identity = aws.get_caller_identity_output(opts=_invoke_opts(self))
-        partition = aws.get_partition_output(opts=_invoke_opts(self))
-        region = aws.get_region_output(opts=_invoke_opts(self))
+        identity = invoke("aws:index/getCallerIdentity:getCallerIdentity", {}, self)
+        partition = invoke("aws:index/getPartition:getPartition", {}, self)
+        region = invoke("aws:index/getRegion:getRegion", {}, self)
         controller = iam_role(self, "karpenter-controller", decide.pod_identity_trust_policy())
         policy = resource("iam/rolePolicy:RolePolicy", "karpenter-controller", {"role": controller.id, "policy": pulumi.Output.all(
-            partition.partition, region.region, identity.account_id, queue.arn, self.node_role.arn).apply(
+            partition.apply(lambda r: r["partition"]), region.apply(lambda r: r["region"]), identity.apply(lambda r: r["accountId"]), queue.arn,
+            self.node_role.arn).apply(
             lambda a: karpenter.controller_policy(a[0], a[1], a[2], cluster_name, a[3], a[4]))}, self.child(parent=controller.role))
         association = resource("eks/podIdentityAssociation:PodIdentityAssociation", "karpenter", {
             "clusterName": cluster.name, "namespace": karpenter.CHART.namespace, "serviceAccount": karpenter.SERVICE_ACCOUNT,
@@ -317,15 +321,16 @@ class EksGpuNodePool(Component):
                     after.append(cluster.details["placement_groups"][plan.name])
             template = resource("ec2/launchTemplate:LaunchTemplate", f"{plan.name}-nodes", template_args, self.child(depends_on=after),
                                 ("latestVersion", "arn"))
-            self.node_group = aws.eks.NodeGroup(
-                plan.name,
-                **decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], pool_subnets(plan, cluster, self),
-                                         template.id, template.latestVersion.apply(str), kubernetes_version,
-                                         node_group_labels(plan, autoscaler), floor=autoscaler == KARPENTER),
+            self.node_group = resource(
+                "eks/nodeGroup:NodeGroup", plan.name,
+                provider_inputs(decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], pool_subnets(plan, cluster, self),
+                                                       template.id, template.latestVersion.apply(str), kubernetes_version,
+                                                       node_group_labels(plan, autoscaler), floor=autoscaler == KARPENTER)),
                 # The autoscaler owns the node count; only the bounds come from the stack.
-                opts=self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True, depends_on=cluster.details["node_role_ready"]))
+                self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True, depends_on=cluster.details["node_role_ready"]),
+                ("nodeGroupName", "resources"))
             if autoscaler != KARPENTER:
-                asg = self.node_group.resources.apply(lambda r: r[0].autoscaling_groups[0].name)
+                asg = self.node_group.resources.apply(lambda r: r[0]["autoscalingGroups"][0]["name"])
                 tags = ca.asg_tags(plan)  # on an EFA pool with its EFA interfaces and huge pages (ca.fabric_asg_tags)
                 for key, value in tags.items():
                     resource("autoscaling/tag:Tag", f"{plan.name}-{ca.tag_suffix(key)}", {
@@ -337,7 +342,7 @@ class EksGpuNodePool(Component):
             kube.apply(karpenter.node_pool(plan, node_class), after)
             for overlay in karpenter.node_overlays(plan, fabric):  # one per instance type of a pool over several
                 kube.apply(overlay, self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release]))
-        self.register_outputs({"nodeGroupName": self.node_group.node_group_name if self.node_group else None,
+        self.register_outputs({"nodeGroupName": self.node_group.nodeGroupName if self.node_group else None,
                                "nodePool": karpenter.node_pool_name(plan) if autoscaler == KARPENTER else None})
 
 

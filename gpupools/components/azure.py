@@ -6,7 +6,6 @@ import base64
 import os
 
 import pulumi
-import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
 from gpupools.clouds import azure as decide
@@ -20,9 +19,15 @@ from gpupools.pools.software import gpu_tolerations, namespace as software_names
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
 from gpupools.components.gpu_software import helm_release
+from gpupools.components.wire import CloudResource, invoke, provider_inputs
 
-containerservice = azure_native.containerservice
-authorization = azure_native.authorization
+# Registered by type token, as pulumi_azure_native's classes register them: its container service, authorization and
+# managed identity modules are a fifth of a second of every plan. The classes' aliases name the API-versioned types
+# (containerservice/v20170831:ManagedCluster, ...) that nothing gpupools registers ever had.
+MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
+AGENT_POOL = "azure-native:containerservice:AgentPool"
+ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 
 
 class AksCluster(Component):
@@ -43,21 +48,26 @@ class AksCluster(Component):
             if scopes:
                 # Pools in a capacity reservation group need a user-assigned cluster identity with Contributor on
                 # the group's resource group (AKS: use-capacity-reservation-groups; system-assigned does not work).
-                identity = azure_native.managedidentity.UserAssignedIdentity(f"{name}-identity", resource_group_name=cluster.resource_group,
-                                                                             resource_name_=f"{cluster.name}-identity", opts=self.child())
+                identity = CloudResource(IDENTITY, f"{name}-identity", provider_inputs(
+                    {"resource_group_name": cluster.resource_group, "resource_name_": f"{cluster.name}-identity"}), ("principalId",), self.child())
                 args["identity"] = {"type": "UserAssigned", "user_assigned_identities": [identity.id]}
-            managed = containerservice.ManagedCluster(name, **args, opts=self.child(
+            managed = CloudResource(MANAGED_CLUSTER, name, provider_inputs(args), ("name",), self.child(
                 ignore_changes=["agentPoolProfiles[0].count"]))
             self.cluster_name = managed.name
-            me = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+            me = invoke("azure-native:authorization:getClientConfig", {}, self)
+            subscription_id = me.apply(lambda r: r["subscriptionId"])
             for i, scope in enumerate(scopes):
-                self.reservation_access.append(authorization.RoleAssignment(
-                    f"{name}-reservations-{i}", principal_id=identity.principal_id, principal_type="ServicePrincipal", scope=scope,
-                    role_definition_id=me.subscription_id.apply(decide.contributor_role), opts=self.child()))
-            admin = authorization.RoleAssignment(f"{name}-deployer-admin", **decide.admin_role_assignment_args(
-                managed.id, me.object_id, decide.deployer_principal_type(stack.providers, os.environ), me.subscription_id), opts=self.child())
+                self.reservation_access.append(CloudResource(ROLE_ASSIGNMENT, f"{name}-reservations-{i}", provider_inputs(
+                    {"principal_id": identity.principalId, "principal_type": "ServicePrincipal", "scope": scope,
+                     "role_definition_id": subscription_id.apply(decide.contributor_role)}), (), self.child()))
+            admin = CloudResource(ROLE_ASSIGNMENT, f"{name}-deployer-admin", provider_inputs(decide.admin_role_assignment_args(
+                managed.id, me.apply(lambda r: r["objectId"]), decide.deployer_principal_type(stack.providers, os.environ), subscription_id)),
+                (), self.child())
             after = [admin]
         else:
+            # An existing cluster is read with the SDK's typed answer, whose snake_case fields the findings read.
+            from pulumi_azure_native import containerservice
+
             found = containerservice.get_managed_cluster_output(resource_group_name=cluster.resource_group, resource_name=cluster.name,
                                                                 opts=pulumi.InvokeOutputOptions(parent=self))
             self.cluster_name = found.name
@@ -71,10 +81,10 @@ class AksCluster(Component):
                                   a[0], {"api_server_access_profile": a[1], "disable_local_accounts": a[2], "aad_profile": a[3],
                                          "network_profile": a[4]})])
         # Entra ID clusters hand out an exec kubeconfig (kubelogin); without Entra ID, format is ignored.
-        credentials = containerservice.list_managed_cluster_user_credentials_output(
-            resource_group_name=cluster.resource_group, resource_name=self.cluster_name, format="exec",
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=after))
-        self.kubeconfig = pulumi.Output.secret(credentials.kubeconfigs[0].value.apply(lambda v: decide.exec_kubeconfig(base64.b64decode(v).decode())))
+        credentials = invoke("azure-native:containerservice:listManagedClusterUserCredentials",
+                             {"resourceGroupName": cluster.resource_group, "resourceName": self.cluster_name, "format": "exec"}, self, after)
+        self.kubeconfig = pulumi.Output.secret(credentials.apply(
+            lambda r: decide.exec_kubeconfig(base64.b64decode(r["kubeconfigs"][0]["value"]).decode())))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
         self._fabric(stack)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
@@ -106,13 +116,13 @@ class AksGpuNodePool(Component):
     def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, kubernetes_version: str | None = None,
                  opts: pulumi.ResourceOptions | None = None, autoscaler_resources: dict[str, int] | None = None):
         super().__init__(plan.name, opts)
-        self.agent_pool = containerservice.AgentPool(
-            plan.name,
-            **decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version,
-                                     autoscaler_resources),
+        self.agent_pool = CloudResource(
+            AGENT_POOL, plan.name,
+            provider_inputs(decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version,
+                                                   autoscaler_resources)), ("name",),
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
-            opts=self.child(ignore_changes=["count"], delete_before_replace=True,
-                            depends_on=cluster.details.get("reservation_access", []) if decide.reservation_group(plan.pool) else []))
+            self.child(ignore_changes=["count"], delete_before_replace=True,
+                       depends_on=cluster.details.get("reservation_access", []) if decide.reservation_group(plan.pool) else []))
         self.register_outputs({"agentPoolName": self.agent_pool.name})
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pulumi
-import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from gpupools.clouds import gcp as decide
@@ -12,10 +11,14 @@ from gpupools.core.pools import PoolPlan
 
 from gpupools.components.base import ClusterHandle, Component
 from gpupools.components import kube
-from gpupools.components.wire import CloudResource, invoke
+from gpupools.components.wire import CloudResource, invoke, provider_inputs
 from gpupools.fabric import gpudirect
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
+
+
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
 
 
 class GkeCluster(Component):
@@ -45,13 +48,19 @@ class GkeCluster(Component):
             cluster_args = decide.cluster_args(cluster, project, pool)
             if plan_fabrics(stack, plan_pools(stack)):
                 cluster_args = decide.fabric_cluster_args(cluster_args)
-            gke = gcp.container.Cluster(name, **cluster_args, opts=self.child())
+            # By type token, as pulumi_gcp.container.Cluster registers it (the labels it marks secret included): the
+            # module's generated classes are a quarter of a second of every plan.
+            gke = CloudResource(CLUSTER, name, provider_inputs(cluster_args), ("name", "endpoint", "masterAuth"),
+                                self.child(additional_secret_outputs=["effectiveLabels", "pulumiLabels"]))
             self.cluster_name = gke.name
-            endpoint, ca_data = gke.endpoint, gke.master_auth.cluster_ca_certificate
+            endpoint, ca_data = gke.endpoint, gke.masterAuth.apply(lambda auth: auth["clusterCaCertificate"])
             # The system pool's nodes pull images from outside Google as soon as they start: NAT first.
-            gcp.container.NodePool("system", **decide.system_node_pool_args(gke.name, cluster.location, project, self.node_account),
-                                   opts=self.child(ignore_changes=["initialNodeCount"], depends_on=[*after, *grants]))
+            CloudResource(NODE_POOL, "system", provider_inputs(decide.system_node_pool_args(gke.name, cluster.location, project, self.node_account)),
+                          ("name",), self.child(ignore_changes=["initialNodeCount"], depends_on=[*after, *grants]))
         else:
+            # An existing cluster is read with the SDK's typed answer, whose snake_case fields the findings read.
+            import pulumi_gcp as gcp
+
             found = gcp.container.get_cluster_output(name=cluster.name, location=cluster.location, project=project,
                                                      opts=pulumi.InvokeOutputOptions(parent=self))
             endpoint, ca_data = found.endpoint, found.master_auths[0].cluster_ca_certificate
@@ -155,12 +164,11 @@ class GkeGpuNodePool(Component):
         attachments = (cluster.details.get("fabric_networks") or {}).get(plan.name)
         if attachments is not None:
             args = decide.fabric_node_pool_args(plan, args, attachments)
-        self.node_pool = gcp.container.NodePool(
-            plan.name,
-            **args,
+        self.node_pool = CloudResource(
+            NODE_POOL, plan.name, provider_inputs(args), ("name",),
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
-            opts=self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True,
-                            depends_on=cluster.details.get("node_grants") or []))
+            self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True,
+                       depends_on=cluster.details.get("node_grants") or []))
         self.register_outputs({"nodePoolName": self.node_pool.name})
 
 

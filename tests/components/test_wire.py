@@ -1,13 +1,20 @@
-"""Resources registered by type token (components/wire.py) send exactly what pulumi_aws's own classes send."""
+"""Resources and invokes registered by type token (components/wire.py) send exactly what the providers' own generated
+classes and functions send: each is registered both ways under the mock engine and the requests compared."""
 
 from __future__ import annotations
 
+import json
 import re
 
-from conftest import plan_of, stack_config
-from gpupools.cli.planrun import run_program
+import pytest
 
-# type token -> (pulumi_aws module, class)
+from conftest import ROOT, plan_of, stack_config
+from gpupools.cli import planrun
+from gpupools.cli.planrun import run_program
+from gpupools.components.wire import provider_inputs
+from gpupools.stack.config import read_stack_file
+
+# type token -> (SDK module, class)
 SDK_CLASSES = {
     "aws:ec2/vpc:Vpc": ("ec2", "Vpc"),
     "aws:ec2/internetGateway:InternetGateway": ("ec2", "InternetGateway"),
@@ -30,14 +37,27 @@ SDK_CLASSES = {
     "aws:cloudwatch/logGroup:LogGroup": ("cloudwatch", "LogGroup"),
     "aws:eks/accessEntry:AccessEntry": ("eks", "AccessEntry"),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": ("eks", "PodIdentityAssociation"),
+    "aws:eks/cluster:Cluster": ("eks", "Cluster"),
+    "aws:eks/nodeGroup:NodeGroup": ("eks", "NodeGroup"),
     "gcp:compute/router:Router": ("compute", "Router"),
     "gcp:compute/routerNat:RouterNat": ("compute", "RouterNat"),
+    "gcp:serviceaccount/account:Account": ("serviceaccount", "Account"),
+    "gcp:projects/iAMMember:IAMMember": ("projects", "IAMMember"),
+    "gcp:container/cluster:Cluster": ("container", "Cluster"),
+    "gcp:container/nodePool:NodePool": ("container", "NodePool"),
+    "azure-native:containerservice:ManagedCluster": ("containerservice", "ManagedCluster"),
+    "azure-native:containerservice:AgentPool": ("containerservice", "AgentPool"),
+    "azure-native:authorization:RoleAssignment": ("authorization", "RoleAssignment"),
+    "azure-native:managedidentity:UserAssignedIdentity": ("managedidentity", "UserAssignedIdentity"),
 }
-MAPS = ("tags",)  # user-keyed maps: their keys are data, not property names
+MAPS = ("tags", "labels", "nodeLabels", "resourceLabels", "metadata", "addonProfiles")  # user-keyed maps: their keys are data
+SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native"}
+EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 
 def snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """The SDK's Python name of a provider name: a run of capitals is one word (authorizedIPRanges: authorized_ip_ranges)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 def to_sdk_args(value, in_map: bool = False):
@@ -48,27 +68,175 @@ def to_sdk_args(value, in_map: bool = False):
     return value
 
 
-def test_every_type_token_registration_matches_the_sdk_class():
-    plans = [plan_of(stack_config("aws", pools=[{"name": "a", "instanceType": "g5.2xlarge", "maxNodes": 2, "sharing": {"mode": "mps", "replicas": 2}}])),
-             plan_of(stack_config("aws", autoscaler="cluster-autoscaler")), plan_of(stack_config("gcp"))]
-    samples = {}
-    for plan in plans:
+def sdk(token: str):
+    import importlib
+
+    return importlib.import_module(SDK_PACKAGES[token.split(":", 1)[0]])
+
+
+def register_with_sdk_classes(resources) -> None:
+    for resource in resources:
+        module, cls = SDK_CLASSES[resource.type]
+        kwargs = to_sdk_args(resource.inputs)
+        if resource.type.startswith("azure-native:") and "resource_name" in kwargs:
+            kwargs["resource_name_"] = kwargs.pop("resource_name")  # the SDK's spelling beside the resource's own name
+        getattr(getattr(sdk(resource.type), module), cls)(resource.name, **kwargs)
+
+
+def recording_requests(monkeypatch) -> tuple[dict, list]:
+    """Every RegisterResource request by (plan, type, name), and every invoke as (token, args), of the plans run after this."""
+    requests: dict = {}
+    invokes: list = []
+    make_monitor, answer = planrun._make_monitor, planrun._invoke_result
+
+    def monitor(plan, region):
+        made = make_monitor(plan, region)
+        register = made.RegisterResource
+
+        def RegisterResource(request):
+            requests[(id(plan), request.type, request.name)] = request
+            return register(request)
+
+        made.RegisterResource = RegisterResource
+        return made
+
+    def invoke_result(token, args, region):
+        invokes.append((token, args))
+        return answer(token, args, region)
+
+    monkeypatch.setenv("GOOGLE_PROJECT", "proj-env")
+    monkeypatch.setattr(planrun, "_make_monitor", monitor)
+    monkeypatch.setattr(planrun, "_invoke_result", invoke_result)
+    return requests, invokes
+
+
+VARIANTS = [
+    stack_config("aws", pools=[{"name": "a", "instanceType": "g5.2xlarge", "maxNodes": 2, "sharing": {"mode": "mps", "replicas": 2}}]),
+    stack_config("aws", autoscaler="cluster-autoscaler"),
+    stack_config("gcp"),
+    stack_config("azure"),
+    # A pool in a capacity reservation group: the cluster's own identity and its role on the group.
+    stack_config("azure", pools=[{"name": "a100", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2, "diskSizeGb": 256, "capacity": [
+        {"reservation": {"id": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-capacity/providers/Microsoft.Compute/"
+                                "capacityReservationGroups/crg-a100", "zones": ["1"], "nodes": 1}}, "on-demand"]}]),
+    {k: v for k, v in stack_config("gcp").items() if k != "gcp:project"},  # the provider's own project (GOOGLE_PROJECT): getClientConfig
+]
+
+
+def wire_plans() -> list:
+    return [run_program(read_stack_file(ROOT / "stacks" / f"Pulumi.{name}.yaml"), name) for name in EXAMPLES] + [plan_of(c) for c in VARIANTS]
+
+
+def compared(request) -> tuple:
+    """What a registration sends that the class decides: inputs, provider version, outputs it marks secret."""
+    return (request.object, request.version, sorted(request.additionalSecretOutputs))
+
+
+def test_every_type_token_registration_matches_the_sdk_class(monkeypatch):
+    requests, _ = recording_requests(monkeypatch)
+    samples: dict = {}
+    for plan in wire_plans():
         for resource in plan.resources:
             if resource.type in SDK_CLASSES:
-                samples.setdefault(resource.type, resource)
-    assert set(samples) == set(SDK_CLASSES)  # every wire-registered type is covered
+                samples.setdefault((resource.type, resource.name, repr(resource.inputs)), (resource, requests[(id(plan), resource.type, resource.name)]))
+    assert {t for t, _, _ in samples} == set(SDK_CLASSES)  # every wire-registered type is covered
+    for resource, wire in samples.values():
+        plan = run_program({"aws:region": "eu-central-1"}, "typed", lambda r=resource: register_with_sdk_classes([r]))
+        typed = requests[(id(plan), resource.type, resource.name)]
+        assert compared(typed) == compared(wire), (resource.type, resource.name)
+        assert wire.version != ""
 
-    def program() -> None:
-        import pulumi_aws as aws
-        import pulumi_gcp as gcp
 
-        for typ, resource in samples.items():
-            module, cls = SDK_CLASSES[typ]
-            sdk = {"aws": aws, "gcp": gcp}[typ.split(":", 1)[0]]
-            getattr(getattr(sdk, module), cls)(resource.name, **to_sdk_args(resource.inputs))
+INVOKES = {  # token -> (SDK module or None for the package itself, function)
+    "aws:index/getAvailabilityZones:getAvailabilityZones": (None, "get_availability_zones_output"),
+    "aws:index/getCallerIdentity:getCallerIdentity": (None, "get_caller_identity_output"),
+    "aws:index/getPartition:getPartition": (None, "get_partition_output"),
+    "aws:index/getRegion:getRegion": (None, "get_region_output"),
+    "aws:eks/getAddonVersion:getAddonVersion": ("eks", "get_addon_version_output"),
+    "azure-native:authorization:getClientConfig": ("authorization", "get_client_config_output"),
+    "azure-native:containerservice:listManagedClusterUserCredentials": ("containerservice", "list_managed_cluster_user_credentials_output"),
+    "gcp:organizations/getClientConfig:getClientConfig": ("organizations", "get_client_config_output"),
+}
 
-    typed = run_program({"aws:region": "eu-central-1"}, "typed", program)
-    for typ, generic in samples.items():
-        sdk = typed.get(typ, generic.name)
-        assert sdk.inputs == generic.inputs, typ
-        assert sdk.version == generic.version != "", typ
+
+def test_every_invoke_by_token_sends_what_the_sdk_function_sends(monkeypatch):
+    _, invokes = recording_requests(monkeypatch)
+    wire_plans()
+    wired = {}
+    for token, args in invokes:
+        wired.setdefault(token, args)
+    assert set(INVOKES) <= set(wired)
+    for token, args in wired.items():
+        if token not in INVOKES:
+            continue
+        module, function = INVOKES[token]
+        package = sdk(token)
+        invokes.clear()
+        run_program({"aws:region": "eu-central-1"}, "typed",
+                    lambda: getattr(getattr(package, module) if module else package, function)(**to_sdk_args(args)))
+        assert invokes == [(token, args)], token
+
+
+# The classes whose keyword arguments (gpupools.clouds' snake_case) the components turn into inputs (wire.provider_inputs).
+FROM_SNAKE_CASE = ("aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup", "gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool",
+                   "azure-native:containerservice:ManagedCluster", "azure-native:containerservice:AgentPool",
+                   "azure-native:authorization:RoleAssignment", "azure-native:managedidentity:UserAssignedIdentity")
+
+
+def test_every_name_the_sdks_spell_otherwise_is_known():
+    """Each input name of the classes registered by token (and of the blocks they take) that is not the camelCase of its
+    Python name, read from the installed SDKs' generated sources."""
+    import importlib.util
+    from pathlib import Path
+
+    from gpupools.components.wire import PROVIDER_NAMES, _provider_name
+
+    found: dict[str, set[str]] = {}
+    files = {(SDK_PACKAGES[t.split(":", 1)[0]], *SDK_CLASSES[t]) for t in FROM_SNAKE_CASE}
+    files = {(package, module, name) for package, module, cls in files for name in ("_inputs", snake(cls))}
+    for package, module, name in sorted(files):
+        path = Path(next(iter(importlib.util.find_spec(package).submodule_search_locations))) / module / f"{name}.py"
+        if name == "_inputs" and not path.exists():  # a module whose resources take no blocks
+            continue
+        for wire, python in re.findall(r'@pulumi\.getter\(name="([A-Za-z0-9]+)"\)\s*\n\s*def ([a-z0-9_]+)\(', path.read_text()):
+            found.setdefault(python, set()).add(wire)
+    assert len(found) > 500  # the whole modules were read
+    wrong = {python: wires for python, wires in found.items() if python != "tenant_id" and _provider_name(python) not in wires}
+    assert wrong == {}
+    assert {python: found.get(python) for python in PROVIDER_NAMES if found.get(python) != {PROVIDER_NAMES[python]}} == {}
+    assert found["tenant_id"] == {"tenantId", "tenantID"} and "tenant_id" not in PROVIDER_NAMES
+
+
+def test_provider_inputs_keeps_map_keys_and_spells_acronyms_as_the_provider():
+    args = {"node_labels": {"team_name": "a"}, "tags": {"cost_center": "b"}, "node_config": {"disk_size_gb": 1, "labels": {"x_y": "z"}},
+            "os_sku": "Ubuntu", "resource_name_": "c", "api_server_access_profile": {"authorized_ip_ranges": ["10.0.0.0/8"]},
+            "addon_profiles": {"azure_policy": {"enabled": True}}, "taints": [{"key": "k", "effect": "NO_SCHEDULE"}]}
+    assert provider_inputs(args) == {"nodeLabels": {"team_name": "a"}, "tags": {"cost_center": "b"},
+                                     "nodeConfig": {"diskSizeGb": 1, "labels": {"x_y": "z"}}, "osSKU": "Ubuntu", "resourceName": "c",
+                                     "apiServerAccessProfile": {"authorizedIPRanges": ["10.0.0.0/8"]},
+                                     "addonProfiles": {"azure_policy": {"enabled": True}}, "taints": [{"key": "k", "effect": "NO_SCHEDULE"}]}
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
+def test_the_kubeconfig_is_made_of_the_clusters_answers(cloud, monkeypatch):
+    """The kubeconfig is a secret, so the plan shows none of it: what it is made of is read where it is made."""
+    import importlib
+
+    decide = importlib.import_module(f"gpupools.clouds.{cloud}")
+    made: list = []
+    if cloud == "azure":
+        monkeypatch.setattr(decide, "exec_kubeconfig", lambda text: made.append(text) or text)
+    else:
+        build = decide.kubeconfig
+        monkeypatch.setattr(decide, "kubeconfig", lambda *args: made.append(args) or build(*args))
+    plan_of(stack_config(cloud))
+    assert len(made) == 1
+    ca = planrun._MOCK_CA
+    if cloud == "azure":
+        cluster = json.loads(made[0])["clusters"][0]["cluster"]  # as AKS answered listClusterUserCredentials
+        assert cluster == {"server": "https://ml-test.hcp.westeurope.azmk8s.io:443", "certificate-authority-data": ca}
+    elif cloud == "gcp":
+        assert made[0] == ("ml-test", "203.0.113.10", ca)
+    else:
+        name, endpoint, data, region = made[0]
+        assert (name, data, region) == ("ml-test", ca, "eu-central-1") and endpoint.endswith(".gr7.eu-central-1.eks.amazonaws.com")

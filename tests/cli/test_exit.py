@@ -1,0 +1,117 @@
+"""The command ends without interpreter teardown (gpupools.cli.main.exit_now) and loses nothing by it: every command's
+status, stdout, stderr and files are those of the same command run in-process, where the process does not end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import ROOT
+from gpupools.cli.main import app, exit_status
+
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+# What the console script runs, with this checkout's package first on the path (the script's own may be another's).
+CONSOLE_SCRIPT = "import sys; sys.argv[0] = 'gpupools'; from gpupools.cli.main import main; main()"
+
+
+def process(*args: str, stdout=subprocess.PIPE, code: str = CONSOLE_SCRIPT) -> subprocess.CompletedProcess:
+    """`gpupools ARGS` as its console script runs it (or CODE, which calls main itself), output as bytes."""
+    command = [sys.executable, "-c", code, *args]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # block-buffered, as in a user's shell
+    return subprocess.run(command, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, env=env, timeout=300)
+
+
+def in_process(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False, prog_name="gpupools")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_plan_json_of_every_example_stack_is_what_the_command_computes(stack):
+    proc, same = process("plan", "--stack", stack, "--json"), in_process("plan", "--stack", stack, "--json")
+    assert (proc.returncode, proc.stderr.decode()) == (same.exit_code, same.stderr) == (0, "")
+    assert proc.stdout == same.stdout_bytes and len(proc.stdout) > 10_000
+
+
+@pytest.mark.parametrize("args, status", [
+    (("plan", "--stack", "dev-azure"), 0),
+    (("catalog", "--cloud", "gcp"), 0),
+    (("workload", "--stack", "dev-aws", "--pool", "infer"), 0),
+    (("check", "--stack", "dev-gcp"), 1),  # its A3 Mega pool needs the fleet budget of dev-gcp.policy.json
+    (("check", "--stack", "dev-gcp", "--policy-config", "stacks/dev-gcp.policy.json"), 0),
+    (("plan", "--stack", "nope"), 2),
+    (("workload", "--stack", "dev-aws", "--pool", "infer", "--units", "0"), 2),
+    (("catalog", "--cloud", "nope"), 2),
+    ((), 2),  # no command: the help, and usage status
+])
+def test_status_and_output_are_kept(args, status):
+    proc, same = process(*args), in_process(*args)
+    assert proc.returncode == same.exit_code == status
+    assert proc.stdout == same.stdout_bytes
+    assert proc.stderr.decode() == same.stderr
+    assert proc.stdout if status != 2 or not args else proc.stderr.startswith(b"error: ")
+
+
+def test_render_writes_every_file(tmp_path):
+    proc, same = process("render", "--stack", "dev-aws", "--out", str(tmp_path / "a")), in_process("render", "--stack", "dev-aws", "--out", str(tmp_path / "b"))
+    assert proc.returncode == same.exit_code == 0
+    assert proc.stdout.decode() == same.stdout.replace(str(tmp_path / "b"), str(tmp_path / "a"))
+    written = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert written == sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file()) and len(written) > 10
+    assert all((tmp_path / "a" / p).read_bytes() == (tmp_path / "b" / p).read_bytes() for p in written)
+
+
+def test_a_closed_stdout_pipe_ends_with_status_1_and_no_traceback():
+    read, write = os.pipe()
+    os.close(read)  # nobody reads: the first write fails with EPIPE
+    try:
+        proc = process("plan", "--stack", "dev-aws", "--json", stdout=write)
+    finally:
+        os.close(write)
+    assert proc.returncode == 1
+    assert proc.stderr == b""
+
+
+def test_a_closed_stdout_ends_as_it_would_without_the_fast_exit():
+    proc = subprocess.run([sys.executable, "-c", CONSOLE_SCRIPT, "catalog"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, timeout=300, pass_fds=(), close_fds=True,
+                          preexec_fn=lambda: os.close(1))
+    assert (proc.returncode, proc.stderr) == (0, b"")
+
+
+# A global whose finalizer speaks, then the command: teardown clears the globals of __main__, which runs the finalizer.
+# argv[1]: "exit" ends with sys.exit instead (teardown, as the witness shows), "thread" leaves a thread running.
+TEARDOWN = ("import os, sys, threading, time\n"
+            "class Speaks:\n"
+            "    def __del__(self, write=os.write): write(2, b'torn down\\n')\n"
+            "witness = Speaks()\n"
+            "how = sys.argv.pop(1)\n"
+            "if how == 'thread':\n"
+            "    threading.Thread(target=lambda: (time.sleep(0.5), print('thread finished', file=sys.stderr))).start()\n"
+            "sys.argv[0] = 'gpupools'\n"
+            "from gpupools.cli.main import main\n"
+            "sys.exit(0) if how == 'exit' else main()\n")
+
+
+def test_the_process_ends_without_teardown():
+    assert process("exit", "catalog", code=TEARDOWN).stderr == b"torn down\n"
+    proc = process("main", "catalog", "--cloud", "aws", code=TEARDOWN)
+    assert proc.returncode == 0 and b"p5.48xlarge" in proc.stdout
+    assert proc.stderr == b""
+
+
+def test_a_thread_still_running_is_waited_for():
+    proc = process("thread", "catalog", "--cloud", "aws", code=TEARDOWN)
+    assert proc.returncode == 0 and b"p5.48xlarge" in proc.stdout
+    assert proc.stderr.startswith(b"thread finished\n")
+
+
+def test_exit_status_is_what_sys_exit_gives(capsys):
+    assert [exit_status(None), exit_status(0), exit_status(2), exit_status(130)] == [0, 0, 2, 130]
+    assert exit_status("boom") == 1
+    assert capsys.readouterr().err == "boom\n"
