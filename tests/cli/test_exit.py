@@ -42,14 +42,17 @@ def test_plan_json_of_every_example_stack_is_what_the_command_computes(stack):
     (("plan", "--stack", "dev-azure"), 0),
     (("catalog", "--cloud", "gcp"), 0),
     (("workload", "--stack", "dev-aws", "--pool", "infer"), 0),
-    (("check", "--stack", "dev-gcp"), 1),  # its A3 Mega pool needs the fleet budget of dev-gcp.policy.json
-    (("check", "--stack", "dev-gcp", "--policy-config", "stacks/dev-gcp.policy.json"), 0),
+    (("check", "--stack", "dev-gcp"), 0),
+    (("check", "--stack", "dev-gcp", "--policy-config", "BUDGET"), 1),  # fleet-budget, mandatory, violated
     (("plan", "--stack", "nope"), 2),
     (("workload", "--stack", "dev-aws", "--pool", "infer", "--units", "0"), 2),
     (("catalog", "--cloud", "nope"), 2),
     ((), 2),  # no command: the help, and usage status
 ])
-def test_status_and_output_are_kept(args, status):
+def test_status_and_output_are_kept(args, status, tmp_path):
+    budget = tmp_path / "budget.json"
+    budget.write_text('{"fleet-budget": {"maxGpus": 1}}')
+    args = tuple(str(budget) if a == "BUDGET" else a for a in args)
     proc, same = process(*args), in_process(*args)
     assert proc.returncode == same.exit_code == status
     assert proc.stdout == same.stdout_bytes
