@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 import runpy
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -307,6 +308,46 @@ async def _wait_for_quiescence(await_all_outstanding_tasks: bool = True) -> None
             break
 
 
+def _stack_trace():
+    """The SDK's `_get_stack_trace` (pulumi/runtime/resource.py, pulumi 3.272.0, lines 741-778): the caller's frames
+    above the concrete resource's constructor (the third `__init__` from the top), innermost first, each as the URI
+    and line of its file. Theirs takes `traceback.extract_stack()`, which reads each frame's source line and stats
+    every file on the stack at every registration (a sixth of a plan's run); this one reads the frames alone and
+    makes each file's URI once. A test compares the two messages."""
+    from pulumi.runtime.proto import source_pb2
+
+    frames = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    inits = 0
+    for i, frame in enumerate(frames):
+        if frame.f_code.co_name == "__init__":
+            inits += 1
+            if inits == 3:
+                break
+    else:
+        return source_pb2.StackTrace()
+    return source_pb2.StackTrace(frames=[source_pb2.StackFrame(pc=_source_position(f.f_code.co_filename, f.f_lineno, source_pb2))
+                                         for f in frames[i + 1:]])
+
+
+_URIS: dict[str, str | None] = {}
+
+
+def _source_position(filename: str, line: int | None, source_pb2):
+    if filename == "" or line is None:
+        return None
+    if filename not in _URIS:
+        try:
+            _URIS[filename] = Path(filename).as_uri()
+        except ValueError:  # a relative name such as <string>: no position, as theirs
+            _URIS[filename] = None
+    uri = _URIS[filename]
+    return None if uri is None else source_pb2.SourcePosition(uri=uri, line=line)
+
+
 def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] | None = None) -> Plan:
     """Run `program` (default: the project's `__main__.py`) with the given stack config under mocks."""
     from pulumi.runtime import mocks, settings
@@ -345,10 +386,11 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
 
             main()
 
-    from pulumi.runtime import stack as engine_stack
+    from pulumi.runtime import resource as engine_resource, stack as engine_stack
 
-    sdk_wait = engine_stack.wait_for_rpcs
+    sdk_wait, sdk_trace = engine_stack.wait_for_rpcs, engine_resource._get_stack_trace
     engine_stack.wait_for_rpcs = _wait_for_quiescence
+    engine_resource._get_stack_trace = _stack_trace
     loop = asyncio.new_event_loop()
     # The SDK calls the monitor from the loop's default executor, and in each worker thread the mocks make an event
     # loop of their own (pulumi/runtime/sync_await.py `_ensure_event_loop`) that nothing closes; at interpreter exit
@@ -369,6 +411,7 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
         loop.run_until_complete(run_in_stack(program or default_program))
     finally:
         engine_stack.wait_for_rpcs = sdk_wait
+        engine_resource._get_stack_trace = sdk_trace
         asyncio.set_event_loop(None)
         executor.shutdown(wait=True)
         loop.close()

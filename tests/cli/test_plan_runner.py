@@ -1,0 +1,41 @@
+"""The plan runner's stand-ins for SDK internals send what the SDK's own would."""
+
+from __future__ import annotations
+
+from pulumi.runtime import resource
+
+from gpupools.cli import planrun
+
+
+def both_traces():
+    return resource._get_stack_trace(), planrun._stack_trace()
+
+
+def constructors(levels: int):
+    """`levels` nested constructors, the innermost taking both stack traces."""
+    namespace: dict = {"both_traces": both_traces}
+    source = "class L0:\n    def __init__(self):\n        self.traces = both_traces()\n"
+    for n in range(1, levels):
+        source += f"class L{n}(L{n - 1}):\n    def __init__(self):\n        super().__init__()\n"
+    exec(compile(source, "<generated>", "exec"), namespace)  # frames of a file with no path: no position
+    return namespace[f"L{levels - 1}"]
+
+
+def make(cls):
+    return cls().traces  # the user's line: above the third constructor
+
+
+def test_the_stack_trace_is_the_sdks():
+    sdk, ours = make(constructors(3))
+    assert ours == sdk and len(sdk.frames) > 3
+    assert sdk.frames[0].pc.uri.endswith("/tests/cli/test_plan_runner.py") and sdk.frames[0].pc.line > 0
+
+
+def test_above_more_constructors_too():
+    sdk, ours = make(constructors(5))
+    assert ours == sdk and sdk.frames[0].pc.uri == ""  # the two constructors above the third have no file
+
+
+def test_without_three_constructors_there_is_no_trace():
+    sdk, ours = make(constructors(2))
+    assert ours == sdk and len(sdk.frames) == 0
