@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 from gpupools.capacity.sources import block_marker, placement_zones, reserved_marker
-from gpupools.clouds.aws import (DISK_CLASSES, HUGE_PAGE_MI, FABRIC_RESOURCE as EFA_RESOURCE, allocated_hugepages, instance_store_raid0,
+from gpupools.clouds.aws import (DISK_CLASSES, karpenter_disruption, HUGE_PAGE_MI, FABRIC_RESOURCE as EFA_RESOURCE, allocated_hugepages, instance_store_raid0,
                                  karpenter_capacity_types, node_disk, node_hugepages, node_user_data as aws_node_user_data,
                                  pool_instance_types, reservation_selector_terms, type_plans)
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_on
@@ -21,6 +21,8 @@ from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.pools.software import Chart
+from gpupools.stack.config import MaintenanceWindow
+from gpupools.upgrades.policy import UPGRADES_LABEL, Window, pool_upgrade
 
 CHART = Chart("karpenter", "oci://public.ecr.aws/karpenter/karpenter", "", "kube-system", "1.14.1")
 SERVICE_ACCOUNT = "karpenter"
@@ -35,10 +37,9 @@ NODE_OVERLAY_API = "karpenter.sh/v1alpha1"
 # tells Karpenter's scheduling simulation so.
 ROOT_VOLUME_GB = DISK_CLASSES["the instance store"][0]  # the GPU node's volume unless the stack sizes it (clouds.aws, node_disk)
 BOTTLEROCKET_ROOT_GB = 4  # Bottlerocket's OS volume; images and containers live on the data volume
-# Nodes live for at most 30 days (Karpenter's default), so AMI and kernel updates reach long-lived pools too.
-EXPIRE_AFTER = "720h"
-# An empty GPU node goes away after this long; a node running pods is never consolidated (WhenEmpty).
-CONSOLIDATE_AFTER = "10m"
+# How long nodes live, when drift may replace them and how long pods get to leave are the pool's day-two decisions
+# (clouds.aws, karpenter_disruption): training pools' nodes never expire and drift only inside the maintenance window;
+# an empty GPU node goes away after 10 minutes, and a node running pods is never consolidated (WhenEmpty).
 # Pods carrying this annotation block voluntary disruption (drift, consolidation) of their node.
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
@@ -245,12 +246,16 @@ def requirements(plan: PoolPlan, zones: list[str] | None) -> list[dict]:
     return reqs
 
 
-def node_pool(plan: PoolPlan, node_class: str) -> dict:
+def node_pool(plan: PoolPlan, node_class: str, window: Window | None = None) -> dict:
     """One NodePool per GPU pool: only its instance type and capacity type, the pool's labels and GPU taint, capped
-    at the pool's node count, and never consolidating a node that runs pods."""
+    at the pool's node count, never consolidating a node that runs pods, and drifting and expiring nodes as the pool's
+    kind allows (`window`: the stack's maintenance window; its default when not given)."""
+    lifetime = karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
+    kind = pool_upgrade(plan.pool).kind
     return {
         "apiVersion": NODE_POOL_API, "kind": "NodePool",
-        "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name},
+        "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name,
+                                                              UPGRADES_LABEL: kind},
                      **({"annotations": markers} if (markers := {**reserved_marker(plan.pool), **block_marker(plan.pool)}) else {})},
         "spec": {
             "template": {
@@ -261,11 +266,12 @@ def node_pool(plan: PoolPlan, node_class: str) -> dict:
                     "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.taints],
                     **({"startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.startup_taints]}
                        if plan.startup_taints else {}),
-                    "expireAfter": EXPIRE_AFTER,
+                    "expireAfter": lifetime["expireAfter"],
+                    **({"terminationGracePeriod": lifetime["terminationGracePeriod"]} if "terminationGracePeriod" in lifetime else {}),
                 },
             },
             "limits": {"nodes": str(karpenter_nodes(plan))},
-            "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": CONSOLIDATE_AFTER},
+            "disruption": lifetime["disruption"],
         },
     }
 

@@ -30,6 +30,7 @@ from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, 
 from gpupools.fabric.software import gpudirect_rdma_line
 from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
+from gpupools.upgrades.policy import driver_upgrade_line, operator_installs_driver, upgrade_lines
 from gpupools.monitoring.plan import DCGM_EXPORTER, OPERATOR_EXPORTER, exporter_per_pool, operands_off
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
@@ -161,6 +162,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     repair = pool_repair(stack, plan, autoscaler)
     table.add_row("broken GPU", repair.detects)
     table.add_row("repair", repair.then)
+    for i, line in enumerate(upgrade_lines(stack, pool, autoscaler)):
+        table.add_row("upgrades" if i == 0 else "", line)
     if exporters is None:
         exporters = exporter_per_pool(stack, plan_pools(stack)).get(plan.name, [])
     table.add_row("GPU metrics", metrics_line(stack, plan, exporters))
@@ -200,6 +203,8 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     guard = eviction_guard(resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
     console.print("eviction guard: Jobs from `gpupools workload` carry " + (", ".join(f"{k}: \"{v}\"" for k, v in guard.items()) if guard else
                   "none (no autoscaler removes nodes)"), markup=False)
+    if operator_installs_driver(stack):
+        console.print(driver_upgrade_line(stack.pools), markup=False)
     for warning in version_warnings(stack, date.today()):
         console.print(f"[yellow]warning[/yellow]: {warning}")
     for note in provider_notes(stack.cloud, stack.providers):

@@ -12,7 +12,7 @@ import hashlib
 import ipaddress
 import json
 import re
-from datetime import date
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
@@ -22,6 +22,7 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.capacity import sources as capacity
+from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, exclusion_days, options as upgrade_options, pool_upgrade, wait_text
 from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
 
 NAME = "gcp"
@@ -203,6 +204,8 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
     if operator_owned:
         labels[NO_DEFAULT_DEVICE_PLUGIN_LABEL] = "true"
     node_config = {
+        # The pool's kind, on the node pool's VMs (GCP label keys take no dots or slashes).
+        "resource_labels": {UPGRADES_RESOURCE_LABEL: pool_upgrade(pool).kind},
         "machine_type": pool.instance_type,
         "spot": capacity.spot_only(pool),
         # GKE installs signed drivers only on COS; NVIDIA's driver container needs Ubuntu.
@@ -238,6 +241,9 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
         "node_config": node_config,
     }
     args = apply_capacity(pool, args)
+    settings = upgrade_settings(pool)
+    if settings is not None:
+        args["upgrade_settings"] = settings
     if locations:
         args["node_locations"] = locations
     if project:
@@ -322,8 +328,9 @@ def cluster_controls(cluster: Cluster) -> list[Control]:
     ]
 
 
-def cluster_args(cluster: Cluster, project: str | None, pool) -> dict:
-    """`pool`: the Workload Identity pool (`<project>.svc.id.goog`), known once the provider's project is."""
+def cluster_args(cluster: Cluster, project: str | None, pool, upgrades=None) -> dict:
+    """`pool`: the Workload Identity pool (`<project>.svc.id.goog`), known once the provider's project is; `upgrades`:
+    the stack's maintenance window and exclusions (`maintenance_policy`)."""
     args = {
         "name": cluster.name,
         "location": cluster.location,
@@ -338,6 +345,8 @@ def cluster_args(cluster: Cluster, project: str | None, pool) -> dict:
         "enable_shielded_nodes": True,
         **endpoint_args(cluster),
     }
+    if upgrades is not None:
+        args["maintenance_policy"] = maintenance_policy(upgrades, Window.of(upgrades.window))
     if cluster.network_policy is not False:
         # Dataplane V2 (Cilium) enforces NetworkPolicy itself; the legacy network_policy addon must stay off with it.
         args["datapath_provider"] = "ADVANCED_DATAPATH"
@@ -516,7 +525,7 @@ def apply_capacity(pool: Pool, args: dict) -> dict:
     config = args["node_config"]
     first = listed[0]
     if capacity.reserved_nodes(pool):
-        config["resource_labels"] = capacity.reserved_marker(pool, RESERVED_NODES_LABEL)
+        config["resource_labels"] = {**config.get("resource_labels", {}), **capacity.reserved_marker(pool, RESERVED_NODES_LABEL)}
     if first.reservation is not None:
         config["reservation_affinity"] = {"consume_reservation_type": "SPECIFIC_RESERVATION", "key": RESERVATION_KEY,
                                           "values": [first.reservation.id]}
@@ -956,3 +965,115 @@ def example_zone(cluster, providers: dict) -> str | None:
 
 def mock_region(config: dict) -> str | None:
     return config.get("gcp:region")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Day two: maintenance window and exclusions, node pool upgrade strategy (docs/upgrades.md)
+#
+# On a release channel GKE upgrades the control plane and the nodes by itself, and node auto-upgrade cannot be turned
+# off ("Node auto-upgrade defaults to true and cannot be disabled", container v1 discovery document, ReleaseChannel); what
+# holds it back is the maintenance window and maintenance exclusions (the GKE container.v1 API, MaintenanceWindow).
+
+UPGRADES_RESOURCE_LABEL = "gpupools-upgrades"
+# "You must allow at least 48 hours of maintenance availability in a 32-day rolling window. Only contiguous availability
+# windows of at least four hours are considered." (cloud.google.com/kubernetes-engine/docs/how-to/maintenance-windows-and-
+# exclusions, "Considerations when configuring a maintenance window").
+WINDOW_MIN_HOURS = 4
+WINDOW_HOURS_PER_32_DAYS = 48
+# A cluster holds at most 20 exclusions (pulumi_gcp ClusterMaintenancePolicyArgs.maintenance_exclusions), which
+# `Upgrades.exclusions` bounds; a "no upgrades" exclusion lasts at most 30 days, the others up to the end of the cluster
+# version's support (cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions, "Scope of
+# upgrades").
+NO_UPGRADES_MAX_DAYS = 30
+SCOPES = {"no-upgrades": "NO_UPGRADES", "no-minor-upgrades": "NO_MINOR_UPGRADES", "no-minor-or-node-upgrades": "NO_MINOR_OR_NODE_UPGRADES"}
+RRULE_DAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+# A Monday: the recurring window's first occurrence sets only its time of day and length (the RRULE repeats it).
+WINDOW_ANCHOR = date(2026, 1, 5)
+# Autoscaled blue-green upgrades cordon the old nodes, let new work start on new ones, and drain the old ones after
+# waitForDrainDuration: "Defaults to 3 days. The value can be set between 0 and 7 days, inclusive" (discovery document,
+# AutoscaledRolloutPolicy). GKE calls the strategy Preview.
+BLUE_GREEN_MAX_WAIT_MINUTES = 7 * 24 * 60
+
+
+def _blue_green(pool: Pool, policy: PoolUpgrade) -> bool:
+    """Training pools with room to grow: not bound to a reservation, not flex-start or queued, their surge not overridden."""
+    chosen = upgrade_options(pool)
+    return policy.training and policy.spare_reserved is None and not policy.short_lived and chosen.max_surge is None and chosen.max_unavailable is None
+
+
+def upgrade_settings(pool: Pool) -> dict | None:
+    """The node pool's upgradeSettings; None for flex-start and queued pools, which GKE upgrades with short-lived upgrades
+    ("For nodes that use Flex-start VMs, GKE uses short-lived upgrades", GKE node-pool-upgrade-strategies)."""
+    policy = pool_upgrade(pool)
+    if policy.short_lived:
+        return None
+    if _blue_green(pool, policy):
+        wait = min(policy.wait_minutes, BLUE_GREEN_MAX_WAIT_MINUTES)
+        return {"strategy": "BLUE_GREEN", "blue_green_settings": {"autoscaled_rollout_policy": {"wait_for_drain_duration": f"{wait * 60}s"}}}
+    # Surge into a reservation needs spare reserved nodes: "All nodes that GKE creates, including nodes used for upgrades,
+    # are subject to ... reservation capacity" (GKE node-upgrades-quota); pool_upgrade never surges past them.
+    return {"strategy": "SURGE", "max_surge": policy.max_surge, "max_unavailable": policy.max_unavailable}
+
+
+def _day(text: str, offset: int = 0) -> str:
+    return (date.fromisoformat(text) + timedelta(days=offset)).isoformat() + "T00:00:00Z"
+
+
+def maintenance_policy(upgrades, window: Window) -> dict:
+    """The cluster's recurring window (UTC, as GKE reports it back: another zone would show as a permanent diff) and its
+    exclusions, each from its first day's midnight to the midnight after its last day."""
+    first = WINDOW_ANCHOR + timedelta(days=window.days[0])
+    start = datetime(first.year, first.month, first.day, window.start // 60, window.start % 60)
+    end = start + timedelta(hours=window.hours)
+    recurrence = "FREQ=DAILY" if window.daily else "FREQ=WEEKLY;BYDAY=" + ",".join(RRULE_DAYS[d] for d in window.days)
+    policy: dict = {"recurring_window": {"start_time": start.strftime("%Y-%m-%dT%H:%M:%SZ"), "end_time": end.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                         "recurrence": recurrence}}
+    if upgrades.exclusions:
+        policy["maintenance_exclusions"] = [{"exclusion_name": ex.name, "start_time": _day(ex.start), "end_time": _day(ex.end, 1),
+                                             "exclusion_options": {"scope": SCOPES[ex.scope]}} for ex in upgrades.exclusions]
+    return policy
+
+
+def pool_upgrade_problems(pool: Pool, policy: PoolUpgrade, path: str, autoscaler: str) -> list[Problem]:
+    chosen = upgrade_options(pool)
+    if _blue_green(pool, policy) and policy.wait_minutes > BLUE_GREEN_MAX_WAIT_MINUTES and chosen.wait_for_jobs is not None:
+        return [Problem(f"{path}.waitForJobs", f"{chosen.wait_for_jobs}: a GKE blue-green upgrade waits at most 7 days (168h) before draining")]
+    return []
+
+
+def maintenance_problems(cluster: Cluster, upgrades, window: Window, autoscaler: str) -> list[Problem]:
+    problems = []
+    if window.hours < WINDOW_MIN_HOURS:
+        problems.append(Problem("upgrades.window.hours", f"{window.hours}: GKE counts only windows of at least {WINDOW_MIN_HOURS} hours"))
+    elif window.min_hours_in(32) < WINDOW_HOURS_PER_32_DAYS:
+        problems.append(Problem("upgrades.window", f"{window.text} opens {window.min_hours_in(32)} hours in the least open 32 days; GKE needs "
+                                                   f"at least {WINDOW_HOURS_PER_32_DAYS} (more days, or more hours)"))
+    release = KUBERNETES_RELEASES.get(cluster.kubernetes_version or "")
+    for j, ex in enumerate(upgrades.exclusions):
+        days = exclusion_days(ex.start, ex.end)
+        if ex.scope == "no-upgrades" and days > NO_UPGRADES_MAX_DAYS:
+            problems.append(Problem(f"upgrades.exclusions[{j}].end", f"{days} days; a GKE no-upgrades exclusion lasts at most {NO_UPGRADES_MAX_DAYS} "
+                                                                     f"days (no-minor-or-node-upgrades lasts up to the version's end of support)"))
+        elif release is not None and date.fromisoformat(ex.end) > release.end_of_standard:
+            problems.append(Problem(f"upgrades.exclusions[{j}].end", f"{ex.end} is past the end of GKE's standard support for {release.minor} "
+                                                                     f"({release.end_of_standard}), where an exclusion ends"))
+    return problems
+
+
+def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Cluster, autoscaler: str) -> list[str]:
+    when = (f"GKE auto-upgrades nodes ({cluster.release_channel or DEFAULT_RELEASE_CHANNEL} channel; it cannot be turned off) only {window.text}"
+            if cluster.create else "GKE auto-upgrades nodes in the existing cluster's own maintenance window (not changed by gpupools)")
+    lines = [f"{policy.kind}: {when}, never during its maintenance exclusions"]
+    if policy.short_lived:
+        lines.append("flex-start/queued: GKE's short-lived upgrades: running nodes keep their version until their run ends, new nodes start "
+                     "on the new one; no node is drained for an upgrade")
+    elif _blue_green(pool, policy):
+        wait = min(policy.wait_minutes, BLUE_GREEN_MAX_WAIT_MINUTES)
+        lines.append(f"autoscaled blue-green (GKE Preview): the old nodes are cordoned and new Jobs start on new nodes; an old node is drained "
+                     f"once empty or after {wait_text(wait)} (waitForDrainDuration)")
+    else:
+        lines.append(f"surge strategy: {policy.surge_text}; GKE respects PodDisruptionBudgets for up to an hour while draining a node, then evicts")
+    if policy.spare_reserved is not None:
+        lines.append(f"reserved: never surges past the reservation ({policy.spare_reserved} spare reserved node"
+                     f"{'s' if policy.spare_reserved != 1 else ''})")
+    return lines

@@ -20,6 +20,7 @@ from gpupools.pools.software import Release
 from gpupools.pools.planning import plan_pools
 from gpupools.fabric.plan import FabricPlan, plan_fabrics
 from gpupools.fabric.software import efa_device_plugin_release
+from gpupools.upgrades.policy import Window, window_of
 
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
@@ -307,7 +308,7 @@ class EksGpuNodePool(Component):
     TYPE = "EksGpuNodePool"
 
     def __init__(self, plan: PoolPlan, cluster: ClusterHandle, kubernetes_version: str | None = None, autoscaler: str = CLUSTER_AUTOSCALER,
-                 karpenter_controller: Karpenter | None = None, opts: pulumi.ResourceOptions | None = None):
+                 karpenter_controller: Karpenter | None = None, opts: pulumi.ResourceOptions | None = None, window: Window | None = None):
         super().__init__(plan.name, opts)
         self.node_group = None
         fabric = (cluster.details.get("fabrics") or {}).get(plan.name)
@@ -339,7 +340,7 @@ class EksGpuNodePool(Component):
             assert karpenter_controller is not None
             node_class = karpenter.node_class_name(karpenter.node_class_spec(plan, fabric), plan)
             after = self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release, karpenter_controller.node_classes[node_class]])
-            kube.apply(karpenter.node_pool(plan, node_class), after)
+            kube.apply(karpenter.node_pool(plan, node_class, window), after)
             for overlay in karpenter.node_overlays(plan, fabric):  # one per instance type of a pool over several
                 kube.apply(overlay, self.child(provider=cluster.kubernetes, depends_on=[karpenter_controller.release]))
         self.register_outputs({"nodeGroupName": self.node_group.nodeGroupName if self.node_group else None,
@@ -363,4 +364,5 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: Component | None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
     kind = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
-    return EksGpuNodePool(plan, cluster, stack.cluster.kubernetes_version, kind, autoscaler if isinstance(autoscaler, Karpenter) else None, opts)
+    return EksGpuNodePool(plan, cluster, stack.cluster.kubernetes_version, kind, autoscaler if isinstance(autoscaler, Karpenter) else None, opts,
+                          window_of(stack))

@@ -15,6 +15,7 @@ from gpupools.fabric import software as fabric_software
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
 from gpupools.pools.software import gpu_tolerations, namespace as software_namespace, runs_nfd
+from gpupools.upgrades.policy import window_of
 
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
@@ -28,6 +29,7 @@ MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
 AGENT_POOL = "azure-native:containerservice:AgentPool"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+MAINTENANCE_CONFIGURATION = "azure-native:containerservice:MaintenanceConfiguration"
 
 
 class AksCluster(Component):
@@ -54,6 +56,10 @@ class AksCluster(Component):
             managed = CloudResource(MANAGED_CLUSTER, name, provider_inputs(args), ("name",), self.child(
                 ignore_changes=["agentPoolProfiles[0].count"]))
             self.cluster_name = managed.name
+            # When AKS may upgrade the cluster and its node images: the stack's window and exclusions.
+            for config in decide.maintenance_configurations(stack.upgrades, window_of(stack)):
+                CloudResource(MAINTENANCE_CONFIGURATION, f"{name}-{config['config_name']}", provider_inputs(
+                    {"resource_group_name": cluster.resource_group, "resource_name_": managed.name, **config}), (), self.child(parent=managed))
             me = invoke("azure-native:authorization:getClientConfig", {}, self)
             subscription_id = me.apply(lambda r: r["subscriptionId"])
             for i, scope in enumerate(scopes):

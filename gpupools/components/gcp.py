@@ -45,7 +45,7 @@ class GkeCluster(Component):
                 router = CloudResource("gcp:compute/router:Router", router_args["name"], router_args, ("name",), self.child())
                 after.append(CloudResource("gcp:compute/routerNat:RouterNat", nat_args["name"], {**nat_args, "router": router.name}, (),
                                            self.child(parent=router)))
-            cluster_args = decide.cluster_args(cluster, project, pool)
+            cluster_args = decide.cluster_args(cluster, project, pool, stack.upgrades)
             if plan_fabrics(stack, plan_pools(stack)):
                 cluster_args = decide.fabric_cluster_args(cluster_args)
             # By type token, as pulumi_gcp.container.Cluster registers it (the labels it marks secret included): the

@@ -13,6 +13,7 @@ from typing import Sequence
 import yaml
 
 from gpupools.health import readiness
+from gpupools.upgrades.policy import driver_upgrade_policy
 from gpupools.stack.config import DEFAULT_DEVICE_PLUGIN_VERSION, DEFAULT_GPU_OPERATOR_VERSION, Sharing, StackConfig
 from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
 from gpupools.core.sharing import (
@@ -245,6 +246,12 @@ def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monit
         # the workload it still requires the GPUs advertised (NVIDIA/gpu-operator cmd/nvidia-validator/main.go,
         # Plugin.validate: validateGPUResource, then the workload only if WITH_WORKLOAD).
         values["validator"] = {"plugin": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}}
+    if owns_driver:
+        # Driver upgrades wait for running Jobs and take one node at a time (upgrades.policy, driver_upgrade_policy); the
+        # version changes only when the stack pins another.
+        values["driver"]["upgradePolicy"] = driver_upgrade_policy([p.pool for p in rdma_driver_pools(stack, plans)])
+        if stack.gpu_software.driver_version:
+            values["driver"]["version"] = stack.gpu_software.driver_version
     rdma = gpudirect_rdma_values(stack, plans, rdma_pools)
     values["driver"].update(rdma.get("driver", {}))
     if "extraObjects" in rdma:

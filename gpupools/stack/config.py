@@ -214,6 +214,69 @@ def _not_beside_a_list(value: Any) -> Any:
     return value
 
 
+# Day two: when and how node upgrades, node image updates and GPU driver upgrades may take a pool's nodes away
+# (docs/upgrades.md). Days and times are UTC, the only zone Karpenter's budget schedules take and the one GKE reports.
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+WEEKDAYS: tuple[str, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+CLOCK = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+DAY = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
+# How long a drain waits for running jobs: minutes or hours, at most 30 days.
+WAIT = r"^[1-9][0-9]{0,2}[mh]$"
+PATTERN_NAMES[CLOCK] = "a UTC time of day such as \"02:00\""
+PATTERN_NAMES[DAY] = "a date such as 2026-12-24"
+PATTERN_NAMES[WAIT] = "a duration in minutes or hours such as 30m or 24h"
+# What a pool runs decides how its upgrades go: `training` drains one node at a time inside the window and waits for
+# running jobs; `inference` surges a new node before draining an old one, at any time the cloud chooses in the window.
+PoolKind = Literal["training", "inference"]
+ExclusionScope = Literal["no-upgrades", "no-minor-upgrades", "no-minor-or-node-upgrades"]
+
+
+def _distinct_days(values: list[str]) -> list[str]:
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise PydanticCustomError("days", "lists {names} more than once", {"names": ", ".join(twice)})
+    return values
+
+
+class MaintenanceWindow(Model):
+    """When the cloud may upgrade nodes: on these days, from `start` (UTC) for `hours`."""
+
+    days: Annotated[list[Weekday], Field(min_length=1, max_length=7), AfterValidator(_distinct_days)] = Field(default_factory=lambda: ["sat"])
+    start: Annotated[str, StringConstraints(pattern=CLOCK)] = "00:00"
+    hours: Annotated[int, Field(ge=1, le=24, strict=True)] = 12
+
+
+class MaintenanceExclusion(Model):
+    """Days on which the cloud starts no upgrade (GKE maintenance exclusion, AKS notAllowedDates), first to last, UTC."""
+
+    name: DnsLabel
+    start: Annotated[str, StringConstraints(pattern=DAY)]
+    end: Annotated[str, StringConstraints(pattern=DAY)]
+    # GKE: what the exclusion holds back (AKS holds back everything on those dates).
+    scope: ExclusionScope = "no-minor-or-node-upgrades"
+
+
+class Upgrades(Model):
+    """The cluster's maintenance window and exclusions (gpupools:upgrades)."""
+
+    window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+    exclusions: Annotated[list[MaintenanceExclusion], Field(max_length=20)] = Field(default_factory=list)
+
+
+class PoolUpgrades(Model):
+    """How a pool's nodes are upgraded: its kind's defaults, and what the stack overrides."""
+
+    kind: PoolKind = "training"
+    # Nodes drained at once, and new nodes started beside the old ones first.
+    max_unavailable: Annotated[int, Field(ge=0, le=100, strict=True)] | None = None
+    max_surge: Annotated[int, Field(ge=0, le=100, strict=True)] | None = None
+    # How long draining a node waits for its running jobs before the cloud gives up (or evicts them; see docs).
+    wait_for_jobs: Annotated[str, StringConstraints(pattern=WAIT)] | None = None
+
+
+PoolUpgradesEntry = Annotated[Union[Annotated[PoolKind, Tag("<word>")], Annotated[PoolUpgrades, Tag("<options>")]], _branch("<word>", "<options>")]
+
+
 class Pool(Model):
     name: DnsLabel
     # EKS: a pool whose nodes may be any of several instance types, of one GPU model (docs/stack-config.md); the pool's
@@ -244,6 +307,8 @@ class Pool(Model):
     # Replace (or reboot) nodes whose GPU or node health checks fail: EKS node-group repair, GKE auto-repair.
     # Unset: on. AKS repairs every node of a cluster and Karpenter every node it made: one switch each, not per pool.
     auto_repair: Annotated[bool, Field(strict=True)] | None = None
+    # Day two: `training` (the default) or `inference`, or a mapping with the kind and what to override (docs/upgrades.md).
+    upgrades: PoolUpgradesEntry | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -347,10 +412,17 @@ class Cluster(Model):
         return self.endpoint_access or ("restricted" if self.authorized_cidrs else "private")
 
 
+# An NVIDIA data-center driver release, as the GPU Operator's driver image tags it (e.g. 580.95.05).
+DRIVER_VERSION = r"^[1-9][0-9]{2}\.[0-9]{1,3}(\.[0-9]{1,3})?$"
+PATTERN_NAMES[DRIVER_VERSION] = "an NVIDIA driver version such as 580.95.05"
+
+
 class GpuSoftware(Model):
     installer: Installer = "auto"
     mig_strategy: Literal["mixed", "single"] = "mixed"
     version: Annotated[str, StringConstraints(pattern=CHART_VERSION)] | None = None
+    # The GPU driver the GPU Operator installs, pinned so it changes only when the stack says so.
+    driver_version: Annotated[str, StringConstraints(pattern=DRIVER_VERSION)] | None = None
 
 
 class Smtp(Model):
@@ -520,6 +592,7 @@ class StackConfig(Model):
     autoscaler: Autoscaler = "auto"
     health: Health = Field(default_factory=Health)
     budget: Budget = Field(default_factory=Budget)
+    upgrades: Upgrades = Field(default_factory=Upgrades)
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
 
     @functools.cached_property

@@ -23,6 +23,7 @@ from gpupools.stack.providers import missing_sdk_problem, provider_problems
 from gpupools.autoscaling.scaleup import scale_up_problems
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.health.repair import repair_problems
+from gpupools.upgrades.policy import upgrade_problems
 from gpupools.clouds.registry import NAMES as CLOUD_NAMES
 
 
@@ -150,6 +151,7 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
                                           departments=stack.departments))
         problems.extend(alerting_problems(stack))
         problems.extend(repair_problems(stack, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)))
+        problems.extend(upgrade_problems(stack, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)))
         if not problems:
             problems.extend(scale_up_problems(stack))
     else:

@@ -30,7 +30,15 @@ RENAMES = {
               ("enableMultiNetworking",): ("networkConfig", "enableMultiNetworking"),
               ("enableShieldedNodes",): ("shieldedNodes", "enabled"),
               # The provider's min_master_version is the API's initialClusterVersion at creation.
-              ("minMasterVersion",): ("initialClusterVersion",)},
+              ("minMasterVersion",): ("initialClusterVersion",),
+              # The provider's recurring window holds its first occurrence's times itself; the API nests them.
+              ("maintenancePolicy", "recurringWindow"): ("maintenancePolicy", "window", "recurringWindow"),
+              ("maintenancePolicy", "recurringWindow", "startTime"): ("maintenancePolicy", "window", "recurringWindow", "window", "startTime"),
+              ("maintenancePolicy", "recurringWindow", "endTime"): ("maintenancePolicy", "window", "recurringWindow", "window", "endTime"),
+              # The provider lists exclusions with their names; the API maps each name (`*` here) to a TimeWindow.
+              ("maintenancePolicy", "maintenanceExclusions"): ("maintenancePolicy", "window", "maintenanceExclusions", "*"),
+              ("maintenancePolicy", "maintenanceExclusions", "exclusionOptions"):
+                  ("maintenancePolicy", "window", "maintenanceExclusions", "*", "maintenanceExclusionOptions")},
     NODE_POOL: {("nodeLocations",): ("locations",),
                 ("nodeConfig", "guestAccelerators"): ("config", "accelerators"),
                 ("nodeConfig", "guestAccelerators", "count"): ("config", "accelerators", "acceleratorCount"),
@@ -39,7 +47,8 @@ RENAMES = {
 }
 # Fields of the provider, not of the API: lifecycle switches, and the request's URL parameters.
 PROVIDER_ONLY = {
-    CLUSTER: {("deletionProtection",), ("removeDefaultNodePool",), ("project",), ("networkingMode",)},
+    CLUSTER: {("deletionProtection",), ("removeDefaultNodePool",), ("project",), ("networkingMode",),
+              ("maintenancePolicy", "maintenanceExclusions", "exclusionName")},
     NODE_POOL: {("project",), ("cluster",), ("location",)},
 }
 
@@ -76,6 +85,8 @@ def api_problems(doc: dict, kind: str, inputs: dict) -> list[str]:
                 node = _schema(doc, node["items"])
             if "properties" in node and part in node["properties"]:
                 node = _schema(doc, node["properties"][part])
+            elif part == "*" and isinstance(node.get("additionalProperties"), dict):
+                node = _schema(doc, node["additionalProperties"])  # a map's values, whatever their keys
             elif isinstance(node.get("additionalProperties"), dict):
                 return  # a map (labels, metadata): its keys are data
             else:

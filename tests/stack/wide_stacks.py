@@ -70,9 +70,12 @@ WIDE = {
                              "defenderWorkspaceId": "/subscriptions/0b1f6471-1bf0-4dda-aec3-111122223333/resourceGroups/rg-ml/providers/"
                                                     "Microsoft.OperationalInsights/workspaces/law-gpu"},
         "gpupools:sharing": {"mode": "vgpu", "replicas": 4, "memoryScaling": 1, "memoryPerPod": "4Gi"},
-        "gpupools:gpuSoftware": {"installer": "gpu-operator", "migStrategy": "single"},
+        "gpupools:gpuSoftware": {"installer": "gpu-operator", "migStrategy": "single", "driverVersion": "580.95.05"},
+        "gpupools:upgrades": {"window": {"days": ["sun"], "start": "01:00", "hours": 8},
+                              "exclusions": [{"name": "year-end", "start": "2026-12-20", "end": "2027-01-03", "scope": "no-upgrades"}]},
         "gpupools:pools": [
             {"name": "notebooks", "instanceType": "Standard_NC8as_T4_v3", "minNodes": 1, "maxNodes": 3, "zones": ["1"],
+             "upgrades": {"kind": "inference", "maxUnavailable": 1, "maxSurge": 1, "waitForJobs": "45m"},
              "capacity": [{"reservation": {"id": "/subscriptions/0b1f6471-1bf0-4dda-aec3-111122223333/resourceGroups/rg-ml/providers/"
                                                  "Microsoft.Compute/capacityReservationGroups/crg-gpu", "zones": ["1"], "nodes": 1}}, "on-demand"]},
             {"name": "finetune", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2, "spot": True,
@@ -95,7 +98,8 @@ WIDE = {
                              "binaryAuthorization": True, "nodeServiceAccount": "gke-nodes@ml-platform-dev.iam.gserviceaccount.com"},
         "gpupools:gpuSoftware": {"installer": "cloud"},
         "gpupools:pools": [
-            {"name": "dev", "instanceType": "n1-standard-8", "gpu": "nvidia-tesla-t4", "gpuCount": 2, "maxNodes": 2, "spot": True},
+            {"name": "dev", "instanceType": "n1-standard-8", "gpu": "nvidia-tesla-t4", "gpuCount": 2, "maxNodes": 2, "spot": True,
+             "upgrades": "inference"},
             {"name": "flex", "instanceType": "a3-highgpu-8g", "maxNodes": 1, "capacity": [{"flexStart": {"maxRunDuration": "24h"}}]},
             {"name": "queued", "instanceType": "a3-highgpu-8g", "maxNodes": 1, "capacity": [{"queued": {"maxRunDuration": "24h"}}]},
             {"name": "pretrain", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-a"], "topologyLevel": "block"},
