@@ -116,7 +116,7 @@ def read_previous_plan(path: Path, stack: str) -> dict:
 @app.command()
 def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt,
          against: Optional[Path] = typer.Option(None, "--against", dir_okay=False,
-                                                help="A previous `plan --json`: mark each pool change that replaces the pool")) -> None:
+                                                help="A previous `plan --json`: mark each pool change that replaces the pool or drains its nodes")) -> None:
     """Show what `pulumi up` would create, offline, by running the program under Pulumi's mock engine."""
     raw, typed, name = load(stack, config)
     previous = read_previous_plan(against, name) if against is not None else None
@@ -130,7 +130,8 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
         # The verdicts the program exported, each with its whole chain of steps (the stack output leaves that out).
         doc = {**result.as_json(), "landing": [v.as_json() for v in landing_check(typed)]}
         if changes is not None:
-            doc["changes"] = [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields)} for c in changes]
+            doc["changes"] = [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields),
+                               **({"drains": list(c.rolls), "pace": c.pace} if c.rolls else {})} for c in changes]
         typer.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
     from gpupools.cli.planreport import print_plan
@@ -200,7 +201,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                                                        "bandwidth the cloud published for the instance type")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
-    from gpupools.landing.jobs import job_manifest, multinode_job, team_job, workload_problems
+    from gpupools.landing.jobs import disruption_budget, job_manifest, multinode_job, team_job, workload_problems
 
     if units < 1:
         fail(Problem("--units", f"{units} is not a number of GPU units to request; ask for 1 or more"))
@@ -253,6 +254,9 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                      image if image != WORKLOAD_IMAGE else None, team, priority)
         except ConfigError as exc:
             fail(exc.problems)
+        # A training pool's job is kept from upgrade drains by a PodDisruptionBudget, printed before it.
+        budget = disruption_budget(plan_pool(typed, typed.pool(pool)), docs[-1])
+        docs = docs[:-1] + ([budget] if budget else []) + docs[-1:]
         typer.echo(explained(docs[-1]) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
         return
     if fraction is not None and team is None:

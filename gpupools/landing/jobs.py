@@ -19,6 +19,7 @@ from gpupools.queues.kueue import PRIORITY_LABEL, QUEUE_LABEL, allowed_prioritie
 from gpupools.queues.teams import TeamPlan, plan_teams
 from gpupools.stack.config import GPU_MEMORY, StackConfig
 from gpupools.stack.errors import ConfigError, Problem
+from gpupools.upgrades.policy import pool_upgrade
 
 
 def workload_problems(plan: PoolPlan, units: int, gpu_memory: str | None, gpu_cores: int | None) -> list[Problem]:
@@ -302,3 +303,24 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     if namespace:
         service["metadata"]["namespace"] = namespace
     return [service, job]
+
+
+def disruption_budget(plan: PoolPlan, job: dict) -> dict | None:
+    """On a training pool, a PodDisruptionBudget that forbids evicting the job's pods (maxUnavailable 0): the drains of
+    EKS node group updates, AKS and GKE node upgrades honour it (EKS for 15 minutes, then the update fails; AKS until its
+    drain timeout, then the node stays cordoned; GKE for up to an hour), so an upgrade waits for the job instead of
+    restarting it (docs/upgrades.md). None on inference pools, whose pods are meant to move."""
+    if not pool_upgrade(plan.pool).training:
+        return None
+    name = job["metadata"]["name"]
+    key = JOBSET_NAME_LABEL if job["kind"] == "JobSet" else JOB_NAME_LABEL
+    metadata: dict = {"name": name, "labels": {POOL_LABEL: plan.name}}
+    if job["metadata"].get("namespace"):
+        metadata["namespace"] = job["metadata"]["namespace"]
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": metadata,
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {key: name}}}}
+
+
+# The labels Kubernetes' Job controller and the JobSet controller put on their pods.
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"

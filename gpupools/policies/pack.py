@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Policy
 
-from gpupools.policies import budget, capacity, clusters, fabric, gpu_pools, helm, identity, lifecycle, monitoring, quotas, security, versions, workloads
+from gpupools.policies import (budget, capacity, clusters, fabric, gpu_pools, helm, identity, lifecycle, monitoring, quotas, security, upgrades,
+                               versions, workloads)
 
 PACK_NAME = "gpupools"
 PACK_DESCRIPTION = "Guardrails for shared GPU node pools on EKS, AKS and GKE: taints, sharing, budget, monitoring, security, cluster hardening, quotas, versions."
@@ -28,6 +29,7 @@ POLICIES: list[Policy] = [
     *fabric.POLICIES,
     *capacity.POLICIES,
     *lifecycle.POLICIES,
+    *upgrades.POLICIES,
 ]
 
 

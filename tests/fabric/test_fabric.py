@@ -459,8 +459,13 @@ def test_workload_nodes_prints_service_and_job(stack_file):
     path = stack_file(aws_config(pools=[fabric_pool()]))
     result = CliRunner().invoke(app, ["workload", "--config", str(path), "--pool", "train", "--nodes", "2"])
     assert result.exit_code == 0, result.output
-    kinds = [d["kind"] for d in yaml.safe_load_all(result.output)]
-    assert kinds == ["Service", "Job"]
+    docs = list(yaml.safe_load_all(result.output))
+    assert [d["kind"] for d in docs] == ["Service", "PodDisruptionBudget", "Job"]
+    # A training pool's job: upgrade drains may not evict its pods (docs/upgrades.md).
+    assert docs[1]["spec"] == {"maxUnavailable": 0, "selector": {"matchLabels": {"batch.kubernetes.io/job-name": docs[2]["metadata"]["name"]}}}
+    inference = stack_file(aws_config(pools=[{**fabric_pool(), "upgrades": "inference"}]), name="inference")
+    result = CliRunner().invoke(app, ["workload", "--config", str(inference), "--pool", "train", "--nodes", "2"])
+    assert [d["kind"] for d in yaml.safe_load_all(result.output)] == ["Service", "Job"]
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -413,8 +413,8 @@ def test_workload_nodes_prints_the_gke_job(stack_file):
     path = stack_file(stack_config("gcp", pools=[FABRIC_POOLS[1]]))
     result = CliRunner().invoke(app, ["workload", "--config", str(path), "--pool", "mega", "--nodes", "2"])
     assert result.exit_code == 0, result.output
-    service, job = yaml.safe_load_all(result.output)
-    assert (service["kind"], job["kind"]) == ("Service", "Job")
+    service, budget, job = yaml.safe_load_all(result.output)
+    assert (service["kind"], budget["kind"], job["kind"]) == ("Service", "PodDisruptionBudget", "Job")
     assert job["spec"]["template"]["spec"]["initContainers"][0]["name"] == "tcpxo-daemon"
 
 

@@ -142,8 +142,10 @@ def test_cli_prints_one_jobset_and_refuses_it_without_nodes(stack_file):
     out = CliRunner().invoke(app, ["workload", "--config", str(path), "--pool", "train", "--nodes", "2", "--jobset", "--team", "ml", "--explain"])
     assert out.exit_code == 0, out.output
     assert out.output.startswith("# landing: lands on flavor train")
-    (doc,) = list(yaml.safe_load_all(out.output))
+    budget, doc = list(yaml.safe_load_all(out.output))
     assert doc["kind"] == "JobSet"
+    assert budget["kind"] == "PodDisruptionBudget" and budget["metadata"]["namespace"] == doc["metadata"]["namespace"]
+    assert budget["spec"]["selector"] == {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": doc["metadata"]["name"]}}
     valid(doc)
     bad = CliRunner().invoke(app, ["workload", "--config", str(path), "--pool", "train", "--jobset"])
     assert bad.exit_code == 2 and bad.output.startswith("error: --jobset: ") and bad.output.count("\n") == 1

@@ -456,3 +456,66 @@ def test_the_plan_says_what_the_next_upgrade_does(cloud, pools, expected, tmp_pa
     text = " ".join(result.output.split())
     for part in expected:
         assert part in text, part
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# plan --against: which pools the change drains, and how many nodes at once
+
+
+def _against(tmp_path, config: dict, edit) -> tuple[str, dict]:
+    """Plan `config` as JSON, let `edit` age the previous plan's resources, and plan again against it (text and JSON)."""
+    import json
+
+    from conftest import write_stack
+    from gpupools.cli.main import app
+
+    path = write_stack(tmp_path, config)
+    first = CliRunner().invoke(app, ["plan", "--config", str(path), "--json"])
+    assert first.exit_code == 0, first.output
+    previous = json.loads(first.output)
+    for resource in previous["resources"]:
+        edit(resource)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(previous))
+    text = CliRunner().invoke(app, ["plan", "--config", str(path), "--against", str(old)], terminal_width=400)
+    again = CliRunner().invoke(app, ["plan", "--config", str(path), "--json", "--against", str(old)])
+    assert text.exit_code == 0 and again.exit_code == 0, text.output + again.output
+    return " ".join(text.output.split()), json.loads(again.output)
+
+
+def test_against_says_a_version_change_drains_a_node_group_one_node_at_a_time(tmp_path):
+    def older(resource):
+        if resource["type"] == EKS_GROUP and resource["name"] == "t":
+            resource["inputs"]["version"] = "1.35"
+    config = stack_config("aws", autoscaler="cluster-autoscaler", cluster={"name": "ml-test", "kubernetesVersion": "1.36"},
+                          pools=[{"name": "t", "instanceType": "g5.2xlarge", "maxNodes": 2}, {"name": "i", "instanceType": "g5.2xlarge", "maxNodes": 2}])
+    text, doc = _against(tmp_path, config, older)
+    assert (f"updates {EKS_GROUP} t in place and DRAINS its nodes (version changed): 1 node at a time, drained before new ones launch") in text
+    (change,) = [c for c in doc["changes"] if c["name"] == "t"]
+    assert change["drains"] == ["version"] and change["action"] == "update"
+    assert all("drains" not in c for c in doc["changes"] if c["name"] == "i")
+
+
+def test_against_says_karpenter_drifts_training_nodes_only_in_the_window(tmp_path):
+    def older(resource):
+        if resource["type"] == NODE_POOL:
+            resource["inputs"]["spec"]["template"]["spec"]["expireAfter"] = "720h"
+    config = stack_config("aws", pools=[{"name": "t", "instanceType": "g5.2xlarge", "maxNodes": 2},
+                                        {"name": "i", "instanceType": "g5.2xlarge", "maxNodes": 2, "upgrades": "inference"}])
+    text, _ = _against(tmp_path, config, older)
+    assert f"updates {NODE_POOL} nodepool-gpupools-t in place and DRAINS its nodes (spec.template changed): Karpenter drift, 1 node at a time, " \
+           f"only inside the maintenance window" in text
+    assert f"nodepool-gpupools-i in place and DRAINS its nodes (spec.template changed): Karpenter drift, 1 node at a time, at any time" in text
+
+
+def test_against_says_a_gke_upgrade_goes_blue_green_and_a_label_change_drains_nothing(tmp_path):
+    def older(resource):
+        if resource["type"] == GKE_POOL and resource["name"] == "train":
+            resource["inputs"]["version"] = "1.34"
+        if resource["type"] == GKE_POOL and resource["name"] == "res":
+            resource["inputs"]["nodeConfig"]["labels"]["extra"] = "x"
+    text, doc = _against(tmp_path, gke([{"name": "train", **A3}, {"name": "res", **A3, "capacity": [GKE_RES]}],
+                                       cluster={"name": "ml-test", "location": "us-central1", "kubernetesVersion": "1.35"}), older)
+    assert "DRAINS its nodes (version changed): blue-green: old nodes cordoned, each drained once empty or after 86400s" in text
+    (res,) = [c for c in doc["changes"] if c["name"] == "res"]
+    assert res["action"] == "update" and "drains" not in res
