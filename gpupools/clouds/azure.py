@@ -650,9 +650,5 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
     timeout = max(low, min(high, policy.wait_minutes))
     blocked = ("a node whose Job's PodDisruptionBudget blocks its drain is left cordoned (Quarantined) and the upgrade goes on"
                if policy.training else "the upgrade fails and stops there (a later upgrade resumes it)")
-    lines = [f"{policy.kind}: {when}",
-             f"{policy.surge_text}; draining waits up to {wait_text(timeout)} (drain timeout), then {blocked}"]
-    if policy.spare_reserved is not None:
-        lines.append(f"reserved: never surges past the capacity reservation group ({policy.spare_reserved} spare reserved node"
-                     f"{'s' if policy.spare_reserved != 1 else ''})")
-    return lines
+    # A capacity reservation group pool always has on-demand behind it (capacity_problems), where a surge node can start.
+    return [f"{policy.kind}: {when}", f"{policy.surge_text}; draining waits up to {wait_text(timeout)} (drain timeout), then {blocked}"]

@@ -335,6 +335,9 @@ spec:
     maxUnavailable: {{ .Values.driver.upgradePolicy.maxUnavailable | default "25%" }}
     waitForCompletion:
       timeoutSeconds: {{ .Values.driver.upgradePolicy.waitForCompletion.timeoutSeconds }}
+      {{- if .Values.driver.upgradePolicy.waitForCompletion.podSelector }}
+      podSelector: {{ .Values.driver.upgradePolicy.waitForCompletion.podSelector }}
+      {{- end }}
     podDeletion:
       force: {{ .Values.driver.upgradePolicy.gpuPodDeletion.force | default false }}
       timeoutSeconds: {{ .Values.driver.upgradePolicy.gpuPodDeletion.timeoutSeconds }}
@@ -342,6 +345,9 @@ spec:
     drain:
       enable: {{ .Values.driver.upgradePolicy.drain.enable | default false }}
       force: {{ .Values.driver.upgradePolicy.drain.force | default false }}
+      {{- if .Values.driver.upgradePolicy.drain.podSelector }}
+      podSelector: {{ .Values.driver.upgradePolicy.drain.podSelector }}
+      {{- end }}
       timeoutSeconds: {{ .Values.driver.upgradePolicy.drain.timeoutSeconds }}
       deleteEmptyDir: {{ .Values.driver.upgradePolicy.drain.deleteEmptyDir | default false }}
   {{- end }}

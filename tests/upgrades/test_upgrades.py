@@ -445,12 +445,18 @@ def test_the_driver_version_is_refused_where_the_operator_installs_no_driver():
     ("gcp", [{"name": "p", **A3}], ["autoscaled blue-green (GKE Preview)", "after 24 h (waitForDrainDuration)"]),
     ("azure", [{**AKS_POOL_CFG, "upgrades": "inference"}], ["inference: cluster patch upgrades and weekly node images",
                                                             "surges 1 new node before draining one old; draining waits up to 30 min"]),
+    ("azure", [AKS_POOL_CFG], ["training: upgrades in the existing cluster's own maintenance schedule (not changed by gpupools)",
+                               "drains 1 node at a time, no surge; draining waits up to 24 h (drain timeout), then a node whose Job's "
+                               "PodDisruptionBudget blocks its drain is left cordoned"]),
+    ("gcp", [{"name": "p", **A3}], ["GKE auto-upgrades nodes in the existing cluster's own maintenance window"]),
 ])
 def test_the_plan_says_what_the_next_upgrade_does(cloud, pools, expected, tmp_path):
     from conftest import write_stack
     from gpupools.cli.main import app
 
     config = stack_config(cloud, pools=pools) if pools else stack_config(cloud)
+    if "existing" in expected[0]:
+        config["gpupools:cluster"] = {**config["gpupools:cluster"], "create": False}
     result = CliRunner().invoke(app, ["plan", "--config", str(write_stack(tmp_path, config))], terminal_width=400)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
