@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpupools.cli.replacement import REPLACING
+from gpupools.cli.replacement import REPLACING, ROLLING
 from gpupools.stack.config import MAX_POOLS, MAX_TEAMS
 from gpupools.stack.errors import kind
 from gpupools.stack.reading import MAX_DEPTH, ReadError, load_json
@@ -169,7 +169,7 @@ def _resource(skim: _Skim, start: int, end: int, depth: int) -> Any:
             out[key] = skim.small(*fields[key])
     if "inputs" in fields:
         a, b = fields["inputs"]
-        if out.get("type") in REPLACING:
+        if out.get("type") in REPLACING or out.get("type") in ROLLING:
             out["inputs"] = load_json(skim.text(a, b))  # a pool's inputs, compared field by field
         else:
             out["inputs"] = {} if skim.buf[a:a + 1] == b"{" else skim.small(a, b)

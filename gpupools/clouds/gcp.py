@@ -1072,6 +1072,8 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
         lines.append(f"autoscaled blue-green (GKE Preview): the old nodes are cordoned and new Jobs start on new nodes; an old node is drained "
                      f"once empty or after {wait_text(wait)} (waitForDrainDuration)")
     else:
+        # GKE's node-pool-upgrade-strategies page: a surge upgrade respects PodDisruptionBudgets for up to 60 minutes per
+        # node, then drains it anyway; a long run is held back by an exclusion, not by its budget.
         lines.append(f"surge strategy: {policy.surge_text}; GKE respects PodDisruptionBudgets for up to an hour while draining a node, then evicts")
     if policy.spare_reserved is not None:
         lines.append(f"reserved: never surges past the reservation ({policy.spare_reserved} spare reserved node"

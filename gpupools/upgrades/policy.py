@@ -214,7 +214,8 @@ def upgrade_problems(stack: StackConfig, autoscaler: str) -> list[Problem]:
             problems.append(Problem(f"{path}.maxSurge", f"{chosen.max_surge}, but the pool's reservations hold {capacity.reserved_nodes(pool)} nodes "
                                                         f"for maxNodes {pool.max_nodes}: a surge node has no capacity to start in and the upgrade "
                                                         f"stalls; at most {policy.spare_reserved} (drain instead: maxSurge: 0)"))
-        problems += cloud.pool_upgrade_problems(pool, policy, path, autoscaler)
+        if hasattr(cloud, "pool_upgrade_problems"):  # a cloud that sets no upgrade settings has no limits to check
+            problems += cloud.pool_upgrade_problems(pool, policy, path, autoscaler)
     upgrades = stack.upgrades
     for j, ex in enumerate(upgrades.exclusions):
         where = f"upgrades.exclusions[{j}]"
@@ -236,7 +237,7 @@ def upgrade_problems(stack: StackConfig, autoscaler: str) -> list[Problem]:
                else "the GPU Operator does not install it here (gpuSoftware.installer)")
         problems.append(Problem("gpuSoftware.driverVersion", f"{stack.gpu_software.driver_version}: pins the driver the GPU Operator installs, but "
                                                              f"on {cloud.SERVICE} {who}"))
-    if not problems:
+    if not problems and hasattr(cloud, "maintenance_problems"):
         problems += cloud.maintenance_problems(stack.cluster, upgrades, window_of(stack), autoscaler)
     return problems
 
@@ -247,8 +248,12 @@ def operator_installs_driver(stack: StackConfig) -> bool:
 
 
 def upgrade_lines(stack: StackConfig, pool: Pool, autoscaler: str) -> list[str]:
-    """What the next upgrade does to the pool, in the cloud's words, for the plan."""
-    return stack.target.upgrade_lines(pool, pool_upgrade(pool), window_of(stack), stack.cluster, autoscaler)
+    """What the next upgrade does to the pool, in the cloud's words, for the plan. A cloud whose module sets no upgrade
+    settings (it answers none of the day-two questions of gpupools/core/cloud.py) is said to, not guessed at."""
+    cloud = stack.target
+    if not hasattr(cloud, "upgrade_lines"):
+        return [f"{cloud.SERVICE}'s own defaults: gpupools sets no upgrade window or strategy for this cloud"]
+    return cloud.upgrade_lines(pool, pool_upgrade(pool), window_of(stack), stack.cluster, autoscaler)
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -525,3 +525,19 @@ def test_against_says_a_gke_upgrade_goes_blue_green_and_a_label_change_drains_no
     assert "DRAINS its nodes (version changed): blue-green: old nodes cordoned, each drained once empty or after 86400s" in text
     (res,) = [c for c in doc["changes"] if c["name"] == "res"]
     assert res["action"] == "update" and "drains" not in res
+
+
+def test_a_cloud_that_sets_no_upgrade_settings_is_said_to(monkeypatch):
+    """A cloud module without the day-two answers: nothing is checked, and the plan says the cloud's defaults apply."""
+    import types
+
+    from gpupools.upgrades.policy import upgrade_lines, upgrade_problems
+
+    from gpupools.stack.config import Upgrades
+
+    # A window GKE would refuse (24 hours in 32 days): nobody judges it for a cloud that sets none.
+    stack = validate_stack(stack_config("gcp")).model_copy(update={"upgrades": Upgrades(window=MaintenanceWindow(hours=6))})
+    bare = types.SimpleNamespace(SERVICE="XKS", IMAGE_BRINGS_DRIVER=False)
+    monkeypatch.setitem(stack.__dict__, "target", bare)
+    assert upgrade_problems(stack, "cloud") == []
+    assert upgrade_lines(stack, stack.pools[0], "cloud") == ["XKS's own defaults: gpupools sets no upgrade window or strategy for this cloud"]
