@@ -202,7 +202,7 @@ def driver_plan(stack: StackConfig, plan: PoolPlan) -> DriverPlan:
         chart = stack.gpu_software.version or GPU_OPERATOR.default_version
         pinned = chart == GPU_OPERATOR.default_version
         by = f"the GPU Operator (chart {chart}, driver.kernelModuleType auto)"
-        version = GPU_OPERATOR_DRIVER if pinned else None
+        version = stack.gpu_software.driver_version or (GPU_OPERATOR_DRIVER if pinned else None)
     return DriverPlan(by, version, gpu.min_driver, gpu.open_kernel_modules_only)
 
 

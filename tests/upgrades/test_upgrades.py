@@ -505,7 +505,7 @@ def test_against_says_a_version_change_drains_a_node_group_one_node_at_a_time(tm
 def test_against_says_karpenter_drifts_training_nodes_only_in_the_window(tmp_path):
     def older(resource):
         if resource["type"] == NODE_POOL:
-            resource["inputs"]["spec"]["template"]["spec"]["expireAfter"] = "720h"
+            resource["inputs"]["spec"]["template"]["spec"]["expireAfter"] = "168h"
     config = stack_config("aws", pools=[{"name": "t", "instanceType": "g5.2xlarge", "maxNodes": 2},
                                         {"name": "i", "instanceType": "g5.2xlarge", "maxNodes": 2, "upgrades": "inference"}])
     text, _ = _against(tmp_path, config, older)
