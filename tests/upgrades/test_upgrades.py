@@ -541,3 +541,13 @@ def test_a_cloud_that_sets_no_upgrade_settings_is_said_to(monkeypatch):
     monkeypatch.setitem(stack.__dict__, "target", bare)
     assert upgrade_problems(stack, "cloud") == []
     assert upgrade_lines(stack, stack.pools[0], "cloud") == ["XKS's own defaults: gpupools sets no upgrade window or strategy for this cloud"]
+
+
+def test_the_plans_driver_row_names_the_pinned_version():
+    from gpupools.pools.planning import plan_pools
+    from gpupools.pools.software import GPU_OPERATOR_DRIVER, driver_plan
+
+    pinned = validate_stack(stack_config("azure", pools=[AKS_POOL_CFG], gpuSoftware={"driverVersion": "580.95.05"}))
+    assert driver_plan(pinned, plan_pools(pinned)[0]).version == "580.95.05"
+    chart = validate_stack(stack_config("azure", pools=[AKS_POOL_CFG]))
+    assert driver_plan(chart, plan_pools(chart)[0]).version == GPU_OPERATOR_DRIVER
