@@ -123,6 +123,8 @@ class Pool(TypedDict):
     """Fabric pools: the Kueue topology level a multi-node job must fit in."""
     auto_repair: NotRequired[bool]
     """false turns GPU node repair off for the pool (default on)."""
+    upgrades: NotRequired[Any]
+    """What the pool runs, which decides how its nodes are upgraded: training (default) or inference, or an object with kind, maxUnavailable, maxSurge and waitForJobs."""
 
 
 class GpuSoftware(TypedDict):
@@ -134,6 +136,8 @@ class GpuSoftware(TypedDict):
     """MIG resource naming through the GPU Operator: mixed (default) or single."""
     version: NotRequired[str]
     """The chart version pin (default v26.7.0 for the operator, 0.20.0 for the device plugin)."""
+    driver_version: NotRequired[str]
+    """The GPU driver the GPU Operator installs, e.g. 580.95.05 (AKS; GKE with installer gpu-operator)."""
 
 
 class Idle(TypedDict):
@@ -251,6 +255,39 @@ class Budget(TypedDict):
     """The most the GPU pools may cost a month at maxNodes (on-demand list price, 730 hours), 0 or more."""
 
 
+class MaintenanceWindow(TypedDict):
+    """When the cloud may upgrade nodes, in UTC."""
+
+    days: NotRequired[list[str]]
+    """The days the window opens: mon ... sun, each once (default [sat])."""
+    start: NotRequired[str]
+    """When it opens, "HH:MM" UTC (default "00:00")."""
+    hours: NotRequired[int]
+    """How long it stays open, 1-24 (default 12)."""
+
+
+class MaintenanceExclusion(TypedDict):
+    """Days on which the cloud starts no upgrade (GKE maintenance exclusion, AKS notAllowedDates)."""
+
+    name: str
+    """The exclusion's name: a DNS label, unique."""
+    start: str
+    """First day without upgrades, YYYY-MM-DD (UTC)."""
+    end: str
+    """Last day without upgrades, YYYY-MM-DD, not before start."""
+    scope: NotRequired[str]
+    """GKE: no-upgrades, no-minor-upgrades or no-minor-or-node-upgrades (default)."""
+
+
+class Upgrades(TypedDict):
+    """The cluster's maintenance window and exclusions."""
+
+    window: NotRequired[MaintenanceWindow]
+    """When upgrades may run (default Saturday 00:00 UTC for 12 hours)."""
+    exclusions: NotRequired[list[MaintenanceExclusion]]
+    """Dates on which no upgrade starts, at most 20 (GKE and AKS)."""
+
+
 class GpuPlatformArgs(TypedDict):
     """A whole gpupools stack: the keys of a stack file's gpupools: namespace."""
 
@@ -278,3 +315,5 @@ class GpuPlatformArgs(TypedDict):
     """GPU node lifecycle."""
     budget: NotRequired[Budget]
     """The stack's own ceiling on GPUs and monthly cost (default none)."""
+    upgrades: NotRequired[Upgrades]
+    """When upgrades, node images and GPU driver upgrades may run (docs/upgrades.md)."""
