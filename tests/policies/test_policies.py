@@ -142,7 +142,9 @@ def launch_template(**changes) -> dict:
 def helm_release(**changes) -> dict:
     props = {"chart": "gpu-operator", "name": "gpu-operator", "namespace": "gpu-operator", "version": "v26.7.0",
              "repositoryOpts": {"repo": "https://helm.ngc.nvidia.com/nvidia"},
-             "values": {"dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}}, "mig": {"strategy": "mixed"}}}
+             # As on EKS, whose node image brings the driver (driver upgrades: test_policies_upgrades.py).
+             "values": {"driver": {"enabled": False}, "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": True}},
+                        "mig": {"strategy": "mixed"}}}
     props.update(changes)
     return props
 
@@ -268,7 +270,7 @@ def test_pack_serves_as_a_pulumi_analyzer():
             assert response.diagnostics[0].enforcementLevel == analyzer_pb2.MANDATORY
             assert not analyze(EKS, eks_node_group(taints=UNKNOWN_STRING_VALUE)).diagnostics
             secret = {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "value": "decrypted-by-the-sdk"}
-            response = analyze(RELEASE, helm_release(values={"grafana": {"adminPassword": secret}}))
+            response = analyze(RELEASE, helm_release(values={"driver": {"enabled": False}, "grafana": {"adminPassword": secret}}))
             assert not response.diagnostics
             assert "no-plaintext-secrets" in [n.policy_name for n in response.not_applicable]
     finally:
