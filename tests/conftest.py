@@ -48,6 +48,13 @@ BASE = {
         "gpupools:cluster": {"name": "ml-test", "location": "us-central1"},
         "gpupools:pools": [{"name": "infer", "instanceType": "g2-standard-8", "maxNodes": 3}],
     },
+    "gcore": {
+        "gcore:projectId": "1234567",
+        "gcore:regionId": "76",
+        "gpupools:cloud": "gcore",
+        "gpupools:cluster": {"name": "ml-test", "keypair": "ml-admins"},
+        "gpupools:pools": [{"name": "infer", "instanceType": "g3-ai-32-192-1500-l40s-48-1", "minNodes": 1, "maxNodes": 3}],
+    },
 }
 
 

@@ -46,7 +46,6 @@ def version_warnings(stack: StackConfig, today: date) -> list[str]:
     return [f"Kubernetes {minor} left {module.SERVICE} standard support on {release.end_of_standard}"
             + (f"; extended support (billed extra) ends {release.end_of_extended}" if release.end_of_extended else "")]
 
-POOL_TYPES = {"aws": "gpupools:index:EksGpuNodePool", "azure": "gpupools:index:AksGpuNodePool", "gcp": "gpupools:index:GkeGpuNodePool"}
 
 
 def cluster_control_lines(stack: StackConfig) -> list[str]:
@@ -135,7 +134,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    created = result.children(POOL_TYPES[stack.cloud], pool.name)
+    created = result.children(stack.target.POOL_COMPONENT, pool.name)
     table.add_row("creates", ", ".join(f"{r.type} {r.name}" for r in created) or "-")
     if changes is not None:
         mine = {(r.type, r.name) for r in created}
@@ -183,8 +182,12 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
     assumed = f"; {hw.instance_type}, the most expensive type of the pool" if pool.instance_types else ""
     table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}" + (f" ({hw.instance_type} nodes)" if assumed else ""))
-    table.add_row("price", f"{money(plan.price_per_unit)} per {unit}, {money(hw.price_per_gpu)} per whole GPU "
-                  f"(list price {hw.price_read}{assumed})")
+    if plan.price_per_unit is None:
+        table.add_row("price", f"no list price: {stack.target.SERVICE} prices {hw.instance_type} per region and account "
+                               f"(the catalog's snapshot has none); left out of the cost below")
+    else:
+        table.add_row("price", f"{money(plan.price_per_unit)} per {unit}, {money(hw.price_per_gpu)} per whole GPU "
+                      f"(list price {hw.price_read}{assumed})")
     return table
 
 
@@ -207,7 +210,7 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         console.print(driver_upgrade_line(stack.pools), markup=False)
     for warning in version_warnings(stack, date.today()):
         console.print(f"[yellow]warning[/yellow]: {warning}")
-    for note in provider_notes(stack.cloud, stack.providers):
+    for note in provider_notes(stack.cloud, stack.providers) + module.plan_notes(stack.pools):
         console.print(f"note: {note}", markup=False)
     for line in cluster_control_lines(stack):
         console.print(line, markup=False)
@@ -234,12 +237,15 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         console.print(f"helm release {r.inputs.get('name')}: chart {r.inputs.get('chart')} {r.inputs.get('version')}{source} "
                       f"in namespace {r.inputs.get('namespace')}")
     # Reserved nodes are billed whether they run or not: they count at minNodes, and beyond maxNodes too.
-    low = sum(p.hourly_cost(max(p.pool.min_nodes, reserved_nodes(p.pool))) for p in plans)
-    high = sum(p.hourly_cost(max(p.pool.max_nodes, reserved_nodes(p.pool))) for p in plans)
+    priced = [p for p in plans if p.price_per_unit is not None]
+    low = sum(p.hourly_cost(max(p.pool.min_nodes, reserved_nodes(p.pool))) or 0 for p in priced)
+    high = sum(p.hourly_cost(max(p.pool.max_nodes, reserved_nodes(p.pool))) or 0 for p in priced)
+    unpriced = [p.name for p in plans if p.price_per_unit is None]
     gpus = sum(p.max_gpus for p in plans)
     reserved = any(reserved_nodes(p.pool) for p in plans)
-    console.print(f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
-                  f"on-demand list prices; spot pools usually cost less"
+    console.print((f"GPU nodes of {', '.join(unpriced)} have no list price in the catalog; " if unpriced else "")
+                  + (f"GPU nodes cost {money(low)} at minNodes ... {money(high)} at maxNodes ({gpus} GPUs at most), "
+                     f"on-demand list prices; spot pools usually cost less" if priced else f"{gpus} GPUs at most")
                   + ("; reserved nodes count whether used or not, at list price (a reservation bought cheaper costs less)" if reserved else "")
                   + ("; pools over several instance types at their most expensive type." if any(p.pool.instance_types for p in plans) else "."))
     if stack.teams:
@@ -271,6 +277,9 @@ def landing_lines(verdicts: list[dict]) -> list[str]:
         for r in rows:
             if not r["lands"]:
                 lines.append(f"    {r['pool']} {r['shape']} stops at {r['step']}: {r['reason']}")
+    # Pools that never sit at zero: whether a GPU request beyond the nodes they keep grows them (the unit Job's answer).
+    floors = {v["pool"]: v["node"] for v in verdicts if v.get("shape") == "unit" and str(v.get("node", "")).startswith("the pool keeps")}
+    lines += [f"  {pool}: {detail}" for pool, detail in floors.items()]
     return lines
 
 
@@ -308,7 +317,8 @@ def catalog_rows(cloud: str | None) -> list[dict]:
             if it.gpu is None:
                 continue
             rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
-                         "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price, "pricePerGpuHour": round(it.price / it.gpus, 4),
+                         "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price,
+                         "pricePerGpuHour": round(it.price / it.gpus, 4) if it.price is not None else None,
                          "priceRead": it.price_read, "accelerator": it.accelerator, **catalog_fabric_row(catalog, name_cloud, it.name),
                          "source": it.source, "sourceCite": catalog.row_sources[it.source].cite if it.source else None})
         # Accelerators attached to general-purpose machines (GCP's N1): one row per accelerator, over those machines.
@@ -336,9 +346,10 @@ def print_catalog(rows: list[dict], console: Console | None = None, cloud: str |
         table.add_column(col, justify="right" if col in ("GPUs", "GB/GPU", "USD/h", "USD/GPU-h") else "left")
     for r in rows:
         mig = ", ".join(r["mig"]) if r["mig"] else "-"
-        price = f"{r['pricePerHour']:.3f}" if r["pricePerHour"] is not None else "machine + GPUs"
+        unpriced = r["pricePerGpuHour"] is None
+        price = f"{r['pricePerHour']:.3f}" if r["pricePerHour"] is not None else "-" if unpriced else "machine + GPUs"
         table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, r.get("fabric") or "-", price,
-                      f"{r['pricePerGpuHour']:.3f}", r["priceRead"], r.get("source") or "-")
+                      "-" if unpriced else f"{r['pricePerGpuHour']:.3f}", r["priceRead"], r.get("source") or "-")
     console.print(table)
     catalog = load_catalog()
     console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in catalog.price_region.items()) + ".")

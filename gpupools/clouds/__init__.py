@@ -1,1 +1,1 @@
-"""Per-cloud decisions, one pure-Python module per cloud (aws, azure, gcp), chosen by name in registry."""
+"""Per-cloud decisions, one pure-Python module per cloud (aws, azure, gcp, gcore), chosen by name in registry."""

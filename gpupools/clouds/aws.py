@@ -26,6 +26,8 @@ from gpupools.clouds.common import (Control, KubernetesRelease, endpoint_control
                                     resolve_listed, zone_letter_problems, too_open)
 
 NAME = "aws"
+# The platform component's type for one pool (how `gpupools plan` finds what a pool created).
+POOL_COMPONENT = "gpupools:index:EksGpuNodePool"
 SERVICE = "EKS"
 # Nodes per managed node group: EKS's service quota defaults to 450 and can be raised on request (EKS service
 # quotas, "Nodes per managed node group"); gpupools refuses more than 1,000, the per-pool cap of AKS and GKE.
@@ -75,7 +77,7 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
-    return reject_fields(pool, path, NAME, {"gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types")})
+    return reject_fields(pool, path, NAME, {"gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"), "placement": ("placement", "gcore virtual-machine flavors")})
 
 
 def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
@@ -1159,6 +1161,10 @@ def driver_installer(installer: str, os: str | None) -> str | None:
     if os == "bottlerocket":
         return "Bottlerocket's NVIDIA variant (its own driver build)"
     return "the EKS AL2023 NVIDIA AMI"
+
+
+# The EKS GPU AMIs bring the NVIDIA container toolkit beside the driver.
+IMAGE_BRINGS_TOOLKIT = True
 # Pods of the system-*-critical priority classes run outside kube-system without a quota for them.
 CRITICAL_PODS_NEED_QUOTA = False
 # Admission webhooks' namespaceSelector is the chart's to set.
@@ -1299,3 +1305,14 @@ def _node_group_story(pool: Pool, policy: PoolUpgrade, window: Window) -> str:
     return (f"{policy.kind}: EKS updates the node group only when the stack changes its version or launch template{when}; it {how}, "
             f"{max(1, policy.max_unavailable)} node at a time; a Job whose PodDisruptionBudget forbids eviction holds its node "
             f"{NODE_GROUP_DRAIN_MINUTES} min, then the update fails (gpupools never forces it) and the Job runs on")
+
+# The fabric is offered wherever the catalog records one (None: no reason to leave it off).
+FABRIC_OFFERED: str | None = None
+
+# Capacity bought ahead (reservations, Capacity Blocks, DWS) is something a pool can name (docs/capacity.md).
+RESERVATIONS = True
+
+
+def plan_notes(pools: list) -> list[str]:
+    """What the plan tells the user to check on the cluster itself: nothing here."""
+    return []

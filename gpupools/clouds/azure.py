@@ -24,6 +24,8 @@ from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control,
 from gpupools.stack.providers import provider_value
 
 NAME = "azure"
+# The platform component's type for one pool (how `gpupools plan` finds what a pool created).
+POOL_COMPONENT = "gpupools:index:AksGpuNodePool"
 SERVICE = "AKS"
 # An AKS user node pool holds 0 to 1,000 nodes (AKS "create node pools": count, minCount, maxCount).
 MAX_NODES_PER_POOL = 1000
@@ -62,7 +64,7 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
     problems = reject_fields(pool, path, NAME, {
-        "gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"), "os": ("os", "aws")})
+        "gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"), "os": ("os", "aws"), "placement": ("placement", "gcore virtual-machine flavors")})
     if pool.auto_repair is False:
         problems.append(Problem(f"{path}.autoRepair", "AKS node auto-repair covers every node of the cluster and cannot be turned off per pool; "
                                                       "remove autoRepair"))
@@ -553,6 +555,7 @@ OWN_GPU_SOFTWARE = False
 # `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
 DEVICE_PLUGIN_INSTALLER = True
 IMAGE_BRINGS_DRIVER = False
+IMAGE_BRINGS_TOOLKIT = False
 CRITICAL_PODS_NEED_QUOTA = False
 # AKS owns admission webhooks' namespaceSelector (its admissions enforcer); HAMi's chart says to leave it alone there.
 OWNS_WEBHOOK_NAMESPACE_SELECTOR = True
@@ -652,3 +655,14 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
                if policy.training else "the upgrade fails and stops there (a later upgrade resumes it)")
     # A capacity reservation group pool always has on-demand behind it (capacity_problems), where a surge node can start.
     return [f"{policy.kind}: {when}", f"{policy.surge_text}; draining waits up to {wait_text(timeout)} (drain timeout), then {blocked}"]
+
+# The fabric is offered wherever the catalog records one (None: no reason to leave it off).
+FABRIC_OFFERED: str | None = None
+
+# Capacity bought ahead (reservations, Capacity Blocks, DWS) is something a pool can name (docs/capacity.md).
+RESERVATIONS = True
+
+
+def plan_notes(pools: list) -> list[str]:
+    """What the plan tells the user to check on the cluster itself: nothing here."""
+    return []

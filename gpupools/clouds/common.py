@@ -12,7 +12,7 @@ from gpupools.core.catalog import Catalog, Hardware, InstanceType
 from gpupools.stack.config import Pool
 from gpupools.stack.errors import Problem
 
-KIND = {"aws": "instance type", "azure": "VM size", "gcp": "machine type"}
+KIND = {"aws": "instance type", "azure": "VM size", "gcp": "machine type", "gcore": "flavor"}
 
 
 def _a(word: str) -> str:
@@ -64,7 +64,8 @@ CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("lo
                   "azure_policy": ("azurePolicy", "azure"),
                   "defender_workspace_id": ("defenderWorkspaceId", "azure"), "network_policy": ("networkPolicy", "azure and gcp"),
                   "private_nodes": ("privateNodes", "gcp"), "release_channel": ("releaseChannel", "gcp"), "production": ("production", "gcp"),
-                  "binary_authorization": ("binaryAuthorization", "gcp"), "node_service_account": ("nodeServiceAccount", "gcp")}
+                  "binary_authorization": ("binaryAuthorization", "gcp"), "node_service_account": ("nodeServiceAccount", "gcp"),
+                  "keypair": ("keypair", "gcore")}
 
 
 def shared_cluster_problems(cluster, cloud: str) -> list[Problem]:

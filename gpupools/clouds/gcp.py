@@ -26,6 +26,8 @@ from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, exclus
 from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
 
 NAME = "gcp"
+# The platform component's type for one pool (how `gpupools plan` finds what a pool created).
+POOL_COMPONENT = "gpupools:index:GkeGpuNodePool"
 SERVICE = "GKE"
 # GKE limits a node pool to 1,000 nodes in each of its zones (GKE quotas and limits, "Nodes per node pool zone");
 # the pool's maxNodes is its total over all zones (total_max_node_count).
@@ -116,7 +118,7 @@ def node_role_args(role: str, member: Any, project: Any) -> dict:
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
-    problems = reject_fields(pool, path, NAME, {"os": ("os", "aws")})
+    problems = reject_fields(pool, path, NAME, {"os": ("os", "aws"), "placement": ("placement", "gcore virtual-machine flavors")})
     if len(pool.name) > 40 or not pool.name[0].isalpha():
         problems.append(Problem(f"{path}.name", f"{pool.name!r} cannot name a GKE node pool: start with a letter, at most 40 characters"))
     return problems
@@ -927,7 +929,10 @@ AUTO_INSTALLER = "cloud"
 OWN_GPU_SOFTWARE = True
 # `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
 DEVICE_PLUGIN_INSTALLER = False  # GKE's own device plugin already shares GPUs (time-sharing, MPS)
+DEVICE_PLUGIN_REFUSAL = ("'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without the "
+                         "operator; use 'cloud' (or 'gpu-operator')")
 IMAGE_BRINGS_DRIVER = False
+IMAGE_BRINGS_TOOLKIT = False
 # GKE admits system-*-critical pods outside kube-system only in namespaces with a quota scoped to those classes
 # (NVIDIA/cloud-native-docs gpu-operator/manifests/input/google-gke-gpu-operator-quota.yaml).
 CRITICAL_PODS_NEED_QUOTA = True
@@ -1079,3 +1084,14 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
         lines.append(f"reserved: never surges past the reservation ({policy.spare_reserved} spare reserved node"
                      f"{'s' if policy.spare_reserved != 1 else ''})")
     return lines
+
+# The fabric is offered wherever the catalog records one (None: no reason to leave it off).
+FABRIC_OFFERED: str | None = None
+
+# Capacity bought ahead (reservations, Capacity Blocks, DWS) is something a pool can name (docs/capacity.md).
+RESERVATIONS = True
+
+
+def plan_notes(pools: list) -> list[str]:
+    """What the plan tells the user to check on the cluster itself: nothing here."""
+    return []

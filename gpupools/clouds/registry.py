@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpupools.clouds import aws, azure, gcp
+from gpupools.clouds import aws, azure, gcp, gcore
 from gpupools.stack.config import register_cloud_resolver
 
-MODULES: dict[str, ModuleType] = {"aws": aws, "azure": azure, "gcp": gcp}
+MODULES: dict[str, ModuleType] = {"aws": aws, "azure": azure, "gcp": gcp, "gcore": gcore}
 NAMES = tuple(MODULES)
 
 

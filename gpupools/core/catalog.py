@@ -9,7 +9,7 @@ from importlib import resources
 
 import yaml
 
-CLOUDS = ("aws", "azure", "gcp")
+CLOUDS = ("aws", "azure", "gcp", "gcore")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class InstanceType:
     name: str
     gpu: GpuModel | None  # None: GPUs are attached separately (GCP N1)
     gpus: int
-    price: float  # USD/hour, on-demand list price of the whole node
+    price: float | None  # USD/hour, on-demand list price of the whole node; None where the cloud publishes none
     price_read: str
     accelerator: str | None = None  # GKE accelerator type implied by the machine type
     vcpus: int | None = None
@@ -75,13 +75,13 @@ class Hardware:
     instance_type: str
     gpu: GpuModel
     gpus_per_node: int
-    price_per_node: float
+    price_per_node: float | None  # None: the cloud publishes no list price for the type
     price_read: str
     accelerator: str | None = None
 
     @property
-    def price_per_gpu(self) -> float:
-        return self.price_per_node / self.gpus_per_node
+    def price_per_gpu(self) -> float | None:
+        return None if self.price_per_node is None else self.price_per_node / self.gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def _load(text: str) -> Catalog:
                 name=name,
                 gpu=gpus[i["gpu"]] if "gpu" in i else None,
                 gpus=i.get("gpus", 0),
-                price=float(i["price"]),
+                price=float(i["price"]) if i.get("price") is not None else None,
                 price_read=str(i["priceRead"]),
                 accelerator=i.get("accelerator"),
                 vcpus=i.get("vcpus"),

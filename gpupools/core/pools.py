@@ -120,8 +120,11 @@ class PoolPlan:
         return self.hardware.gpus_per_node * self.pool.max_nodes
 
     @property
-    def price_per_unit(self) -> float:
-        return self.hardware.price_per_node / self.units_per_node
+    def price_per_unit(self) -> float | None:
+        """None where the catalog has no list price for the instance type."""
+        price = self.hardware.price_per_node
+        return None if price is None else price / self.units_per_node
 
-    def hourly_cost(self, nodes: int) -> float:
-        return self.hardware.price_per_node * nodes
+    def hourly_cost(self, nodes: int) -> float | None:
+        price = self.hardware.price_per_node
+        return None if price is None else price * nodes

@@ -280,7 +280,7 @@ def installer_problems(cloud: Cloud, installer: str, version: str | None = None)
         service = cloud.SERVICE
         problems.append(Problem("gpuSoftware.installer", f"'cloud' is only available on gcp, where GKE installs drivers and shares GPUs itself; {service} has no such mechanism, use 'gpu-operator' or 'device-plugin'"))
     if installer == "device-plugin" and not cloud.DEVICE_PLUGIN_INSTALLER:
-        problems.append(Problem("gpuSoftware.installer", "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without the operator; use 'cloud' (or 'gpu-operator')"))
+        problems.append(Problem("gpuSoftware.installer", cloud.DEVICE_PLUGIN_REFUSAL))
     resolved = resolve_installer(cloud, installer)
     if version is not None:
         if resolved == "gpu-operator" and not version.startswith("v"):

@@ -31,6 +31,8 @@ def fabric_on(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None 
     fabric = catalog_fabric(cloud, pool.instance_type)
     if pool.fabric == "none" or fabric.kind is None or pool.instance_types:  # a fabric pool has one instance type
         return False
+    if cloud_module(cloud).FABRIC_OFFERED is not None:
+        return False
     if pool.fabric == "on":
         return True
     one_zone = (fabric_zone(cloud, pool, cluster) is not None if cloud_module(cloud).FABRIC_ZONES == "one"
@@ -45,6 +47,8 @@ def fabric_off_reason(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster
         return None
     if pool.fabric == "none":
         return "fabric: none"
+    if cloud_module(cloud).FABRIC_OFFERED is not None:
+        return cloud_module(cloud).FABRIC_OFFERED
     if pool.instance_types:
         return "the pool spans instance types, and a fabric pool has one"
     if sharing.mode == "mig" and fabric_with_mig(cloud):
@@ -89,6 +93,10 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
         with_one = sorted(n for n, f in load_catalog().fabric.get(cloud, {}).items() if f.kind and load_catalog().instance(cloud, n))
         problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has no {module.FABRIC_NAME} fabric between nodes; instance types "
                                                   f"with one: {', '.join(with_one) or 'none'}; or drop fabric"))
+        return problems
+    if pool.fabric == "on" and module.FABRIC_OFFERED is not None:
+        problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has {module.FABRIC_NAME}, but {module.FABRIC_OFFERED}; "
+                                                  f"drop fabric (or set fabric: none)"))
         return problems
     if pool.fabric == "on" and pool.instance_types:
         # The fabric's interfaces (one per network card) and its placement group are set per instance type.

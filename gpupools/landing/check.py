@@ -78,7 +78,9 @@ class Landing:
         `chain`: with every step; the stack output leaves it out (each value costs the engine a round of serialization)."""
         failing = self.failing
         row = {"team": self.team or "", "pool": self.pool, "shape": self.shape, "job": self.job, "lands": self.lands, "flavor": self.flavor or "",
-               "step": failing.name if failing else "", "reason": failing.detail if failing else ""}
+               "step": failing.name if failing else "", "reason": failing.detail if failing else "",
+               # How the node comes: kept running by the pool's floor (and whether one more such Job grows the pool), or started.
+               "node": next((s.detail for s in self.steps if s.name == "node"), "")}
         if chain:
             row["chain"] = [s.as_json() for s in self.steps]
         return row
@@ -470,9 +472,9 @@ def _node(cluster: Cluster, plan: PoolPlan, pod: dict, nodes: int, provisioned: 
     pool = plan.pool
     if nodes > pool.max_nodes:
         return Step("node", False, f"the Job needs {nodes} nodes, the pool has at most {pool.max_nodes}")
-    if pool.min_nodes >= nodes:
-        return Step("node", True, f"the pool keeps {pool.min_nodes} node(s) running")
     templates = [replace(t, labels={**t.labels, **label_choices(cluster, plan, pod)}) for t in node_templates(cluster.stack.cloud, plan, cluster.autoscaler)]
+    if pool.min_nodes >= nodes:
+        return Step("node", True, f"the pool keeps {pool.min_nodes} node(s) running; " + beyond_floor(plan, templates, pod))
     if not templates:
         return Step("node", False, f"the pool keeps {pool.min_nodes} node(s) and no autoscaler gpupools installs starts more")
     # Of a pool over several instance types, the pod needs one type it fits (Karpenter picks among them per pod).
@@ -492,6 +494,19 @@ def _node(cluster: Cluster, plan: PoolPlan, pod: dict, nodes: int, provisioned: 
         return Step("node", False, "no node starts from zero: " + ("; ".join(reasons) if len(reasons) > 1 else reasons[0]))
     how = "the cloud provisions them for the admission check" if provisioned else f"{template.autoscaler} starts it from zero ({template.source})"
     return Step("node", True, how)
+
+
+def beyond_floor(plan: PoolPlan, templates: list, pod: dict) -> str:
+    """Whether one more such Job, with the pool's floor busy, makes its autoscaler add a node: what the plan says of a pool
+    that never sits at zero (a Gcore pool keeps at least one node)."""
+    if plan.pool.min_nodes >= plan.pool.max_nodes:
+        return "its node count is fixed (minNodes = maxNodes): one more such Job waits for a free node"
+    if not templates:
+        return "no autoscaler gpupools installs adds more: one more such Job waits for a free node"
+    _, reason = fitting_template(templates, pod)
+    if reason is not None:
+        return f"one more such Job adds no node: {reason}"
+    return f"one more such Job makes {templates[0].autoscaler} add a node ({templates[0].source})"
 
 
 def _ready(cluster: Cluster, node: Node, pod: dict, networks: list[str] = (), software: tuple[str, ...] = ()) -> Step:

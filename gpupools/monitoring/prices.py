@@ -33,7 +33,7 @@ def gpu_list_prices(cloud: str | None = None, catalog: Catalog | None = None) ->
 
     for c in clouds:
         for inst in catalog.instances.get(c, {}).values():
-            if inst.gpu is not None and inst.gpus:
+            if inst.gpu is not None and inst.gpus and inst.price is not None:
                 offer(inst.gpu.name, inst.price / inst.gpus, f"{c} {inst.name}")
     for c in clouds:
         for acc in catalog.attachable(c).values():

@@ -19,6 +19,7 @@ import yaml
 
 from gpupools.core.catalog import Catalog, GpuModel, load_catalog, mig_config_name, mig_resource_name
 from gpupools.clouds.aws import BOTTLEROCKET_MIG_GPU_KEY
+from gpupools.clouds.registry import cloud_module
 from gpupools.core.sharing import HAMI_NODE_SELECTOR
 
 from gpupools.policies._props import as_int, entries, get, is_unknown, items, plain
@@ -32,7 +33,10 @@ GKE_CLUSTER = "gcp:container/cluster:Cluster"
 # Karpenter's NodePool is an EKS GPU pool too: Karpenter starts its nodes from its requirements and limits.
 KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
-NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL)
+# Gcore pools are Pulumi dynamic resources (gpupools.components.gcore): every dynamic resource has this type, and a
+# pool is the one whose props hold a pool's flavor and its cluster.
+GCORE_POOL = "pulumi-python:dynamic:Resource"
+NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL, GCORE_POOL)
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -75,6 +79,11 @@ class GpuPool:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def target(self) -> Any:
+        """The pool's cloud as the one object the policies ask (gpupools.core.cloud.Cloud), resolved from its resource type."""
+        return cloud_module(self.cloud)
+
+    @property
     def max_gpus(self) -> int | None:
         if self.gpus_per_node is None or self.max_nodes is None:
             return None
@@ -113,6 +122,8 @@ def node_labels(resource_type: str, props: Any) -> dict[str, str]:
         return _str_map(get(props, "nodeConfig", "labels"))
     if resource_type == KARPENTER_NODE_POOL:
         return _str_map(get(props, "spec", "template", "metadata", "labels"))
+    if resource_type == GCORE_POOL:
+        return _str_map(get(props, "pool", "labels"))
     return {}
 
 
@@ -147,6 +158,10 @@ def is_gpu_pool(resource_type: str, props: Any) -> bool:
     if resource_type == AKS_AGENT_POOL:
         size = get(props, "vmSize")
         return isinstance(size, str) and catalog.instance("azure", size) is not None
+    if resource_type == GCORE_POOL:
+        flavor = get(props, "pool", "flavor_id")
+        found = catalog.instance("gcore", flavor) if isinstance(flavor, str) and isinstance(get(props, "cluster_name"), str) else None
+        return found is not None and found.gpu is not None
     if resource_type == GKE_NODE_POOL:
         if gke_accelerators(props):
             return True
@@ -202,6 +217,13 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
         else:
             max_nodes = as_int(get(props, "scalingConfig", "maxSize"))
             pool = get(props, "nodeGroupName")
+    elif resource_type == GCORE_POOL:
+        cloud = "gcore"
+        instance_type = get(props, "pool", "flavor_id")
+        found = catalog.instance("gcore", instance_type)
+        gpu, gpus, price = found.gpu, found.gpus, found.price
+        max_nodes = as_int(get(props, "pool", "max_node_count"))
+        pool = get(props, "pool", "name")
     elif resource_type == AKS_AGENT_POOL:
         cloud = "azure"
         instance_type = get(props, "vmSize")

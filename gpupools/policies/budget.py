@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
 
+from gpupools.core.catalog import load_catalog
 from gpupools.policies._fleet import HOURS_PER_MONTH, fleet
 from gpupools.policies._props import get, plain
 
@@ -27,7 +28,8 @@ def fleet_totals(pools) -> tuple[int, float, list[str]]:
     """
     gpus, monthly, uncounted = 0, 0.0, []
     for pool in pools:
-        if pool.gpus_per_node is None or pool.price_per_node is None:
+        # A type the catalog knows without a list price (its cloud publishes none) counts its GPUs, not its cost.
+        if pool.gpus_per_node is None or (pool.price_per_node is None and load_catalog().instance(pool.cloud, pool.instance_type or "") is None):
             uncounted.append(pool.pool)
         if pool.max_gpus is not None:
             gpus += pool.max_gpus

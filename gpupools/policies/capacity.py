@@ -88,7 +88,7 @@ def validate_reservation_coverage(args: ResourceValidationArgs, report: ReportVi
 
 def validate_scarce_gpus_reserved(args: ResourceValidationArgs, report: ReportViolation) -> None:
     pool = gpu_pool(args.resource_type, args.name, args.props)
-    if pool is None or pool.gpu is None or not pool.gpu.name.startswith(SCARCE_GPUS):
+    if pool is None or pool.gpu is None or not pool.gpu.name.startswith(SCARCE_GPUS) or not pool.target.RESERVATIONS:
         return
     if reserved_nodes(args.resource_type, args.props) or dws_mode(args.props) or get(args.props, "capacityType") == "CAPACITY_BLOCK":
         return

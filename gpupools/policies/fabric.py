@@ -14,7 +14,6 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 
 from gpupools.capacity.sources import CAPACITY_BLOCK_KEY
 from gpupools.clouds.aws import BLOCK_PLACEMENT, HUGE_PAGE_MI, allocated_hugepages
-from gpupools.clouds.registry import cloud_module
 from gpupools.core.catalog import load_catalog
 from gpupools.fabric import gpudirect
 from gpupools.policies._fleet import (
@@ -129,8 +128,9 @@ def validate_multi_node_fabric(args: StackValidationArgs, report: ReportViolatio
         pool = f.pool
         # A pool that can never hold two nodes runs no job that spans nodes, whatever its machines are built for.
         one_node = pool.max_nodes is not None and pool.max_nodes < 2
-        if f.has_fabric is False and _built_for_fabric(pool) and pool.resource == GPU_RESOURCE and pool.units_per_gpu == 1 and not one_node:
-            report(f"pool {pool.pool!r} ({pool.instance_type}) is built for jobs that span nodes but has no {cloud_module(pool.cloud).FABRIC_IN_WORDS}: NCCL "
+        if (f.has_fabric is False and _built_for_fabric(pool) and pool.resource == GPU_RESOURCE and pool.units_per_gpu == 1 and not one_node
+                and pool.target.FABRIC_OFFERED is None):
+            report(f"pool {pool.pool!r} ({pool.instance_type}) is built for jobs that span nodes but has no {pool.target.FABRIC_IN_WORDS}: NCCL "
                    f"between its nodes runs over the ordinary network at a fraction of the bandwidth; give it one zone and fabric: on "
                    f"(or keep it for single-node work)", pool.urn)
 
@@ -141,9 +141,9 @@ def validate_one_zone(args: StackValidationArgs, report: ReportViolation) -> Non
             continue
         pool = f.pool
         if f.zones is not None and len(f.zones) > 1:
-            report(f"pool {pool.pool!r} has {cloud_module(pool.cloud).FABRIC_IN_WORDS} but spans {len(f.zones)} zones ({', '.join(f.zones)}): fabric traffic stays "
+            report(f"pool {pool.pool!r} has {pool.target.FABRIC_IN_WORDS} but spans {len(f.zones)} zones ({', '.join(f.zones)}): fabric traffic stays "
                    f"within one zone, so nodes in different zones cannot reach each other over it; pin the pool to one zone", pool.urn)
-        elif cloud_module(pool.cloud).FABRIC_PLACEMENT_GROUP and not f.placement and not f.capacity_block:
+        elif pool.target.FABRIC_PLACEMENT_GROUP and not f.placement and not f.capacity_block:
             report(f"pool {pool.pool!r} has EFA but no cluster placement group: its nodes may start in different zones and far apart; "
                    f"give it a cluster placement group in one zone", pool.urn)
         elif pool.resource_type == KARPENTER_NODE_POOL and not f.zones:
@@ -197,7 +197,7 @@ def validate_reachable(args: StackValidationArgs, report: ReportViolation) -> No
         if not f.has_fabric:
             continue
         pool = f.pool
-        software = cloud_module(pool.cloud).FABRIC_DEVICE_SOFTWARE
+        software = pool.target.FABRIC_DEVICE_SOFTWARE
         if software == "efa-device-plugin":
             plugin = releases.get(EFA_PLUGIN_CHART)
             if plugin is None:

@@ -150,7 +150,7 @@ def hami_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
         "tolerations": gpu_tolerations(stack, served),
         "service": {"type": "ClusterIP"},
     }
-    if resolve_installer(stack.target, stack.gpu_software.installer) == "gpu-operator" and operator_owns_driver(stack):
+    if resolve_installer(stack.target, stack.gpu_software.installer) == "gpu-operator" and not stack.target.IMAGE_BRINGS_TOOLKIT:
         device_plugin["gpuOperatorToolkitReady"] = {"enabled": True}
     webhook: dict = {"objectSelector": {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": sorted(p.name for p in served)}]}}
     if stack.target.OWNS_WEBHOOK_NAMESPACE_SELECTOR:
@@ -225,7 +225,7 @@ def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monit
     tolerations = gpu_tolerations(stack, plans)
     values: dict = {
         "driver": {"enabled": owns_driver},
-        "toolkit": {"enabled": owns_driver},
+        "toolkit": {"enabled": not stack.target.IMAGE_BRINGS_TOOLKIT},
         "devicePlugin": {"enabled": bool(served), "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": NO_SHARING_ENTRY}},
         "mig": {"strategy": stack.gpu_software.mig_strategy},
         "migManager": {

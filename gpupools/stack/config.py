@@ -21,7 +21,7 @@ from gpupools.stack.errors import ConfigError, Problem, field_path, kind, name_l
 from gpupools.stack.reading import ReadError, load_json, read_document
 
 NAMESPACE = "gpupools"
-PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "kubernetes")
+PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "gcore", "kubernetes")
 
 # Patterns are ASCII on purpose: `\d` would accept full-width and other Unicode digits ("1.３３").
 ZONE = r"^[a-z0-9][-a-z0-9]{0,62}$"
@@ -36,7 +36,10 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 # An Azure Log Analytics workspace's resource ID, as AKS's Defender profile takes it.
 LOG_ANALYTICS_WORKSPACE = (r"^/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[-A-Za-z0-9_.()]{1,90}/providers/Microsoft\.OperationalInsights/"
                            r"workspaces/[A-Za-z0-9][-A-Za-z0-9]{2,62}$")
+# A Gcore keypair's name (Gcore's OpenAPI spec, K8sClusterCreateV2Serializer.keypair).
+KEYPAIR = r"^[a-zA-Z0-9][a-zA-Z 0-9._\-]{1,61}[a-zA-Z0-9._]$"
 PATTERN_NAMES = {
+    KEYPAIR: "a Gcore keypair name (3-63 letters, digits, spaces, '.', '_' or '-')",
     ZONE: "a zone name such as eu-central-1a, us-central1-a or \"1\"",
     DNS_LABEL: "a DNS label (lower-case letters, digits and '-', at most 63, starting and ending alphanumeric)",
     r"^1\.[0-9]{2}$": "a Kubernetes minor version such as \"1.35\"",
@@ -309,6 +312,8 @@ class Pool(Model):
     auto_repair: Annotated[bool, Field(strict=True)] | None = None
     # Day two: `training` (the default) or `inference`, or a mapping with the kind and what to override (docs/upgrades.md).
     upgrades: PoolUpgradesEntry | None = None
+    # Gcore virtual-machine flavors: the pool's server-group policy (how its VMs share hosts). Unset: soft-anti-affinity.
+    placement: Literal["affinity", "anti-affinity", "soft-anti-affinity"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -406,6 +411,8 @@ class Cluster(Model):
     # GKE: the IAM service account the nodes run as, when the platform team keeps its own; otherwise gpupools creates one
     # with the least-privilege node roles. Never the Compute Engine default account (refused by the cloud's checks).
     node_service_account: Annotated[str, StringConstraints(pattern=SERVICE_ACCOUNT_EMAIL, max_length=254)] | None = None
+    # Gcore: the SSH keypair (by name, in the project) every node of a new cluster gets; Gcore requires one.
+    keypair: Annotated[str, StringConstraints(pattern=KEYPAIR)] | None = None
 
     @property
     def endpoint_mode(self) -> str:
@@ -580,7 +587,7 @@ def register_cloud_resolver(resolve: Callable[[str], Any]) -> None:
 class StackConfig(Model):
     """Everything a stack file says under the `gpupools:` namespace, plus the provider settings beside it."""
 
-    cloud: Literal["aws", "azure", "gcp"]
+    cloud: Literal["aws", "azure", "gcp", "gcore"]
     cluster: Cluster
     sharing: Sharing = Field(default_factory=Sharing)
     pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]

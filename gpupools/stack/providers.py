@@ -21,7 +21,7 @@ from typing import Any
 from gpupools.stack.config import SecretPlaceholder, SecretText
 from gpupools.stack.errors import Problem, shown
 
-NAMESPACES = {"aws": "aws", "azure": "azure-native", "gcp": "gcp"}
+NAMESPACES = {"aws": "aws", "azure": "azure-native", "gcp": "gcp", "gcore": "gcore"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,13 @@ SETTINGS: dict[str, dict[str, Setting]] = {
         "azure-native:clientId": Setting(UUID, "an application (client) ID (a UUID)", ("ARM_CLIENT_ID",)),
         "azure-native:clientSecret": Setting(FREE, "a client secret"),
     },
+    # Gcore: the SDK's own environment variables (gcore 0.59.0 gcore/_client.py, Gcore.__init__). The API key is not a
+    # stack setting: the Gcore resources read GCORE_API_KEY when they run, so it never enters the stack or its state.
+    "gcore": {
+        "gcore:projectId": Setting(r"^[1-9][0-9]{0,11}$", "a Gcore cloud project ID (a number)", ("GCORE_CLOUD_PROJECT_ID",), required=True),
+        "gcore:regionId": Setting(r"^[1-9][0-9]{0,11}$", "a Gcore cloud region ID (a number, such as 76)", ("GCORE_CLOUD_REGION_ID",),
+                                  required=True),
+    },
 }
 
 
@@ -91,12 +98,12 @@ def _kind(value: Any) -> str:
             str: "an empty string"}.get(type(value), "a value of another type")
 
 
-SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native"}
+SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native", "gcore": "gcore"}
 
 # Each cloud's Pulumi provider SDK comes with the extra named after the cloud (pyproject.toml), so an install
 # carries only the clouds its stacks use: the three SDKs together are most of a full install's size.
 SDK_DISTRIBUTIONS = {"aws": ("the AWS provider", "pulumi-aws"), "azure": ("the Azure Native provider", "pulumi-azure-native"),
-                     "gcp": ("the Google Cloud provider", "pulumi-gcp")}
+                     "gcp": ("the Google Cloud provider", "pulumi-gcp"), "gcore": ("Gcore's Python SDK", "gcore")}
 
 
 def sdk_installed(cloud: str) -> bool:

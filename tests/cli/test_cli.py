@@ -77,7 +77,7 @@ def test_plan_cost_range_uses_list_prices(tmp_path):
 def test_catalog_lists_every_cloud_and_filters():
     result = invoke("catalog", "--json")
     rows = json.loads(result.stdout)
-    assert {r["cloud"] for r in rows} == {"aws", "azure", "gcp"}
+    assert {r["cloud"] for r in rows} == {"aws", "azure", "gcp", "gcore"}
     aws = json.loads(invoke("catalog", "--cloud", "aws", "--json").stdout)
     assert {r["cloud"] for r in aws} == {"aws"}
     p4d = [r for r in aws if r["instanceType"] == "p4d.24xlarge"][0]
@@ -103,7 +103,7 @@ def test_catalog_names_the_types_it_refuses_with_the_reason():
 def test_catalog_bad_cloud_exits_2():
     result = invoke("catalog", "--cloud", "oci")
     assert result.exit_code == 2
-    assert result.stderr == "error: --cloud: 'oci' is not a cloud gpupools supports; allowed: aws, azure, gcp\n"
+    assert result.stderr == "error: --cloud: 'oci' is not a cloud gpupools supports; allowed: aws, azure, gcp, gcore\n"
 
 
 @pytest.mark.parametrize("command", ["plan", "render", "workload"])

@@ -61,7 +61,7 @@ def test_each_cloud_provider_comes_with_its_extra_only():
         assert distribution not in core
         assert distribution in names(extras[cloud])
         assert SDK_PACKAGES[NAMESPACES[cloud]] == distribution.replace("-", "_")
-    assert extras["all"] == ["gpupools[aws,azure,gcp]"]
+    assert extras["all"] == ["gpupools[aws,azure,gcp,gcore]"]
     assert any(r.startswith("gpupools[all") for r in extras["test"])
     # What every stack needs, whatever its cloud: the engine, the Kubernetes objects, the Grafana password, `check`.
     assert {"pulumi", "pulumi-kubernetes", "pulumi-random", "pulumi-policy", "pydantic", "pyyaml"} <= core

@@ -63,7 +63,10 @@ def test_entries_are_consistent():
     catalog = load_catalog()
     for cloud, types in catalog.instances.items():
         for it in types.values():
-            assert it.price > 0 and re.fullmatch(r"20\d\d-\d\d", it.price_read), it.name
+            if cloud == "gcore":  # Gcore publishes no list prices: every row says so, none guesses one
+                assert it.price is None and it.price_read == "unpriced", it.name
+            else:
+                assert it.price > 0 and re.fullmatch(r"20\d\d-\d\d", it.price_read), it.name
             if it.gpu is not None:
                 assert it.gpus >= 1
             if cloud == "gcp" and it.gpu is not None:
@@ -284,3 +287,16 @@ def test_a3_edge_plans_on_gke_without_a_fabric_and_only_where_h100s_are():
     with pytest.raises(ConfigError) as exc:
         validate_stack(stack_config("gcp", pools=[{"name": "edge", "instanceType": "a3-edgegpu-8g", "maxNodes": 1, "zones": ["us-central1-f"]}]))
     assert [p.path for p in exc.value.problems] == ["pools[0].zones[0]"]
+
+
+def test_gcore_flavor_names_spell_their_gpus():
+    """Gcore flavor IDs end in <gpu>-<memory GB>-<count> (bm3-ai-1xlarge-h100-80-8, g3-ai-32-192-1500-l40s-48-1); virtual
+    machines carry their vCPUs and memory after g3-ai-."""
+    rows = load_catalog().instances["gcore"]
+    assert rows
+    for name, it in rows.items():
+        gpu, memory, count = name.rsplit("-", 3)[1:]
+        assert (it.gpu.name.split("-")[0].lower(), int(memory), int(count)) == (gpu, it.gpu.memory_gb, it.gpus), name
+        if name.startswith("g3-ai-"):
+            vcpus, ram = name.split("-")[2:4]
+            assert (it.vcpus, it.memory_gib) == (int(vcpus), int(ram)), name

@@ -213,7 +213,8 @@ def recorded(tmp_path_factory, end):
 def lowest_price_per_gpu(gpu: str) -> float:
     """Independent of the code under test: min over the catalog's instance types of node price / GPUs."""
     cat = load_catalog()
-    offers = [i.price / i.gpus for types in cat.instances.values() for i in types.values() if i.gpu is not None and i.gpu.name == gpu]
+    offers = [i.price / i.gpus for types in cat.instances.values() for i in types.values()
+              if i.gpu is not None and i.gpu.name == gpu and i.price is not None]
     offers += [a.price_per_gpu for a in cat.gcp_accelerators.values() if a.gpu.name == gpu]
     return min(offers)
 

@@ -342,8 +342,13 @@ def test_vgpu_pools_land_through_hamis_scheduler_and_device_plugin():
 def test_node_counts_kept_started_and_beyond_max_nodes():
     stack = fabric_stack(minNodes=2)
     cluster = cluster_of(stack)
-    assert verdict(cluster, "ml", "train", "gang").steps[2].detail == "the pool keeps 2 node(s) running"
-    assert verdict(cluster, "ml", "train", "unit").steps[2].detail == "the pool keeps 2 node(s) running"
+    grows = ("the pool keeps 2 node(s) running; one more such Job makes Karpenter add a node (NodePool gpupools-train + NodeOverlay "
+             "gpupools-train)")
+    assert verdict(cluster, "ml", "train", "gang").steps[2].detail == grows
+    assert verdict(cluster, "ml", "train", "unit").steps[2].detail == grows
+    fixed = cluster_of(fabric_stack(minNodes=4))
+    assert verdict(fixed, "ml", "train", "unit").steps[2].detail == ("the pool keeps 4 node(s) running; its node count is fixed "
+                                                                      "(minNodes = maxNodes): one more such Job waits for a free node")
     plan = next(p for p in cluster.plans if p.name == "train")
     job = check.job_for(cluster, cluster.teams[0], plan, "gang")
     job["spec"]["parallelism"] = job["spec"]["completions"] = 5
@@ -352,7 +357,7 @@ def test_node_counts_kept_started_and_beyond_max_nodes():
     # Two pods of half a node each fit one node: a unit request needs one node, a whole-node request one per pod.
     job = check.job_for(cluster, cluster.teams[0], plan, "unit")
     job["spec"]["parallelism"] = 3
-    assert land(cluster, cluster.teams[0], plan, "unit", job).steps[2].detail == "the pool keeps 2 node(s) running"
+    assert land(cluster, cluster.teams[0], plan, "unit", job).steps[2].detail == grows
 
 
 def test_a_topology_aware_flavor_counts_the_nodes_a_gang_needs_against_the_nodes_kept():

@@ -52,7 +52,7 @@ def test_stack_default_sharing_applies_to_pools_without_their_own():
 
 
 CASES = [
-    ("unknown cloud", dict(cloud="oracle"), "error: cloud: input should be 'aws', 'azure' or 'gcp' (got 'oracle')"),
+    ("unknown cloud", dict(cloud="oracle"), "error: cloud: input should be 'aws', 'azure', 'gcp' or 'gcore' (got 'oracle')"),
     ("missing cluster name", dict(cluster={"create": True}), "error: cluster.name: required, but missing"),
     ("cluster name not a DNS label", dict(cluster={"name": "ML_Dev"}), "error: cluster.name: 'ML_Dev' is not a DNS label"),
     ("no pools", dict(pools=[]), "error: pools: at least one pool is required"),

@@ -44,7 +44,8 @@ BASES = {**EXAMPLES, **{f"wide-{cloud}": config for cloud, config in WIDE.items(
 # release label, an AKS resource group, a GKE location, an AWS profile, a label), a key file's path or an access key
 # ID (no secrets: docs/security.md), and `secure:` ciphertext, which gpupools never decrypts offline
 # (test_secrets.py plants a marker there and runs every command). The plan shows a valid value where it belongs.
-ACCEPTED = {"pools.*.labels", "pools.*.labels.*", "pools.*.capacity.*.reservation.tags", "cluster.resourceGroup", "cluster.subnetIds.*", "cluster.location", "aws:profile", "aws:accessKey", "gcp:credentials",
+# A Gcore keypair is named, not given (the key stays in the project).
+ACCEPTED = {"cluster.keypair", "pools.*.labels", "pools.*.labels.*", "pools.*.capacity.*.reservation.tags", "cluster.resourceGroup", "cluster.subnetIds.*", "cluster.location", "aws:profile", "aws:accessKey", "gcp:credentials",
             "pools.*.capacity.*.reservation.tags.*", "monitoring.releaseLabel", "monitoring.smtp.username"}
 
 

@@ -108,6 +108,22 @@ WIDE = {
         "gpupools:teams": _teams({"dev": 2, "flex": 8, "queued": 8}, ["dev"]),
         "gpupools:health": _HEALTH,
     },
+    "gcore": {
+        "gcore:projectId": "1234567",
+        "gcore:regionId": "76",
+        "gpupools:cloud": "gcore",
+        "gpupools:cluster": {"name": "ml-wide", "keypair": "ml-admins", "kubernetesVersion": "1.35"},
+        "gpupools:pools": [
+            {"name": "infer", "instanceType": "g3-ai-64-384-3000-l40s-48-2", "minNodes": 1, "maxNodes": 4, "diskSizeGb": 100,
+             "placement": "anti-affinity", "autoRepair": True, "labels": {"team": "search"},
+             "sharing": {"mode": "time-slicing", "replicas": 2}},
+            {"name": "train", "instanceType": "bm3-ai-1xlarge-a100-80-8", "minNodes": 1, "maxNodes": 2, "autoRepair": False,
+             "sharing": {"mode": "mig", "migProfile": "3g.40gb"}},
+        ],
+        "gpupools:monitoring": _MONITORING,
+        "gpupools:teams": _teams({"infer": 4, "train": 4}, ["infer"]),
+        "gpupools:health": _HEALTH,
+    },
     # KAI Scheduler's queues, for the keys only such a stack takes: departments, over-quota weights, GPU fractions.
     "aws-kai": {
         "aws:region": "eu-central-1",

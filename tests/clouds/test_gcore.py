@@ -1,0 +1,378 @@
+"""Gcore Managed Kubernetes: the stack checks, the requests against Gcore's SDK types, the dynamic provider against a fake
+of Gcore's HTTP API (the SDK's own transport), and the diff against Gcore's Terraform provider."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+from conftest import ROOT, plan_of, stack_config
+from gpupools.clouds import gcore as decide
+from gpupools.stack.errors import ConfigError
+from gpupools.validation.stack import validate_stack
+
+pytest.importorskip("gcore")
+
+from gpupools.components import gcore as component  # noqa: E402  (needs the SDK)
+
+VM = "g3-ai-32-192-1500-l40s-48-1"
+METAL = "bm3-ai-1xlarge-h100-80-8"
+
+
+def problems(config: dict) -> list[str]:
+    try:
+        validate_stack(config)
+    except ConfigError as exc:
+        return [f"{p.path}: {p.message}" for p in exc.problems]
+    return []
+
+
+def pool(**fields) -> dict:
+    return {"name": "infer", "instanceType": VM, "minNodes": 1, "maxNodes": 3, **fields}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The stack file
+
+
+def test_a_valid_gcore_stack_passes():
+    assert problems(stack_config("gcore")) == []
+    assert problems(stack_config("gcore", pools=[pool(instanceType=METAL, name="train")])) == []
+
+
+@pytest.mark.parametrize("fields, path, words", [
+    ({"instanceType": "g3-ai-32-192-1500-l40s-48-9"}, "pools[0].instanceType", "unknown gcore GPU flavor"),
+    ({"minNodes": 0}, "pools[0].minNodes", "cannot scale to zero"),
+    ({"minNodes": 4}, "pools[0].minNodes", "greater than maxNodes"),
+    ({"maxNodes": 201}, "pools[0].maxNodes", "limit of 200"),
+    ({"instanceType": METAL, "placement": "affinity"}, "pools[0].placement", "bare-metal flavor"),
+    ({"instanceType": METAL, "diskSizeGb": 100}, "pools[0].diskSizeGb", "bare-metal flavor"),
+    ({"diskSizeGb": 2001}, "pools[0].diskSizeGb", "10-2000 GiB"),
+    ({"name": "a-pool-name-of-21-chr"}, "pools[0].name", "cannot name a Gcore pool"),
+    ({"name": "pool-"}, "pools[0].name", None),
+    ({"spot": True}, "pools[0].spot", "flavors of their own"),
+    ({"zones": ["1"]}, "pools[0].zones", "no availability zones"),
+    ({"capacity": ["spot"]}, "pools[0].capacity[0]", "not a capacity kind of Gcore"),
+    ({"instanceType": METAL, "fabric": "on"}, "pools[0].fabric", "not for Managed Kubernetes pools"),
+    ({"os": "bottlerocket"}, "pools[0].os", "applies to aws only"),
+])
+def test_what_gcore_refuses_is_one_line_naming_the_field(fields, path, words):
+    found = problems(stack_config("gcore", pools=[pool(**fields)]))
+    assert any(line.startswith(f"{path}:") for line in found), found
+    if words:
+        assert any(words in line for line in found if line.startswith(f"{path}:")), found
+
+
+def test_placement_and_boot_volume_pass_on_a_virtual_machine_flavor():
+    assert problems(stack_config("gcore", pools=[pool(placement="anti-affinity", diskSizeGb=2000)])) == []
+
+
+@pytest.mark.parametrize("cluster, path", [
+    ({"name": "ml-test"}, "cluster.keypair"),
+    ({"name": "ml-test", "keypair": "-admins"}, "cluster.keypair"),
+    ({"name": "a-cluster-name-longer", "keypair": "ml-admins"}, "cluster.name"),
+    ({"name": "ml-test", "keypair": "ml-admins", "authorizedCidrs": ["203.0.113.0/24"]}, "cluster.authorizedCidrs"),
+    ({"name": "ml-test", "keypair": "ml-admins", "endpointAccess": "public"}, "cluster.endpointAccess"),
+    ({"name": "ml-test", "keypair": "ml-admins", "resourceGroup": "rg"}, "cluster.resourceGroup"),
+])
+def test_gcore_cluster_fields(cluster, path):
+    assert any(line.startswith(f"{path}:") for line in problems(stack_config("gcore", cluster=cluster)))
+
+
+def test_an_existing_cluster_needs_no_keypair():
+    assert problems(stack_config("gcore", cluster={"name": "ml-test", "create": False})) == []
+
+
+def test_gcore_keys_are_refused_on_other_clouds():
+    assert any(line.startswith("pools[0].placement:") for line in
+               problems(stack_config("aws", pools=[{"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 3, "placement": "affinity"}])))
+    assert any(line.startswith("cluster.keypair:") for line in problems(stack_config("aws", cluster={"name": "ml-test", "keypair": "ml-admins"})))
+
+
+def test_project_and_region_are_required_and_the_api_key_is_no_stack_key(monkeypatch):
+    monkeypatch.delenv("GCORE_CLOUD_PROJECT_ID", raising=False)
+    config = stack_config("gcore")
+    del config["gcore:projectId"]
+    assert any(line.startswith("gcore:projectId:") for line in problems(config))
+    monkeypatch.setenv("GCORE_CLOUD_PROJECT_ID", "42")
+    assert problems(config) == []
+    leaked = {**stack_config("gcore"), "gcore:apiKey": "sk-very-secret-value"}
+    found = problems(leaked)
+    assert any(line.startswith("gcore:apiKey:") for line in found) and not any("sk-very-secret-value" in line for line in found)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Requests, as Gcore's SDK types them
+
+
+def plan_for(**fields):
+    from gpupools.pools.planning import plan_pools
+
+    stack = validate_stack(stack_config("gcore", pools=[pool(**fields)]))
+    return plan_pools(stack)[0], stack
+
+
+def test_a_virtual_machine_pool_request_is_the_sdks_pool_create_params():
+    plan, _ = plan_for(diskSizeGb=200, placement="anti-affinity")
+    params = component.pool_create_params(decide.pool_params(plan))
+    assert params["servergroup_policy"] == "anti-affinity" and params["boot_volume_size"] == 200
+    assert params["boot_volume_type"] == "ssd_hiiops" and params["auto_healing_enabled"] is True
+    assert params["taints"] == {"nvidia.com/gpu": "present:NoSchedule"}  # Gcore's form: key -> value:Effect
+    assert params["min_node_count"] == 1 and params["max_node_count"] == 3
+
+
+def test_a_bare_metal_pool_request_leaves_placement_and_boot_volume_unset():
+    plan, _ = plan_for(instanceType=METAL, name="train")
+    params = component.pool_create_params(decide.pool_params(plan))
+    assert not {"servergroup_policy", "boot_volume_size", "boot_volume_type"} & set(params)
+    assert params["auto_healing_enabled"] is False  # Gcore's GPU guide: autohealing off on GPU bare metal
+    plan, _ = plan_for(instanceType=METAL, name="train", autoRepair=True)
+    assert decide.pool_params(plan)["auto_healing_enabled"] is True
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"taints": {"nvidia.com/gpu": "present=NoSchedule"}}, "pool.taints.nvidia.com/gpu"),
+    ({"taints": {"nvidia.com/gpu": "present:NoScheduled"}}, "pool.taints.nvidia.com/gpu"),
+    ({"min_node_count": "1"}, "pool.min_node_count"),
+    ({"servergroup_policy": "spread"}, "pool.servergroup_policy"),
+    ({"boot_volume_type": "nvme"}, "pool.boot_volume_type"),
+    ({"flavour_id": VM}, "pool.flavour_id"),
+])
+def test_the_sdk_types_refuse_a_wrong_request_naming_the_field(change, field):
+    plan, _ = plan_for()
+    with pytest.raises(component.GcoreInputError) as exc:
+        component.pool_create_params({**decide.pool_params(plan), **change})
+    assert str(exc.value).startswith(f"{field}:")
+
+
+def test_the_cluster_request_is_the_sdks_cluster_create_params():
+    stack = validate_stack(stack_config("gcore"))
+    params = decide.cluster_params(stack.cluster)
+    component.cluster_create_params({**params, "version": decide.api_version(params["version"])})
+    assert params["keypair"] == "ml-admins" and params["cni"] == {"provider": "cilium"}
+    assert decide.api_version(None) == "v1.36.1" and decide.api_version("1.34") == "v1.34.6"
+    with pytest.raises(component.GcoreInputError):
+        component.cluster_create_params({**params, "version": "v1.36.1", "is_ipv6": "yes"})
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Replace, update, resize: as Gcore's Terraform provider decides
+
+
+def terraform_fields(function: str) -> list[str]:
+    """The pool fields a function of Gcore's Terraform provider compares (Go field names to the API's snake_case)."""
+    text = (ROOT / "tests/reference/terraform-provider-gcore/resource.go").read_text()
+    body = text.split(f"func {function}(", 1)[1].split("\n}\n", 1)[0]
+    names = re.findall(r"old\.(\w+)\.Value|mapsEqualOrBothEmpty\(old\.(\w+),", body)
+    go = [a or b for a, b in names]
+    return [re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower().replace("i_d", "id").replace("ipv4", "ipv4") for n in go]
+
+
+def test_the_pool_diff_is_gcores_own():
+    replace = terraform_fields("poolNeedsReplace")
+    update = terraform_fields("poolNeedsUpdate")
+    assert replace == ["flavor_id", "boot_volume_type", "boot_volume_size", "is_public_ipv4", "servergroup_policy", "crio_config", "kubelet_config"]
+    assert set(decide.POOL_REPLACE) == {"name", *replace}
+    # In place: Terraform's fields, and security_group_ids, which the SDK's PoolUpdateParams takes too.
+    from gcore.types.cloud.k8s.clusters import PoolUpdateParams
+
+    assert set(decide.POOL_UPDATE) == {*update, "security_group_ids"}
+    assert set(decide.POOL_UPDATE) <= set(PoolUpdateParams.__annotations__)
+    assert not set(decide.POOL_REPLACE) & set(PoolUpdateParams.__annotations__)
+
+
+BASE_POOL = {"name": "infer", "flavor_id": VM, "min_node_count": 1, "max_node_count": 3, "labels": {"a": "b"},
+             "taints": {"nvidia.com/gpu": "present:NoSchedule"}, "auto_healing_enabled": True, "is_public_ipv4": False,
+             "servergroup_policy": "soft-anti-affinity", "boot_volume_type": "ssd_hiiops", "boot_volume_size": 50}
+NEW_VALUES = {"name": "infer2", "flavor_id": "g3-ai-64-384-3000-l40s-48-2", "boot_volume_type": "standard", "boot_volume_size": 60,
+              "is_public_ipv4": True, "servergroup_policy": "affinity", "crio_config": {"default-ulimits": "nofile=1024:2048"},
+              "kubelet_config": {"podMaxPids": "4096"}, "min_node_count": 2, "max_node_count": 4, "auto_healing_enabled": False,
+              "labels": {"a": "c"}, "taints": {"x": "y:NoExecute"}, "security_group_ids": ["sg"]}
+
+
+@pytest.mark.parametrize("field", sorted(NEW_VALUES))
+def test_every_pool_field_is_replaced_or_updated_in_place(field):
+    replaces, updates = decide.pool_change(BASE_POOL, {**BASE_POOL, field: NEW_VALUES[field]})
+    if field in decide.POOL_REPLACE:
+        assert (replaces, updates) == ([field], [])
+    else:
+        assert (replaces, updates) == ([], [field])
+    diff = component.PoolProvider().diff("c/infer", props(BASE_POOL), props({**BASE_POOL, field: NEW_VALUES[field]}))
+    assert diff.changes is True and diff.replaces == ([f"pool.{field}"] if field in decide.POOL_REPLACE else [])
+    assert diff.delete_before_replace is True
+
+
+def test_no_change_and_server_labels_are_no_diff():
+    assert decide.pool_change(BASE_POOL, dict(BASE_POOL)) == ([], [])
+    read = {**BASE_POOL, "labels": {"a": "b", "gcorecluster.x-k8s.io/pool": "infer"}, "crio_config": {}}
+    assert decide.pool_change(read, BASE_POOL) == ([], [])
+    assert component.PoolProvider().diff("c/infer", props(BASE_POOL), props(dict(BASE_POOL))).changes is False
+
+
+@pytest.mark.parametrize("running, bounds, target", [(1, (1, 3), None), (3, (1, 3), None), (1, (2, 4), 2), (5, (1, 3), 3), (0, (1, 1), 1)])
+def test_a_pool_is_resized_only_when_its_running_count_leaves_the_new_bounds(running, bounds, target):
+    assert decide.resize_target(running, *bounds) == target
+
+
+@pytest.mark.parametrize("field, kind", [("name", 0), ("keypair", 0), ("fixed_network", 0), ("is_ipv6", 0), ("csi", 0), ("version", 1),
+                                         ("cni", 2), ("autoscaler_config", 2), ("authentication", 2), ("logging", 2)])
+def test_every_cluster_field_is_replaced_upgraded_or_patched(field, kind):
+    old = {"name": "ml", "keypair": "k", "version": "1.35", "cni": {"provider": "cilium"}}
+    new = {**old, field: {"changed": "1"} if field not in ("name", "keypair", "version", "is_ipv6") else ("1.36" if field == "version" else True if field == "is_ipv6" else "x")}
+    found = decide.cluster_change(old, new)
+    assert found[kind] == [field] and sum(len(f) for f in found) == 1
+
+
+@pytest.mark.parametrize("old, new, ok", [("1.35", "1.36", True), ("1.35", "1.35", True), ("1.34", "1.36", False), ("1.36", "1.35", False)])
+def test_upgrades_go_one_minor_at_a_time_and_never_down(old, new, ok):
+    assert (decide.upgrade_problem(old, new) is None) is ok
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The dynamic provider against a fake of Gcore's HTTP API, through the SDK's own client
+
+
+def props(pool_params: dict) -> dict:
+    return {"project_id": 1234567, "region_id": 76, "cluster_name": "ml-test", "pool": dict(pool_params)}
+
+
+class FakeGcore:
+    """Gcore's k8s pool and task endpoints as the SDK calls them (paths from gcore 0.59.0 resources/cloud/k8s/clusters/
+    pools/pools.py and resources/cloud/tasks.py), with pools kept in memory."""
+
+    PREFIX = "/cloud/v2/k8s/clusters/1234567/76/ml-test/pools"
+
+    def __init__(self):
+        self.pools: dict[str, dict] = {}
+        self.calls: list[tuple[str, str, dict]] = []
+        self.auth: set[str] = set()
+
+    def pool_json(self, name: str) -> dict:
+        p = self.pools[name]
+        return {"id": f"id-{name}", "created_at": "2026-11-25T00:00:00", "status": "Running", "security_group_ids": [],
+                "boot_volume_size": p.get("boot_volume_size", 0), "boot_volume_type": p.get("boot_volume_type", ""),
+                "crio_config": {}, "kubelet_config": {}, "is_public_ipv4": False, "auto_healing_enabled": False,
+                "max_node_count": p.get("max_node_count", p["min_node_count"]), **p,
+                "labels": {**p.get("labels", {}), "gcorecluster.x-k8s.io/pool": name}}
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.auth.add(request.headers.get("authorization", ""))
+        body = json.loads(request.content) if request.content else {}
+        path = request.url.path
+        self.calls.append((request.method, path, body))
+        if path.startswith("/cloud/v1/tasks/"):
+            name = path.rsplit("/", 1)[1]
+            return httpx.Response(200, json={"id": name, "state": "FINISHED", "task_type": "x", "user_id": 1,
+                                             "created_resources": {"k8s_pools": [name.removeprefix("task-")]}})
+        if request.method == "POST" and path == self.PREFIX:
+            self.pools[body["name"]] = {**body, "node_count": body["min_node_count"]}
+            return httpx.Response(200, json={"tasks": [f"task-{body['name']}"]})
+        name = path.removeprefix(self.PREFIX + "/").split("/")[0]
+        if request.method == "GET":
+            return httpx.Response(200, json=self.pool_json(name)) if name in self.pools else httpx.Response(404, json={})
+        if request.method == "PATCH":
+            self.pools[name].update(body)
+            return httpx.Response(200, json=self.pool_json(name))
+        if request.method == "POST" and path.endswith("/resize"):
+            self.pools[name]["node_count"] = body["node_count"]
+            return httpx.Response(200, json={"tasks": [f"task-{name}"]})
+        if request.method == "DELETE":
+            del self.pools[name]
+            return httpx.Response(200, json={"tasks": [f"task-{name}"]})
+        return httpx.Response(400, json={})
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setenv("GCORE_API_KEY", "test-key-123")
+    api = FakeGcore()
+    return api, component.PoolProvider(http_client=httpx.Client(transport=httpx.MockTransport(api)))
+
+
+def test_create_sends_the_pool_and_keeps_the_key_out_of_the_outputs(fake):
+    api, provider = fake
+    params = dict(BASE_POOL)
+    created = provider.create(props(params))
+    assert created.id == "ml-test/infer" and created.outs["node_count"] == 1
+    method, path, body = api.calls[0]
+    assert (method, path) == ("POST", FakeGcore.PREFIX) and body == params
+    assert api.auth == {"APIKey test-key-123"}
+    assert "test-key-123" not in json.dumps(created.outs)
+
+
+def test_update_patches_in_place_and_resizes_past_the_new_floor(fake):
+    api, provider = fake
+    provider.create(props(BASE_POOL))
+    new = {**BASE_POOL, "min_node_count": 2, "max_node_count": 5, "labels": {"a": "c"}}
+    result = provider.update("ml-test/infer", props(BASE_POOL), props(new))
+    patch = [c for c in api.calls if c[0] == "PATCH"]
+    assert patch == [("PATCH", f"{FakeGcore.PREFIX}/infer", {"min_node_count": 2, "max_node_count": 5, "labels": {"a": "c"}})]
+    assert [c for c in api.calls if c[1].endswith("/resize")] == [("POST", f"{FakeGcore.PREFIX}/infer/resize", {"node_count": 2})]
+    assert result.outs["node_count"] == 2
+
+
+def test_update_inside_the_bounds_does_not_resize(fake):
+    api, provider = fake
+    provider.create(props(BASE_POOL))
+    provider.update("ml-test/infer", props(BASE_POOL), props({**BASE_POOL, "max_node_count": 6, "taints": {}}))
+    assert [c[2] for c in api.calls if c[0] == "PATCH"] == [{"max_node_count": 6, "taints": {}}]
+    assert not [c for c in api.calls if c[1].endswith("/resize")]
+
+
+def test_read_leaves_out_server_labels_and_delete_removes_the_pool(fake):
+    api, provider = fake
+    provider.create(props(BASE_POOL))
+    read = provider.read("ml-test/infer", props(BASE_POOL))
+    assert read.outs["pool"]["labels"] == {"a": "b"} and decide.pool_change(BASE_POOL, read.outs["pool"]) == ([], [])
+    provider.delete("ml-test/infer", props(BASE_POOL))
+    assert api.pools == {} and api.calls[-2][0] == "DELETE"
+
+
+def test_without_an_api_key_the_provider_says_which_variable(monkeypatch):
+    monkeypatch.delenv("GCORE_API_KEY", raising=False)
+    with pytest.raises(component.GcoreInputError, match="GCORE_API_KEY"):
+        component.PoolProvider().create(props(BASE_POOL))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The example stack
+
+
+@pytest.fixture(scope="module")
+def gcore_plan():
+    from gpupools.stack.reading import read_document
+
+    config = read_document(ROOT / "stacks" / "Pulumi.dev-gcore.yaml")["config"]
+    return validate_stack(config), plan_of(config, "dev-gcore")
+
+
+def test_the_example_plans_pools_whose_gpu_requests_grow_them(gcore_plan):
+    stack, result = gcore_plan
+    pools = [r for r in result.resources if r.type == "pulumi-python:dynamic:Resource" and "pool" in r.inputs]
+    assert sorted(r.inputs["pool"]["name"] for r in pools) == ["infer", "train"]
+    assert all("__provider" not in json.dumps(r.inputs.get("pool")) for r in pools)
+    for verdict in result.outputs["landing"]:
+        assert verdict["lands"], verdict
+        if verdict["shape"] == "unit":
+            assert "one more such Job makes Gcore's cluster autoscaler add a node" in verdict["node"]
+
+
+def test_the_gpu_operator_leaves_the_driver_to_gcores_image(gcore_plan):
+    stack, result = gcore_plan
+    release = next(r for r in result.resources if r.type == "kubernetes:helm.sh/v3:Release" and r.inputs.get("name") == "gpu-operator")
+    values = release.inputs["values"]
+    assert values["driver"]["enabled"] is False and values["toolkit"]["enabled"] is True
+    assert "defaultRuntime" not in json.dumps(values)  # the pinned operator detects CRI-O itself
+    crd = (ROOT / "tests/charts/gpu-operator/crds/nvidia.com_clusterpolicies.yaml").read_text()
+    assert "DefaultRuntime is no longer used by\n                      the gpu-operator" in crd
+
+
+def test_the_plan_says_to_check_gcores_own_device_plugin_beside_bare_metal_pools(gcore_plan):
+    stack, result = gcore_plan
+    assert not [r for r in result.resources if "DaemonSet" in r.type]  # nothing assumed of what Gcore installs
+    notes = decide.plan_notes(stack.pools)
+    assert len(notes) == 1 and "kube-system/nvidia-device-plugin-daemonset" in notes[0] and "on train:" in notes[0]
+    assert decide.plan_notes(validate_stack(stack_config("gcore")).pools) == []
