@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from gpupools.clouds import aws as aws_cloud
 from gpupools.clouds.aws import fabric_node_resources
 from gpupools.clouds.common import minor_key
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint
@@ -62,7 +63,7 @@ def pool_efa(plan: PoolPlan) -> int:
     that depends on the pool alone."""
     from gpupools.fabric.plan import catalog_fabric, fabric_on
 
-    if not fabric_on("aws", plan.pool, plan.sharing):
+    if not fabric_on(aws_cloud, plan.pool, plan.sharing):
         return 0
     return catalog_fabric("aws", plan.pool.instance_type).efa
 

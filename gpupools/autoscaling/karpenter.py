@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from gpupools.capacity.sources import block_marker, placement_zones, reserved_marker
+from gpupools.clouds import aws as aws_cloud
 from gpupools.clouds.aws import (DISK_CLASSES, karpenter_disruption, HUGE_PAGE_MI, FABRIC_RESOURCE as EFA_RESOURCE, allocated_hugepages, instance_store_raid0,
                                  karpenter_capacity_types, node_disk, node_hugepages, node_user_data as aws_node_user_data,
                                  pool_instance_types, reservation_selector_terms, type_plans)
@@ -114,7 +115,7 @@ def node_user_data(plan: PoolPlan, fabric_kind: str | None) -> str | None:
 def pool_fabric_kind(plan: PoolPlan) -> str | None:
     """The fabric EKS gives the pool's nodes ("efa"), None without one, as `plan_fabric` decides it: on EKS that
     depends on the pool alone (its instance type, sharing, fabric key and one zone)."""
-    if not fabric_on("aws", plan.pool, plan.sharing):
+    if not fabric_on(aws_cloud, plan.pool, plan.sharing):
         return None
     return catalog_fabric("aws", plan.pool.instance_type).kind
 

@@ -28,7 +28,7 @@ def pool_scale_up(stack: StackConfig, plan: PoolPlan) -> ScaleUp:
     if pool.min_nodes == pool.max_nodes:
         return ScaleUp(plan.name, None, False, f"fixed at {pool.min_nodes} nodes (minNodes = maxNodes), nothing to scale")
     pod = pod_spec(stack, plan, gpu_limits(plan, 1), PROBE_IMAGE)
-    templates = node_templates(stack.cloud, plan, autoscaler)
+    templates = node_templates(stack.target, plan, autoscaler)
     if len(templates) > 1:
         verdict, template = _over_types(plan, templates, pod)
     else:

@@ -11,23 +11,23 @@ from dataclasses import replace
 
 from gpupools.autoscaling import cluster_autoscaler, karpenter
 from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, why_not
-from gpupools.clouds.registry import cloud_module
+from gpupools.core.cloud import Cloud
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.fabric.software import autoscaler_fabric_resources
 
 
-def node_template(cloud: str, plan: PoolPlan, autoscaler: str) -> NodeTemplate | None:
+def node_template(cloud: Cloud, plan: PoolPlan, autoscaler: str) -> NodeTemplate | None:
     """The picture of a new node the pool's autoscaler scales from; None: nobody scales the pool."""
     if autoscaler == KARPENTER:
         return karpenter.node_template(plan)
     if autoscaler == CLUSTER_AUTOSCALER:
         return cluster_autoscaler.node_template(plan)
     if autoscaler == CLOUD:
-        return with_fabric_resources(cloud, plan, cloud_module(cloud).node_template(plan))
+        return with_fabric_resources(cloud, plan, cloud.node_template(plan))
     return None
 
 
-def node_templates(cloud: str, plan: PoolPlan, autoscaler: str) -> list[NodeTemplate]:
+def node_templates(cloud: Cloud, plan: PoolPlan, autoscaler: str) -> list[NodeTemplate]:
     """Every picture of a new node the pool's autoscaler may start: one per instance type under Karpenter, which launches
     whichever type fits the pending pods (`karpenter.node_templates`); one elsewhere (a managed node group is pictured
     from its first instance type, `cluster_autoscaler.node_template`). Empty: nobody scales the pool."""
@@ -51,7 +51,7 @@ def fitting_template(templates: list[NodeTemplate], pod_spec: dict) -> tuple[Nod
     return None, reasons[0] if reasons else None
 
 
-def with_fabric_resources(cloud: str, plan: PoolPlan, template: NodeTemplate) -> NodeTemplate:
+def with_fabric_resources(cloud: Cloud, plan: PoolPlan, template: NodeTemplate) -> NodeTemplate:
     """A managed autoscaler's picture of a fabric node: what the pool's scale set tags add beside the GPUs (the
     InfiniBand pools' RDMA device, `fabric.software.autoscaler_fabric_resources`, which the AKS component writes as tags)."""
     extra = autoscaler_fabric_resources(cloud, plan)

@@ -71,7 +71,7 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
     nvme = min(catalog_fabric(stack.cloud, t).local_nvme_gb for t in plan.pool.instance_types or [plan.pool.instance_type])  # what every node has
     if fabric is None:
         kind = catalog_fabric(stack.cloud, plan.pool.instance_type).kind
-        why = fabric_off_reason(stack.cloud, plan.pool, plan.sharing, stack.cluster)
+        why = fabric_off_reason(stack.target, plan.pool, plan.sharing, stack.cluster)
         rows = [("fabric", f"off: the instance type has {kind}, but {why}" if kind else "none")]
         use = stack.target.local_nvme_use(plan.pool, False)
         rows.append(("local NVMe", (f"{nvme:,} GB {use}" if use else f"{nvme:,} GB, unused") if nvme else "none"))

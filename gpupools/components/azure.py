@@ -103,7 +103,7 @@ class AksCluster(Component):
         release = fabric_software.network_operator_release(fabrics, runs_nfd(stack, plans), gpu_tolerations(stack, plans))
         if release is None:
             return
-        tolerations = fabric_software.nic_policy_tolerations(stack.cloud, plans, fabrics)
+        tolerations = fabric_software.nic_policy_tolerations(stack.target, plans, fabrics)
         ns = kube.apply(software_namespace(release.chart.namespace, privileged=True), self.child(provider=self.kubernetes))
         chart = helm_release(release, self.child(provider=self.kubernetes, depends_on=[ns]))
         policy = fabric_software.nic_cluster_policy(fabrics, tolerations)
@@ -145,4 +145,4 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
     return AksGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts,
-                          fabric_software.autoscaler_fabric_resources(stack.cloud, plan))
+                          fabric_software.autoscaler_fabric_resources(stack.target, plan))

@@ -1,17 +1,19 @@
 """Which pools get the fabric between nodes (EFA, GPUDirect, InfiniBand), where they run, and what their pods ask for.
 
-Cloud-neutral decisions on the catalog's fabric facts; each cloud module names its fabric resource, its topology
-levels and how many zones a fabric pool may span (`FABRIC_RESOURCE`, `TOPOLOGY_LEVELS`, `FABRIC_ZONES`).
+Cloud-neutral decisions on the catalog's fabric facts; the stack's Cloud object (`stack.target`, passed in as `cloud`)
+names its fabric resource, its topology levels and how many zones a fabric pool may span (`FABRIC_RESOURCE`,
+`TOPOLOGY_LEVELS`, `FABRIC_ZONES`), and whether it offers the fabric at all (`FABRIC_OFFERED`).
 """
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from gpupools.capacity.sources import placement_zones
-from gpupools.clouds.registry import cloud_module
 from gpupools.core.catalog import Fabric, Hardware, load_catalog
+from gpupools.core.cloud import Cloud
 from gpupools.core.pools import PoolPlan
 from gpupools.stack.config import Cluster, Pool, Sharing, StackConfig
 from gpupools.stack.errors import Problem
@@ -24,35 +26,35 @@ def catalog_fabric(cloud: str, instance_type: str) -> Fabric:
     return load_catalog().fabric_of(cloud, instance_type)
 
 
-def fabric_on(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None = None) -> bool:
+def fabric_on(cloud: Cloud, pool: Pool, sharing: Sharing, cluster: Cluster | None = None) -> bool:
     """`on`: wherever the instance type has a fabric. `auto`: for whole-GPU pools of instance types built for multi-node
     work that already run in one zone (a fabric pool must), so no stack changes meaning; the plan and the policy pack
     say when such a pool goes without."""
-    fabric = catalog_fabric(cloud, pool.instance_type)
+    fabric = catalog_fabric(cloud.NAME, pool.instance_type)
     if pool.fabric == "none" or fabric.kind is None or pool.instance_types:  # a fabric pool has one instance type
         return False
-    if cloud_module(cloud).FABRIC_OFFERED is not None:
+    if cloud.FABRIC_OFFERED is not None:
         return False
     if pool.fabric == "on":
         return True
-    one_zone = (fabric_zone(cloud, pool, cluster) is not None if cloud_module(cloud).FABRIC_ZONES == "one"
+    one_zone = (fabric_zone(cloud, pool, cluster) is not None if cloud.FABRIC_ZONES == "one"
                 else len(placement_zones(pool) or []) <= 1)
     return fabric.multi_node and sharing.mode == "none" and one_zone
 
 
-def fabric_off_reason(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None = None) -> str | None:
+def fabric_off_reason(cloud: Cloud, pool: Pool, sharing: Sharing, cluster: Cluster | None = None) -> str | None:
     """Why a pool whose instance type has a fabric goes without; None when it has one or its type has none."""
-    fabric = catalog_fabric(cloud, pool.instance_type)
+    fabric = catalog_fabric(cloud.NAME, pool.instance_type)
     if fabric.kind is None or fabric_on(cloud, pool, sharing, cluster):
         return None
     if pool.fabric == "none":
         return "fabric: none"
-    if cloud_module(cloud).FABRIC_OFFERED is not None:
-        return cloud_module(cloud).FABRIC_OFFERED
+    if cloud.FABRIC_OFFERED is not None:
+        return cloud.FABRIC_OFFERED
     if pool.instance_types:
         return "the pool spans instance types, and a fabric pool has one"
     if sharing.mode == "mig" and fabric_with_mig(cloud):
-        return f"GPUs shared by mig; fabric: on puts {cloud_module(cloud).FABRIC_NAME} beside the MIG slices"
+        return f"GPUs shared by mig; fabric: on puts {cloud.FABRIC_NAME} beside the MIG slices"
     if sharing.mode != "none":
         return f"GPUs shared by {sharing.mode}"
     if not fabric.multi_node:
@@ -60,37 +62,37 @@ def fabric_off_reason(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster
     return "the pool may span several zones; give it one zone (zones: [...]) or fabric: on"
 
 
-def fabric_with_mig(cloud: str) -> bool:
+def fabric_with_mig(cloud: Cloud) -> bool:
     """Whether the cloud's fabric reaches pods that hold MIG slices (`FABRIC_WITH_MIG` of its module): GPUDirect RDMA is
     supported from MIG GPU instances, NCCL is not (NVIDIA MIG user guide, Deployment Considerations, "Application
     Considerations"), so a pool may carry both where the fabric is a device pods ask for by count."""
-    return bool(getattr(cloud_module(cloud), "FABRIC_WITH_MIG", False))
+    return bool(getattr(cloud, "FABRIC_WITH_MIG", False))
 
 
-def topology_levels(cloud: str) -> list[tuple[str, str]]:
+def topology_levels(cloud: Cloud) -> list[tuple[str, str]]:
     """(name, node label) from coarse to fine, as stack files name them in `topologyLevel`."""
-    return list(cloud_module(cloud).TOPOLOGY_LEVELS)
+    return list(cloud.TOPOLOGY_LEVELS)
 
 
-def fabric_zone(cloud: str, pool: Pool, cluster: Cluster | None) -> str | None:
+def fabric_zone(cloud: Cloud, pool: Pool, cluster: Cluster | None) -> str | None:
     """The one zone a fabric pool runs in: its own, its reservation's (which pins the pool there), a zonal GKE
     cluster's, or the only zone of a regional GKE cluster that offers the pool's GPU."""
     zones = placement_zones(pool)
     if zones:
         return zones[0] if len(zones) == 1 else None
-    return cloud_module(cloud).fabric_zone_of_cluster(pool, cluster)
+    return cloud.fabric_zone_of_cluster(pool, cluster)
 
 
-def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sharing, hardware: Hardware | None, path: str,
+def fabric_problems(cloud: Cloud, cluster: Cluster | None, pool: Pool, sharing: Sharing, hardware: Hardware | None, path: str,
                     example_zone: str | None = None) -> list[Problem]:
     """Fabric on an instance type without one, a fabric pool over several zones, a topology level the cloud lacks."""
     if hardware is None:
         return []
-    module = cloud_module(cloud)
-    fabric = catalog_fabric(cloud, pool.instance_type)
+    module = cloud
+    fabric = catalog_fabric(cloud.NAME, pool.instance_type)
     problems = []
     if pool.fabric == "on" and fabric.kind is None:
-        with_one = sorted(n for n, f in load_catalog().fabric.get(cloud, {}).items() if f.kind and load_catalog().instance(cloud, n))
+        with_one = sorted(n for n, f in load_catalog().fabric.get(cloud.NAME, {}).items() if f.kind and load_catalog().instance(cloud.NAME, n))
         problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has no {module.FABRIC_NAME} fabric between nodes; instance types "
                                                   f"with one: {', '.join(with_one) or 'none'}; or drop fabric"))
         return problems
@@ -156,6 +158,7 @@ class FabricPlan:
     gaps: tuple[str, ...] = ()  # what the pool still lacks, in words
     keeps_close: bool = True  # whether `placement` keeps the nodes close (GKE takes no compact placement with every capacity)
     node_software: tuple[str, ...] = ()  # DaemonSets a multi-node pod relies on running on its node (GKE's NCCL plugin installers)
+    target: Any = field(default=None, compare=False, repr=False)  # the cloud (gpupools.core.cloud.Cloud), asked for the pod's needs
 
     @property
     def summary(self) -> str:
@@ -169,7 +172,7 @@ class FabricPlan:
 
 
 def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
-    if not fabric_on(stack.cloud, plan.pool, plan.sharing, stack.cluster):
+    if not fabric_on(stack.target, plan.pool, plan.sharing, stack.cluster):
         return None
     module = stack.target
     fabric = catalog_fabric(stack.cloud, plan.pool.instance_type)
@@ -182,7 +185,7 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
     from gpupools.fabric.gpudirect import node_software
 
     return FabricPlan(pool=plan.name, cloud=stack.cloud, name=module.FABRIC_NAME, kind=fabric.kind or "", devices=fabric.efa or fabric.extra_networks,
-                      zone=fabric_zone(stack.cloud, plan.pool, stack.cluster), placement=placement,
+                      zone=fabric_zone(stack.target, plan.pool, stack.cluster), placement=placement, target=stack.target,
                       placement_group=group,
                       local_nvme_gb=fabric.local_nvme_gb, resource=resource, resource_count=count, levels=levels, required_level=required,
                       configured=configured, gaps=gaps, keeps_close=close, node_software=node_software(fabric.kind or ""))
@@ -200,7 +203,7 @@ def plan_fabrics(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, FabricP
 
 def fabric_pod(fabric: FabricPlan) -> dict:
     """What a multi-node pod on the pool carries to reach the fabric, as its cloud module says (`fabric_pod`)."""
-    return cloud_module(fabric.cloud).fabric_pod(fabric.resource_count, fabric.pool, fabric.kind, fabric.devices)
+    return fabric.target.fabric_pod(fabric.resource_count, fabric.pool, fabric.kind, fabric.devices)
 
 
 def with_fabric_pod(template: dict, pod: dict) -> dict:

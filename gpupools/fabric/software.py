@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpupools.clouds.registry import cloud_module
+from gpupools.core.cloud import Cloud
 from gpupools.core.pools import POOL_LABEL, GPU_TAINT, PoolPlan, toleration
 from gpupools.health import readiness
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_on, plan_fabrics
@@ -58,13 +58,13 @@ def rdma_shared_config(resource: str) -> dict:
     return {"configList": [entry]}
 
 
-def autoscaler_fabric_resources(cloud: str, plan: PoolPlan) -> dict[str, int]:
+def autoscaler_fabric_resources(cloud: Cloud, plan: PoolPlan) -> dict[str, int]:
     """What a new node of an InfiniBand pool advertises beside its GPUs, which the cloud's autoscaler must be told before
     it starts one for a pod asking for it: the RDMA shared device plugin's pods per node. Empty for other pools (EFA
     pools tell their autoscalers themselves: autoscaling.karpenter, cluster_autoscaler.fabric_asg_tags)."""
-    if catalog_fabric(cloud, plan.pool.instance_type).kind != "infiniband" or not fabric_on(cloud, plan.pool, plan.sharing):
+    if catalog_fabric(cloud.NAME, plan.pool.instance_type).kind != "infiniband" or not fabric_on(cloud, plan.pool, plan.sharing):
         return {}
-    return {cloud_module(cloud).FABRIC_RESOURCE: RDMA_PODS_PER_NODE}
+    return {cloud.FABRIC_RESOURCE: RDMA_PODS_PER_NODE}
 
 
 # The chart's own NFD worker tolerations (deployment/network-operator/values.yaml, node-feature-discovery.worker), which
@@ -93,14 +93,14 @@ def network_operator_release(fabrics: list[FabricPlan], other_nfd: bool, tolerat
     return Release(NETWORK_OPERATOR, NETWORK_OPERATOR.default_version, network_operator_values(not other_nfd, tolerations))
 
 
-def nic_policy_tolerations(cloud: str, plans: list[PoolPlan], fabrics: list[FabricPlan]) -> list[dict]:
+def nic_policy_tolerations(cloud: Cloud, plans: list[PoolPlan], fabrics: list[FabricPlan]) -> list[dict]:
     """What the NicClusterPolicy's DaemonSets tolerate: the GPU taint and whatever the cloud adds to the InfiniBand pools'
     nodes (AKS's spot taint). One function for the component that creates the policy and the landing check that reads it."""
     ib = {f.pool for f in fabrics if f.kind == "infiniband"}
     out = [toleration(GPU_TAINT)]
     for plan in plans:
         if plan.name in ib:
-            out += [t for t in cloud_module(cloud).extra_tolerations(plan) if t not in out]
+            out += [t for t in cloud.extra_tolerations(plan) if t not in out]
     return out
 
 

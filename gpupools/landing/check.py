@@ -179,7 +179,7 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
     if network_operator_release(list(fabrics.values()), True) is not None:
         from gpupools.fabric.software import nic_policy_tolerations  # the tolerations the component gives the policy
 
-        policy = nic_cluster_policy(list(fabrics.values()), nic_policy_tolerations(stack.cloud, plans, list(fabrics.values())))
+        policy = nic_cluster_policy(list(fabrics.values()), nic_policy_tolerations(stack.target, plans, list(fabrics.values())))
         if policy is not None:
             agents.append(node_agents.nic_policy_agent(policy, module.FABRIC_RESOURCE))
     agents += node_agents.image_agents(fabrics, hugepages_registered)
@@ -453,7 +453,7 @@ def pool_node(cluster: Cluster, plan: PoolPlan, pod: dict | None = None) -> Node
 def _template_for(cluster: Cluster, plan: PoolPlan, pod: dict):
     """The autoscaler's picture of the node it starts for the pod: of a pool over several instance types, the first type
     the pod fits (Karpenter launches a type the pending pod fits); else the pool's one picture."""
-    templates = [replace(t, labels={**t.labels, **label_choices(cluster, plan, pod)}) for t in node_templates(cluster.stack.cloud, plan, cluster.autoscaler)]
+    templates = [replace(t, labels={**t.labels, **label_choices(cluster, plan, pod)}) for t in node_templates(cluster.stack.target, plan, cluster.autoscaler)]
     fitting, _ = fitting_template(templates, pod)
     return fitting or (templates[0] if templates else None)
 
@@ -472,7 +472,7 @@ def _node(cluster: Cluster, plan: PoolPlan, pod: dict, nodes: int, provisioned: 
     pool = plan.pool
     if nodes > pool.max_nodes:
         return Step("node", False, f"the Job needs {nodes} nodes, the pool has at most {pool.max_nodes}")
-    templates = [replace(t, labels={**t.labels, **label_choices(cluster, plan, pod)}) for t in node_templates(cluster.stack.cloud, plan, cluster.autoscaler)]
+    templates = [replace(t, labels={**t.labels, **label_choices(cluster, plan, pod)}) for t in node_templates(cluster.stack.target, plan, cluster.autoscaler)]
     if pool.min_nodes >= nodes:
         return Step("node", True, f"the pool keeps {pool.min_nodes} node(s) running; " + beyond_floor(plan, templates, pod))
     if not templates:

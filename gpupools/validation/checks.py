@@ -75,7 +75,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(module, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
-        problems += fabric_problems(cloud, cluster, pool, sharing, hardware, path, _example_zone(cloud, cluster, providers or {}))
+        problems += fabric_problems(module, cluster, pool, sharing, hardware, path, _example_zone(cloud, cluster, providers or {}))
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
         queued_on.append((index, pool, sharing, sharing_path, BOTTLEROCKET if module.image_device_plugin(pool.os) else installer))

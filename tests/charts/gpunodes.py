@@ -67,7 +67,7 @@ def pool_node(stack: StackConfig, plan: PoolPlan) -> PoolNode:
               "node.kubernetes.io/instance-type": instance_type, "kubernetes.io/hostname": f"{plan.name}-node-0"}
     taints = list(plan.taints)
     startup = list(plan.startup_taints)
-    template = node_template(stack.cloud, plan, autoscaler)
+    template = node_template(stack.target, plan, autoscaler)
     if stack.cloud == "aws":
         if autoscaler != KARPENTER:  # a managed node group
             labels.update({"eks.amazonaws.com/nodegroup": plan.name,

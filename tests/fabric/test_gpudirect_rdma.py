@@ -194,6 +194,6 @@ def test_the_landing_check_reads_the_nic_policy_the_component_creates(mixed):
     stack = validate_stack(stack_config("azure", pools=[ND, T4]))
     plans = plan_pools(stack)
     fabrics = list(plan_fabrics(stack, plans).values())
-    assert nic_cluster_policy(fabrics, nic_policy_tolerations(stack.cloud, plans, fabrics))["spec"] == created.inputs["spec"]
+    assert nic_cluster_policy(fabrics, nic_policy_tolerations(stack.target, plans, fabrics))["spec"] == created.inputs["spec"]
     agent = next(a for a in cluster_of(stack).agents if a.name == "RDMA shared device plugin")
     assert agent.pod["tolerations"] == created.inputs["spec"]["tolerations"]

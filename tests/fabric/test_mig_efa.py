@@ -13,6 +13,7 @@ import yaml
 
 from conftest import crd_rule_failures, needs_reference, plan_of, stack_config
 from gpupools.autoscaling.scaleup import scale_ups
+from gpupools.clouds import aws
 from gpupools.fabric.plan import fabric_off_reason, plan_fabrics
 from gpupools.landing.check import landing_check
 from gpupools.pools.planning import plan_pools
@@ -87,7 +88,7 @@ def test_auto_still_gives_mig_pools_no_fabric_and_says_how_to_have_one():
     stack = validate_stack(config(mig_efa(fabric="auto")))
     (plan,) = plan_pools(stack)
     assert plan_fabrics(stack, [plan]) == {}
-    assert fabric_off_reason("aws", plan.pool, plan.sharing) == "GPUs shared by mig; fabric: on puts EFA beside the MIG slices"
+    assert fabric_off_reason(aws, plan.pool, plan.sharing) == "GPUs shared by mig; fabric: on puts EFA beside the MIG slices"
 
 
 @pytest.mark.parametrize("sharing", [{"mode": "time-slicing", "replicas": 4}, {"mode": "mps", "replicas": 2}])
