@@ -226,6 +226,7 @@ def cluster_params(cluster: Cluster) -> dict:
 
 READ_ON_EXISTING = {
     "API endpoint": "public on every Gcore cluster (the service offers no private endpoint or authorized ranges)",
+    "network policy (Cilium)": "read by the cluster resource when it runs, which warns if the cluster's CNI is not Cilium",
 }
 
 

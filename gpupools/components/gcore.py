@@ -170,7 +170,10 @@ class ClusterProvider(ResourceProvider):
         wanted = dict(props["cluster"])
         if props.get("adopt"):
             found = api.cloud.k8s.clusters.get(wanted["name"])
-            return CreateResult(found.name, {**props, "version": found.version, "kubeconfig": self._kubeconfig(api, found.name)})
+            # What the cluster lacks of a new one's controls, read not assumed; the component warns of each.
+            findings = decide.existing_cluster_findings(found.name, {"cni": found.cni.model_dump() if found.cni else None})
+            return CreateResult(found.name, {**props, "version": found.version, "kubeconfig": self._kubeconfig(api, found.name),
+                                             "findings": findings})
         version = newest_patch(api, wanted["version"])
         body = cluster_create_params({**wanted, "version": version})
         cluster = api.cloud.k8s.clusters.create_and_poll(**body)
@@ -215,9 +218,10 @@ class ClusterProvider(ResourceProvider):
 class GcoreClusterResource(pulumi.dynamic.Resource):
     kubeconfig: pulumi.Output[str]
     version: pulumi.Output[str]
+    findings: pulumi.Output[list]
 
     def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(ClusterProvider(), name, {**props, "kubeconfig": None, "version": None}, opts)
+        super().__init__(ClusterProvider(), name, {**props, "kubeconfig": None, "version": None, "findings": None}, opts)
 
 
 class GcorePoolResource(pulumi.dynamic.Resource):
@@ -251,6 +255,8 @@ class GcoreCluster(Component):
         self.resource = GcoreClusterResource(name, {"project_id": project, "region_id": region, "cluster": params,
                                                     "adopt": not cluster.create},
                                              self.child(additional_secret_outputs=["kubeconfig"], protect=False))
+        if not cluster.create:
+            self.resource.findings.apply(lambda found: [pulumi.log.warn(m, resource=self) for m in found or []])
         self.cluster_name = pulumi.Output.from_input(cluster.name)
         self.kubeconfig = pulumi.Output.secret(self.resource.kubeconfig)
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())

@@ -376,3 +376,120 @@ def test_the_plan_says_to_check_gcores_own_device_plugin_beside_bare_metal_pools
     notes = decide.plan_notes(stack.pools)
     assert len(notes) == 1 and "kube-system/nvidia-device-plugin-daemonset" in notes[0] and "on train:" in notes[0]
     assert decide.plan_notes(validate_stack(stack_config("gcore")).pools) == []
+
+
+class FakeGcoreClusters:
+    """Gcore's k8s cluster endpoints as the SDK calls them (gcore 0.59.0 resources/cloud/k8s/k8s.py create_versions,
+    clusters/clusters.py, clusters/kubeconfig.py), one region with the versions its documentation lists."""
+
+    PREFIX = "/cloud/v2/k8s/clusters/1234567/76"
+    VERSIONS = ["v1.33.10", "v1.34.6", "v1.35.3", "v1.35.1", "v1.36.1"]
+
+    def __init__(self):
+        self.clusters: dict[str, dict] = {}
+        self.calls: list[tuple[str, str, dict]] = []
+
+    def cluster_json(self, name: str) -> dict:
+        c = self.clusters[name]
+        return {"id": f"id-{name}", "add_ons": {"slurm": {"enabled": False}}, "created_at": "2026-11-25", "csi": {"nfs": {"ddn_enabled": False,
+                "vast_enabled": False}}, "is_public": True, "keypair": c["keypair"], "name": name, "pools": [], "status": "Provisioned",
+                "version": c["version"], "cni": c.get("cni")}
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else {}
+        path = request.url.path
+        self.calls.append((request.method, path, body))
+        if path == "/cloud/v2/k8s/1234567/76/create_versions":
+            return httpx.Response(200, json={"count": len(self.VERSIONS), "results": [{"version": v} for v in self.VERSIONS]})
+        if path.startswith("/cloud/v1/tasks/"):
+            name = path.rsplit("/", 1)[1].removeprefix("task-")
+            return httpx.Response(200, json={"id": name, "state": "FINISHED", "task_type": "x", "user_id": 1,
+                                             "created_resources": {"k8s_clusters": [name]}})
+        if request.method == "POST" and path == self.PREFIX:
+            self.clusters[body["name"]] = body
+            return httpx.Response(200, json={"tasks": [f"task-{body['name']}"]})
+        name, _, rest = path.removeprefix(self.PREFIX + "/").partition("/")
+        if rest == "config":
+            return httpx.Response(200, json={"config": f"kubeconfig of {name}", "client_certificate": "", "client_key": "",
+                                             "cluster_ca_certificate": "", "created_at": "2026-11-25T00:00:00Z",
+                                             "expires_at": "2027-11-25T00:00:00Z", "host": "https://k8s.example"})
+        if rest == "upgrade":
+            self.clusters[name]["version"] = body["version"]
+            return httpx.Response(200, json={"tasks": [f"task-{name}"]})
+        if request.method == "PATCH":
+            self.clusters[name].update(body)
+            return httpx.Response(200, json={"tasks": [f"task-{name}"]})
+        if request.method == "GET":
+            return httpx.Response(200, json=self.cluster_json(name))
+        if request.method == "DELETE":
+            del self.clusters[name]
+            return httpx.Response(200, json={"tasks": [f"task-{name}"]})
+        return httpx.Response(400, json={})
+
+
+@pytest.fixture
+def clusters(monkeypatch):
+    monkeypatch.setenv("GCORE_API_KEY", "test-key-123")
+    api = FakeGcoreClusters()
+    return api, component.ClusterProvider(http_client=httpx.Client(transport=httpx.MockTransport(api)))
+
+
+def cluster_props(**cluster) -> dict:
+    params = decide.cluster_params(validate_stack(stack_config("gcore")).cluster)
+    return {"project_id": 1234567, "region_id": 76, "cluster": {**params, "version": "1.35", **cluster}, "adopt": False}
+
+
+def test_a_new_cluster_gets_the_newest_patch_of_its_minor_and_a_kubeconfig(clusters):
+    api, provider = clusters
+    created = provider.create(cluster_props())
+    assert created.id == "ml-test" and created.outs["version"] == "v1.35.3"  # not v1.35.1, not another minor
+    sent = next(b for m, p, b in api.calls if m == "POST" and p == FakeGcoreClusters.PREFIX)
+    assert sent["version"] == "v1.35.3" and sent["keypair"] == "ml-admins" and sent["pools"][0]["name"] == "system"
+    assert created.outs["kubeconfig"] == "kubeconfig of ml-test" and "test-key-123" not in json.dumps(created.outs)
+
+
+def test_a_minor_gcore_does_not_offer_is_refused(clusters):
+    _, provider = clusters
+    with pytest.raises(component.GcoreInputError, match="cluster.version: Gcore offers no Kubernetes 1.37"):
+        provider.create(cluster_props(version="1.37"))
+
+
+def test_a_cluster_upgrades_one_minor_and_patches_in_place(clusters):
+    api, provider = clusters
+    old = cluster_props()
+    outs = provider.create(old).outs
+    new = cluster_props(version="1.36", autoscaler_config={"scale-down-unneeded-time": "5m"})
+    diff = provider.diff("ml-test", {**old, **outs}, new)
+    assert diff.changes and diff.replaces == []
+    result = provider.update("ml-test", {**old, **outs}, new)
+    assert result.outs["version"] == "v1.36.1" and result.outs["kubeconfig"] == "kubeconfig of ml-test"
+    assert [b for m, p, b in api.calls if p.endswith("/upgrade")] == [{"version": "v1.36.1"}]
+    assert [b for m, p, b in api.calls if m == "PATCH"] == [{"autoscaler_config": {"scale-down-unneeded-time": "5m"}}]
+    with pytest.raises(component.GcoreInputError, match="one minor version at a time"):
+        provider.update("ml-test", {**old, **outs}, cluster_props(version="1.37"))
+
+
+def test_a_new_keypair_replaces_the_cluster_and_an_adopted_one_is_never_deleted(clusters):
+    api, provider = clusters
+    old = cluster_props()
+    assert provider.diff("ml-test", old, cluster_props(keypair="other-admins")).replaces == ["cluster.keypair"]
+    provider.create(old)
+    adopted = {**old, "adopt": True}
+    outs = provider.create(adopted).outs
+    assert outs["version"] == "v1.35.3" and outs["findings"] == []  # the fake cluster runs Cilium
+    api.clusters["ml-test"]["cni"] = {"provider": "calico"}
+    assert "does not run Cilium" in provider.create(adopted).outs["findings"][0]
+    provider.delete("ml-test", adopted)
+    assert "ml-test" in api.clusters and not [c for c in api.calls if c[0] == "DELETE"]
+    provider.delete("ml-test", old)
+    assert "ml-test" not in api.clusters
+
+
+def test_gcore_capacity_repair_and_existing_cluster_lines():
+    plan, _ = plan_for(instanceType=METAL, name="train")
+    assert decide.capacity_lines(plan.pool, "cloud") == [f"on-demand: flavor {METAL}"]
+    assert decide.repair_facts(plan, "cloud")[1].startswith("nothing: auto-healing is off")
+    vm, _ = plan_for()
+    assert decide.repair_facts(vm, "cloud")[1].startswith("Gcore auto-healing drains and replaces")
+    assert decide.existing_cluster_findings("ml", {"cni": {"provider": "calico"}}) != []
+    assert decide.existing_cluster_findings("ml", {"cni": {"provider": "cilium"}}) == []
