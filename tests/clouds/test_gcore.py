@@ -493,3 +493,22 @@ def test_gcore_capacity_repair_and_existing_cluster_lines():
     assert decide.repair_facts(vm, "cloud")[1].startswith("Gcore auto-healing drains and replaces")
     assert decide.existing_cluster_findings("ml", {"cni": {"provider": "calico"}}) != []
     assert decide.existing_cluster_findings("ml", {"cni": {"provider": "cilium"}}) == []
+
+
+def test_the_policy_pack_judges_gcore_pools_as_gcore_sells_them(gcore_plan):
+    """Gcore pools are GPU pools to the pack (their GPUs counted, 38 at maxNodes), with nothing to say of a price Gcore does
+    not publish, a fabric it does not offer on Kubernetes or capacity a Gcore pool cannot buy ahead; a flavor the catalog
+    does not know still cannot be budgeted."""
+    from gpupools.cli.policycheck import run_policies
+    from gpupools.policies._fleet import fleet
+    from gpupools.policies.budget import fleet_totals
+
+    _, result = gcore_plan
+    assert run_policies(result).violations == []
+    resources = [type("R", (), {"resource_type": r.type, "name": r.name, "props": r.inputs, "urn": r.name})() for r in result.resources]
+    pools = fleet(resources)
+    assert sorted(p.pool for p in pools) == ["infer", "train"] and {p.cloud for p in pools} == {"gcore"}
+    assert fleet_totals(pools)[0] == 38 and fleet_totals(pools)[2] == []
+    unknown = [p for p in pools if p.pool == "train"][0]
+    unknown.instance_type = "bm9-ai-unknown"
+    assert fleet_totals([unknown])[2] == ["train"]
