@@ -452,3 +452,14 @@ def upgrade_problem(old: str, new: str) -> str | None:
 
 # A Gcore pool takes no reservation or other capacity ahead of time (PoolCreateParams has no such field).
 RESERVATIONS = False
+
+
+def quota_problems(exceeded: dict) -> list[str]:
+    """What `pools.check_quota` says a new pool would exceed: the API returns only the exceeded quotas, each as
+    `<quota>_limit`, `_usage` and `_requested` (SDK K8SClusterPoolQuota: "Empty response means no quotas exceeded")."""
+    out = []
+    for key in sorted(k for k in exceeded if k.endswith("_limit")):
+        quota = key.removesuffix("_limit")
+        out.append(f"{quota}: {exceeded.get(quota + '_requested')} requested, {exceeded.get(quota + '_usage')} in use, "
+                   f"limit {exceeded[key]}")
+    return out

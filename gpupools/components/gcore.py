@@ -102,6 +102,10 @@ def _pool_state(pool) -> dict:
     return {k: v for k, v in state.items() if v is not None}
 
 
+# What `pools.check_quota` takes of a pool (SDK PoolCheckQuotaParams).
+QUOTA_FIELDS = ("flavor_id", "boot_volume_size", "is_public_ipv4", "max_node_count", "min_node_count", "name", "servergroup_policy")
+
+
 class PoolProvider(ResourceProvider):
     """A Gcore cluster pool. Its id is `<cluster>/<pool>`. `http_client`: a transport for tests."""
 
@@ -114,6 +118,12 @@ class PoolProvider(ResourceProvider):
     def create(self, props: dict) -> CreateResult:
         body = pool_create_params(dict(props["pool"]))
         api = self._api(props)
+        # Before anything is created, as Gcore's own Terraform provider does (TF2 resource.go checkPoolQuotaLimits).
+        quota = api.cloud.k8s.clusters.pools.check_quota(**{k: body[k] for k in QUOTA_FIELDS if k in body})
+        exceeded = decide.quota_problems(quota.model_dump(exclude_none=True))
+        if exceeded:
+            raise GcoreInputError(f"pool {body['name']}: the project's Gcore quota is too small ({'; '.join(exceeded)}); ask Gcore "
+                                  f"for more, or lower maxNodes")
         pool = api.cloud.k8s.clusters.pools.create_and_poll(cluster_name=props["cluster_name"], **body)
         return CreateResult(f"{props['cluster_name']}/{pool.name}", {**props, "node_count": pool.node_count})
 

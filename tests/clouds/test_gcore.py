@@ -245,10 +245,11 @@ class FakeGcore:
 
     PREFIX = "/cloud/v2/k8s/clusters/1234567/76/ml-test/pools"
 
-    def __init__(self):
+    def __init__(self, exceeded: dict | None = None):
         self.pools: dict[str, dict] = {}
         self.calls: list[tuple[str, str, dict]] = []
         self.auth: set[str] = set()
+        self.exceeded = exceeded or {}  # what check_limits answers: the exceeded quotas only
 
     def pool_json(self, name: str) -> dict:
         p = self.pools[name]
@@ -263,6 +264,8 @@ class FakeGcore:
         body = json.loads(request.content) if request.content else {}
         path = request.url.path
         self.calls.append((request.method, path, body))
+        if path == "/cloud/v2/k8s/clusters/1234567/76/pools/check_limits":
+            return httpx.Response(200, json=self.exceeded)
         if path.startswith("/cloud/v1/tasks/"):
             name = path.rsplit("/", 1)[1]
             return httpx.Response(200, json={"id": name, "state": "FINISHED", "task_type": "x", "user_id": 1,
@@ -297,7 +300,8 @@ def test_create_sends_the_pool_and_keeps_the_key_out_of_the_outputs(fake):
     params = dict(BASE_POOL)
     created = provider.create(props(params))
     assert created.id == "ml-test/infer" and created.outs["node_count"] == 1
-    method, path, body = api.calls[0]
+    assert api.calls[0][1].endswith("/pools/check_limits") and api.calls[0][2]["flavor_id"] == VM
+    method, path, body = api.calls[1]
     assert (method, path) == ("POST", FakeGcore.PREFIX) and body == params
     assert api.auth == {"APIKey test-key-123"}
     assert "test-key-123" not in json.dumps(created.outs)
@@ -512,3 +516,13 @@ def test_the_policy_pack_judges_gcore_pools_as_gcore_sells_them(gcore_plan):
     unknown = [p for p in pools if p.pool == "train"][0]
     unknown.instance_type = "bm9-ai-unknown"
     assert fleet_totals([unknown])[2] == ["train"]
+
+
+def test_a_pool_beyond_the_projects_quota_is_refused_before_anything_is_created(monkeypatch):
+    monkeypatch.setenv("GCORE_API_KEY", "test-key-123")
+    api = FakeGcore(exceeded={"gpu_virtual_l40s_count_limit": 2, "gpu_virtual_l40s_count_usage": 1, "gpu_virtual_l40s_count_requested": 3})
+    provider = component.PoolProvider(http_client=httpx.Client(transport=httpx.MockTransport(api)))
+    with pytest.raises(component.GcoreInputError) as exc:
+        provider.create(props(BASE_POOL))
+    assert "gpu_virtual_l40s_count: 3 requested, 1 in use, limit 2" in str(exc.value)
+    assert api.pools == {} and [c[0] for c in api.calls] == ["POST"]
