@@ -526,3 +526,19 @@ def test_a_pool_beyond_the_projects_quota_is_refused_before_anything_is_created(
         provider.create(props(BASE_POOL))
     assert "gpu_virtual_l40s_count: 3 requested, 1 in use, limit 2" in str(exc.value)
     assert api.pools == {} and [c[0] for c in api.calls] == ["POST"]
+
+
+@pytest.mark.parametrize("key, value", [("cluster_name", "other"), ("project_id", 7654321), ("region_id", 8)])
+def test_a_pool_moved_to_another_cluster_project_or_region_is_a_new_pool(key, value):
+    diff = component.PoolProvider().diff("ml-test/infer", props(BASE_POOL), {**props(BASE_POOL), key: value})
+    assert diff.changes and diff.replaces == [key]
+    assert component.PoolProvider().diff("ml-test/infer", props(BASE_POOL), {**props(BASE_POOL), key: str(props(BASE_POOL)[key])}).changes is False
+
+
+def test_a_cluster_moved_to_another_project_or_region_is_a_new_cluster():
+    old = cluster_props()
+    assert component.ClusterProvider().diff("ml-test", old, {**old, "region_id": 8}).replaces == ["region_id"]
+    assert component.ClusterProvider().diff("ml-test", old, dict(old)).changes is False
+    assert component.ClusterProvider().diff("ml-test", old, {**old, "adopt": True}).replaces == ["adopt"]
+    adopted = {**old, "adopt": True}
+    assert component.ClusterProvider().diff("ml-test", adopted, cluster_props(keypair="other-admins") | {"adopt": True}).changes is False
