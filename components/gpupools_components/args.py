@@ -84,6 +84,8 @@ class Cluster(TypedDict):
     """gcp: enforce the project's Binary Authorization policy (default false)."""
     node_service_account: NotRequired[str]
     """gcp: the IAM service account e-mail every node runs as; default one gpupools creates with least-privilege roles."""
+    keypair: NotRequired[str]
+    """gcore, new cluster (required there): the name of the project's SSH keypair every node gets."""
 
 
 class Pool(TypedDict):
@@ -92,7 +94,7 @@ class Pool(TypedDict):
     name: str
     """Pool name: a DNS label, unique in the stack, not system."""
     instance_type: NotRequired[str]
-    """AWS instance type, Azure VM size or GCP machine type from gpupools' catalog; required unless instanceTypes."""
+    """AWS instance type, Azure VM size, GCP machine type or Gcore flavor from gpupools' catalog; required unless instanceTypes."""
     instance_types: NotRequired[list[str]]
     """EKS only, instead of instanceType: 2-20 instance types of one GPU model the pool's nodes may be."""
     gpu: NotRequired[str]
@@ -125,6 +127,8 @@ class Pool(TypedDict):
     """false turns GPU node repair off for the pool (default on)."""
     upgrades: NotRequired[Any]
     """What the pool runs, which decides how its nodes are upgraded: training (default) or inference, or an object with kind, maxUnavailable, maxSurge and waitForJobs."""
+    placement: NotRequired[str]
+    """gcore virtual-machine flavors only: the server-group policy, affinity, anti-affinity or soft-anti-affinity (default)."""
 
 
 class GpuSoftware(TypedDict):
@@ -292,7 +296,7 @@ class GpuPlatformArgs(TypedDict):
     """A whole gpupools stack: the keys of a stack file's gpupools: namespace."""
 
     cloud: str
-    """aws, azure or gcp."""
+    """aws, azure, gcp or gcore."""
     cluster: Cluster
     """The cluster the pools join."""
     sharing: NotRequired[Sharing]
