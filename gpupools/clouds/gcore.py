@@ -463,3 +463,33 @@ def quota_problems(exceeded: dict) -> list[str]:
         out.append(f"{quota}: {exceeded.get(quota + '_requested')} requested, {exceeded.get(quota + '_usage')} in use, "
                    f"limit {exceeded[key]}")
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Day two: Gcore upgrades a cluster's pools with the cluster, when its version changes
+
+# ClusterUpgradeParams takes the version only, and PoolUpdateParams no surge, drain or schedule (SDK; SPEC
+# K8sClusterPoolUpdateV2Serializer): Gcore upgrades when the user asks (the version in the stack, one minor at a time) and
+# publishes no maintenance window, exclusions or per-pool upgrade strategy a stack could set.
+UPGRADE_KEYS = (("max_unavailable", "maxUnavailable"), ("max_surge", "maxSurge"), ("wait_for_jobs", "waitForJobs"))
+
+
+def pool_upgrade_problems(pool: Pool, policy, path: str, autoscaler: str) -> list[Problem]:
+    from gpupools.upgrades.policy import options
+
+    chosen = options(pool)
+    return [Problem(f"{path}.{alias}", "not available on gcore: Gcore's API takes no surge, drain or wait settings for a pool's upgrade "
+                                       "(it upgrades the pools with the cluster); keep only the kind")
+            for attr, alias in UPGRADE_KEYS if getattr(chosen, attr) is not None]
+
+
+def maintenance_problems(cluster: Cluster, upgrades, window, autoscaler: str) -> list[Problem]:
+    if upgrades.exclusions:
+        return [Problem("upgrades.exclusions", "not available on gcore: Gcore upgrades a cluster only when its version changes "
+                                               "(cluster.kubernetesVersion), so there is nothing to exclude; remove exclusions")]
+    return []
+
+
+def upgrade_lines(pool: Pool, policy, window, cluster: Cluster, autoscaler: str) -> list[str]:
+    return [f"{policy.kind}: Gcore upgrades the pool with the cluster, only when cluster.kubernetesVersion changes (one minor at a "
+            f"time, by `pulumi up`); the stack's maintenance window does not apply, so schedule that change yourself"]

@@ -542,3 +542,15 @@ def test_a_cluster_moved_to_another_project_or_region_is_a_new_cluster():
     assert component.ClusterProvider().diff("ml-test", old, {**old, "adopt": True}).replaces == ["adopt"]
     adopted = {**old, "adopt": True}
     assert component.ClusterProvider().diff("ml-test", adopted, cluster_props(keypair="other-admins") | {"adopt": True}).changes is False
+
+
+def test_gcore_upgrades_only_with_the_clusters_version():
+    from gpupools.upgrades.policy import upgrade_lines
+
+    ok = validate_stack(stack_config("gcore", pools=[pool(upgrades="inference")]))
+    (line,) = upgrade_lines(ok, ok.pools[0], "cloud")
+    assert line.startswith("inference: Gcore upgrades the pool with the cluster, only when cluster.kubernetesVersion changes")
+    found = problems(stack_config("gcore", pools=[pool(upgrades={"kind": "training", "maxSurge": 1})]))
+    assert [line.split(":")[0] for line in found] == ["pools[0].upgrades.maxSurge"]
+    found = problems(stack_config("gcore", upgrades={"exclusions": [{"name": "launch", "start": "2026-12-01", "end": "2026-12-03"}]}))
+    assert [line.split(":")[0] for line in found] == ["upgrades.exclusions"]
