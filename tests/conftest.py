@@ -110,6 +110,17 @@ def pytest_terminal_summary(terminalreporter):
                                     f"apt-get install prometheus prometheus-alertmanager, then ./dev test again (CI's bash .ci/run does both)")
 
 
+def tree_paths(value, prefix=()):
+    """Every path into a tree of dicts and lists, the root's empty path first (keys and list indexes as they are)."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from tree_paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from tree_paths(child, (*prefix, index))
+
+
 def value_paths(values: dict, free_form: tuple[str, ...] = (), prefix: tuple = ()):
     """Every key path we set in Helm values, not descending into maps whose keys are data (`free_form`)."""
     for key, value in values.items():

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from gpupools.cli.main import app
 
-from conftest import ROOT
+from conftest import ROOT, tree_paths
 
 runner = CliRunner()
 EXAMPLES = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
@@ -31,16 +31,6 @@ odd_values = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12), st.sampled_from(["1.３３", "٣", "", "[secret]", "x" * 500]),
     st.lists(st.integers(min_value=0, max_value=10), max_size=3), st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
 )
-
-
-def _paths(value, prefix=()):
-    yield prefix
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield from _paths(child, (*prefix, key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _paths(child, (*prefix, index))
 
 
 def _parent(doc, path):
@@ -61,7 +51,7 @@ def stack_files(draw) -> bytes:
     config = doc["config"]
     for _ in range(draw(st.integers(min_value=0, max_value=3))):
         kind = draw(st.sampled_from(["replace", "replace", "delete", "unknown-key"]))
-        path = draw(st.sampled_from(list(_paths(config))[1:]))
+        path = draw(st.sampled_from(list(tree_paths(config))[1:]))
         if kind == "replace":
             _parent(config, path)[path[-1]] = draw(odd_values)
         elif kind == "delete":
@@ -149,7 +139,7 @@ def against_files(draw) -> bytes:
             doc[draw(st.sampled_from(["resources", "stack", "outputs", "project"]))] = draw(odd_values)
         else:
             resource = draw(st.sampled_from(pools))
-            paths = list(_paths(resource.get("inputs") or {}))[1:]
+            paths = list(tree_paths(resource.get("inputs") or {}))[1:]
             if paths:
                 path = draw(st.sampled_from(paths))
                 _parent(resource["inputs"], path)[path[-1]] = draw(odd_values)

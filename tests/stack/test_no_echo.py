@@ -26,7 +26,7 @@ from gpupools.stack.config import StackConfig
 from gpupools.stack.errors import QUOTED_FIELDS, SECRET_FIELDS, ConfigError, name_like, quotable, redact, Problem
 from gpupools.validation.stack import validate_stack
 
-from conftest import ROOT
+from conftest import ROOT, tree_paths
 from test_fuzz_stacks import odd_values
 from wide_stacks import WIDE
 
@@ -51,16 +51,6 @@ ACCEPTED = {"cluster.keypair", "pools.*.labels", "pools.*.labels.*", "pools.*.ca
 
 def leaked(text: str) -> list[str]:
     return [f for f in FRAGMENTS if f in text]
-
-
-def _paths(value, prefix=()):
-    yield prefix
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield from _paths(child, (*prefix, key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _paths(child, (*prefix, index))
 
 
 def _shape(value) -> str:
@@ -90,7 +80,7 @@ def variants(base: dict):
     mapping also where one belongs, since a credential pasted into a name field has the right shape. Only a number,
     boolean or null where one belongs is left out: the marker number is a valid size there, and the others carry
     no marker."""
-    for path in list(_paths(base))[1:]:
+    for path in list(tree_paths(base))[1:]:
         current = _shape(_at(base, path))
         for shape in SHAPES:
             if shape != current or shape in ("string", "list", "mapping"):
@@ -214,7 +204,7 @@ def planted_stacks(draw):
     name = draw(st.sampled_from(sorted(BASES)))
     config = copy.deepcopy(BASES[name])
     for _ in range(draw(st.integers(min_value=0, max_value=2))):  # the fuzz tests' mutations first
-        path = draw(st.sampled_from(list(_paths(config))[1:]))
+        path = draw(st.sampled_from(list(tree_paths(config))[1:]))
         _at(config, path[:-1])[path[-1]] = draw(odd_values)
     path, shape = draw(st.sampled_from(list(variants(config))))
     return planted(config, path, shape), (name, path, shape)
@@ -271,7 +261,7 @@ def _annotation_fields(annotation, path: str) -> set[str]:
 def _wide_paths() -> set[str]:
     found = set()
     for config in WIDE.values():
-        for path in list(_paths(config))[1:]:
+        for path in list(tree_paths(config))[1:]:
             if str(path[0]).startswith("gpupools:"):
                 steps = [str(path[0]).removeprefix("gpupools:")]
                 for i, step in enumerate(path[1:], 1):
