@@ -19,6 +19,7 @@ nothing more; workloads get their own identities (Workload Identity, Pod Identit
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
@@ -67,13 +68,12 @@ def _node_roles(resources: list) -> set[str]:
 def _allows_everything(document: Any) -> bool:
     """An inline policy with an Allow statement on every action ("*") or every action of IAM ("iam:*")."""
     if isinstance(document, str):
-        import json
-
         try:
             document = json.loads(document)
         except ValueError:
             return False
-    for statement in items(get(document, "Statement")) if isinstance(get(document, "Statement"), list) else [get(document, "Statement")]:
+    statements = get(document, "Statement")
+    for statement in statements if isinstance(statements, list) else [statements]:
         if get(statement, "Effect") != "Allow":
             continue
         actions = get(statement, "Action")
