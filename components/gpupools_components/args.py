@@ -84,6 +84,8 @@ class Cluster(TypedDict):
     """gcp: enforce the project's Binary Authorization policy (default false)."""
     node_service_account: NotRequired[str]
     """gcp: the IAM service account e-mail every node runs as; default one gpupools creates with least-privilege roles."""
+    mode: NotRequired[str]
+    """Who runs the GPU nodes: standard (default, gpupools' own pools), auto-mode (aws: EKS Auto Mode) or node-auto-provisioning (azure: AKS node auto-provisioning)."""
 
 
 class Pool(TypedDict):
@@ -125,6 +127,8 @@ class Pool(TypedDict):
     """false turns GPU node repair off for the pool (default on)."""
     upgrades: NotRequired[Any]
     """What the pool runs, which decides how its nodes are upgraded: training (default) or inference, or an object with kind, maxUnavailable, maxSurge and waitForJobs."""
+    provisioning: NotRequired[str]
+    """gcp: node-pool (default, one GKE node pool) or compute-class (a ComputeClass whose priorities are the capacity list in order)."""
 
 
 class GpuSoftware(TypedDict):

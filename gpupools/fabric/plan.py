@@ -31,6 +31,8 @@ def fabric_on(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster | None 
     fabric = catalog_fabric(cloud, pool.instance_type)
     if pool.fabric == "none" or fabric.kind is None or pool.instance_types:  # a fabric pool has one instance type
         return False
+    if cloud_module(cloud).fabric_refusal(pool, cluster) is not None:  # the pool's managed mode attaches no fabric
+        return False
     if pool.fabric == "on":
         return True
     one_zone = (fabric_zone(cloud, pool, cluster) is not None if cloud_module(cloud).FABRIC_ZONES == "one"
@@ -45,6 +47,9 @@ def fabric_off_reason(cloud: str, pool: Pool, sharing: Sharing, cluster: Cluster
         return None
     if pool.fabric == "none":
         return "fabric: none"
+    refusal = cloud_module(cloud).fabric_refusal(pool, cluster)
+    if refusal is not None:
+        return refusal
     if pool.instance_types:
         return "the pool spans instance types, and a fabric pool has one"
     if sharing.mode == "mig" and fabric_with_mig(cloud):
@@ -90,7 +95,10 @@ def fabric_problems(cloud: str, cluster: Cluster | None, pool: Pool, sharing: Sh
         problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has no {module.FABRIC_NAME} fabric between nodes; instance types "
                                                   f"with one: {', '.join(with_one) or 'none'}; or drop fabric"))
         return problems
-    if pool.fabric == "on" and pool.instance_types:
+    refusal = module.fabric_refusal(pool, cluster)
+    if pool.fabric == "on" and refusal is not None:
+        problems.append(Problem(f"{path}.fabric", f"{refusal}; set fabric: none (or auto)"))
+    elif pool.fabric == "on" and pool.instance_types:
         # The fabric's interfaces (one per network card) and its placement group are set per instance type.
         problems.append(Problem(f"{path}.fabric", f"{module.FABRIC_NAME} pools have one instance type (its interfaces per network card and its "
                                                   f"placement are the type's); give one instanceType, or set fabric: none"))
