@@ -86,6 +86,8 @@ class Cluster(TypedDict):
     """gcp: the IAM service account e-mail every node runs as; default one gpupools creates with least-privilege roles."""
     keypair: NotRequired[str]
     """gcore, new cluster (required there): the name of the project's SSH keypair every node gets."""
+    mode: NotRequired[str]
+    """Who runs the GPU nodes: standard (default, gpupools' own pools), auto-mode (aws: EKS Auto Mode) or node-auto-provisioning (azure: AKS node auto-provisioning)."""
 
 
 class Pool(TypedDict):
@@ -129,6 +131,8 @@ class Pool(TypedDict):
     """What the pool runs, which decides how its nodes are upgraded: training (default) or inference, or an object with kind, maxUnavailable, maxSurge and waitForJobs."""
     placement: NotRequired[str]
     """gcore virtual-machine flavors only: the server-group policy, affinity, anti-affinity or soft-anti-affinity (default)."""
+    provisioning: NotRequired[str]
+    """gcp: node-pool (default, one GKE node pool) or compute-class (a ComputeClass whose priorities are the capacity list in order)."""
 
 
 class GpuSoftware(TypedDict):

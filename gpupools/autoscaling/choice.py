@@ -31,9 +31,11 @@ def resolve_autoscaler(cloud: Cloud, create: bool, choice: str) -> str:
     """`auto`: Karpenter on a new EKS cluster (AWS's recommendation for GPU fleets: it picks capacity per pending
     pod and reads GPU counts from EC2), cluster-autoscaler on an existing one (it drives the managed node groups
     the pools already are and asks nothing of the cluster beyond an IAM role). AKS and GKE bring their own
-    (`cloud.OWN_AUTOSCALER`)."""
+    (`cloud.OWN_AUTOSCALER`); EKS Auto Mode runs Karpenter itself (`cloud.AUTOSCALER`)."""
     if cloud.OWN_AUTOSCALER:
         return CLOUD
+    if cloud.AUTOSCALER is not None:
+        return cloud.AUTOSCALER
     if choice == "auto":
         return KARPENTER if create else CLUSTER_AUTOSCALER
     return choice
@@ -43,6 +45,9 @@ def autoscaler_problems(cloud: Cloud, choice: str) -> list[Problem]:
     if cloud.OWN_AUTOSCALER and choice != "auto":
         return [Problem("autoscaler", f"{choice!r} is not available on {cloud.NAME}: {cloud.SERVICE} scales GPU pools with its own cluster autoscaler, "
                                       f"which gpupools turns on for every pool; remove gpupools:autoscaler (or set it to auto)")]
+    if cloud.AUTOSCALER is not None and choice not in ("auto", cloud.AUTOSCALER):
+        return [Problem("autoscaler", f"{choice!r} cannot scale this cluster's GPU pools: {cloud.AUTOSCALER_NAME} does, and gpupools installs no "
+                                      f"other; remove gpupools:autoscaler (or set it to auto)")]
     return []
 
 
@@ -96,6 +101,9 @@ def requested_extended(pod_spec: dict) -> dict[str, int]:
 
 def why_not(template: NodeTemplate, pod_spec: dict) -> str | None:
     """The first reason the pod would not fit a node made from the template, or None when it fits."""
+    for key, value in template.requires.items():
+        if pod_spec.get("nodeSelector", {}).get(key) != value:
+            return f"{template.autoscaler} starts a node only for pods that select {key}={value} ({template.source})"
     for key, value in pod_spec.get("nodeSelector", {}).items():
         if template.labels.get(key) != value:
             return f"{template.autoscaler} does not know the node label {key}={value} ({template.source})"

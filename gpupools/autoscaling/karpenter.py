@@ -114,8 +114,9 @@ def node_user_data(plan: PoolPlan, fabric_kind: str | None) -> str | None:
 
 def pool_fabric_kind(plan: PoolPlan) -> str | None:
     """The fabric EKS gives the pool's nodes ("efa"), None without one, as `plan_fabric` decides it: on EKS that
-    depends on the pool alone (its instance type, sharing, fabric key and one zone)."""
-    if not fabric_on(aws_cloud, plan.pool, plan.sharing):
+    depends on the pool alone (its instance type, sharing, fabric key and one zone), and on the node image: EKS Auto
+    Mode's, which brings the device plugin (the `cloud` installer), takes no EFA from gpupools (clouds.aws, fabric_refusal)."""
+    if plan.mechanism.installer == "cloud" or not fabric_on(aws_cloud, plan.pool, plan.sharing):
         return None
     return catalog_fabric("aws", plan.pool.instance_type).kind
 
@@ -247,10 +248,17 @@ def requirements(plan: PoolPlan, zones: list[str] | None) -> list[dict]:
     return reqs
 
 
-def node_pool(plan: PoolPlan, node_class: str, window: Window | None = None) -> dict:
+# The node class a NodePool launches from: Karpenter's EC2NodeClass, or EKS Auto Mode's NodeClass (clouds.aws_auto).
+EC2_NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass"}
+
+
+def node_pool(plan: PoolPlan, node_class: str, window: Window | None = None, class_ref: dict[str, str] = EC2_NODE_CLASS_REF,
+              zones: list[str] | None = None) -> dict:
     """One NodePool per GPU pool: only its instance type and capacity type, the pool's labels and GPU taint, capped
     at the pool's node count, never consolidating a node that runs pods, and drifting and expiring nodes as the pool's
-    kind allows (`window`: the stack's maintenance window; its default when not given)."""
+    kind allows (`window`: the stack's maintenance window; its default when not given). `class_ref`: the node class's
+    group and kind; `zones`: the zone label's values where they are not the pool's zone names (AKS nodes carry
+    `<location>-<n>`)."""
     lifetime = karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
     kind = pool_upgrade(plan.pool).kind
     return {
@@ -262,8 +270,8 @@ def node_pool(plan: PoolPlan, node_class: str, window: Window | None = None) -> 
             "template": {
                 "metadata": {"labels": dict(plan.labels)},
                 "spec": {
-                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
-                    "requirements": requirements(plan, placement_zones(plan.pool)),
+                    "nodeClassRef": {**class_ref, "name": node_class},
+                    "requirements": requirements(plan, zones or placement_zones(plan.pool)),
                     "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.taints],
                     **({"startupTaints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.startup_taints]}
                        if plan.startup_taints else {}),

@@ -202,7 +202,8 @@ def capacity_key_problems(pool: Pool, path: str) -> list[Problem]:
             problems.append(Problem(s.path(path), f"a reservation after {first_hourly.kind} would never be used: capacity paid for comes "
                                                   f"first; move the reservation before capacity[{first_hourly.index}]"))
     dws = [s for s in listed if s.kind in DWS]
-    if dws and len(listed) > 1:
+    # A ComputeClass (GKE) lists flex-start as one priority among others; a node pool's DWS mode takes the whole pool.
+    if dws and len(listed) > 1 and pool.provisioning != "compute-class":
         problems.append(Problem(dws[0].path(path), f"{dws[0].kind} is a pool of its own: its nodes come only from GKE's Dynamic Workload "
                                                    f"Scheduler, so nothing can be listed beside it; put other capacity in another pool"))
     if pool.zones:

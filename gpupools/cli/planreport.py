@@ -46,6 +46,8 @@ def version_warnings(stack: StackConfig, today: date) -> list[str]:
     return [f"Kubernetes {minor} left {module.SERVICE} standard support on {release.end_of_standard}"
             + (f"; extended support (billed extra) ends {release.end_of_extended}" if release.end_of_extended else "")]
 
+# Components that stand for a pool in a cloud's managed mode (a GKE ComputeClass).
+MANAGED_POOL_TYPES = ("gpupools:index:GkeComputeClass", "gpupools:index:EksAutoModePool", "gpupools:index:AksNapPool")
 
 
 def cluster_control_lines(stack: StackConfig) -> list[str]:
@@ -134,7 +136,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    created = result.children(stack.target.POOL_COMPONENT, pool.name)
+    created = [r for kind in (stack.target.POOL_COMPONENT, *MANAGED_POOL_TYPES) for r in result.children(kind, pool.name)]
     table.add_row("creates", ", ".join(f"{r.type} {r.name}" for r in created) or "-")
     if changes is not None:
         mine = {(r.type, r.name) for r in created}
@@ -169,7 +171,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler) == KARPENTER
-    table.add_row("", sharing_change_note(stack.target, m.installer, pool.os, karpenter))
+    table.add_row("", sharing_change_note(stack.target, m.installer, pool.os, karpenter, pool.provisioning == "compute-class"))
     for key, value in kai.fraction_lines(stack, plan, scale_up.from_zero, AUTOSCALER_NAMES.get(scale_up.autoscaler or "", scale_up.autoscaler)):
         table.add_row(key, value)
     table.add_row("driver", driver_plan(stack, plan).words)
@@ -202,7 +204,8 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     default = f"{module.DEFAULT_KUBERNETES_VERSION} (default)" if module.DEFAULT_KUBERNETES_VERSION else "the release channel's default"
     version = stack.cluster.kubernetes_version or (default if stack.cluster.create else "as running")
     console.print(f"[bold]gpupools plan[/bold]: stack {result.stack}{f' (read from {source})' if source else ''}, {module.SERVICE} cluster {stack.cluster.name} ({how}, Kubernetes {version}), "
-                  f"GPU software: {installer}, autoscaler: {AUTOSCALER_NAMES[resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)]}")
+                  f"GPU software: {installer}, autoscaler: "
+                  f"{stack.target.AUTOSCALER_NAME if stack.target.AUTOSCALER else AUTOSCALER_NAMES[resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)]}")
     guard = eviction_guard(resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
     console.print("eviction guard: Jobs from `gpupools workload` carry " + (", ".join(f"{k}: \"{v}\"" for k, v in guard.items()) if guard else
                   "none (no autoscaler removes nodes)"), markup=False)

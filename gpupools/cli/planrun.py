@@ -172,7 +172,7 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
 _MOCK_ADDON_VERSIONS = {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1", "eks-pod-identity-agent": "v1.3.8-eksbuild.2"}
 
 
-def _invoke_result(token: str, args: dict, region: str) -> dict:
+def _invoke_result(token: str, args: dict, region: str, cluster_facts: dict | None = None) -> dict:
     if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
         return {"names": [f"{region}{z}" for z in "abc"], "zoneIds": [f"euc1-az{i}" for i in (1, 2, 3)], "id": region}
     if token == "aws:eks/getCluster:getCluster":
@@ -184,7 +184,7 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
                               # What EKS gives a cluster created without saying otherwise.
                               "endpointPublicAccess": True, "endpointPrivateAccess": False, "publicAccessCidrs": ["0.0.0.0/0"]},
                 "enabledClusterLogTypes": [], "accessConfigs": [{"authenticationMode": "CONFIG_MAP"}],
-                "version": "1.35", "status": "ACTIVE"}
+                "version": "1.35", "status": "ACTIVE", **(cluster_facts or {})}
     if token == "aws:eks/getAddon:getAddon":
         return {"addonName": args.get("addonName"), "clusterName": args.get("clusterName"), "addonVersion": "v1.3.8-eksbuild.2", "id": "addon"}
     if token == "aws:eks/getAddonVersion:getAddonVersion":
@@ -233,7 +233,7 @@ def _invoke_result(token: str, args: dict, region: str) -> dict:
     return {}
 
 
-def _make_monitor(plan: Plan, region: str):
+def _make_monitor(plan: Plan, region: str, cluster_facts: dict | None = None):
     from pulumi.runtime import mocks
 
     class Recorder(mocks.Mocks):
@@ -241,7 +241,7 @@ def _make_monitor(plan: Plan, region: str):
             return _resource_id(args.typ, args.name, args.inputs), _resource_outputs(args.typ, args.name, args.inputs, region)
 
         def call(self, args: mocks.MockCallArgs):
-            return _invoke_result(args.token, args.args, region)
+            return _invoke_result(args.token, args.args, region, cluster_facts)
 
     class RecordingMonitor(mocks.MockMonitor):
         def RegisterResource(self, request):
@@ -365,7 +365,9 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
               for k, v in config.items()}
     secret_keys = [k for k, v in config.items() if v == SECRET]
     set_all_config(to_pulumi_values(config), secret_keys)
-    monitor = _make_monitor(plan, region)
+    # What an existing cluster reads as beyond the service's defaults, where the stack says so (the cloud's answer).
+    facts = getattr(module, "mock_cluster_facts", None)
+    monitor = _make_monitor(plan, region, facts(config) if facts is not None else None)
     settings.ROOT.set(None)
     settings.configure(mocks.MockSettings(
         monitor=monitor,

@@ -152,11 +152,15 @@ def previous_plan_problems(doc: Any, stack: str) -> list[str]:
     return []
 
 
-def sharing_change_note(cloud, installer: str, os: str | None, karpenter: bool = False) -> str:
+def sharing_change_note(cloud, installer: str, os: str | None, karpenter: bool = False, compute_class: bool = False) -> str:
     """What a change of this pool's sharing (mode, replicas, MIG profile) does on its cloud (`cloud`: the stack's Cloud
-    object)."""
+    object). A ComputeClass applies to the nodes GKE creates after a change, never to running ones (GKE "About custom
+    compute classes": "GKE doesn't retroactively change the configuration of existing nodes")."""
+    if compute_class:
+        return ("a sharing change updates the ComputeClass in place: nodes GKE creates afterwards share as it says, running nodes keep "
+                "their setting until they are removed")
     if cloud.OWN_GPU_SOFTWARE and installer == "cloud":
-        return "a sharing change (mode, replicas, migProfile) REPLACES this node pool: GKE's guestAccelerators cannot change in place"
+        return cloud.own_sharing_change()
     if karpenter and os == "bottlerocket":
         # Bottlerocket's device plugin reads its settings from user data, which the pool's EC2NodeClass carries.
         return ("a sharing change updates the EC2NodeClass user data (Bottlerocket settings); Karpenter replaces the nodes gracefully "

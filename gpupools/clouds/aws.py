@@ -22,7 +22,7 @@ from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.stack.providers import AWS_REGION
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, pool_upgrade, wait_text
-from gpupools.clouds.common import (Control, KubernetesRelease, endpoint_control, hardware_of, on_off, shared_cluster_problems, newest, reject_fields,
+from gpupools.clouds.common import (STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, Control, KubernetesRelease, endpoint_control, hardware_of, on_off, shared_cluster_problems, newest, reject_fields,
                                     resolve_listed, zone_letter_problems, too_open)
 
 NAME = "aws"
@@ -77,7 +77,8 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
-    return reject_fields(pool, path, NAME, {"gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"), "placement": ("placement", "gcore virtual-machine flavors")})
+    return reject_fields(pool, path, NAME, {"gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"),
+                                            "placement": ("placement", "gcore virtual-machine flavors"), "provisioning": ("provisioning", "gcp")})
 
 
 def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
@@ -435,6 +436,24 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str | Non
         "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
         "users": [{"name": cluster_name, "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws", "args": args}}}],
     }, indent=2)
+
+
+# Managed modes: EKS Auto Mode beside the standard cluster; its answers are gpupools.clouds.aws_auto's, a standard
+# cluster's pools need nothing of them.
+AUTO_MODE = "auto-mode"
+CLUSTER_MODES = (*STANDARD_ONLY, AUTO_MODE)
+managed_pool_problems, pod_node_selector = no_managed_pool_problems, no_pod_node_selector
+
+
+def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:
+    """EKS Auto Mode takes no placement group and no per-device EFA settings (EKS user guide, "Manage EFA devices":
+    "per-device EFA configuration and placement groups are not supported" with Auto Mode), and the EFA device plugin
+    chart keeps off Auto Mode nodes (aws/eks-charts v0.5.30 stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml
+    lines 60-63: eks.amazonaws.com/compute-type NotIn [auto]); a standard cluster's pools take EFA as `fabric` says."""
+    if cluster is not None and cluster.managed_mode == AUTO_MODE:
+        return ("EKS Auto Mode takes no placement group or per-device EFA settings, and the EFA device plugin chart keeps off Auto "
+                "Mode nodes (its affinity: eks.amazonaws.com/compute-type NotIn auto)")
+    return None
 
 
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
@@ -1144,12 +1163,16 @@ FABRIC_IN_WORDS = "EFA"  # as policy messages name it
 FABRIC_PLACEMENT_GROUP = True
 FABRIC_DEVICE_SOFTWARE = "efa-device-plugin"
 AUTO_INSTALLER = "gpu-operator"
-# EKS installs no GPU device plugin of its own (`installer: cloud` is GKE's).
+# A standard EKS cluster's nodes bring no GPU device plugin of their own (EKS Auto Mode's do: gpupools.clouds.aws_auto).
 OWN_GPU_SOFTWARE = False
+OWN_SHARING = False
+CLOUD_DEVICE_PLUGIN = None
+CLOUD_DRIVER_ON_HOST = False
+AUTOSCALER = None  # gpupools' choice (`resolve_autoscaler`)
+REFUSED_INSTALLERS = {"cloud": "'cloud' is not a mechanism of a standard EKS cluster, whose GPU nodes bring no device plugin: use 'gpu-operator' or "
+                               "'device-plugin', or cluster.mode: auto-mode, whose node image brings the NVIDIA driver and device plugin"}
 # The EKS GPU AMIs (AL2023 NVIDIA, Bottlerocket NVIDIA) ship the driver and the container toolkit, so the GPU Operator
 # leaves both off.
-# `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
-DEVICE_PLUGIN_INSTALLER = True
 IMAGE_BRINGS_DRIVER = True
 
 
@@ -1316,3 +1339,12 @@ RESERVATIONS = True
 def plan_notes(pools: list) -> list[str]:
     """What the plan tells the user to check on the cluster itself: nothing here."""
     return []
+def mock_cluster_facts(config: dict) -> dict:
+    """What an existing cluster reads as in an offline plan beyond what EKS gives every cluster: Auto Mode on, with its node
+    role, where the stack says the cluster runs it (a deploy reads the real cluster, and stops if Auto Mode is off there)."""
+    cluster = config.get("gpupools:cluster")
+    if not isinstance(cluster, dict) or cluster.get("mode") != AUTO_MODE:
+        return {}
+    name = cluster.get("name", "cluster")
+    return {"computeConfigs": [{"enabled": True, "nodePools": ["general-purpose", "system"],
+                                "nodeRoleArn": f"arn:aws:iam::123456789012:role/{name}-auto-mode-node"}]}

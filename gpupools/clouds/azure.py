@@ -20,7 +20,7 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, options as upgrade_options, pool_upgrade, wait_text
-from gpupools.clouds.common import Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
+from gpupools.clouds.common import STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
 from gpupools.stack.providers import provider_value
 
 NAME = "azure"
@@ -64,7 +64,8 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
     problems = reject_fields(pool, path, NAME, {
-        "gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"), "os": ("os", "aws"), "placement": ("placement", "gcore virtual-machine flavors")})
+        "gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"), "os": ("os", "aws"),
+        "placement": ("placement", "gcore virtual-machine flavors"), "provisioning": ("provisioning", "gcp")})
     if pool.auto_repair is False:
         problems.append(Problem(f"{path}.autoRepair", "AKS node auto-repair covers every node of the cluster and cannot be turned off per pool; "
                                                       "remove autoRepair"))
@@ -283,6 +284,20 @@ def managed_cluster_args(cluster: Cluster) -> dict:
         args["security_profile"]["defender"] = {"log_analytics_workspace_resource_id": cluster.defender_workspace_id,
                                                 "security_monitoring": {"enabled": True}}
     return args
+
+
+# Managed modes: node auto-provisioning beside the standard cluster; its answers are gpupools.clouds.azure_nap's.
+NODE_AUTO_PROVISIONING = "node-auto-provisioning"
+CLUSTER_MODES = (*STANDARD_ONLY, NODE_AUTO_PROVISIONING)
+managed_pool_problems, pod_node_selector = no_managed_pool_problems, no_pod_node_selector
+
+
+def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:
+    """InfiniBand is set up per scale set (an agent pool's VMs share one network); node auto-provisioning makes VMs one by one."""
+    if cluster is not None and cluster.managed_mode == NODE_AUTO_PROVISIONING:
+        return ("gpupools sets InfiniBand up on AKS agent pools (one scale set per pool), not on node auto-provisioning NodePools; use "
+                "cluster.mode: standard for multi-node training")
+    return None
 
 
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
@@ -552,8 +567,19 @@ FABRIC_PLACEMENT_GROUP = False
 FABRIC_DEVICE_SOFTWARE = "network-operator"
 AUTO_INSTALLER = "gpu-operator"
 OWN_GPU_SOFTWARE = False
-# `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
-DEVICE_PLUGIN_INSTALLER = True
+OWN_SHARING = False
+CLOUD_DEVICE_PLUGIN = None
+CLOUD_DRIVER_ON_HOST = False
+AUTOSCALER = None
+# AKS installs the driver (gpuProfile.driver: Install, what `installer: device-plugin` uses) and cuts MIG instances at
+# pool creation (gpuInstanceProfile), but runs a device plugin of its own only with its managed GPU profile
+# (gpuProfile.nvidia.managementMode: Managed, which adds the DCGM exporter): an agent pool field of the ManagedCluster
+# API from 2026-01-02-preview and the stable 2026-08-01 (azure-mgmt-containerservice 41.8.0's models), not of the
+# 2025-09-01 API azure-native 3.29.0 sends.
+REFUSED_INSTALLERS = {"cloud": "'cloud' would be AKS's managed GPU profile (gpuProfile.nvidia.managementMode: Managed: driver, device plugin and "
+                               "DCGM exporter by AKS), which the AKS API that azure-native 3.29.0 sends (2025-09-01) does not have yet; use "
+                               "'device-plugin' (AKS installs the driver, gpuProfile.driver: Install, and NVIDIA's device plugin serves the "
+                               "GPUs) or 'gpu-operator'"}
 IMAGE_BRINGS_DRIVER = False
 IMAGE_BRINGS_TOOLKIT = False
 CRITICAL_PODS_NEED_QUOTA = False

@@ -224,3 +224,19 @@ def _share(fraction: float, family: str) -> str:
     if fraction >= 1:
         return f"every {family} address"
     return f"{fraction:.0%} of all {family} addresses" if fraction >= 0.01 else f"{fraction:.2%} of all {family} addresses"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Managed modes: the answers of a cloud whose pools are gpupools' own (standard mode)
+
+STANDARD_ONLY = ("standard",)
+
+
+def no_managed_pool_problems(pool: Pool, path: str, installer: str, cluster) -> list[Problem]:
+    """What the cluster's managed mode refuses of a pool: nothing in standard mode."""
+    return []
+
+
+def no_pod_node_selector(pool: Pool) -> dict[str, str]:
+    """Nothing beside the pool label: the pool's nodes exist (or their NodePool does) before any pod asks."""
+    return {}

@@ -17,7 +17,7 @@ import re
 from datetime import date
 
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import Control, KubernetesRelease, newest, reject_fields, resolve_listed, shared_cluster_problems
+from gpupools.clouds.common import STANDARD_ONLY, Control, KubernetesRelease, newest, no_managed_pool_problems, no_pod_node_selector, reject_fields, resolve_listed, shared_cluster_problems
 from gpupools.core.catalog import Catalog, Hardware
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.stack.config import Cluster, Pool, Sharing
@@ -256,12 +256,18 @@ def existing_cluster_findings(name: str, read: dict) -> list[str]:
 # DefaultRuntime is no longer used by the gpu-operator. This is instead, detected at runtime.").
 AUTO_INSTALLER = "gpu-operator"
 OWN_GPU_SOFTWARE = False
+OWN_SHARING = False
+CLOUD_DRIVER_ON_HOST = False
 IMAGE_BRINGS_DRIVER = True
 IMAGE_BRINGS_TOOLKIT = False
-# The standalone device plugin would need the toolkit the operator brings; Gcore's guide installs the operator.
-DEVICE_PLUGIN_INSTALLER = False
-DEVICE_PLUGIN_REFUSAL = ("'device-plugin' is not offered on gcore: Gcore's GPU guide installs the GPU Operator, whose container toolkit "
-                         "configures CRI-O for the GPUs; use 'gpu-operator' (or auto)")
+# The standalone device plugin would need the toolkit the operator brings; Gcore's guide installs the operator. Gcore
+# has no GPU software of its own to hand a pool (`cloud`).
+REFUSED_INSTALLERS = {
+    "device-plugin": "'device-plugin' is not offered on gcore: Gcore's GPU guide installs the GPU Operator, whose container toolkit "
+                     "configures CRI-O for the GPUs; use 'gpu-operator' (or auto)",
+    "cloud": "'cloud' is not a mechanism of Gcore Managed Kubernetes: its GPU node image brings the driver only, and gpupools installs "
+             "the GPU Operator beside it; use 'gpu-operator' (or auto)",
+}
 CRITICAL_PODS_NEED_QUOTA = False
 OWNS_WEBHOOK_NAMESPACE_SELECTOR = False
 # Gcore's node-pool pages show NVIDIA's static device plugin DaemonSet on GPU bare-metal nodes (DOCS manage-node-pools.mdx:
@@ -270,7 +276,8 @@ OWNS_WEBHOOK_NAMESPACE_SELECTOR = False
 # device plugin then runs beside it. Two plugins on one node both register nvidia.com/gpu, and only the operator's knows
 # gpupools' sharing config. Whether Gcore installs that DaemonSet is not documented consistently, so gpupools neither
 # assumes it nor patches it (a patch of an object that is not there fails `pulumi up`): the plan says what to check.
-CLOUD_DEVICE_PLUGIN = ("kube-system", "nvidia-device-plugin-daemonset")
+IMAGE_DEVICE_PLUGIN = ("kube-system", "nvidia-device-plugin-daemonset")
+CLOUD_DEVICE_PLUGIN = None  # no `cloud` installer here
 
 
 def image_device_plugin(os: str | None) -> bool:
@@ -288,7 +295,7 @@ def plan_notes(pools: list[Pool]) -> list[str]:
     metal = [p.name for p in pools if bare_metal(p.instance_type)]
     if not metal:
         return []
-    namespace, name = CLOUD_DEVICE_PLUGIN
+    namespace, name = IMAGE_DEVICE_PLUGIN
     return [f"Gcore's pages show its own {namespace}/{name} on GPU bare-metal nodes; if your cluster runs it, it registers nvidia.com/gpu "
             f"beside the GPU Operator's device plugin on {', '.join(metal)}: delete it, or keep it off gpupools' pools (node affinity "
             f"gpupools.io/pool DoesNotExist)"]
@@ -300,6 +307,7 @@ def plan_notes(pools: list[Pool]) -> list[str]:
 # Gcore runs the cluster autoscaler for every pool between its min and max (DOCS configure-cluster-autoscaling.mdx;
 # tuning through the cluster's autoscaler_config).
 OWN_AUTOSCALER = True
+AUTOSCALER = None
 STARTUP_TAINTS = False
 READINESS_NOTE = ("GPU pods wait for the device plugin's resource; Gcore's cluster autoscaler takes no startup taint gpupools could "
                   "register, so new nodes start without one")
@@ -349,6 +357,15 @@ FABRIC_OFFERED = ("Gcore documents InfiniBand for its GPU Cloud clusters, not fo
                   "fabric on Gcore")
 NEW_NETWORK_MAX_ZONES = None
 EXAMPLE_ZONE = '"-"'
+
+
+def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:
+    return FABRIC_OFFERED
+
+
+# Managed modes: Gcore offers none; its pools are gpupools' own.
+CLUSTER_MODES = STANDARD_ONLY
+managed_pool_problems, pod_node_selector = no_managed_pool_problems, no_pod_node_selector
 
 
 def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None, bool]:

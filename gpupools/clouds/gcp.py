@@ -20,7 +20,7 @@ from gpupools.core.facts import load_facts
 from gpupools.stack.config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
-from gpupools.core.sharing import GPU_RESOURCE
+from gpupools.core.sharing import GPU_RESOURCE, gke_mechanism
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, exclusion_days, options as upgrade_options, pool_upgrade, wait_text
 from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
@@ -173,8 +173,9 @@ def local_ssds(instance_type: str) -> int:
 
 
 def local_nvme_use(pool: Pool, fabric_on: bool) -> str | None:
-    """How the pool's nodes use their local SSDs, in the plan's words; None: unused."""
-    ssds = local_ssds(pool.instance_type)
+    """How the pool's nodes use their local SSDs, in the plan's words; None: unused (a ComputeClass's nodes get GKE's
+    default for the machine type)."""
+    ssds = local_ssds(pool.instance_type) if not uses_compute_class(pool) else 0
     return f"as the kubelet's ephemeral storage ({ssds} local SSDs, ephemeralStorageLocalSsdConfig)" if ssds else None
 
 
@@ -485,10 +486,19 @@ def node_template(plan: PoolPlan) -> NodeTemplate:
     `nvidia.com/gpu` from the accelerator count. GKE's own sharing and partitions are part of that config
     (GKE documents scale-from-zero for time-sharing, MPS and GPU partitions); what the GPU Operator advertises
     (MIG `nvidia.com/mig-*`, shares) is not."""
-    labels = {**plan.labels, "cloud.google.com/gke-nodepool": plan.name, "node.kubernetes.io/instance-type": plan.pool.instance_type}
     gke_shares = plan.mechanism.installer == "cloud"
     gpus = plan.units_per_node if gke_shares else plan.hardware.gpus_per_node
-    source = f"node pool {plan.name}'s accelerator config" + (f" ({plan.mechanism.description})" if gke_shares and plan.mechanism.mode != "none" else "")
+    sharing = f" ({plan.mechanism.description})" if gke_shares and plan.mechanism.mode != "none" else ""
+    if uses_compute_class(plan.pool):
+        # Node auto-provisioning builds the node from the class's priority it is trying: the machine type and GPUs, the
+        # nodePoolConfig's labels and taints; GKE adds the class label (and names the node pool it creates itself).
+        labels = {**plan.labels, "node.kubernetes.io/instance-type": plan.pool.instance_type}
+        order = " > ".join(s.kind for s in capacity.sources(plan.pool))
+        source = f"ComputeClass {compute_class_name(plan.name)} ({order}){sharing}"
+        return NodeTemplate("GKE node auto-provisioning", source, labels, plan.taints + node_taints(plan), {GPU_RESOURCE: gpus},
+                            requires=pod_node_selector(plan.pool))
+    labels = {**plan.labels, "cloud.google.com/gke-nodepool": plan.name, "node.kubernetes.io/instance-type": plan.pool.instance_type}
+    source = f"node pool {plan.name}'s accelerator config" + sharing
     return NodeTemplate("the GKE cluster autoscaler", source, labels, plan.taints + node_taints(plan), {GPU_RESOURCE: gpus})
 
 
@@ -567,7 +577,8 @@ def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster |
                                                    f"with a letter) or projects/<project>/reservations/<name>"))
         if not r.zones or len(r.zones) != 1:
             problems.append(Problem(f"{where}.zones", "a Compute Engine reservation is zonal: give its one zone, where the pool's nodes go"))
-    if shape not in GKE_SHAPES and not problems:
+    classed = uses_compute_class(pool)
+    if shape not in GKE_SHAPES and not problems and not classed:
         if shape == (capacity.ANY_RESERVATION,):
             message = "GKE starts on-demand nodes when no reservation matches; write [any-reservation, on-demand]"
         elif shape[:1] == (capacity.RESERVED,):
@@ -575,8 +586,18 @@ def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster |
                        "for fallback to on-demand use [any-reservation, on-demand], or put the fallback in another pool")
         else:
             message = (f"{', '.join(shape)}: a GKE node pool takes one of [on-demand], [spot], [{{reservation}}], "
-                       f"[any-reservation, on-demand], [flex-start], [queued]; put other capacity in another pool")
+                       f"[any-reservation, on-demand], [flex-start], [queued]; for a fallback list in one pool set provisioning: "
+                       f"compute-class, or put other capacity in another pool")
         problems.append(Problem(f"{path}.capacity", message))
+    problems += flex_start_problems(pool, path)
+    dws = [k for k in shape if k in capacity.DWS]
+    minor = cluster.kubernetes_version if cluster is not None else None
+    if dws and minor is not None and tuple(map(int, minor.split("."))) < tuple(map(int, FLEX_START_MINOR.split("."))):
+        problems.append(Problem("cluster.kubernetesVersion", f"{minor}: {dws[0]} needs GKE {FLEX_START_MINOR} or later "
+                                                             f"(1.33.0-gke.1712000)"))
+    if classed and pool.min_nodes > 0:
+        problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}, but a ComputeClass keeps no nodes: GKE creates its node pools as "
+                                                    f"pods ask for them and removes them when idle (set minNodes: 0, or make the pool a node-pool)"))
     if shape in (("flex-start",), ("queued",)):
         if pool.auto_repair is True:
             # An explicit setting is never overridden silently: GKE's recipes create these pools with auto-repair off
@@ -586,14 +607,12 @@ def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster |
         if pool.min_nodes > 0:
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}, but {shape[0]} nodes exist only while work asks for them; GKE's "
                                                         f"recipe starts the pool at zero (set minNodes: 0)"))
-        minor = cluster.kubernetes_version if cluster is not None else None
-        if minor is not None and tuple(map(int, minor.split("."))) < tuple(map(int, FLEX_START_MINOR.split("."))):
-            problems.append(Problem("cluster.kubernetesVersion", f"{minor}: {shape[0]} needs GKE {FLEX_START_MINOR} or later "
-                                                                 f"(1.33.0-gke.1712000)"))
     return problems
 
 
 def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
+    if uses_compute_class(pool):
+        return compute_class_lines(pool)
     lines = []
     for s in capacity.sources(pool):
         if s.reservation is not None:
@@ -927,10 +946,23 @@ FABRIC_PLACEMENT_GROUP = False
 FABRIC_DEVICE_SOFTWARE = "gke-networks"
 AUTO_INSTALLER = "cloud"
 OWN_GPU_SOFTWARE = True
-# `installer: device-plugin` (NVIDIA's standalone chart) is offered here.
-DEVICE_PLUGIN_INSTALLER = False  # GKE's own device plugin already shares GPUs (time-sharing, MPS)
-DEVICE_PLUGIN_REFUSAL = ("'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without the "
-                         "operator; use 'cloud' (or 'gpu-operator')")
+# GKE shares GPUs itself (time-sharing, MPS, partitions: `own_mechanism`), from a driver on the host outside any NVIDIA
+# container runtime (/home/kubernetes/bin/nvidia), which the DCGM exporter mounts.
+OWN_SHARING = True
+CLOUD_DEVICE_PLUGIN = "GKE device plugin"
+CLOUD_DRIVER_ON_HOST = True
+AUTOSCALER = None
+REFUSED_INSTALLERS = {"device-plugin": "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without "
+                                       "the operator; use 'cloud' (or 'gpu-operator')"}
+
+
+def own_mechanism(sharing: Sharing, hardware: Hardware):
+    return gke_mechanism(sharing, hardware)
+
+
+def own_sharing_change() -> str:
+    return "a sharing change (mode, replicas, migProfile) REPLACES this node pool: GKE's guestAccelerators cannot change in place"
+
 IMAGE_BRINGS_DRIVER = False
 IMAGE_BRINGS_TOOLKIT = False
 # GKE admits system-*-critical pods outside kube-system only in namespaces with a quota scoped to those classes
@@ -1095,3 +1127,202 @@ RESERVATIONS = True
 def plan_notes(pools: list) -> list[str]:
     """What the plan tells the user to check on the cluster itself: nothing here."""
     return []
+
+# ComputeClass pools: one class lists the pool's capacity in priority order, and GKE's node auto-provisioning creates
+# node pools down that list as work asks (custom compute classes, GKE Standard and Autopilot from 1.30.3-gke.1451000:
+# docs.cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes). The object's fields are those
+# of the ComputeClass schema GKE serves (`cloud.google.com/v1`, tests/reference/gke/computeclass_v1.schema.json).
+
+# The cluster modes GKE offers gpupools: Standard clusters, whose pools may each be a node pool or a ComputeClass.
+CLUSTER_MODES = ("standard",)
+COMPUTE_CLASS = "compute-class"
+# The node label GKE puts on a ComputeClass's nodes, and the node selector by which a pod asks for the class (GKE
+# "About custom compute classes", "Request a compute class in a workload").
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+COMPUTE_CLASS_API = "cloud.google.com/v1"
+# Capacity kinds a ComputeClass priority can name: a specific reservation, any reservation (AnyBestEffort), flex-start
+# (flexStart.enabled), Spot and standard VMs (spot: false). Queued provisioning is a node pool's mode that only a
+# ProvisioningRequest fills: no priority takes it.
+COMPUTE_CLASS_KINDS = (capacity.RESERVED, capacity.ANY_RESERVATION, capacity.FLEX_START, capacity.SPOT, capacity.ON_DEMAND)
+# Flex-start serves every accelerator-optimized machine family except A4X and G4 (Compute Engine, "About Flex-start
+# VMs": "Flex-start VMs support all accelerator-optimized machine types (except A4X and G4)"); N1 machines with
+# attached GPUs are general-purpose and get no flex-start.
+FLEX_START_FAMILIES = re.compile(r"^(a2|a3|a4|g2)-")
+SHARING_STRATEGY_NAMES = {"TIME_SHARING": "time-sharing", "MPS": "MPS"}
+
+
+def managed_pool_problems(pool: Pool, path: str, installer: str, cluster: Cluster | None) -> list[Problem]:
+    return compute_class_problems(pool, path, installer, cluster)
+
+
+def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:
+    """GPUDirect needs the pool's extra NICs and networks (NodeNetworkConfig) and compact placement, which gpupools sets
+    on node pools; a ComputeClass's auto-created pools get neither from it."""
+    if uses_compute_class(pool):
+        return "a compute-class pool gets no GPUDirect networks: gpupools attaches them to node pools only (make the pool a node-pool)"
+    return None
+
+
+def uses_compute_class(pool: Pool) -> bool:
+    return pool.provisioning == COMPUTE_CLASS
+
+
+def compute_class_name(pool: str) -> str:
+    """`gpupools-<pool>`: GKE reserves class names starting with `gke` or `autopilot`."""
+    return f"gpupools-{pool}"
+
+
+def pod_node_selector(pool: Pool) -> dict[str, str]:
+    """What a pod of the pool selects beside the pool label: the class, without which node auto-provisioning never
+    picks the class's priorities for it."""
+    return {COMPUTE_CLASS_LABEL: compute_class_name(pool.name)} if uses_compute_class(pool) else {}
+
+
+def _gpu_sharing(plan: PoolPlan) -> dict | None:
+    """GKE's own sharing on the class's nodes, as the node pool's gpu_sharing_config and gpu_partition_size say it."""
+    m = plan.mechanism
+    if m.mode in SHARING_STRATEGY:
+        return {"sharingStrategy": SHARING_STRATEGY[m.mode], "maxSharedClientsPerGPU": m.replicas}
+    if m.mode == "mig":
+        return {"gpuPartitionSize": m.mig_profile}
+    return None
+
+
+def _priority(plan: PoolPlan, source, zones: list[str] | None) -> dict:
+    """One priority: the machine type and its GPUs (GKE's latest driver, as `installer: cloud` node pools get it), then
+    what the capacity kind adds. A reservation pins its priority to the reservation's zone."""
+    gpu: dict = {"type": plan.hardware.accelerator, "count": plan.hardware.gpus_per_node, "driverVersion": "latest"}
+    sharing = _gpu_sharing(plan)
+    if sharing:
+        gpu["gpuSharing"] = sharing
+    out: dict = {"machineType": plan.pool.instance_type, "gpu": gpu}
+    if plan.pool.disk_size_gb:
+        out["storage"] = {"bootDiskSize": plan.pool.disk_size_gb}
+    where = zones
+    if source.reservation is not None:
+        name = source.reservation.id
+        specific = {"name": name}
+        if name.startswith("projects/"):  # a shared reservation of another project
+            _, project, _, name = name.split("/")
+            specific = {"name": name, "project": project}
+        out["reservations"] = {"affinity": "Specific", "specific": [specific]}
+        out["spot"] = False
+        where = list(source.reservation.zones or []) or zones
+    elif source.kind == capacity.ANY_RESERVATION:
+        out["reservations"] = {"affinity": "AnyBestEffort"}
+        out["spot"] = False
+    elif source.kind == capacity.FLEX_START:
+        out["flexStart"] = {"enabled": True}
+        if source.max_run_seconds is not None:
+            out["maxRunDurationSeconds"] = source.max_run_seconds
+    else:
+        out["spot"] = source.kind == capacity.SPOT
+    if where:
+        out["location"] = {"zones": list(where)}
+    return out
+
+
+def compute_class(plan: PoolPlan, cluster_location: str | None, service_account: Any = None) -> dict:
+    """The pool's ComputeClass: its capacity list as priorities, node pools auto-created from them, and nothing else
+    when every priority is out of capacity (`whenUnsatisfiable: DoNotScaleUp`: a GPU job never lands on a node the
+    class does not describe). The pool's labels and taint go on every node through nodePoolConfig, and the nodes run as
+    the node service account node pools have (`service_account`); GKE's cloud.google.com labels are GKE's to set. `activeMigration` stays off: moving running GPU jobs back up the list would evict them."""
+    pool = plan.pool
+    # The pool's zones, or a regional cluster's zones that offer the GPU; a reservation pins its own priority only.
+    zones = node_locations(pool.model_copy(update={"capacity": None}), plan.hardware.accelerator, cluster_location)
+    labels = {k: v for k, v in plan.labels.items() if not k.startswith(RESERVED_LABEL_DOMAINS)}
+    return {
+        "apiVersion": COMPUTE_CLASS_API,
+        "kind": "ComputeClass",
+        "metadata": {"name": compute_class_name(pool.name), "labels": {"app.kubernetes.io/managed-by": "gpupools"}},
+        "spec": {
+            "priorities": [_priority(plan, s, zones) for s in capacity.sources(pool)],
+            "nodePoolAutoCreation": {"enabled": True},
+            "whenUnsatisfiable": "DoNotScaleUp",
+            "nodePoolConfig": {
+                "imageType": "cos_containerd",
+                "nodeLabels": labels,
+                "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.taints],
+                "autoRepair": pool.auto_repair is not False,
+                "autoUpgrade": True,
+                **({"serviceAccount": service_account} if service_account is not None else {}),
+            },
+        },
+    }
+
+
+# Node auto-provisioning bounds what GKE may start in the whole cluster; the API takes it only with cpu and memory
+# limits (container v1 ClusterAutoscaling.resourceLimits; pulumi-gcp's docstring: "cpu and memory resource_limits are
+# required"). The GPU limits are what bound the ComputeClass pools; cpu and memory are set so they never bind first:
+# every node of every pool at the catalog's largest GCE GPU machine, plus the system pool.
+NAP_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+def auto_provisioning_args(plans: list[PoolPlan], service_account: Any = None) -> dict | None:
+    """The cluster's autoscaling block when some pool is a ComputeClass (None otherwise): node auto-provisioning on,
+    each accelerator type limited to the GPUs its ComputeClass pools may hold at maxNodes."""
+    classed = [p for p in plans if uses_compute_class(p.pool)]
+    if not classed:
+        return None
+    gcp = load_catalog().instances.get(NAME, {}).values()
+    vcpus = max(i.vcpus for i in gcp if i.vcpus)
+    memory = max(i.memory_gib for i in gcp if i.memory_gib)
+    nodes = sum(p.pool.max_nodes for p in plans) + SYSTEM_POOL["max"]
+    gpus: dict[str, int] = {}
+    for p in classed:
+        gpus[p.hardware.accelerator] = gpus.get(p.hardware.accelerator, 0) + p.max_gpus
+    limits = [{"resource_type": "cpu", "minimum": 0, "maximum": nodes * vcpus},
+              {"resource_type": "memory", "minimum": 0, "maximum": nodes * memory}]
+    limits += [{"resource_type": accelerator, "minimum": 0, "maximum": count} for accelerator, count in sorted(gpus.items())]
+    defaults = {"oauth_scopes": NAP_SCOPES, "management": {"auto_repair": True, "auto_upgrade": True},
+                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True}}
+    if service_account is not None:
+        defaults["service_account"] = service_account
+    return {"enabled": True, "resource_limits": limits, "auto_provisioning_defaults": defaults}
+
+
+def compute_class_problems(pool: Pool, path: str, installer: str, cluster: Cluster | None) -> list[Problem]:
+    """What a ComputeClass cannot say: a driver GKE does not install (driverVersion takes `default` or `latest` only, so
+    the GPU Operator has no place), queued provisioning, flex-start on a machine family flex-start does not serve, and
+    features the cluster's version lacks."""
+    if not uses_compute_class(pool):
+        return []
+    problems = []
+    if installer != "cloud":
+        problems.append(Problem(f"{path}.provisioning", f"'compute-class' nodes get GKE's own driver and device plugin (ComputeClass "
+                                                        f"gpu.driverVersion takes default or latest only), but gpuSoftware.installer is "
+                                                        f"{installer!r}; set it to cloud (or auto), or make the pool a node-pool"))
+    for s in capacity.sources(pool):
+        if s.kind not in COMPUTE_CLASS_KINDS:
+            problems.append(Problem(f"{s.path(path)}", f"{s.kind!r} is no ComputeClass priority (queued provisioning needs a node pool and a "
+                                                      f"ProvisioningRequest); a ComputeClass takes {', '.join(COMPUTE_CLASS_KINDS)}"))
+    return problems
+
+
+def compute_class_lines(pool: Pool) -> list[str]:
+    """The class's priorities in the plan's words: what GKE tries, in order, for each node it creates."""
+    lines = [f"ComputeClass {compute_class_name(pool.name)}: GKE creates node pools down this list as pods ask, and starts nothing when "
+             f"every priority is out of capacity (whenUnsatisfiable: DoNotScaleUp)"]
+    for i, s in enumerate(capacity.sources(pool), 1):
+        if s.reservation is not None:
+            what = f"reservations Specific {s.reservation.id} in {', '.join(s.reservation.zones or [])}"
+        elif s.kind == capacity.ANY_RESERVATION:
+            what = "reservations AnyBestEffort (any matching reservation of the project)"
+        elif s.kind == capacity.FLEX_START:
+            limit = capacity.run_text(s.max_run_seconds) if s.max_run_seconds is not None else "seven days (GKE's default)"
+            what = f"flexStart (Dynamic Workload Scheduler; nodes removed after {limit})"
+        else:
+            what = "Spot VMs" if s.kind == capacity.SPOT else "standard VMs"
+        lines.append(f"priority {i}: {s.label}: {what}")
+    return lines
+
+
+def flex_start_problems(pool: Pool, path: str) -> list[Problem]:
+    """Flex-start on a machine type it does not serve (FLEX_START_FAMILIES), in a node pool or a ComputeClass."""
+    if not capacity.has(pool, capacity.FLEX_START):
+        return []
+    if FLEX_START_FAMILIES.match(pool.instance_type):
+        return []
+    where = next(s.path(path) for s in capacity.sources(pool) if s.kind == capacity.FLEX_START)
+    return [Problem(where, f"flex-start does not serve {pool.instance_type}: Compute Engine offers flex-start on the accelerator-optimized "
+                           f"A2, A3, A4 and G2 machine types (not A4X, G4 or N1 with attached GPUs); remove it or choose such a machine type")]

@@ -10,20 +10,23 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpupools.clouds import aws, azure, gcp, gcore
+from gpupools.clouds import aws, aws_auto, azure, azure_nap, gcore, gcp
 from gpupools.stack.config import register_cloud_resolver
 
 MODULES: dict[str, ModuleType] = {"aws": aws, "azure": azure, "gcp": gcp, "gcore": gcore}
 NAMES = tuple(MODULES)
+# A managed mode whose answers differ from the standard cluster's (`cluster.mode`): its own Cloud object, a module that
+# takes the cloud's answers and replaces those the mode changes.
+MANAGED: dict[tuple[str, str], ModuleType] = {("aws", "auto-mode"): aws_auto, ("azure", "node-auto-provisioning"): azure_nap}
 
 
-def cloud_module(cloud: str) -> ModuleType:
-    """The Cloud object (`gpupools.core.cloud.Cloud`) of a cloud's name. Each cloud module is its cloud's one instance:
-    it answers every question the capabilities ask (see gpupools/core/cloud.py); after validation a stack carries
-    its own as `stack.target`, so capabilities ask that and never compare names."""
+def cloud_module(cloud: str, mode: str = "standard") -> ModuleType:
+    """The Cloud object (`gpupools.core.cloud.Cloud`) of a cloud's name and cluster mode. Each cloud module is its cloud's
+    one instance: it answers every question the capabilities ask (see gpupools/core/cloud.py); after validation a stack
+    carries its own as `stack.target`, so capabilities ask that and never compare names."""
     if cloud not in MODULES:
         raise KeyError(f"unknown cloud {cloud!r}; expected one of {', '.join(NAMES)}")
-    return MODULES[cloud]
+    return MANAGED.get((cloud, mode), MODULES[cloud])
 
 
 register_cloud_resolver(cloud_module)

@@ -51,14 +51,18 @@ class EksCluster(Component):
         cluster = stack.cluster
         region = stack.providers.get("aws:region")
         autoscaler = resolve_autoscaler(stack.target, cluster.create, stack.autoscaler)
-        self.node_role = self._role("node-role", "ec2.amazonaws.com", decide.NODE_POLICIES)
+        # EKS Auto Mode: its own Cloud object (clouds.aws_auto) answers the cluster's arguments, roles and add-ons.
+        auto = cluster.managed_mode == decide.AUTO_MODE
+        mode = stack.target
+        self.node_role = self._role("node-role", "ec2.amazonaws.com", mode.NODE_POLICIES) if cluster.create or not auto else None
         self.subnets_by_zone: dict[str, pulumi.Output] | None = None
         if cluster.create:
             if cluster.subnet_ids:
                 subnet_ids = pulumi.Output.from_input(cluster.subnet_ids)
             else:
                 subnet_ids = self._network(decide.pool_zones(stack.pools))
-            cluster_role = self._role("cluster-role", "eks.amazonaws.com", decide.CLUSTER_POLICIES)
+            cluster_role = (iam_role(self, "cluster-role", mode.cluster_role_trust_policy(), mode.CLUSTER_POLICIES) if auto else
+                            self._role("cluster-role", "eks.amazonaws.com", decide.CLUSTER_POLICIES))
             before: list[pulumi.Resource] = list(cluster_role.ready)
             logs = decide.log_group_args(cluster)
             if logs is not None:
@@ -66,14 +70,22 @@ class EksCluster(Component):
                 before.append(resource("cloudwatch/logGroup:LogGroup", f"{name}-control-plane", logs, self.child()))
             key_args = decide.secrets_key_args(cluster)
             key = resource("kms/key:Key", f"{name}-secrets", key_args, self.child(), ("arn",)) if key_args else None
-            eks = resource("eks/cluster:Cluster", name, provider_inputs(decide.cluster_args(cluster, cluster_role.arn, subnet_ids,
-                                                                                            key.arn if key else None)),
+            if auto:
+                args = mode.cluster_args(cluster, cluster_role.arn, subnet_ids, key.arn if key else None, self.node_role.arn)
+                before += self.node_role.ready
+            else:
+                args = decide.cluster_args(cluster, cluster_role.arn, subnet_ids, key.arn if key else None)
+            eks = resource("eks/cluster:Cluster", name, provider_inputs(args),
                            self.child(depends_on=before), ("name", "endpoint", "certificateAuthority", "vpcConfig", "version"))
             self.cluster_name = eks.name
             endpoint, ca_data = eks.endpoint, eks.certificateAuthority.apply(lambda ca: ca["data"])
             self.security_group_id = eks.vpcConfig.apply(lambda vpc: vpc.get("clusterSecurityGroupId"))
             self.vpc_id = eks.vpcConfig.apply(lambda vpc: vpc.get("vpcId"))
             self.version = eks.version
+            self.node_role_arn = self.node_role.arn
+            if auto:  # Auto Mode's built-in pools run the cluster's add-ons, and its image the agents
+                self._finish(stack, region, endpoint, ca_data, subnet_ids)
+                return
             template = resource("ec2/launchTemplate:LaunchTemplate", "system-nodes", decide.system_launch_template_args(), self.child(),
                                 ("latestVersion", "arn"))
             system = resource("eks/nodeGroup:NodeGroup", "system", provider_inputs(decide.system_node_group_args(
@@ -97,14 +109,20 @@ class EksCluster(Component):
             self.security_group_id = found.vpc_config.cluster_security_group_id
             self.vpc_id = found.vpc_config.vpc_id
             self.version = found.version
+            # Auto Mode's nodes take the node role the cluster's compute config names (it holds their access entry).
+            self.node_role_arn = (found.compute_configs.apply(lambda c: _auto_mode_node_role(cluster.name, c)) if auto else self.node_role.arn)
             # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
             pulumi.Output.all(found.name, found.vpc_config, found.enabled_cluster_log_types, found.access_configs).apply(
                 lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
                     a[0], a[1].get("endpoint_public_access"), a[1].get("public_access_cidrs"), a[2],
                     (a[3] or [{}])[0].get("authentication_mode"))])
-            if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER):
+            if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER) and not auto:
                 # An existing cluster must already run the Pod Identity agent; reading it fails the preview if not.
                 aws.eks.get_addon_output(cluster_name=cluster.name, addon_name=decide.POD_IDENTITY_AGENT, opts=_invoke_opts(self))
+        self._finish(stack, region, endpoint, ca_data, subnet_ids)
+
+    def _finish(self, stack: StackConfig, region, endpoint, ca_data, subnet_ids) -> None:
+        name = stack.cluster.name
         self.subnet_ids = subnet_ids
         self.endpoint = endpoint
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
@@ -137,7 +155,7 @@ class EksCluster(Component):
 
     def handle(self) -> ClusterHandle:
         return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {
-            "node_role_arn": self.node_role.arn, "node_role_ready": self.node_role.ready, "subnet_ids": self.subnet_ids, "subnets_by_zone": self.subnets_by_zone,
+            "node_role_arn": self.node_role_arn, "node_role_ready": self.node_role.ready if self.node_role else [], "subnet_ids": self.subnet_ids, "subnets_by_zone": self.subnets_by_zone,
             "security_group_id": self.security_group_id, "endpoint": self.endpoint, "version": self.version,
             "fabrics": self.fabrics, "efa_security_group_id": self.efa_security_group_id, "placement_groups": self.placement_groups})
 
@@ -347,6 +365,32 @@ class EksGpuNodePool(Component):
                                "nodePool": karpenter.node_pool_name(plan) if autoscaler == KARPENTER else None})
 
 
+def _auto_mode_node_role(cluster: str, configs: list) -> str:
+    """The node role an existing Auto Mode cluster's compute config names; an error when Auto Mode is off there."""
+    config = (configs or [{}])[0] or {}
+    if not config.get("enabled") or not config.get("node_role_arn"):
+        raise pulumi.RunError(f"EKS cluster {cluster!r} does not run Auto Mode (computeConfig.enabled is off), which cluster.mode: auto-mode needs; "
+                              f"turn it on (aws eks update-cluster-config --compute-config enabled=true ...) or set cluster.mode: standard")
+    return config["node_role_arn"]
+
+
+class EksAutoModePool(Component):
+    """One GPU pool on EKS Auto Mode: a NodeClass (eks.amazonaws.com/v1) with the cluster's node role, subnets and
+    security group, and a Karpenter NodePool on it, which Auto Mode's own Karpenter scales."""
+
+    TYPE = "EksAutoModePool"
+
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, mode, opts: pulumi.ResourceOptions | None = None, window: Window | None = None):
+        super().__init__(plan.name, opts)
+        name = mode.node_class_name(plan.name)
+        spec = pulumi.Output.all(cluster.details["node_role_arn"], pool_subnets(plan, cluster, self), cluster.details["security_group_id"]).apply(
+            lambda a: mode.node_class(plan, a[0].rsplit("/", 1)[-1], list(a[1]), [a[2]])["spec"])
+        node_class = kube.apply({**mode.node_class(plan, "-", [], []), "spec": spec},
+                                self.child(provider=cluster.kubernetes, depends_on=cluster.details["node_role_ready"]))
+        kube.apply(karpenter.node_pool(plan, name, window, class_ref=mode.NODE_CLASS_REF), self.child(provider=cluster.kubernetes, depends_on=[node_class]))
+        self.register_outputs({"nodeClass": name, "nodePool": karpenter.node_pool_name(plan)})
+
+
 def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None) -> ClusterHandle:
     return EksCluster(stack.cluster.name, stack, opts).handle()
 
@@ -354,6 +398,8 @@ def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None
 def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[PoolPlan], service_monitor: dict | None,
                      after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> Component | None:
     autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
+    if stack.cluster.managed_mode == decide.AUTO_MODE:
+        return None  # Auto Mode runs Karpenter itself
     if autoscaler == KARPENTER:
         return Karpenter("karpenter", stack, cluster, plans, service_monitor, after, opts)
     if autoscaler == CLUSTER_AUTOSCALER:
@@ -363,6 +409,8 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: Component | None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
+    if stack.cluster.managed_mode == decide.AUTO_MODE:
+        return EksAutoModePool(plan, cluster, stack.target, opts, window_of(stack))
     kind = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     return EksGpuNodePool(plan, cluster, stack.cluster.kubernetes_version, kind, autoscaler if isinstance(autoscaler, Karpenter) else None, opts,
                           window_of(stack))

@@ -8,6 +8,7 @@ import os
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpupools.autoscaling import karpenter
 from gpupools.clouds import azure as decide
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
@@ -44,7 +45,8 @@ class AksCluster(Component):
         after: list[pulumi.Resource] = []
         self.reservation_access: list[pulumi.Resource] = []
         if cluster.create:
-            args = decide.managed_cluster_args(cluster)
+            # The stack's Cloud object: with node auto-provisioning (clouds.azure_nap), NAP is on.
+            args = stack.target.managed_cluster_args(cluster)
             scopes = decide.reservation_group_scopes(stack.pools)
             identity = None
             if scopes:
@@ -92,6 +94,7 @@ class AksCluster(Component):
         self.kubeconfig = pulumi.Output.secret(credentials.apply(
             lambda r: decide.exec_kubeconfig(base64.b64decode(r["kubeconfigs"][0]["value"]).decode())))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())
+        self.location = stack.providers.get("azure-native:location")
         self._fabric(stack)
         self.register_outputs({"clusterName": self.cluster_name, "kubeconfig": self.kubeconfig})
 
@@ -111,7 +114,8 @@ class AksCluster(Component):
 
     def handle(self) -> ClusterHandle:
         return ClusterHandle(self.cluster_name, self.kubeconfig, self.kubernetes, {"resource_group": self.resource_group,
-                                                                                   "reservation_access": self.reservation_access})
+                                                                                   "reservation_access": self.reservation_access,
+                                                                                   "location": self.location})
 
 
 class AksGpuNodePool(Component):
@@ -132,6 +136,21 @@ class AksGpuNodePool(Component):
         self.register_outputs({"agentPoolName": self.agent_pool.name})
 
 
+class AksNapPool(Component):
+    """One GPU pool on AKS node auto-provisioning: an AKSNodeClass and a Karpenter NodePool on it, which AKS's own
+    Karpenter scales."""
+
+    TYPE = "AksNapPool"
+
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, mode, opts: pulumi.ResourceOptions | None = None, window=None):
+        super().__init__(plan.name, opts)
+        node_class = kube.apply(mode.node_class(plan, installer), self.child(provider=cluster.kubernetes))
+        node_pool = karpenter.node_pool(plan, mode.node_class_name(plan.name), window, class_ref=mode.NODE_CLASS_REF,
+                                        zones=mode.zone_values(plan.pool, cluster.details["location"]))
+        kube.apply(node_pool, self.child(provider=cluster.kubernetes, depends_on=[node_class]))
+        self.register_outputs({"nodeClass": mode.node_class_name(plan.name), "nodePool": karpenter.node_pool_name(plan)})
+
+
 def build_cluster(stack: StackConfig, opts: pulumi.ResourceOptions | None = None) -> ClusterHandle:
     return AksCluster(stack.cluster.name, stack, opts).handle()
 
@@ -144,5 +163,7 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
+    if stack.cluster.managed_mode == decide.NODE_AUTO_PROVISIONING:
+        return AksNapPool(plan, cluster, installer, stack.target, opts, window_of(stack))
     return AksGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts,
                           fabric_software.autoscaler_fabric_resources(stack.target, plan))

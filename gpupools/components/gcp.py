@@ -46,8 +46,12 @@ class GkeCluster(Component):
                 after.append(CloudResource("gcp:compute/routerNat:RouterNat", nat_args["name"], {**nat_args, "router": router.name}, (),
                                            self.child(parent=router)))
             cluster_args = decide.cluster_args(cluster, project, pool, stack.upgrades)
-            if plan_fabrics(stack, plan_pools(stack)):
+            plans = plan_pools(stack)
+            if plan_fabrics(stack, plans):
                 cluster_args = decide.fabric_cluster_args(cluster_args)
+            autoscaling = decide.auto_provisioning_args(plans, self.node_account)
+            if autoscaling is not None:
+                cluster_args["cluster_autoscaling"] = autoscaling
             # By type token, as pulumi_gcp.container.Cluster registers it (the labels it marks secret included): the
             # module's generated classes are a quarter of a second of every plan.
             gke = CloudResource(CLUSTER, name, provider_inputs(cluster_args), ("name", "endpoint", "masterAuth"),
@@ -151,6 +155,22 @@ def _with_workload_identity(name: str, configs: list) -> str:
     return name
 
 
+class GkeComputeClass(Component):
+    """A pool as a ComputeClass: GKE's node auto-provisioning creates its node pools down the class's priorities."""
+
+    TYPE = "GkeComputeClass"
+
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(plan.name, opts)
+        obj = decide.compute_class(plan, cluster.details["location"])
+        account = cluster.details.get("node_account")
+        if account is not None:  # the nodes' service account, known once created
+            obj = {**obj, "spec": pulumi.Output.from_input(account).apply(
+                lambda a: decide.compute_class(plan, cluster.details["location"], a)["spec"])}
+        self.compute_class = kube.apply(obj, self.child(provider=cluster.kubernetes, depends_on=cluster.details.get("node_grants", [])))
+        self.register_outputs({"computeClassName": decide.compute_class_name(plan.name)})
+
+
 class GkeGpuNodePool(Component):
     """A node pool with guest accelerators: tainted, labelled, autoscaled, optionally Spot."""
 
@@ -184,4 +204,6 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
+    if decide.uses_compute_class(plan.pool):
+        return GkeComputeClass(plan, cluster, opts)
     return GkeGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)

@@ -21,6 +21,16 @@ class Cloud(Protocol):
     # service installs them itself (`installer: cloud`).
     AUTO_INSTALLER: str
     OWN_GPU_SOFTWARE: bool
+    # The service's own GPU software, where it has some: whether it shares GPUs itself, the name of its device plugin,
+    # whether its driver sits on the host outside any NVIDIA runtime (the DCGM exporter mounts it), and the installers
+    # it refuses, each with its reason.
+    OWN_SHARING: bool
+    CLOUD_DEVICE_PLUGIN: str | None
+    CLOUD_DRIVER_ON_HOST: bool
+    REFUSED_INSTALLERS: dict[str, str]
+    # The autoscaler the service runs itself where it fixes one (EKS Auto Mode's Karpenter); None: `OWN_AUTOSCALER` or
+    # gpupools' choice.
+    AUTOSCALER: str | None
 
     # Node readiness: whether a new node can start tainted with autoscalers that know the taint, and what the plan
     # says where it cannot.
@@ -33,7 +43,17 @@ class Cloud(Protocol):
     FABRIC_ZONES: str  # "one": a fabric pool runs in one zone
     TOPOLOGY_LEVELS: tuple[tuple[str, str], ...] | list[tuple[str, str]]
 
+    # Managed modes: the cluster modes the service offers (`cluster.mode`), what a pool's pods select beside the pool
+    # label, and what the managed mode refuses of a pool.
+    CLUSTER_MODES: tuple[str, ...]
+
+    def pod_node_selector(self, pool: Any) -> dict[str, str]: ...
+    def managed_pool_problems(self, pool: Any, path: str, installer: str, cluster: Any) -> list: ...
+    def fabric_refusal(self, pool: Any, cluster: Any) -> str | None: ...
     def extra_tolerations(self, plan: Any) -> list[dict]: ...
+    # Where OWN_GPU_SOFTWARE: what serves a pool's GPUs with `installer: cloud`, and what a sharing change does.
+    def own_mechanism(self, sharing: Any, hardware: Any) -> Any: ...
+    def own_sharing_change(self) -> str: ...
     def driver_installer(self, installer: str, os: str | None) -> str | None: ...
     def node_template(self, plan: Any) -> Any: ...
     def provisioning_request_class(self, pool: Any) -> str | None: ...

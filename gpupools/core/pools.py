@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -54,6 +55,9 @@ class NodeTemplate:
     # Taints the new node starts with but the autoscaler leaves out of its simulation (Karpenter `startupTaints`,
     # cluster-autoscaler startup taints): pending pods need not tolerate them.
     startup_taints: tuple[Taint, ...] = ()
+    # Labels a pending pod must select for the autoscaler to start a node for it at all (GKE node auto-provisioning
+    # acts for a ComputeClass only on pods that name it); empty: any pod that fits the picture.
+    requires: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def toleration(taint: Taint) -> dict:
@@ -74,10 +78,18 @@ class PoolPlan:
     # the pool config can carry them, put on at join by the Node Readiness Controller elsewhere;
     # workload pods never tolerate them, autoscalers treat them as startup taints.
     startup_taints: tuple[Taint, ...] = ()
+    # What a pod of the pool selects beside the pool label, where the cloud provisions nodes for the selector itself
+    # (a GKE ComputeClass); these labels are among `labels` too.
+    selector: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.pool.name
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """What the pool's pods and Kueue flavors select: its pool label, and the cloud's selector (`selector`)."""
+        return {POOL_LABEL: self.pool.name, **self.selector}
 
     @property
     def units_per_node(self) -> int:

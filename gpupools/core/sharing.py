@@ -119,7 +119,7 @@ def mechanism(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, ha
     if cloud.image_device_plugin(os):
         installer = BOTTLEROCKET
     if installer == "cloud":
-        return _gke_mechanism(sharing, hardware)
+        return cloud.own_mechanism(sharing, hardware)
     if installer == BOTTLEROCKET:
         # Bottlerocket is no GPU Operator platform: its image brings driver, toolkit and device plugin, and the operator's
         # validator, GFD, DCGM and exporter would not become ready there. The per-operand labels keep the standalone
@@ -206,7 +206,7 @@ def _memory_words(hardware: Hardware) -> str:
     return f"{gpu.usable_memory} MiB usable" if gpu.usable_memory else f"{gpu.memory_gb} GB"
 
 
-def _gke_mechanism(sharing: Sharing, hardware: Hardware) -> Mechanism:
+def gke_mechanism(sharing: Sharing, hardware: Hardware) -> Mechanism:
     """GKE's own device plugin: sharing is a node-pool setting, and MIG partitions are still `nvidia.com/gpu`."""
     if sharing.mode == "mig":
         # GKE's partitioner makes as many partitions of the one size as fit on each GPU (gke_partition_sizes).
@@ -246,7 +246,7 @@ def sharing_problems(cloud: Cloud, installer: str, os: str | None, sharing: Shar
                                                         f"(MIG needs A100, H100, H200, B200, B300, RTX PRO 6000 or newer); use time-slicing, mps or vgpu"))
             elif gpu.mig_unavailable:
                 problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: {gpu.mig_unavailable}; use time-slicing, mps or vgpu"))
-            elif installer == "cloud" and cloud.OWN_GPU_SOFTWARE:
+            elif installer == "cloud" and cloud.OWN_SHARING:
                 sizes = gke_partition_sizes(hardware.accelerator)
                 if sharing.mig_profile not in sizes:
                     made = ", ".join(f"{size} (x{n})" for size, n in sizes.items()) or "none"
@@ -264,7 +264,7 @@ def _vgpu_problems(cloud: Cloud, installer: str, os: str | None, sharing: Sharin
     if cloud.image_device_plugin(os):
         problems.append(Problem(f"{path}.mode", "'vgpu' cannot run on os: bottlerocket: its built-in NVIDIA device plugin always serves nvidia.com/gpu "
                                                 "(no setting turns it off), and HAMi's device plugin must own that resource; use os: al2023"))
-    if cloud.OWN_GPU_SOFTWARE and installer == "cloud":
+    if cloud.OWN_SHARING and installer == "cloud":
         problems.append(Problem(f"{path}.mode", "'vgpu' cannot run with installer 'cloud' on gcp: GKE's own device plugin serves nvidia.com/gpu on COS "
                                                 "nodes, which have no NVIDIA container runtime for HAMi; set gpuSoftware.installer: gpu-operator"))
     if sharing.memory_per_pod is not None:
@@ -276,11 +276,8 @@ def _vgpu_problems(cloud: Cloud, installer: str, os: str | None, sharing: Sharin
 
 def installer_problems(cloud: Cloud, installer: str, version: str | None = None) -> list[Problem]:
     problems = []
-    if installer == "cloud" and not cloud.OWN_GPU_SOFTWARE:
-        service = cloud.SERVICE
-        problems.append(Problem("gpuSoftware.installer", f"'cloud' is only available on gcp, where GKE installs drivers and shares GPUs itself; {service} has no such mechanism, use 'gpu-operator' or 'device-plugin'"))
-    if installer == "device-plugin" and not cloud.DEVICE_PLUGIN_INSTALLER:
-        problems.append(Problem("gpuSoftware.installer", cloud.DEVICE_PLUGIN_REFUSAL))
+    if installer in cloud.REFUSED_INSTALLERS:  # each cloud says why, and what to use instead
+        problems.append(Problem("gpuSoftware.installer", cloud.REFUSED_INSTALLERS[installer]))
     resolved = resolve_installer(cloud, installer)
     if version is not None:
         if resolved == "gpu-operator" and not version.startswith("v"):
@@ -288,7 +285,8 @@ def installer_problems(cloud: Cloud, installer: str, version: str | None = None)
         elif resolved == "device-plugin" and version.startswith("v"):
             problems.append(Problem("gpuSoftware.version", f"{version!r} is not an nvidia-device-plugin chart version; they have no leading v, e.g. 0.20.0"))
         elif resolved == "cloud":
-            problems.append(Problem("gpuSoftware.version", f"{version!r} pins no chart with installer 'cloud': GKE manages its own GPU software"))
+            problems.append(Problem("gpuSoftware.version", f"{version!r} pins no chart with installer 'cloud': {cloud.SERVICE} manages its own GPU "
+                                                           f"software ({cloud.CLOUD_DEVICE_PLUGIN} and the driver); drop version"))
     return problems
 
 

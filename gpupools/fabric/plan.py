@@ -2,7 +2,7 @@
 
 Cloud-neutral decisions on the catalog's fabric facts; the stack's Cloud object (`stack.target`, passed in as `cloud`)
 names its fabric resource, its topology levels and how many zones a fabric pool may span (`FABRIC_RESOURCE`,
-`TOPOLOGY_LEVELS`, `FABRIC_ZONES`), and whether it offers the fabric at all (`FABRIC_OFFERED`).
+`TOPOLOGY_LEVELS`, `FABRIC_ZONES`), and whether it refuses the fabric to a pool (`fabric_refusal`: the service, or its managed mode, attaches none).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def fabric_on(cloud: Cloud, pool: Pool, sharing: Sharing, cluster: Cluster | Non
     fabric = catalog_fabric(cloud.NAME, pool.instance_type)
     if pool.fabric == "none" or fabric.kind is None or pool.instance_types:  # a fabric pool has one instance type
         return False
-    if cloud.FABRIC_OFFERED is not None:
+    if cloud.fabric_refusal(pool, cluster) is not None:  # the pool's managed mode attaches no fabric
         return False
     if pool.fabric == "on":
         return True
@@ -49,8 +49,9 @@ def fabric_off_reason(cloud: Cloud, pool: Pool, sharing: Sharing, cluster: Clust
         return None
     if pool.fabric == "none":
         return "fabric: none"
-    if cloud.FABRIC_OFFERED is not None:
-        return cloud.FABRIC_OFFERED
+    refusal = cloud.fabric_refusal(pool, cluster)
+    if refusal is not None:
+        return refusal
     if pool.instance_types:
         return "the pool spans instance types, and a fabric pool has one"
     if sharing.mode == "mig" and fabric_with_mig(cloud):
@@ -96,11 +97,10 @@ def fabric_problems(cloud: Cloud, cluster: Cluster | None, pool: Pool, sharing: 
         problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has no {module.FABRIC_NAME} fabric between nodes; instance types "
                                                   f"with one: {', '.join(with_one) or 'none'}; or drop fabric"))
         return problems
-    if pool.fabric == "on" and module.FABRIC_OFFERED is not None:
-        problems.append(Problem(f"{path}.fabric", f"{pool.instance_type} has {module.FABRIC_NAME}, but {module.FABRIC_OFFERED}; "
-                                                  f"drop fabric (or set fabric: none)"))
-        return problems
-    if pool.fabric == "on" and pool.instance_types:
+    refusal = module.fabric_refusal(pool, cluster)
+    if pool.fabric == "on" and refusal is not None:
+        problems.append(Problem(f"{path}.fabric", f"{refusal}; set fabric: none (or auto)"))
+    elif pool.fabric == "on" and pool.instance_types:
         # The fabric's interfaces (one per network card) and its placement group are set per instance type.
         problems.append(Problem(f"{path}.fabric", f"{module.FABRIC_NAME} pools have one instance type (its interfaces per network card and its "
                                                   f"placement are the type's); give one instanceType, or set fabric: none"))

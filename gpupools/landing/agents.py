@@ -136,11 +136,12 @@ def nic_policy_agent(policy: Mapping, resource: str) -> Agent:
                  advertises=lambda node: frozenset({resource}))
 
 
-def image_agents(fabrics: Mapping[str, FabricPlan], hugepages: Callable[[PoolPlan], str | None]) -> list[Agent]:
-    """What the node image or the cloud brings: Bottlerocket's and GKE's device plugins, huge pages allocated at boot."""
+def image_agents(fabrics: Mapping[str, FabricPlan], hugepages: Callable[[PoolPlan], str | None], cloud_plugin: str | None = None) -> list[Agent]:
+    """What the node image or the cloud brings: Bottlerocket's device plugin, the cloud's own (`cloud_plugin`: GKE's, EKS
+    Auto Mode's), huge pages allocated at boot."""
     return [
         Agent("Bottlerocket device plugin", "node image", applies=lambda p: p.mechanism.installer == BOTTLEROCKET, advertises=_pool_resource),
-        Agent("GKE device plugin", "GKE", applies=lambda p: p.mechanism.installer == "cloud", advertises=_pool_resource),
+        Agent(cloud_plugin or "the cloud's device plugin", "the cloud", applies=lambda p: p.mechanism.installer == "cloud", advertises=_pool_resource),
         Agent("huge pages", "node image and user data", applies=lambda p: hugepages(p) is not None,
               advertises=lambda node: frozenset({"hugepages-2Mi"})),
     ]

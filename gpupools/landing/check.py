@@ -182,7 +182,7 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
         policy = nic_cluster_policy(list(fabrics.values()), nic_policy_tolerations(stack.target, plans, list(fabrics.values())))
         if policy is not None:
             agents.append(node_agents.nic_policy_agent(policy, module.FABRIC_RESOURCE))
-    agents += node_agents.image_agents(fabrics, hugepages_registered)
+    agents += node_agents.image_agents(fabrics, hugepages_registered, module.CLOUD_DEVICE_PLUGIN)
     networks = gpudirect.gpu_networks(stack, fabrics)
     if networks:
         # GKE GPUDirect: the Network objects join the plan's objects (the agent reads that very list), the installers

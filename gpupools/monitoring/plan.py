@@ -144,7 +144,7 @@ def dcgm_exporter_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     # false, bottlerocket-core-kit packages/nvidia-container-toolkit/nvidia-container-toolkit-config-k8s) and counts a
     # container with CAP_SYS_ADMIN in its bounding set as privileged (nvidia-container-toolkit
     # internal/config/image/privileged.go IsPrivileged; cmd/nvidia-container-runtime-hook/container_config.go getDevices).
-    if stack.target.OWN_GPU_SOFTWARE and installer == "cloud":
+    if stack.target.CLOUD_DRIVER_ON_HOST and installer == "cloud":
         values.update({
             "extraHostVolumes": [{"name": "nvidia-install-dir-host", "hostPath": GKE_DRIVER_HOST_PATH}],
             "extraVolumeMounts": [DCGM_METRICS_MOUNT, {"name": "nvidia-install-dir-host", "mountPath": GKE_DRIVER_MOUNT, "readOnly": True}],

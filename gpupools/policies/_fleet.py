@@ -36,7 +36,9 @@ EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 # Gcore pools are Pulumi dynamic resources (gpupools.components.gcore): every dynamic resource has this type, and a
 # pool is the one whose props hold a pool's flavor and its cluster.
 GCORE_POOL = "pulumi-python:dynamic:Resource"
-NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL, GCORE_POOL)
+# A GKE ComputeClass is a GKE GPU pool too: node auto-provisioning starts its nodes down its priorities.
+GKE_COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
+NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL, GCORE_POOL, GKE_COMPUTE_CLASS)
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -76,6 +78,7 @@ class GpuPool:
     resource: str = GPU_RESOURCE
     units_per_gpu: int = 1
     node_class: str | None = None  # Karpenter: the EC2NodeClass its nodes are made from
+    accelerator: str | None = None  # GKE ComputeClass: the accelerator type its priorities name
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -124,7 +127,37 @@ def node_labels(resource_type: str, props: Any) -> dict[str, str]:
         return _str_map(get(props, "spec", "template", "metadata", "labels"))
     if resource_type == GCORE_POOL:
         return _str_map(get(props, "pool", "labels"))
+    if resource_type == GKE_COMPUTE_CLASS:
+        return _str_map(get(props, "spec", "nodePoolConfig", "nodeLabels"))
     return {}
+
+
+def class_priorities(props: Any) -> list[Any]:
+    return [p for p in items(get(props, "spec", "priorities")) if not is_unknown(p)]
+
+
+def class_gpu(props: Any) -> tuple[str | None, str | None, int | None]:
+    """(machine type, accelerator type, GPUs per node) a ComputeClass's first GPU priority names."""
+    for priority in class_priorities(props):
+        accelerator, count, machine = get(priority, "gpu", "type"), as_int(get(priority, "gpu", "count")), get(priority, "machineType")
+        if isinstance(accelerator, str) or isinstance(machine, str):
+            return (machine if isinstance(machine, str) else None, accelerator if isinstance(accelerator, str) else None, count)
+    return None, None, None
+
+
+def nap_limits(resources: list[tuple[str, str, Any]]) -> dict[str, int] | None:
+    """The GKE cluster's node auto-provisioning ceilings by resource type (accelerator types among them); None when the
+    stack creates no GKE cluster, whose limits are then not the stack's to read."""
+    clusters = [props for typ, _name, props in resources if typ == GKE_CLUSTER]
+    if not clusters:
+        return None
+    limits: dict[str, int] = {}
+    for props in clusters:
+        for limit in items(get(props, "clusterAutoscaling", "resourceLimits")):
+            kind, most = get(limit, "resourceType"), as_int(get(limit, "maximum"))
+            if isinstance(kind, str) and most is not None:
+                limits[kind] = most
+    return limits
 
 
 def karpenter_instance_types(props: Any) -> list[str]:
@@ -133,6 +166,16 @@ def karpenter_instance_types(props: Any) -> list[str]:
         if get(req, "key") == "node.kubernetes.io/instance-type" and get(req, "operator") == "In":
             return [t for t in items(get(req, "values")) if isinstance(t, str)]
     return []
+
+
+# The cloud of a Karpenter NodePool, by its node class's API group: Karpenter's EC2NodeClass and EKS Auto Mode's NodeClass
+# on AWS, the AKSNodeClass of AKS node auto-provisioning on Azure.
+KARPENTER_CLOUDS = {"karpenter.k8s.aws": "aws", "eks.amazonaws.com": "aws", "karpenter.azure.com": "azure"}
+
+
+def karpenter_cloud(props: Any) -> str:
+    group = get(props, "spec", "template", "spec", "nodeClassRef", "group")
+    return KARPENTER_CLOUDS.get(group, "aws") if isinstance(group, str) else "aws"
 
 
 def eks_is_gpu(props: Any) -> bool:
@@ -154,7 +197,8 @@ def is_gpu_pool(resource_type: str, props: Any) -> bool:
     if resource_type == EKS_NODE_GROUP:
         return eks_is_gpu(props)
     if resource_type == KARPENTER_NODE_POOL:
-        return any(catalog.instance("aws", t) is not None and catalog.instance("aws", t).gpu is not None for t in karpenter_instance_types(props))
+        cloud = karpenter_cloud(props)
+        return any(catalog.instance(cloud, t) is not None and catalog.instance(cloud, t).gpu is not None for t in karpenter_instance_types(props))
     if resource_type == AKS_AGENT_POOL:
         size = get(props, "vmSize")
         return isinstance(size, str) and catalog.instance("azure", size) is not None
@@ -162,6 +206,10 @@ def is_gpu_pool(resource_type: str, props: Any) -> bool:
         flavor = get(props, "pool", "flavor_id")
         found = catalog.instance("gcore", flavor) if isinstance(flavor, str) and isinstance(get(props, "cluster_name"), str) else None
         return found is not None and found.gpu is not None
+    if resource_type == GKE_COMPUTE_CLASS:
+        machine, accelerator, _ = class_gpu(props)
+        found = catalog.instance("gcp", machine) if machine else None
+        return accelerator is not None or (found is not None and found.gpu is not None)
     if resource_type == GKE_NODE_POOL:
         if gke_accelerators(props):
             return True
@@ -200,12 +248,12 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
     labels = node_labels(resource_type, props)
     gpu = gpus = max_nodes = price = instance_type = node_class = None
     if resource_type in (EKS_NODE_GROUP, KARPENTER_NODE_POOL):
-        cloud = "aws"
         karpenter = resource_type == KARPENTER_NODE_POOL
+        cloud = karpenter_cloud(props) if karpenter else "aws"
         types = karpenter_instance_types(props) if karpenter else [t for t in items(get(props, "instanceTypes")) if isinstance(t, str)]
         if not karpenter and not types and isinstance(get(props, "tags", INSTANCE_TYPE_TAG), str):
             types = [get(props, "tags", INSTANCE_TYPE_TAG)]  # a Capacity Block group: the type is in its launch template
-        known = [i for i in (catalog.instance("aws", t) for t in types) if i is not None and i.gpu is not None]
+        known = [i for i in (catalog.instance(cloud, t) for t in types) if i is not None and i.gpu is not None]
         if known:
             # Several instance types: budget for the dearest, count the most GPUs.
             priciest = max(known, key=lambda i: i.price)
@@ -224,6 +272,18 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
         gpu, gpus, price = found.gpu, found.gpus, found.price
         max_nodes = as_int(get(props, "pool", "max_node_count"))
         pool = get(props, "pool", "name")
+    elif resource_type == GKE_COMPUTE_CLASS:
+        # Budgeted at the class's machine type on-demand; its size is the cluster's ceiling for its GPU type (`fleet`).
+        cloud = "gcp"
+        instance_type, accelerator, gpus = class_gpu(props)
+        found = catalog.instance("gcp", instance_type) if instance_type else None
+        if found is not None and found.gpu is not None:
+            gpu, gpus, price = found.gpu, found.gpus, found.price
+        elif accelerator is not None:
+            gpu = _gke_gpu_of(accelerator)
+            if found is not None and accelerator in catalog.gcp_accelerators and gpus:
+                price = round(found.price + catalog.gcp_accelerators[accelerator].price_per_gpu * gpus, 4)
+        pool = get(props, "metadata", "name")
     elif resource_type == AKS_AGENT_POOL:
         cloud = "azure"
         instance_type = get(props, "vmSize")
@@ -263,7 +323,8 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
         gpu = model  # the label names the GPU even where the instance type is not in the catalog
     pool_name = labels.get(POOL_LABEL) or (pool if isinstance(pool, str) else name)
     return GpuPool(resource_type, name, urn, cloud, pool_name, labels, gpu, gpus, max_nodes, price,
-                   instance_type if isinstance(instance_type, str) else None, node_class=node_class if isinstance(node_class, str) else None)
+                   instance_type if isinstance(instance_type, str) else None, node_class=node_class if isinstance(node_class, str) else None,
+                   accelerator=class_gpu(props)[1] if resource_type == GKE_COMPUTE_CLASS else None)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -382,8 +443,17 @@ def _gke_sharing(pool: GpuPool, props: Any) -> bool:
     """GKE time-sharing, MPS or GPU partitions on the pool's accelerator; True when it set the pool's units."""
     accelerators = gke_accelerators(props)
     first = accelerators[0] if accelerators else {}
-    clients = as_int(get(first, "gpuSharingConfig", "maxSharedClientsPerGpu"))
-    partition = get(first, "gpuPartitionSize")
+    return _gke_units(pool, as_int(get(first, "gpuSharingConfig", "maxSharedClientsPerGpu")), get(first, "gpuPartitionSize"))
+
+
+def _class_sharing(pool: GpuPool, props: Any) -> bool:
+    """A ComputeClass's GKE sharing (its first priority's gpu.gpuSharing); True when it set the pool's units."""
+    sharing = next((get(p, "gpu", "gpuSharing") for p in class_priorities(props) if get(p, "gpu", "gpuSharing")), None)
+    return _gke_units(pool, as_int(get(sharing, "maxSharedClientsPerGPU")), get(sharing, "gpuPartitionSize"))
+
+
+def _gke_units(pool: GpuPool, clients: int | None, partition: Any) -> bool:
+    """Units per GPU from GKE's sharing settings: a partition size's count, or the clients per GPU."""
     if isinstance(partition, str) and pool.gpu is not None and partition in pool.gpu.mig_profiles:
         pool.units_per_gpu = pool.gpu.mig_profiles[partition]
         return True
@@ -424,6 +494,7 @@ def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]])
         if pool.node_class and node_classes.get(pool.node_class) is not None:
             bottlerocket[pool.pool] = node_classes[pool.node_class]
     by_name = {typ_name: props for typ, typ_name, props in resources if typ == GKE_NODE_POOL}
+    classes = {typ_name: props for typ, typ_name, props in resources if typ == GKE_COMPUTE_CLASS}
     for pool in pools:
         gpu = pool.gpu
         mig = pool.labels.get(MIG_CONFIG_LABEL)
@@ -431,6 +502,8 @@ def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]])
             pool.units_per_gpu = hami_split  # HAMi's device plugin advertises each GPU as this many nvidia.com/gpu
             continue
         if pool.resource_type == GKE_NODE_POOL and _gke_sharing(pool, by_name.get(pool.resource_name, {})):
+            continue
+        if pool.resource_type == GKE_COMPUTE_CLASS and _class_sharing(pool, classes.get(pool.resource_name, {})):
             continue  # GKE's own device plugin shares the GPUs; otherwise labels decide, as on other clouds
         if pool.pool in bottlerocket:
             mode, replicas, profiles = bottlerocket_sharing(bottlerocket[pool.pool])
@@ -465,8 +538,19 @@ def fleet(args_resources: list[Any]) -> list[GpuPool]:
         found = gpu_pool(r.resource_type, r.name, r.props, r.urn)
         if found is not None:
             pools.append(found)
+    limits = nap_limits(resources)
+    for pool in pools:
+        if pool.resource_type == GKE_COMPUTE_CLASS and limits is not None and pool.gpus_per_node:
+            accelerator = class_accelerator(pool)
+            if accelerator in limits:
+                pool.max_nodes = limits[accelerator] // pool.gpus_per_node
     resolve_sharing(pools, resources)
     return pools
+
+
+def class_accelerator(pool: GpuPool) -> str | None:
+    """The accelerator type of a ComputeClass pool's GPUs (kept from its props by `gpu_pool`)."""
+    return pool.accelerator
 
 
 def quota_requests(props: Any) -> dict[str, int]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
 
 from gpupools.core.catalog import load_catalog
-from gpupools.policies._fleet import HOURS_PER_MONTH, fleet
+from gpupools.policies._fleet import GKE_CLUSTER, GKE_COMPUTE_CLASS, HOURS_PER_MONTH, class_priorities, fleet, stack_resources
 from gpupools.policies._props import get, plain
 
 PLATFORM = "gpupools:index:GpuPlatform"
@@ -93,4 +93,47 @@ fleet_budget = StackValidationPolicy(
     validate=validate_budget,
 )
 
-POLICIES = [fleet_budget]
+# --------------------------------------------------------------------------------------------------------------------
+# compute-class-ceiling
+
+
+def _last_priority(props) -> str:
+    """The kind of capacity a ComputeClass falls back to last, in the plan's words."""
+    found = class_priorities(props)
+    if not found:
+        return "nothing"
+    last = found[-1]
+    if get(last, "flexStart", "enabled") is True:
+        return "flex-start"
+    if get(last, "reservations", "affinity") in ("Specific", "AnyBestEffort"):
+        return "a reservation"
+    return "Spot VMs" if get(last, "spot") is True else "on-demand VMs"
+
+
+def validate_class_ceiling(args: StackValidationArgs, report: ReportViolation) -> None:
+    """A GKE ComputeClass has no size of its own: node auto-provisioning starts its nodes until the cluster's limit for
+    the GPU type. Where the stack's cluster sets none, nothing bounds what the class's last priority can cost."""
+    resources = stack_resources(args.resources)
+    if not any(typ == GKE_COMPUTE_CLASS for typ, _n, _p in resources):
+        return
+    if not any(typ == GKE_CLUSTER for typ, _n, _p in resources):
+        args.not_applicable("no GKE cluster in the stack: an existing cluster's node auto-provisioning limits are not the stack's to read")
+        return
+    classes = {name: props for typ, name, props in resources if typ == GKE_COMPUTE_CLASS}
+    for pool in fleet(args.resources):
+        if pool.resource_type != GKE_COMPUTE_CLASS or pool.max_nodes is not None:
+            continue
+        report(f"ComputeClass {pool.pool!r} ({pool.instance_type or pool.accelerator}) falls back to "
+               f"{_last_priority(classes.get(pool.resource_name, {}))} with no ceiling: the cluster's node auto-provisioning sets no limit "
+               f"for {pool.accelerator}, so GKE starts as many nodes as pods ask for; add a resourceLimits entry for it "
+               f"(gpupools does for its own clusters from the pool's maxNodes)", pool.urn)
+
+
+compute_class_ceiling = StackValidationPolicy(
+    name="compute-class-ceiling",
+    description="Every GPU ComputeClass has a ceiling: the cluster's node auto-provisioning limits its GPU type.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_class_ceiling,
+)
+
+POLICIES = [fleet_budget, compute_class_ceiling]

@@ -8,7 +8,8 @@ from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidation
 
 from gpupools.capacity.sources import CAPACITY_BLOCK_KEY, RESERVED_NODES_KEY
 from gpupools.clouds.gcp import RESERVED_NODES_LABEL
-from gpupools.policies._fleet import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_NODE_POOL, KARPENTER_NODE_POOL, gpu_pool
+from gpupools.policies._fleet import (AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_COMPUTE_CLASS, GKE_NODE_POOL, KARPENTER_NODE_POOL, class_priorities,
+                                      gpu_pool)
 from gpupools.policies.fabric import pool_fabrics
 from gpupools.policies._props import as_int, get, is_unknown, items
 
@@ -96,6 +97,9 @@ def validate_scarce_gpus_reserved(args: ResourceValidationArgs, report: ReportVi
         types = [r for r in items(get(args.props, "spec", "template", "spec", "requirements")) if get(r, "key") == "karpenter.sh/capacity-type"]
         if any("reserved" in items(get(r, "values")) for r in types):
             return
+    if args.resource_type == GKE_COMPUTE_CLASS and any(get(p, "reservations", "affinity") in ("Specific", "AnyBestEffort")
+                                                        or get(p, "flexStart", "enabled") is True for p in class_priorities(args.props)):
+        return  # a priority on a reservation or on flex-start (the Dynamic Workload Scheduler)
     report(f"GPU pool {pool.pool!r} ({pool.gpu.name}) has no reservation, Capacity Block or queued capacity: {pool.gpu.name} "
            f"nodes are rarely available on demand; add a capacity list (docs/capacity.md)", None)
 

@@ -227,6 +227,8 @@ def validate_addons(args: StackValidationArgs, report: ReportViolation) -> None:
         if name in (args.get_config().get("exceptions") or []):
             skipped.append(name)
             continue
+        if get(cluster.props, "computeConfig", "enabled") is True:
+            continue  # EKS Auto Mode runs the VPC CNI, kube-proxy, CoreDNS and the Pod Identity agent itself, not as add-ons
         # An add-on of a cluster still being created names it by an unknown value; it belongs to the cluster beside it.
         present = {get(a.props, "addonName") for a in addons if get(a.props, "clusterName") in (name,) or is_unknown(get(a.props, "clusterName"))}
         missing = [a for a in args.get_config().get("requiredAddons") or [] if a not in present]

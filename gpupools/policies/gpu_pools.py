@@ -23,6 +23,7 @@ from gpupools.policies._fleet import (
     EKS_NODE_GROUP,
     GENERIC_MIG_CONFIGS,
     KARPENTER_NODE_POOL,
+    GKE_COMPUTE_CLASS,
     GKE_NODE_POOL,
     GPU_TAINT_KEY,
     HAMI_DEFAULT_SPLIT_COUNT,
@@ -57,8 +58,8 @@ def _has_gpu_taint(resource_type: str, props) -> bool | None:
                 if key.split("=", 1)[0] == GPU_TAINT_KEY and effect == "NoSchedule":
                     return True
         return False
-    if resource_type == KARPENTER_NODE_POOL:
-        taints = get(props, "spec", "template", "spec", "taints")
+    if resource_type in (KARPENTER_NODE_POOL, GKE_COMPUTE_CLASS):
+        taints = get(props, "spec", "template", "spec", "taints") if resource_type == KARPENTER_NODE_POOL else get(props, "spec", "nodePoolConfig", "taints")
         if is_unknown(taints):
             return None
         return any(get(t, "key") == GPU_TAINT_KEY and get(t, "effect") == "NoSchedule" for t in items(taints))
@@ -69,13 +70,14 @@ def _has_gpu_taint(resource_type: str, props) -> bool | None:
 
 
 def validate_gpu_taint(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL) or not is_gpu_pool(args.resource_type, args.props):
+    if args.resource_type not in (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL, GKE_COMPUTE_CLASS) or not is_gpu_pool(args.resource_type, args.props):
         return
     if _has_gpu_taint(args.resource_type, args.props) is False:
         spelled = {EKS_NODE_GROUP: "taints: [{key: nvidia.com/gpu, value: present, effect: NO_SCHEDULE}]",
                    KARPENTER_NODE_POOL: "spec.template.spec.taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]",
                    AKS_AGENT_POOL: "nodeTaints: [nvidia.com/gpu=present:NoSchedule]",
-                   GKE_NODE_POOL: "nodeConfig.taints: [{key: nvidia.com/gpu, value: present, effect: NO_SCHEDULE}]"}[args.resource_type]
+                   GKE_NODE_POOL: "nodeConfig.taints: [{key: nvidia.com/gpu, value: present, effect: NO_SCHEDULE}]",
+                   GKE_COMPUTE_CLASS: "spec.nodePoolConfig.taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]"}[args.resource_type]
         report(f"GPU node pool {args.name!r} has no nvidia.com/gpu NoSchedule taint, so any pod may land on (and pay for) "
                f"its GPU nodes; add {spelled}", None)
 

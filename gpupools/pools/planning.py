@@ -20,8 +20,9 @@ def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
     sharing = stack.sharing_of(pool)
     installer = resolve_installer(stack.target, stack.gpu_software.installer)
     mech = mechanism(stack.target, installer, pool.os, sharing, hardware, stack.gpu_software.mig_strategy)
-    labels = {POOL_LABEL: pool.name, GPU_LABEL: hardware.gpu.name, **pool.labels, **mech.node_labels}
-    plan = PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,))
+    selector = cloud.pod_node_selector(pool)
+    labels = {POOL_LABEL: pool.name, GPU_LABEL: hardware.gpu.name, **pool.labels, **mech.node_labels, **selector}
+    plan = PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,), selector=selector)
     return dataclasses.replace(plan, startup_taints=startup_taints(stack, plan))
 
 

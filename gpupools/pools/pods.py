@@ -4,7 +4,7 @@ picture of a new node, so what the check judges is what users run."""
 
 from __future__ import annotations
 
-from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
+from gpupools.core.pools import PoolPlan, toleration
 from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, vgpu_memory_limits
 from gpupools.stack.config import StackConfig
 
@@ -26,7 +26,7 @@ def pod_spec(stack: StackConfig, plan: PoolPlan | None, limits: dict[str, int], 
     """One container asking for `limits`; with a pool, the node selector and tolerations that land it there."""
     spec: dict = {"restartPolicy": "Never"}
     if plan is not None:
-        spec["nodeSelector"] = {POOL_LABEL: plan.name}
+        spec["nodeSelector"] = plan.node_selector
         spec["tolerations"] = [toleration(t) for t in plan.taints] + stack.target.extra_tolerations(plan)
         if plan.mechanism.mode == "vgpu":
             spec["schedulerName"] = HAMI_SCHEDULER

@@ -24,7 +24,7 @@ import yaml
 from gpupools.capacity.sources import (PODS_READY_TIMEOUT_MINUTES, REQUEUE_BACKOFF_BASE_SECONDS, REQUEUE_BACKOFF_MAX_SECONDS, Flavor,
                                       flavor_shares, sources)
 from gpupools.stack.config import StackConfig
-from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
+from gpupools.core.pools import PoolPlan, toleration
 from gpupools.pools.software import Chart, Release, namespace as software_namespace
 from gpupools.fabric.plan import HOSTNAME, FabricPlan, plan_fabrics
 from gpupools.queues.teams import MANAGED, TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_admission_policy, team_labels
@@ -103,8 +103,8 @@ def pool_flavors(stack: StackConfig, plan: PoolPlan, autoscaler: str = "") -> li
     on Karpenter), else one named after the pool."""
     kinds = stack.target.capacity_flavor_labels(plan.pool, autoscaler)
     if len(kinds) == 1:
-        return [Flavor(plan.name, "", {POOL_LABEL: plan.name, **kinds[0][1]})]
-    return [Flavor(f"{plan.name}-{kind}", kind, {POOL_LABEL: plan.name, **labels}) for kind, labels in kinds]
+        return [Flavor(plan.name, "", {**plan.node_selector, **kinds[0][1]})]
+    return [Flavor(f"{plan.name}-{kind}", kind, {**plan.node_selector, **labels}) for kind, labels in kinds]
 
 
 
@@ -211,7 +211,7 @@ def resource_groups(plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = No
     for resource in plan.resources:
         entries = []
         for pool in (p for p in plan.pools if p.mechanism.resource == resource):
-            pool_flavors_ = (flavors or {}).get(pool.name) or [Flavor(pool.name, "", {POOL_LABEL: pool.name})]
+            pool_flavors_ = (flavors or {}).get(pool.name) or [Flavor(pool.name, "", pool.node_selector)]
             for name, units in flavor_shares(pool, plan.nominal[pool.name], pool_flavors_).items():
                 quota: dict = {"name": resource, "nominalQuota": units}
                 if plan.borrowing_limit() is not None:

@@ -314,6 +314,9 @@ class Pool(Model):
     upgrades: PoolUpgradesEntry | None = None
     # Gcore virtual-machine flavors: the pool's server-group policy (how its VMs share hosts). Unset: soft-anti-affinity.
     placement: Literal["affinity", "anti-affinity", "soft-anti-affinity"] | None = None
+    # GKE: how the pool's nodes come to be. `node-pool` (unset): one GKE node pool of one capacity kind; `compute-class`:
+    # a ComputeClass whose priorities are the capacity list in order, node pools auto-created by GKE as work asks.
+    provisioning: Literal["node-pool", "compute-class"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -368,6 +371,13 @@ EndpointAccess = Literal["private", "restricted", "public"]
 GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 
 
+# Who runs the GPU nodes' lifecycle. `standard`: gpupools' own node pools (node groups, Karpenter NodePools, agent pools)
+# and GPU software. `auto-mode`: EKS Auto Mode, Karpenter NodePools on an eks.amazonaws.com NodeClass whose node image
+# brings driver and device plugin. `node-auto-provisioning`: AKS node auto-provisioning, Karpenter NodePools on an
+# AKSNodeClass. Each cloud takes the modes it has (its CLUSTER_MODES).
+ClusterMode = Literal["standard", "auto-mode", "node-auto-provisioning"]
+
+
 class Cluster(Model):
     """The cluster the pools join; the hardening fields are what a new cluster gets (see docs/pools.md, "Cluster controls").
 
@@ -413,6 +423,12 @@ class Cluster(Model):
     node_service_account: Annotated[str, StringConstraints(pattern=SERVICE_ACCOUNT_EMAIL, max_length=254)] | None = None
     # Gcore: the SSH keypair (by name, in the project) every node of a new cluster gets; Gcore requires one.
     keypair: Annotated[str, StringConstraints(pattern=KEYPAIR)] | None = None
+    # Who runs the GPU nodes (ClusterMode); unset: standard. Each cloud takes its own managed mode only.
+    mode: ClusterMode | None = None
+
+    @property
+    def managed_mode(self) -> str:
+        return self.mode or "standard"
 
     @property
     def endpoint_mode(self) -> str:
@@ -576,10 +592,10 @@ class Budget(Model):
 
 # How a cloud's name becomes its Cloud object (gpupools.core.cloud). The stack layer sits below the clouds and cannot
 # import them (imports run one way); gpupools.clouds.registry registers its resolver here when it is imported.
-_RESOLVE_CLOUD: Callable[[str], Any] | None = None
+_RESOLVE_CLOUD: Callable[[str, str], Any] | None = None
 
 
-def register_cloud_resolver(resolve: Callable[[str], Any]) -> None:
+def register_cloud_resolver(resolve: Callable[[str, str], Any]) -> None:
     global _RESOLVE_CLOUD
     _RESOLVE_CLOUD = resolve
 
@@ -605,10 +621,10 @@ class StackConfig(Model):
     @functools.cached_property
     def target(self) -> Any:
         """The cloud the stack runs on, as the one object every capability asks (`gpupools.core.cloud.Cloud`), resolved
-        from `cloud` once per stack. Nothing outside gpupools/clouds compares the cloud's name."""
+        from `cloud` and `cluster.mode` once per stack. Nothing outside gpupools/clouds compares the cloud's name."""
         if _RESOLVE_CLOUD is None:
             raise RuntimeError("no cloud resolver: import gpupools.clouds.registry before asking a stack for its cloud")
-        return _RESOLVE_CLOUD(self.cloud)
+        return _RESOLVE_CLOUD(self.cloud, self.cluster.managed_mode)
 
     def pool(self, name: str) -> Pool:
         for pool in self.pools:

@@ -34,6 +34,8 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
     """`written_pool_names`: the names of pools the stack file has but that failed their own checks (reported there);
     a team that names one is not reported again, one root cause, one error."""
     module = cloud_module(cloud)
+    if cluster is not None and cluster.managed_mode in module.CLUSTER_MODES:
+        module = cloud_module(cloud, cluster.managed_mode)
     catalog = load_catalog()
     installer = resolve_installer(module, software.installer)
     problems = installer_problems(module, software.installer, software.version)
@@ -41,6 +43,9 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
     problems += module.region_problems(providers or {})
     if cluster is not None:
         problems += module.cluster_problems(cluster)
+        if cluster.managed_mode not in module.CLUSTER_MODES:
+            problems.append(Problem("cluster.mode", f"{cluster.managed_mode!r} is not a mode of {module.SERVICE}; {cloud} offers "
+                                                    f"{', '.join(module.CLUSTER_MODES)}"))
         problems += version_problems(cluster, module.KUBERNETES_RELEASES, module.SERVICE, today or date.today())
         zones = sorted({z for _, pool in pools for z in (pool.zones or [])})
         most = module.NEW_NETWORK_MAX_ZONES
@@ -71,6 +76,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         problems += module.zone_problems(pool, path, cluster, providers or {}, hardware)
         problems += capacity_key_problems(pool, path)
         problems += module.capacity_problems(pool, path, resolve_autoscaler(module, cluster.create if cluster else True, autoscaler), cluster, hardware)
+        problems += module.managed_pool_problems(pool, path, installer, cluster)
         sharing = pool.sharing if pool.sharing is not None else default_sharing
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(module, installer, pool.os, sharing, hardware, sharing_path)

@@ -13,7 +13,7 @@ from gpupools.landing.agents import rendered_agents
 from gpupools.landing.check import cluster_of, land, landing_check, shapes
 
 # Agents that no chart renders: gpupools' own DaemonSets and policies, and what the image or the cloud brings.
-NOT_FROM_CHARTS = ("DaemonSet", "NicClusterPolicy", "node image", "GKE", "node image and user data")
+NOT_FROM_CHARTS = ("DaemonSet", "NicClusterPolicy", "node image", "GKE", "the cloud", "node image and user data")
 
 
 def rendered_cluster(stack: str, values_edit=None):

@@ -38,7 +38,11 @@ RENAMES = {
               # The provider lists exclusions with their names; the API maps each name (`*` here) to a TimeWindow.
               ("maintenancePolicy", "maintenanceExclusions"): ("maintenancePolicy", "window", "maintenanceExclusions", "*"),
               ("maintenancePolicy", "maintenanceExclusions", "exclusionOptions"):
-                  ("maintenancePolicy", "window", "maintenanceExclusions", "*", "maintenanceExclusionOptions")},
+                  ("maintenancePolicy", "window", "maintenanceExclusions", "*", "maintenanceExclusionOptions"),
+              # Node auto-provisioning: the provider's `enabled` and defaults block are the API's own names.
+              ("clusterAutoscaling", "enabled"): ("autoscaling", "enableNodeAutoprovisioning"),
+              ("clusterAutoscaling", "autoProvisioningDefaults"): ("autoscaling", "autoprovisioningNodePoolDefaults"),
+              ("clusterAutoscaling",): ("autoscaling",)},
     NODE_POOL: {("nodeLocations",): ("locations",),
                 ("nodeConfig", "guestAccelerators"): ("config", "accelerators"),
                 ("nodeConfig", "guestAccelerators", "count"): ("config", "accelerators", "acceleratorCount"),
@@ -113,6 +117,7 @@ GKE_STACKS = {
         {"name": "mps", "instanceType": "g2-standard-8", "maxNodes": 2, "zones": ["us-central1-a"], "sharing": {"mode": "mps", "replicas": 2}},
     ]),
     "dev-gcp-dws": None,
+    "dev-gcp-fallback": None,
     "reservations-and-flex-start": stack_config("gcp", pools=[
         {"name": "res", "instanceType": "a3-highgpu-8g", "maxNodes": 2,
          "capacity": [{"reservation": {"id": "h100-res", "zones": ["us-central1-a"], "nodes": 2}}]},

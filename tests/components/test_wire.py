@@ -89,8 +89,8 @@ def recording_requests(monkeypatch) -> tuple[dict, list]:
     invokes: list = []
     make_monitor, answer = planrun._make_monitor, planrun._invoke_result
 
-    def monitor(plan, region):
-        made = make_monitor(plan, region)
+    def monitor(plan, region, *facts):
+        made = make_monitor(plan, region, *facts)
         register = made.RegisterResource
 
         def RegisterResource(request):
@@ -100,9 +100,9 @@ def recording_requests(monkeypatch) -> tuple[dict, list]:
         made.RegisterResource = RegisterResource
         return made
 
-    def invoke_result(token, args, region):
+    def invoke_result(token, args, region, *facts):
         invokes.append((token, args))
-        return answer(token, args, region)
+        return answer(token, args, region, *facts)
 
     monkeypatch.setenv("GOOGLE_PROJECT", "proj-env")
     monkeypatch.setattr(planrun, "_make_monitor", monitor)

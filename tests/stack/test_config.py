@@ -81,7 +81,7 @@ CASES = [
     ("unknown key", dict(pools=[pool(maxnodes=3)]), "error: pools[0].maxnodes: unknown key 'maxnodes'; allowed keys: name, instanceType"),
     ("wrong type", dict(pools=[pool(spot="yes")]), "error: pools[0].spot: input should be a valid boolean (got 'yes')"),
     ("gpu on aws", dict(pools=[pool(gpu="nvidia-tesla-t4")]), "error: pools[0].gpu: 'nvidia-tesla-t4' is not used on aws; gpu applies to gcp n1 machine types only"),
-    ("cloud installer on aws", dict(gpuSoftware={"installer": "cloud"}), "error: gpuSoftware.installer: 'cloud' is only available on gcp"),
+    ("cloud installer on aws", dict(gpuSoftware={"installer": "cloud"}), "error: gpuSoftware.installer: 'cloud' is not a mechanism of a standard EKS cluster"),
     ("mig with the standalone device plugin", dict(gpuSoftware={"installer": "device-plugin"},
                                                     pools=[pool(instanceType="p4d.24xlarge", sharing={"mode": "mig", "migProfile": "1g.5gb"})]),
      "error: pools[0].sharing.mode: 'mig' needs the GPU Operator's MIG manager"),

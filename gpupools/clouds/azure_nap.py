@@ -1,0 +1,124 @@
+"""AKS node auto-provisioning (`cluster.mode: node-auto-provisioning`): the AKS cluster's answers, where NAP changes them.
+
+AKS runs Karpenter itself (the Azure provider, Azure/karpenter-provider-azure): a GPU pool is a `karpenter.sh/v1`
+NodePool on an `AKSNodeClass` (`karpenter.azure.com/v1beta1`, the CRD's storage version; pinned in
+tests/reference/aks). The node class's `gpu.mode` says who installs the driver: `Driver` (its default) AKS, which then
+considers only the GPU VM sizes with managed driver installation (pkg/utils/supported-gpus.yaml), `None` nobody, for
+the GPU Operator. Either way the device plugin is the stack's: the provider's design for GPU nodes leaves it to the user
+(designs/0002-gpu-selection-and-bootstrap.md). The cluster takes NAP with Azure CNI Overlay and Cilium, which is the
+network every gpupools AKS cluster has.
+
+Every answer not given here is the standard AKS cluster's (gpupools.clouds.azure).
+"""
+
+from __future__ import annotations
+
+from gpupools.clouds.azure import *  # noqa: F401,F403 (the standard cluster's answers; those below replace them)
+from gpupools.clouds import azure as standard
+from gpupools.capacity import sources as capacity
+from gpupools.core.catalog import Hardware
+from gpupools.core.pools import PoolPlan
+from gpupools.stack.config import Cluster, Pool, Sharing
+from gpupools.stack.errors import Problem
+
+MODE = standard.NODE_AUTO_PROVISIONING
+
+# AKS's Karpenter scales the GPU NodePools; gpupools installs no autoscaler.
+OWN_AUTOSCALER = False
+AUTOSCALER = "karpenter"
+AUTOSCALER_NAME = "AKS node auto-provisioning (Karpenter)"
+NODE_CLASS_API = "karpenter.azure.com/v1beta1"
+NODE_CLASS_REF = {"group": "karpenter.azure.com", "kind": "AKSNodeClass"}
+# Karpenter knows a NodePool's startupTaints, so GPU nodes can start tainted until the GPU Operator has validated them
+# (gpupools.health.readiness), as Karpenter pools on EKS do.
+STARTUP_TAINTS = True
+READINESS_NOTE = "GPU nodes start tainted until the GPU Operator has validated driver, toolkit, CUDA and device plugin"
+# Kinds one NodePool can hold: Karpenter takes Spot over on-demand when both are allowed (and capacity is there).
+NODE_POOL_SHAPES = {(capacity.ON_DEMAND,), (capacity.SPOT,), (capacity.SPOT, capacity.ON_DEMAND)}
+
+
+def managed_cluster_args(cluster: Cluster) -> dict:
+    """The standard cluster's arguments with node auto-provisioning on (ManagedCluster nodeProvisioningProfile, mode Auto);
+    AKS's own default NodePools stay, for the cluster's CPU workloads."""
+    return {**standard.managed_cluster_args(cluster), "node_provisioning_profile": {"mode": "Auto", "default_node_pools": "Auto"}}
+
+
+def gpu_mode(installer: str) -> str:
+    """AKSNodeClass gpu.mode: AKS's driver unless the GPU Operator brings its own."""
+    return "None" if installer == "gpu-operator" else "Driver"
+
+
+def node_class_name(pool: str) -> str:
+    return f"gpupools-{pool}"
+
+
+def node_class(plan: PoolPlan, installer: str) -> dict:
+    """The pool's AKSNodeClass: Ubuntu (the GPU Operator's platform), the OS disk from `diskSizeGb`, the driver mode."""
+    spec: dict = {"imageFamily": "Ubuntu", "gpu": {"mode": gpu_mode(installer)}, "tags": {"gpupools.io/pool": plan.name}}
+    if plan.pool.disk_size_gb:
+        spec["osDiskSizeGB"] = plan.pool.disk_size_gb
+    return {"apiVersion": NODE_CLASS_API, "kind": "AKSNodeClass",
+            "metadata": {"name": node_class_name(plan.name), "labels": {"app.kubernetes.io/managed-by": "gpupools"}}, "spec": spec}
+
+
+def zone_values(pool: Pool, location: str | None) -> list[str] | None:
+    """The pool's zones as AKS nodes carry them in topology.kubernetes.io/zone: `<location>-<n>`."""
+    zones = capacity.placement_zones(pool)
+    return [f"{location}-{z}" for z in zones] if zones and location else None
+
+
+def pool_sharing_problems(pool: Pool, sharing: Sharing, hw: Hardware | None, path: str) -> list[Problem]:
+    """Whole GPUs only: Karpenter counts nvidia.com/gpu from the VM size, and what tells it a node offers shares or MIG slices
+    instead (a NodeOverlay) is behind a feature gate AKS's Karpenter does not expose, so pods asking for shares or slices
+    would never start a node from zero."""
+    if sharing.mode == "none":
+        return []
+    return [Problem(f"{path}.mode", f"{sharing.mode!r} is not possible on AKS node auto-provisioning: its Karpenter counts whole GPUs of the "
+                                    f"VM size and cannot be told of shares or MIG slices; use an agent pool (cluster.mode: standard) or mode: none")]
+
+
+def managed_pool_problems(pool: Pool, path: str, installer: str, cluster: Cluster | None) -> list[Problem]:
+    problems = []
+    if pool.min_nodes > 0:
+        problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}, but a node auto-provisioning NodePool keeps no floor of nodes; set "
+                                                    f"minNodes: 0 (or use an agent pool: cluster.mode: standard)"))
+    return problems
+
+
+def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster | None, hardware: Hardware | None) -> list[Problem]:
+    """A NodePool takes on-demand, Spot, or Spot then on-demand; capacity reservation groups go to agent pools."""
+    if pool.capacity is None:
+        return []
+    shape = tuple(s.kind for s in capacity.sources(pool))
+    if shape in NODE_POOL_SHAPES:
+        return []
+    if capacity.RESERVED in shape:
+        return [Problem(f"{path}.capacity", "a capacity reservation group: gpupools attaches groups to AKS agent pools, not to node "
+                                            "auto-provisioning NodePools; use cluster.mode: standard for reserved capacity")]
+    return [Problem(f"{path}.capacity", f"{', '.join(shape)}: a node auto-provisioning NodePool takes [on-demand], [spot] or [spot, on-demand] "
+                                        f"(Karpenter prefers Spot when both are allowed)")]
+
+
+def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
+    return [f"{s.kind}: NodePool capacity type {s.kind}" for s in capacity.sources(pool)]
+
+
+def local_nvme_use(pool: Pool, fabric_on: bool) -> str | None:
+    return None
+
+
+def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
+    detects, _ = standard.repair_facts(plan, autoscaler)
+    return detects, ("what repairs a node auto-provisioning node is AKS's to decide (its docs describe repair for agent pools); a GPU fault "
+                     "that leaves the node Ready is alerted to the platform team, not repaired")
+
+
+def extra_tolerations(plan: PoolPlan) -> list[dict]:
+    """AKS's Spot toleration on every pool that may run on Spot VMs: AKS taints its Spot nodes
+    (kubernetes.azure.com/scalesetpriority=spot:NoSchedule), and a NodePool of Spot then on-demand has both kinds."""
+    return [SPOT_TOLERATION] if capacity.has(plan.pool, capacity.SPOT) else []
+
+
+def driver_installer(installer: str, os: str | None) -> str | None:
+    """AKS's driver under AKSNodeClass gpu.mode Driver; None: the GPU Operator's (gpu.mode None)."""
+    return "AKS (AKSNodeClass gpu.mode Driver: the node image's driver)" if gpu_mode(installer) == "Driver" else None

@@ -1,0 +1,102 @@
+"""Policies on the clouds' managed modes, on the resources the program plans: a GKE ComputeClass's ceiling, taint,
+reservation and budget; EKS Auto Mode's add-ons and fabric advice. What gpupools plans passes; one wrong field is
+reported."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from conftest import ROOT, plan_of
+from test_policies import resource_violations, stack_violations
+
+CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
+
+
+def planned(stack: str):
+    return plan_of(yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"], stack)
+
+
+@pytest.fixture(scope="module")
+def fallback():
+    return planned("dev-gcp-fallback")
+
+
+@pytest.fixture(scope="module")
+def auto():
+    return planned("dev-aws-auto")
+
+
+def resources(plan, *types) -> list[tuple[str, str, dict]]:
+    return [(r.type, r.name, copy.deepcopy(r.inputs)) for t in types for r in plan.of_type(t)]
+
+
+def test_every_class_has_a_ceiling_and_one_without_is_reported(fallback):
+    stack = resources(fallback, CLASS, GKE_CLUSTER)
+    assert stack_violations("compute-class-ceiling", stack) == []
+    cluster = next(p for t, _n, p in stack if t == GKE_CLUSTER)
+    cluster["clusterAutoscaling"]["resourceLimits"] = [r for r in cluster["clusterAutoscaling"]["resourceLimits"] if r["resourceType"] != "nvidia-h100-80gb"]
+    (message,) = stack_violations("compute-class-ceiling", stack)
+    assert "ComputeClass 'h100'" in message and "falls back to on-demand VMs with no ceiling" in message and "nvidia-h100-80gb" in message
+
+
+def test_the_budget_counts_a_class_at_its_ceiling(fallback):
+    stack = resources(fallback, CLASS, GKE_CLUSTER)
+    (message,) = stack_violations("fleet-budget", stack, {"maxGpus": 13, "maxMonthlyUsd": 10_000_000})
+    assert "can scale to 14 GPUs" in message and "h100 8" in message and "infer 6" in message
+    assert stack_violations("fleet-budget", stack, {"maxGpus": 14, "maxMonthlyUsd": 10_000_000}) == []
+
+
+def test_a_class_without_the_gpu_taint_is_reported(fallback):
+    props = copy.deepcopy(fallback.get(CLASS, "computeclass-gpupools-infer").inputs)
+    assert resource_violations("gpu-pool-taint", CLASS, props) == []
+    props["spec"]["nodePoolConfig"]["taints"] = []
+    (message,) = resource_violations("gpu-pool-taint", CLASS, props)
+    assert "spec.nodePoolConfig.taints" in message
+
+
+def test_a_class_with_a_reservation_priority_counts_as_reserved(fallback):
+    props = copy.deepcopy(fallback.get(CLASS, "computeclass-gpupools-h100").inputs)
+    assert resource_violations("scarce-gpus-reserved", CLASS, props) == []
+    props["spec"]["priorities"] = [p for p in props["spec"]["priorities"] if "reservations" not in p and "flexStart" not in p]
+    (message,) = resource_violations("scarce-gpus-reserved", CLASS, props)
+    assert "H100-80GB" in message
+
+
+def test_an_auto_mode_cluster_runs_its_add_ons_itself(auto):
+    stack = resources(auto, EKS_CLUSTER, "aws:eks/addon:Addon")
+    assert stack_violations("eks-managed-addons", stack) == []
+    for _t, _n, props in stack:
+        props["computeConfig"]["enabled"] = False
+    (message,) = stack_violations("eks-managed-addons", stack)
+    assert "does not run vpc-cni" in message
+
+
+def test_the_fabric_advice_fits_auto_mode(auto):
+    stack = resources(auto, NODE_POOL, "kubernetes:eks.amazonaws.com/v1:NodeClass")
+    assert stack_violations("multi-node-pool-fabric", stack) == []  # the example's H100 pool holds one node
+    for _t, _n, props in stack:
+        if _t == NODE_POOL:
+            props["spec"]["limits"]["nodes"] = "2"
+    (message,) = stack_violations("multi-node-pool-fabric", stack)
+    assert "EKS Auto Mode gives its nodes no EFA placement" in message and "fabric: on" not in message
+    for _t, _n, props in stack:
+        if _t == NODE_POOL:
+            props["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "karpenter.k8s.aws"
+    (message,) = stack_violations("multi-node-pool-fabric", stack)
+    assert "give it one zone and fabric: on" in message
+
+
+def test_nap_node_pools_are_azure_gpu_pools_by_their_node_class():
+    plan = planned("dev-azure-nap")
+    stack = resources(plan, NODE_POOL, "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor")
+    assert stack_violations("kueue-flavors-match-pools", stack) == []
+    for _t, _n, props in stack:
+        if _t == NODE_POOL:
+            props["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "karpenter.k8s.aws"  # an AWS class: no such GPU instance type
+    assert any("which is not a GPU pool of this stack" in m for m in stack_violations("kueue-flavors-match-pools", stack))
