@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -124,9 +125,32 @@ def test_a_stack_resolves_its_cloud_once():
 
     from tests.conftest import stack_config
 
-    for cloud in ("aws", "azure", "gcp"):
+    for cloud in ("aws", "azure", "gcp", "gcore"):
         stack = validate_stack(stack_config(cloud))
         assert stack.target is stack.target is cloud_module(cloud) and stack.target.NAME == cloud
+
+
+def unanswered(module) -> list[str]:
+    """The Cloud protocol's members a cloud module lacks; `own_*` are asked only where the service has GPU software of its
+    own (OWN_GPU_SOFTWARE)."""
+    from gpupools.core.cloud import Cloud
+
+    members = set(Cloud.__annotations__) | {n for n, v in vars(Cloud).items() if not n.startswith("_") and callable(v)}
+    if not getattr(module, "OWN_GPU_SOFTWARE", False):
+        members -= {"own_mechanism", "own_sharing_change"}
+    return sorted(n for n in members if not hasattr(module, n))
+
+
+def test_every_cloud_object_answers_every_question():
+    from gpupools.clouds import registry
+
+    objects = [*registry.MODULES.values(), *registry.MANAGED.values()]
+    assert {m.NAME for m in objects} == set(registry.NAMES)
+    assert {m.__name__: unanswered(m) for m in objects} == {m.__name__: [] for m in objects}
+    # and the check sees a missing answer
+    lacking = types.ModuleType("lacking")
+    vars(lacking).update({k: v for k, v in vars(registry.MODULES["gcore"]).items() if k != "fabric_refusal"})
+    assert unanswered(lacking) == ["fabric_refusal"]
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
     problems = reject_fields(pool, path, NAME, {"gpu": ("gpu", "gcp n1 machine types"), "gpu_count": ("gpuCount", "gcp n1 machine types"),
-                                                "os": ("os", "aws")})
+                                                "os": ("os", "aws"), "provisioning": ("provisioning", "gcp")})
     if not NAME_PATTERN.match(pool.name):
         problems.append(Problem(f"{path}.name", f"{pool.name!r} cannot name a Gcore pool: use 2-20 lower-case letters, digits and '-', "
                                                 f"starting with a letter and ending with a letter or digit"))

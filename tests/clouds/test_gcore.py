@@ -66,6 +66,22 @@ def test_what_gcore_refuses_is_one_line_naming_the_field(fields, path, words):
         assert any(words in line for line in found if line.startswith(f"{path}:")), found
 
 
+@pytest.mark.parametrize("installer, words", [("cloud", "brings the driver only"), ("device-plugin", "installs the GPU Operator")])
+def test_gcore_refuses_the_installers_it_has_no_place_for(installer, words):
+    found = problems(stack_config("gcore", gpuSoftware={"installer": installer}))
+    assert [line for line in found if line.startswith("gpuSoftware.installer:")] and all(
+        words in line for line in found if line.startswith("gpuSoftware.installer:")), found
+    assert problems(stack_config("gcore", gpuSoftware={"installer": "gpu-operator"})) == []
+
+
+@pytest.mark.parametrize("config, path", [
+    ({"pools": [pool(provisioning="compute-class")]}, "pools[0].provisioning"),
+    ({"cluster": {"name": "ml-test", "keypair": "ml-admins", "mode": "auto-mode"}}, "cluster.mode"),
+])
+def test_gcore_refuses_the_other_clouds_managed_modes(config, path):
+    assert any(line.startswith(f"{path}:") for line in problems(stack_config("gcore", **config))), problems(stack_config("gcore", **config))
+
+
 def test_placement_and_boot_volume_pass_on_a_virtual_machine_flavor():
     assert problems(stack_config("gcore", pools=[pool(placement="anti-affinity", diskSizeGb=2000)])) == []
 
