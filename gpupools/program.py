@@ -5,16 +5,18 @@ from __future__ import annotations
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
-from gpupools.stack.config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, from_pulumi_values, mark_secrets
+from gpupools.stack.config import NAMESPACE, StackConfig, from_pulumi_values, mark_secrets
+from gpupools.stack.targets import provider_namespaces
 from gpupools.validation.stack import validate_stack
 from gpupools.stack.errors import ConfigError
 from gpupools.components.platform import GpuPlatform
 
 
-def config_from_pulumi(namespaces: tuple[str, ...] = (NAMESPACE, *PROVIDER_NAMESPACES)) -> tuple[dict, set[str]]:
+def config_from_pulumi(namespaces: tuple[str, ...] | None = None) -> tuple[dict, set[str]]:
     """The config keys of these namespaces the engine passed (as a stack file spells them), and which of them are
     secret. A component constructed for another language's program reads its provider settings here too: the
     engine passes that program's stack config with every Construct call."""
+    namespaces = namespaces or (NAMESPACE, *provider_namespaces())
     values = {**get_config_env(), **CONFIG.get()}
     wanted = {k: v for k, v in values.items() if k.partition(":")[0] in namespaces}
     secret = set(get_config_secret_keys_env()) | {k for k in wanted if is_config_secret(k)}

@@ -85,6 +85,10 @@ def cloud_name_branches(source: str) -> list[int]:
         elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict) and any(
                 k is not None and _names_a_cloud(k) for k in node.value.keys):
             found.append(node.lineno)
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id.isupper()
+              and ((isinstance(node.slice, ast.Name) and node.slice.id == "cloud")
+                   or (isinstance(node.slice, ast.Attribute) and node.slice.attr == "cloud"))):
+            found.append(node.lineno)  # a table kept by cloud name (`KIND[cloud]`): the Cloud object should say it
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "cloud_module" and node.args
               and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "cloud" and _is_stack(node.args[0].value)):
             found.append(node.lineno)  # re-resolving a stack's cloud: ask stack.target
@@ -108,13 +112,16 @@ def test_no_capability_compares_a_cloud_name():
     'module = cloud_module(stack.cloud)',
     'module = cloud_module(self.stack.cloud)',
     'if "azure" == cloud: pass',
+    'word = KIND[cloud]',
+    'package = SDK_PACKAGES[stack.cloud]',
 ])
 def test_the_cloud_name_check_sees_each_spelling(source):
     assert cloud_name_branches(source) == [1]
 
 
 @pytest.mark.parametrize("source", ['if installer == "cloud": pass', 'kinds = ("aws", "gcp")', 'cloud = stack.target.NAME',
-                                    'catalog.instance("aws", name)'])
+                                    'catalog.instance("aws", name)',
+                                    'facts = providers[cloud]'])
 def test_the_cloud_name_check_leaves_data_alone(source):
     assert cloud_name_branches(source) == []
 

@@ -14,7 +14,8 @@ from pulumi.output import Unknown
 from pulumi.provider.experimental.util import camel_case
 
 from gpupools.program import config_from_pulumi
-from gpupools.stack.config import NAMESPACE, PROVIDER_NAMESPACES, StackConfig, mark_secrets
+from gpupools.stack.config import NAMESPACE, StackConfig, mark_secrets
+from gpupools.stack.targets import provider_namespaces
 from gpupools.stack.errors import ConfigError, Problem, field_path
 from gpupools.validation.stack import validate_stack
 
@@ -92,5 +93,5 @@ def validated(inputs: Mapping[str, Any], args: type, fixed: Mapping[str, Any] = 
     if problems:
         raise ConfigError(problems)
     config.update({f"{NAMESPACE}:{key}": value for key, value in fixed.items()})
-    providers, provider_secrets = config_from_pulumi(PROVIDER_NAMESPACES)
+    providers, provider_secrets = config_from_pulumi(provider_namespaces())
     return validate_stack(mark_secrets({**config, **providers}, secret | provider_secrets))

@@ -19,13 +19,27 @@ from gpupools.core.facts import load_facts
 from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
-from gpupools.stack.providers import AWS_REGION
+from gpupools.stack.targets import ProviderFacts, Setting
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, pool_upgrade, wait_text
-from gpupools.clouds.common import (STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, Control, KubernetesRelease, endpoint_control, hardware_of, on_off, shared_cluster_problems, newest, reject_fields,
+from gpupools.clouds.common import (KIND, STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, Control, KubernetesRelease, endpoint_control, hardware_of, on_off, shared_cluster_problems, newest, reject_fields,
                                     resolve_listed, zone_letter_problems, too_open)
 
 NAME = "aws"
+KIND_WORD = KIND[NAME]  # what a pool's machines are called here, as messages name them
+# The Pulumi provider beside `gpupools:` (pulumi-aws): AWS region names are like eu-central-1, us-gov-west-1,
+# ap-southeast-5, cn-north-1; the environment variables as pulumi-aws documents them (AWS_REGION, AWS_DEFAULT_REGION).
+AWS_REGION = r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$"
+PROVIDER = ProviderFacts(
+    namespace="aws",
+    settings={
+        "aws:region": Setting(AWS_REGION, "an AWS region such as eu-central-1", ("AWS_REGION", "AWS_DEFAULT_REGION"), required=True),
+        "aws:profile": Setting(r"^[-A-Za-z0-9_.@+=,]{1,128}$", "a profile name of ~/.aws/config"),
+        "aws:accessKey": Setting(None, "an access key ID"),
+        "aws:secretKey": Setting(None, "a secret access key", secret="always"),
+        "aws:token": Setting(None, "a session token", secret="always"),
+    },
+    sdk_package="pulumi_aws", sdk_name="the AWS provider", sdk_distribution="pulumi-aws")
 # The platform component's type for one pool (how `gpupools plan` finds what a pool created).
 POOL_COMPONENT = "gpupools:index:EksGpuNodePool"
 SERVICE = "EKS"
@@ -1154,7 +1168,6 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
 # Answers to the questions every capability asks a cloud (gpupools/core/cloud.py)
 
 # `installer: auto`: EKS's GPU AMIs bring the driver and toolkit, the GPU Operator the rest (device plugin, GFD, DCGM).
-NAME = "aws"  # as `gpupools:cloud` spells it
 # The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
 # cluster-autoscaler, gpupools' choice).
 OWN_AUTOSCALER = False

@@ -20,10 +20,26 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, options as upgrade_options, pool_upgrade, wait_text
-from gpupools.clouds.common import STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
+from gpupools.clouds.common import KIND, STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
 from gpupools.stack.providers import provider_value
+from gpupools.stack.targets import ProviderFacts, Setting
 
 NAME = "azure"
+KIND_WORD = KIND[NAME]  # what a pool's machines are called here, as messages name them
+# The Pulumi provider beside `gpupools:` (pulumi-azure-native; its environment variable for the location: ARM_LOCATION).
+AZURE_LOCATION = r"^[a-z][a-z0-9]{2,39}$"
+UUID = r"^[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$"
+PROVIDER = ProviderFacts(
+    namespace="azure-native",
+    settings={
+        "azure-native:location": Setting(AZURE_LOCATION, "an Azure region name such as westeurope (az account list-locations, column Name)",
+                                         ("ARM_LOCATION",), default="the resource group's location"),
+        "azure-native:subscriptionId": Setting(UUID, "a subscription ID (a UUID)", ("ARM_SUBSCRIPTION_ID",)),
+        "azure-native:tenantId": Setting(UUID, "a tenant ID (a UUID)", ("ARM_TENANT_ID",)),
+        "azure-native:clientId": Setting(UUID, "an application (client) ID (a UUID)", ("ARM_CLIENT_ID",)),
+        "azure-native:clientSecret": Setting(None, "a client secret", secret="always"),
+    },
+    sdk_package="pulumi_azure_native", sdk_name="the Azure Native provider", sdk_distribution="pulumi-azure-native")
 # The platform component's type for one pool (how `gpupools plan` finds what a pool created).
 POOL_COMPONENT = "gpupools:index:AksGpuNodePool"
 SERVICE = "AKS"
@@ -557,7 +573,6 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
 
 # `installer: auto`: AKS GPU pools skip AKS's own driver (gpuProfile.driver None) and the GPU Operator installs
 # driver, toolkit and the rest.
-NAME = "azure"  # as `gpupools:cloud` spells it
 # The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
 # cluster-autoscaler, gpupools' choice).
 OWN_AUTOSCALER = True

@@ -17,13 +17,26 @@ import re
 from datetime import date
 
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import STANDARD_ONLY, Control, KubernetesRelease, newest, no_managed_pool_problems, no_pod_node_selector, reject_fields, resolve_listed, shared_cluster_problems
+from gpupools.clouds.common import KIND, STANDARD_ONLY, Control, KubernetesRelease, newest, no_managed_pool_problems, no_pod_node_selector, reject_fields, resolve_listed, shared_cluster_problems
 from gpupools.core.catalog import Catalog, Hardware
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
+from gpupools.stack.targets import ProviderFacts, Setting
 
 NAME = "gcore"  # as `gpupools:cloud` spells it
+KIND_WORD = KIND[NAME]  # what a pool's machines are called here, as messages name them
+# The provider settings beside `gpupools:`: the SDK's own environment variables (gcore 0.59.0 gcore/_client.py,
+# Gcore.__init__). The API key is not a stack setting: the Gcore resources read GCORE_API_KEY when they run, so it
+# never enters the stack or its state.
+PROVIDER = ProviderFacts(
+    namespace="gcore",
+    settings={
+        "gcore:projectId": Setting(r"^[1-9][0-9]{0,11}$", "a Gcore cloud project ID (a number)", ("GCORE_CLOUD_PROJECT_ID",), required=True),
+        "gcore:regionId": Setting(r"^[1-9][0-9]{0,11}$", "a Gcore cloud region ID (a number, such as 76)", ("GCORE_CLOUD_REGION_ID",),
+                                  required=True),
+    },
+    sdk_package="gcore", sdk_name="Gcore's Python SDK", sdk_distribution="gcore")
 SERVICE = "Gcore Managed Kubernetes"
 PROVIDER_PACKAGE = "gcore"
 # The platform component's type for one pool (how `gpupools plan` finds what a pool created).

@@ -19,6 +19,7 @@ from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
 from gpupools.core.facts import load_facts
 from gpupools.stack.config import GKE_RELEASE_CHANNELS, Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
+from gpupools.stack.targets import ProviderFacts, Setting
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.core.sharing import GPU_RESOURCE, gke_mechanism
 from gpupools.capacity import sources as capacity
@@ -26,6 +27,25 @@ from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, exclus
 from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
 
 NAME = "gcp"
+KIND_WORD = KIND[NAME]  # what a pool's machines are called here, as messages name them
+# The Pulumi provider beside `gpupools:` (pulumi-gcp). Project IDs are 6-30 lower-case letters, digits and hyphens,
+# starting with a letter, not ending with a hyphen; regions are like us-central1, europe-west4, northamerica-northeast2.
+# The environment variables as pulumi-gcp documents them (GOOGLE_PROJECT, GOOGLE_CLOUD_PROJECT, GCLOUD_PROJECT,
+# CLOUDSDK_CORE_PROJECT). `gcp:credentials` may be a key's JSON (a secret) or the path of its file (none).
+GCP_PROJECT = r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$"
+GCP_REGION = r"^[a-z]+-[a-z]+[0-9]{1,2}$"
+GCP_ZONE = r"^[a-z]+-[a-z]+[0-9]{1,2}-[a-z]$"
+PROVIDER = ProviderFacts(
+    namespace="gcp",
+    settings={
+        "gcp:project": Setting(GCP_PROJECT, "a GCP project ID such as ml-platform-dev (6-30 lower-case letters, digits, '-')",
+                               ("GOOGLE_PROJECT", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"), required=True),
+        "gcp:region": Setting(GCP_REGION, "a GCP region such as us-central1", ("GOOGLE_REGION", "GCLOUD_REGION", "CLOUDSDK_COMPUTE_REGION")),
+        "gcp:zone": Setting(GCP_ZONE, "a GCP zone such as us-central1-a", ("GOOGLE_ZONE", "GCLOUD_ZONE", "CLOUDSDK_COMPUTE_ZONE")),
+        "gcp:credentials": Setting(None, "a service account key (its JSON, or the path of its file)", secret="json"),
+        "gcp:accessToken": Setting(None, "an OAuth 2.0 access token", secret="always"),
+    },
+    sdk_package="pulumi_gcp", sdk_name="the Google Cloud provider", sdk_distribution="pulumi-gcp")
 # The platform component's type for one pool (how `gpupools plan` finds what a pool created).
 POOL_COMPONENT = "gpupools:index:GkeGpuNodePool"
 SERVICE = "GKE"
@@ -936,7 +956,6 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
 
 # `installer: auto`: GKE installs the driver and its own device plugin (gpuDriverInstallationConfig), which also
 # serves GKE's time-sharing, MPS and partitions.
-NAME = "gcp"  # as `gpupools:cloud` spells it
 # The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
 # cluster-autoscaler, gpupools' choice).
 OWN_AUTOSCALER = True

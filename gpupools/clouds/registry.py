@@ -2,8 +2,9 @@
 
 Every cloud module offers the same functions (see `aws.py` for the full set), so callers pick a module by name
 and never branch on the cloud themselves. Adding a cloud means adding a module here and to `MODULES`, a component
-module under `gpupools.components`, and its instance types in the catalog. The cloud modules are pure Python: no
-cloud SDK is imported here.
+module under `gpupools.components`, and its instance types in the catalog; importing this module registers every
+cloud and its Pulumi provider (`PROVIDER`) with the stack layer (gpupools.stack.targets), which names none. The cloud
+modules are pure Python: no cloud SDK is imported here.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from gpupools.clouds import aws, aws_auto, azure, azure_nap, gcore, gcp
-from gpupools.stack.config import register_cloud_resolver
+from gpupools.stack.targets import register_cloud, register_cloud_resolver
 
 MODULES: dict[str, ModuleType] = {"aws": aws, "azure": azure, "gcp": gcp, "gcore": gcore}
 NAMES = tuple(MODULES)
@@ -29,4 +30,6 @@ def cloud_module(cloud: str, mode: str = "standard") -> ModuleType:
     return MANAGED.get((cloud, mode), MODULES[cloud])
 
 
+for _name, _module in MODULES.items():
+    register_cloud(_name, _module.PROVIDER)
 register_cloud_resolver(cloud_module)

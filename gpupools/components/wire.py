@@ -16,7 +16,7 @@ from typing import Any
 
 import pulumi
 
-from gpupools.stack.providers import SDK_PACKAGES
+from gpupools.stack.providers import sdk_package
 
 # The provider's name of an input where it is not the camelCase of the SDK's snake_case keyword: Azure's API spells
 # acronyms in capitals. Every such name of the modules registered by token (pulumi-azure-native's containerservice,
@@ -50,9 +50,10 @@ MAPS = frozenset({"labels", "resource_labels", "metadata", "tags", "node_labels"
 def package_version(package: str) -> str:
     """The provider plugin version the package's own classes ask for: the version in the SDK's pulumi-plugin.json,
     read as text so that not even the SDK's package is imported (pulumi_gcp's alone costs a tenth of a second)."""
-    spec = importlib.util.find_spec(SDK_PACKAGES[package])
+    name = sdk_package(package) or package
+    spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"No module named {SDK_PACKAGES[package]!r}", name=SDK_PACKAGES[package])
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
     return json.loads((Path(next(iter(spec.submodule_search_locations))) / "pulumi-plugin.json").read_text())["version"]
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 class Cloud(Protocol):
     # Names
     SERVICE: str  # "EKS", "AKS", "GKE": how the plan and errors name the managed service
+    KIND_WORD: str  # what a pool's machines are called: instance type, VM size, machine type, flavor
 
     # GPU software: who installs drivers and device plugins when the stack says `installer: auto`, and whether the
     # service installs them itself (`installer: cloud`).

@@ -11,7 +11,7 @@ import ipaddress
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StringConstraints, Tag, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
@@ -19,9 +19,9 @@ from pydantic.alias_generators import to_camel
 
 from gpupools.stack.errors import ConfigError, Problem, field_path, kind, name_like, quotable, shown
 from gpupools.stack.reading import ReadError, load_json, read_document
+from gpupools.stack.targets import cloud_names, provider_namespaces, resolve_cloud
 
 NAMESPACE = "gpupools"
-PROVIDER_NAMESPACES = ("aws", "azure-native", "gcp", "gcore", "kubernetes")
 
 # Patterns are ASCII on purpose: `\d` would accept full-width and other Unicode digits ("1.３３").
 ZONE = r"^[a-z0-9][-a-z0-9]{0,62}$"
@@ -592,18 +592,19 @@ class Budget(Model):
 
 # How a cloud's name becomes its Cloud object (gpupools.core.cloud). The stack layer sits below the clouds and cannot
 # import them (imports run one way); gpupools.clouds.registry registers its resolver here when it is imported.
-_RESOLVE_CLOUD: Callable[[str, str], Any] | None = None
-
-
-def register_cloud_resolver(resolve: Callable[[str, str], Any]) -> None:
-    global _RESOLVE_CLOUD
-    _RESOLVE_CLOUD = resolve
+def _known_cloud(value: Any) -> Any:
+    """`gpupools:cloud`: one of the registered clouds (gpupools.stack.targets), said as a Literal would say it."""
+    names = cloud_names()
+    if isinstance(value, str) and value in names:
+        return value
+    expected = " or ".join([", ".join(repr(n) for n in names[:-1]), repr(names[-1])] if len(names) > 1 else [repr(names[0])])
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
 
 
 class StackConfig(Model):
     """Everything a stack file says under the `gpupools:` namespace, plus the provider settings beside it."""
 
-    cloud: Literal["aws", "azure", "gcp", "gcore"]
+    cloud: Annotated[str, BeforeValidator(_known_cloud)]  # a registered cloud's name (gpupools.clouds.registry)
     cluster: Cluster
     sharing: Sharing = Field(default_factory=Sharing)
     pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
@@ -622,9 +623,7 @@ class StackConfig(Model):
     def target(self) -> Any:
         """The cloud the stack runs on, as the one object every capability asks (`gpupools.core.cloud.Cloud`), resolved
         from `cloud` and `cluster.mode` once per stack. Nothing outside gpupools/clouds compares the cloud's name."""
-        if _RESOLVE_CLOUD is None:
-            raise RuntimeError("no cloud resolver: import gpupools.clouds.registry before asking a stack for its cloud")
-        return _RESOLVE_CLOUD(self.cloud, self.cluster.managed_mode)
+        return resolve_cloud(self.cloud, self.cluster.managed_mode)
 
     def pool(self, name: str) -> Pool:
         for pool in self.pools:
@@ -713,7 +712,7 @@ def mark_secrets(values: dict[str, Any], secret_keys: set[str]) -> dict[str, Any
         if key in secret_keys and key in out:
             out[key] = walk(out[key], path)
     for key in secret_keys:  # provider credentials (aws:secretKey, ...) are whole values
-        if key.partition(":")[0] in PROVIDER_NAMESPACES and isinstance(out.get(key), str):
+        if key.partition(":")[0] in provider_namespaces() and isinstance(out.get(key), str):
             out[key] = SecretText(out[key])
     return out
 
@@ -727,10 +726,10 @@ def split_namespaces(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
         namespace, _, name = str(key).partition(":")
         if namespace == NAMESPACE and name:
             ours[name] = _decode_secure(value)
-        elif namespace in PROVIDER_NAMESPACES and name:
+        elif namespace in provider_namespaces() and name:
             providers[key] = _decode_secure(value)
         else:
-            allowed = ", ".join(f"{n}:" for n in (NAMESPACE, *PROVIDER_NAMESPACES))
+            allowed = ", ".join(f"{n}:" for n in (NAMESPACE, *provider_namespaces()))
             named = repr(str(key)) if name_like(str(key)) else f"({kind(str(key))})"
             problems.append(Problem(str(key) if name_like(str(key)) else f"<{kind(str(key))}>",
                                     f"unknown config key {named}; keys start with one of {allowed}"))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import date
 
-from gpupools.clouds.registry import cloud_module
+from gpupools.core.cloud import Cloud
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED, shared_reservation_problems
 from gpupools.core.catalog import load_catalog
-from gpupools.clouds.common import KIND, version_problems
+from gpupools.clouds.common import version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, Department, GpuSoftware, Pool, Sharing, Team
 from gpupools.stack.errors import Problem
 from gpupools.core.sharing import BOTTLEROCKET, HAMI_NODE_SELECTOR, installer_problems, resolve_installer, sharing_problems
@@ -27,15 +27,13 @@ RESERVED_POOL_NAMES = frozenset({"system"})
 # A new VPC gives each zone a public and a private /20 of 10.0.0.0/16 (see clouds.aws.subnet_layout).
 
 
-def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
+def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: Sharing, pools: list[tuple[int, Pool]],
                       software: GpuSoftware, teams: list[Team], autoscaler: str = "auto", providers: dict | None = None,
                       today: date | None = None, quotas: str = "kueue", written_pool_names: frozenset[str] = frozenset(),
                       departments: list[Department] | None = None) -> list[Problem]:
-    """`written_pool_names`: the names of pools the stack file has but that failed their own checks (reported there);
-    a team that names one is not reported again, one root cause, one error."""
-    module = cloud_module(cloud)
-    if cluster is not None and cluster.managed_mode in module.CLUSTER_MODES:
-        module = cloud_module(cloud, cluster.managed_mode)
+    """`module`: the stack's Cloud object, resolved once by the caller from its cloud and cluster mode (`stack.target`);
+    every check below asks it. `written_pool_names`: the names of pools the stack file has but that failed their own
+    checks (reported there); a team that names one is not reported again, one root cause, one error."""
     catalog = load_catalog()
     installer = resolve_installer(module, software.installer)
     problems = installer_problems(module, software.installer, software.version)
@@ -44,7 +42,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
     if cluster is not None:
         problems += module.cluster_problems(cluster)
         if cluster.managed_mode not in module.CLUSTER_MODES:
-            problems.append(Problem("cluster.mode", f"{cluster.managed_mode!r} is not a mode of {module.SERVICE}; {cloud} offers "
+            problems.append(Problem("cluster.mode", f"{cluster.managed_mode!r} is not a mode of {module.SERVICE}; {module.NAME} offers "
                                                     f"{', '.join(module.CLUSTER_MODES)}"))
         problems += version_problems(cluster, module.KUBERNETES_RELEASES, module.SERVICE, today or date.today())
         zones = sorted({z for _, pool in pools for z in (pool.zones or [])})
@@ -52,6 +50,7 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         if most is not None and cluster.create and not cluster.subnet_ids and len(zones) > most:
             problems.append(Problem("pools", f"the pools ask for {len(zones)} zones ({', '.join(zones)}); a new VPC spans at most {most}"))
     counts = Counter(pool.name for _, pool in pools)
+    example_zone = module.example_zone(cluster, providers or {})  # a zone of the stack's own region, for messages that ask for one
     vgpu: list[tuple[str, Sharing]] = []
     queued_on: list[tuple] = []  # what KAI's checks need per pool
     for index, pool in pools:
@@ -62,11 +61,11 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
             problems.append(Problem(f"{path}.name", f"{pool.name!r} is used by more than one pool; pool names must be unique in a stack"))
         if pool.min_nodes > pool.max_nodes:
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes} is greater than maxNodes ({pool.max_nodes}); minNodes must be between 0 and maxNodes"))
-        problems += _label_problems(pool, path, cloud)
+        problems += _label_problems(pool, path, module)
         problems += module.pool_problems(pool, path)
         if pool.instance_types and not getattr(module, "MULTI_TYPE_POOLS", False):
-            problems.append(Problem(f"{path}.instanceTypes", f"{module.SERVICE} node pools have one {KIND[cloud]} each; give instanceType, "
-                                                             f"or one pool per {KIND[cloud]}"))
+            problems.append(Problem(f"{path}.instanceTypes", f"{module.SERVICE} node pools have one {module.KIND_WORD} each; give instanceType, "
+                                                             f"or one pool per {module.KIND_WORD}"))
         hardware, found = module.resolve(pool, catalog, path)
         problems += found
         limit, scope = module.max_nodes(pool, cluster, hardware)
@@ -81,13 +80,13 @@ def semantic_problems(cloud: str, cluster: Cluster | None, default_sharing: Shar
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(module, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
-        problems += fabric_problems(module, cluster, pool, sharing, hardware, path, _example_zone(cloud, cluster, providers or {}))
+        problems += fabric_problems(module, cluster, pool, sharing, hardware, path, example_zone)
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
         queued_on.append((index, pool, sharing, sharing_path, BOTTLEROCKET if module.image_device_plugin(pool.os) else installer))
     problems += shared_reservation_problems(pools)
     problems += _hami_setting_problems(vgpu)
-    problems += _team_problems(teams, {pool.name for _, pool in pools} | written_pool_names, quotas, cloud)
+    problems += _team_problems(teams, {pool.name for _, pool in pools} | written_pool_names, quotas, module)
     problems += _queued_pool_problems(pools, teams, quotas)
     problems += kai_problems(queued_on, teams, departments or [], quotas)
     return problems
@@ -105,11 +104,6 @@ def _queued_pool_problems(pools: list[tuple[int, Pool]], teams: list[Team], quot
             problems.append(Problem(f"pools[{index}].capacity", "queued: nodes come only through Kueue's ProvisioningRequest admission check; "
                                                                 "set gpupools:quotas: kueue and give the pool to at least one team"))
     return problems
-
-
-def _example_zone(cloud: str, cluster: Cluster | None, providers: dict) -> str | None:
-    """A zone of the stack's own region, for messages that ask for one."""
-    return cloud_module(cloud).example_zone(cluster, providers)
 
 
 def _hami_setting_problems(vgpu: list[tuple[str, Sharing]]) -> list[Problem]:
@@ -136,14 +130,14 @@ KUBERNETES_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 KUBERNETES_NAMESPACE_PREFIXES = ("kube-",)
 
 
-def reserved_label_domain(key: str, cloud: str | None = None) -> str | None:
+def reserved_label_domain(key: str, cloud: Cloud | None = None) -> str | None:
     """The platform domain a label key falls under (the domain itself or a subdomain of it), if any."""
     prefix = key.partition("/")[0] if "/" in key else ""
-    domains = KUBERNETES_LABEL_DOMAINS + (getattr(cloud_module(cloud), "RESERVED_LABEL_DOMAINS", ()) if cloud else ())
+    domains = KUBERNETES_LABEL_DOMAINS + (getattr(cloud, "RESERVED_LABEL_DOMAINS", ()) if cloud else ())
     return next((d for d in domains if prefix == d or prefix.endswith("." + d)), None)
 
 
-def _label_problems(pool: Pool, path: str, cloud: str | None = None) -> list[Problem]:
+def _label_problems(pool: Pool, path: str, cloud: Cloud | None = None) -> list[Problem]:
     problems = []
     for key, value in pool.labels.items():
         where = f"{path}.labels.{key}"
@@ -161,15 +155,15 @@ def _label_problems(pool: Pool, path: str, cloud: str | None = None) -> list[Pro
     return problems
 
 
-def reserved_namespaces(cloud: str | None = None) -> frozenset[str]:
+def reserved_namespaces(cloud: Cloud | None = None) -> frozenset[str]:
     """Namespaces a team must not claim: Kubernetes' own, the cloud's and those gpupools installs software into."""
-    own = getattr(cloud_module(cloud), "RESERVED_NAMESPACES", frozenset()) if cloud else frozenset()
+    own = getattr(cloud, "RESERVED_NAMESPACES", frozenset()) if cloud else frozenset()
     return frozenset({"default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR.namespace, DEVICE_PLUGIN.namespace,
                       HAMI_CHART.namespace, MONITORING, KUEUE.namespace, KAI.namespace, KAI_RESERVATION, KAI_SCALE_ADJUST}) | own
 
 
-def reserved_namespace_prefix(name: str, cloud: str | None = None) -> str | None:
-    prefixes = KUBERNETES_NAMESPACE_PREFIXES + (getattr(cloud_module(cloud), "RESERVED_NAMESPACE_PREFIXES", ()) if cloud else ())
+def reserved_namespace_prefix(name: str, cloud: Cloud | None = None) -> str | None:
+    prefixes = KUBERNETES_NAMESPACE_PREFIXES + (getattr(cloud, "RESERVED_NAMESPACE_PREFIXES", ()) if cloud else ())
     return next((p for p in prefixes if name.startswith(p)), None)
 
 
@@ -177,7 +171,7 @@ def reserved_namespace_prefix(name: str, cloud: str | None = None) -> str | None
 KUEUE_ONLY_TEAM_KEYS = ("borrow", "lend", "priority")
 
 
-def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue", cloud: str | None = None) -> list[Problem]:
+def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue", cloud: Cloud | None = None) -> list[Problem]:
     problems = []
     reserved = reserved_namespaces(cloud) if teams else frozenset()
     names = Counter(t.name for t in teams)

@@ -24,7 +24,7 @@ from gpupools.autoscaling.scaleup import scale_up_problems
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.health.repair import repair_problems
 from gpupools.upgrades.policy import upgrade_problems
-from gpupools.clouds.registry import NAMES as CLOUD_NAMES
+from gpupools.clouds.registry import NAMES as CLOUD_NAMES, cloud_module
 
 
 def _try(model: type[BaseModel], raw: Any, loc: tuple, problems: list[Problem] | None = None):
@@ -146,7 +146,7 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
     except ValidationError as exc:
         problems.extend(pydantic_problems(exc, StackConfig))
     if stack is not None:
-        problems.extend(semantic_problems(stack.cloud, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software,
+        problems.extend(semantic_problems(stack.target, stack.cluster, stack.sharing, list(enumerate(stack.pools)), stack.gpu_software,
                                           stack.teams, stack.autoscaler, stack.providers, quotas=stack.quotas,
                                           departments=stack.departments))
         problems.extend(alerting_problems(stack))
@@ -169,7 +169,8 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
             autoscaler = ours.get("autoscaler") if ours.get("autoscaler") in get_args(Autoscaler) else "auto"
             quotas = ours.get("quotas") if ours.get("quotas") in get_args(QuotaEngine) else "kueue"
             written = frozenset(r["name"] for r in raw_pools if isinstance(r, dict) and isinstance(r.get("name"), str) and name_like(r["name"]))
-            problems.extend(semantic_problems(cloud, cluster, sharing, pools, software, teams, autoscaler, providers, quotas=quotas,
+            target = cloud_module(cloud, cluster.managed_mode if cluster is not None else "standard")
+            problems.extend(semantic_problems(target, cluster, sharing, pools, software, teams, autoscaler, providers, quotas=quotas,
                                               written_pool_names=written, departments=departments))
     if problems:
         raise ConfigError(_dedupe(problems))

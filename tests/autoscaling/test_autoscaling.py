@@ -442,16 +442,17 @@ def test_new_clusters_default_to_a_version_in_standard_support():
 
 
 def test_aks_refuses_a_version_out_of_support_but_eks_allows_extended_support():
+    from gpupools.clouds.registry import cloud_module
     from gpupools.validation.checks import semantic_problems
     from gpupools.stack.config import Cluster, GpuSoftware, Sharing
 
-    aks = semantic_problems("azure", Cluster(name="c", resource_group="rg", kubernetes_version="1.33"), Sharing(), [], GpuSoftware(), [], today=TABLES_READ)
+    aks = semantic_problems(cloud_module("azure"), Cluster(name="c", resource_group="rg", kubernetes_version="1.33"), Sharing(), [], GpuSoftware(), [], today=TABLES_READ)
     assert [p.path for p in aks] == ["cluster.kubernetesVersion"] and "AKS creates no new clusters on it" in aks[0].message
-    eks = semantic_problems("aws", Cluster(name="c", kubernetes_version="1.33"), Sharing(), [], GpuSoftware(), [], today=TABLES_READ)
+    eks = semantic_problems(cloud_module("aws"), Cluster(name="c", kubernetes_version="1.33"), Sharing(), [], GpuSoftware(), [], today=TABLES_READ)
     assert eks == []  # in paid extended support: allowed, flagged by the policy pack and the plan
-    late = semantic_problems("aws", Cluster(name="c", kubernetes_version="1.33"), Sharing(), [], GpuSoftware(), [], today=date(2027, 8, 1))
+    late = semantic_problems(cloud_module("aws"), Cluster(name="c", kubernetes_version="1.33"), Sharing(), [], GpuSoftware(), [], today=date(2027, 8, 1))
     assert "left EKS support on 2027-07-29" in late[0].message
-    existing = semantic_problems("azure", Cluster(name="c", create=False, resource_group="rg", kubernetes_version="1.33"), Sharing(), [],
+    existing = semantic_problems(cloud_module("azure"), Cluster(name="c", create=False, resource_group="rg", kubernetes_version="1.33"), Sharing(), [],
                                  GpuSoftware(), [], today=TABLES_READ)
     assert existing == []  # pools join the cluster as it is
 

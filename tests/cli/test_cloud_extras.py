@@ -11,7 +11,7 @@ import tomllib
 import pytest
 
 from gpupools.stack.errors import ConfigError
-from gpupools.stack.providers import NAMESPACES, SDK_DISTRIBUTIONS, SDK_PACKAGES
+from gpupools.clouds.registry import MODULES
 from gpupools.validation.stack import validate_stack
 
 from conftest import ROOT, stack_config
@@ -57,11 +57,12 @@ def test_each_cloud_provider_comes_with_its_extra_only():
     names = lambda reqs: {r.split(";")[0].split("[")[0].split(">")[0].split("<")[0].split("=")[0].strip().lower() for r in reqs}
     core = names(project["dependencies"])
     extras = project["optional-dependencies"]
-    for cloud, (_, distribution) in SDK_DISTRIBUTIONS.items():
+    for cloud, module in MODULES.items():
+        distribution = module.PROVIDER.sdk_distribution
         assert distribution not in core
         assert distribution in names(extras[cloud])
-        assert SDK_PACKAGES[NAMESPACES[cloud]] == distribution.replace("-", "_")
-    assert extras["all"] == ["gpupools[aws,azure,gcp,gcore]"]
+        assert module.PROVIDER.sdk_package == distribution.replace("-", "_")
+    assert extras["all"] == [f"gpupools[{','.join(MODULES)}]"]
     assert any(r.startswith("gpupools[all") for r in extras["test"])
     # What every stack needs, whatever its cloud: the engine, the Kubernetes objects, the Grafana password, `check`.
     assert {"pulumi", "pulumi-kubernetes", "pulumi-random", "pulumi-policy", "pydantic", "pyyaml"} <= core

@@ -1,0 +1,84 @@
+"""The stack layer names no cloud: the clouds a stack may name, their provider settings and their SDKs are what the cloud
+modules register (gpupools.stack.targets), so a cloud added under gpupools/clouds/ needs nothing of this layer."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpupools.clouds import registry
+from gpupools.stack import targets
+from gpupools.stack.config import StackConfig, split_namespaces
+from gpupools.stack.errors import ConfigError
+from gpupools.stack.providers import missing_sdk_problem, provider_notes, provider_problems, sdk_package
+from gpupools.stack.targets import ProviderFacts, Setting
+from gpupools.validation.stack import validate_stack
+
+from conftest import stack_config
+
+OTHER = ProviderFacts(
+    namespace="othercloud",
+    settings={"othercloud:region": Setting(r"^[a-z]+[0-9]$", "a region such as north1", ("OTHERCLOUD_REGION",), required=True),
+              "othercloud:token": Setting(None, "an API token", secret="always")},
+    sdk_package="othercloud_sdk_not_installed", sdk_name="Other Cloud's SDK", sdk_distribution="othercloud-sdk")
+
+
+@pytest.fixture
+def fifth_cloud(monkeypatch):
+    monkeypatch.setitem(targets._PROVIDERS, "othercloud", OTHER)
+    return "othercloud"
+
+
+def test_the_registered_clouds_are_the_registrys_modules():
+    assert targets.cloud_names() == registry.NAMES
+    assert targets.provider_namespaces() == ("aws", "azure-native", "gcp", "gcore", "kubernetes")
+    assert {n: targets.provider_of(n) for n in registry.NAMES} == {n: m.PROVIDER for n, m in registry.MODULES.items()}
+
+
+def test_a_registered_cloud_is_a_cloud_a_stack_may_name(fifth_cloud):
+    raw = {"cloud": "othercloud", "cluster": {"name": "ml"}, "pools": [{"name": "a", "instanceType": "x", "maxNodes": 1}]}
+    assert StackConfig.model_validate(raw).cloud == "othercloud"
+    ours, providers, problems = split_namespaces({"gpupools:cloud": "othercloud", "othercloud:region": "north1"})
+    assert (ours, providers, problems) == ({"cloud": "othercloud"}, {"othercloud:region": "north1"}, [])
+
+
+def test_an_unregistered_cloud_is_refused_naming_the_registered_ones():
+    with pytest.raises(ConfigError) as raised:
+        validate_stack(stack_config("aws", cloud="othercloud"))
+    assert "cloud: input should be 'aws', 'azure', 'gcp' or 'gcore' (got 'othercloud')" in str(raised.value)
+    _, _, problems = split_namespaces({"othercloud:region": "north1"})
+    assert [p.path for p in problems] == ["othercloud:region"]
+
+
+def test_a_registered_clouds_settings_are_judged_by_what_it_declares(fifth_cloud):
+    said = {p.path: p.message for p in provider_problems("othercloud", {"othercloud:token": "plain", "othercloud:regoin": "x"}, environ={})}
+    assert "pulumi config set --secret othercloud:token" in said["othercloud:token"]
+    assert said["othercloud:regoin"].startswith("unknown othercloud setting")
+    assert said["othercloud:region"].startswith("required on othercloud")
+    assert provider_problems("othercloud", {"othercloud:region": "north1"}, environ={}) == []
+    assert provider_problems("othercloud", {}, environ={"OTHERCLOUD_REGION": "north1"}) == []
+    assert provider_notes("othercloud", {}, environ={"OTHERCLOUD_REGION": "north1"})[0].startswith("othercloud:region is not set in the stack")
+    # another cloud's namespace on this cloud's stack
+    assert provider_problems("aws", {"othercloud:region": "north1", "aws:region": "eu-central-1"}, environ={})[0].message == (
+        "not used on aws; othercloud: settings apply to othercloud stacks only")
+
+
+def test_a_registered_clouds_missing_sdk_names_its_extra(fifth_cloud):
+    assert sdk_package("othercloud") == "othercloud_sdk_not_installed" and sdk_package("kubernetes") is None
+    problem = missing_sdk_problem("othercloud")
+    assert problem is not None and problem.message == (
+        "othercloud needs Other Cloud's SDK (othercloud-sdk), which this installation leaves out: pip install 'gpupools[othercloud]'")
+    assert missing_sdk_problem("aws") is None
+
+
+@pytest.mark.parametrize("setting, value, plaintext", [
+    (Setting(None, "a key", secret="always"), "abc", True),
+    (Setting(None, "a key (its JSON, or the path of its file)", secret="json"), ' {"type": "service_account"}', True),
+    (Setting(None, "a key (its JSON, or the path of its file)", secret="json"), "/keys/sa.json", False),
+    (Setting(None, "an access key ID"), "AKIA...", False),
+])
+def test_which_settings_must_be_encrypted(setting, value, plaintext, monkeypatch):
+    monkeypatch.setitem(targets._PROVIDERS, "othercloud", ProviderFacts("othercloud", {"othercloud:key": setting}, "x", "x", "x"))
+    found = provider_problems("othercloud", {"othercloud:key": value}, environ={})
+    assert bool(found) is plaintext
+    if plaintext:
+        assert ("or give the path of the key file" in found[0].message) is (setting.secret == "json")
