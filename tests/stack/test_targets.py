@@ -7,7 +7,7 @@ import pytest
 
 from gpupools.clouds import registry
 from gpupools.stack import targets
-from gpupools.stack.config import StackConfig, split_namespaces
+from gpupools.stack.config import SecretPlaceholder, SecretText, StackConfig, split_namespaces
 from gpupools.stack.errors import ConfigError
 from gpupools.stack.providers import missing_sdk_problem, provider_notes, provider_problems, sdk_package
 from gpupools.stack.targets import ProviderFacts, Setting
@@ -18,7 +18,7 @@ from conftest import stack_config
 OTHER = ProviderFacts(
     namespace="othercloud",
     settings={"othercloud:region": Setting(r"^[a-z]+[0-9]$", "a region such as north1", ("OTHERCLOUD_REGION",), required=True),
-              "othercloud:token": Setting(None, "an API token", secret="always")},
+              "othercloud:token": Setting(None, "an API token", ("OTHERCLOUD_TOKEN",), secret="always")},
     sdk_package="othercloud_sdk_not_installed", sdk_name="Other Cloud's SDK", sdk_distribution="othercloud-sdk")
 
 
@@ -57,9 +57,17 @@ def test_a_registered_clouds_settings_are_judged_by_what_it_declares(fifth_cloud
     assert provider_problems("othercloud", {"othercloud:region": "north1"}, environ={}) == []
     assert provider_problems("othercloud", {}, environ={"OTHERCLOUD_REGION": "north1"}) == []
     assert provider_notes("othercloud", {}, environ={"OTHERCLOUD_REGION": "north1"})[0].startswith("othercloud:region is not set in the stack")
+    # A setting the stack pins needs no note, and a credential from the environment is never named with its value.
+    assert provider_notes("othercloud", {"othercloud:region": "north1"}, environ={"OTHERCLOUD_REGION": "south2", "OTHERCLOUD_TOKEN": "t0ken"}) == []
     # another cloud's namespace on this cloud's stack
     assert provider_problems("aws", {"othercloud:region": "north1", "aws:region": "eu-central-1"}, environ={})[0].message == (
         "not used on aws; othercloud: settings apply to othercloud stacks only")
+
+
+@pytest.mark.parametrize("secret", [SecretPlaceholder(), SecretText("north1")])
+def test_a_shape_is_never_encrypted_and_a_credential_may_be(fifth_cloud, secret):
+    said = provider_problems("othercloud", {"othercloud:region": secret, "othercloud:token": secret}, environ={})
+    assert [(p.path, p.message) for p in said] == [("othercloud:region", "must be a plain value, not a secret: it is a region such as north1")]
 
 
 def test_a_registered_clouds_missing_sdk_names_its_extra(fifth_cloud):
