@@ -68,6 +68,17 @@ def stack_config(cloud: str = "aws", /, pools: list[dict] | None = None, **gpupo
     return config
 
 
+def config_problems(config: dict) -> list:
+    """The problems validation reports for an invalid stack, each checked to be one line."""
+    from gpupools.stack.errors import ConfigError
+    from gpupools.validation.stack import validate_stack
+
+    with pytest.raises(ConfigError) as caught:
+        validate_stack(config)
+    assert all("\n" not in str(p) for p in caught.value.problems)
+    return caught.value.problems
+
+
 def write_stack(tmp_path: Path, config: dict, name: str = "test") -> Path:
     path = tmp_path / f"Pulumi.{name}.yaml"
     path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))

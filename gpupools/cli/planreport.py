@@ -31,7 +31,7 @@ from gpupools.fabric.software import gpudirect_rdma_line
 from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
 from gpupools.upgrades.policy import driver_upgrade_line, operator_installs_driver, upgrade_lines
-from gpupools.monitoring.plan import DCGM_EXPORTER, OPERATOR_EXPORTER, exporter_per_pool, operands_off
+from gpupools.monitoring.plan import DCGM_EXPORTER, MANAGED_EXPORTER, OPERATOR_EXPORTER, exporter_per_pool, operands_off
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
                     NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
@@ -107,6 +107,8 @@ def metrics_line(stack: StackConfig, plan: PoolPlan, exporters: list[str]) -> st
     scraped = "" if stack.monitoring.enabled else "; not scraped: gpupools:monitoring is off"
     if len(exporters) > 1:
         return f"{len(exporters)} DCGM exporters ({', '.join(exporters)}): every GPU is reported twice"
+    if exporters == [MANAGED_EXPORTER]:
+        return stack.target.MANAGED_GPU_METRICS + scraped
     if not exporters:
         return "none: no DCGM exporter runs on these nodes, so no utilization, idle cost or GPU fault alerts"
     if exporters[0] == OPERATOR_EXPORTER:

@@ -227,7 +227,8 @@ def _invoke_result(token: str, args: dict, region: str, cluster_facts: dict | No
                 "masterAuths": [{"clusterCaCertificate": _MOCK_CA}], "workloadIdentityConfigs": [{"workloadPool": f"{project}.svc.id.goog"}],
                 # A public standard cluster on the Regular channel, as GKE creates one by default.
                 "privateClusterConfigs": [{"enablePrivateNodes": False, "enablePrivateEndpoint": False}], "masterAuthorizedNetworksConfigs": [],
-                "enableShieldedNodes": True, "datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [], "releaseChannels": [{"channel": "REGULAR"}]}
+                "enableShieldedNodes": True, "datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [], "releaseChannels": [{"channel": "REGULAR"}],
+                "enableAutopilot": False, **(cluster_facts or {})}
     if token == "gcp:organizations/getClientConfig:getClientConfig":
         return {"project": "mock-project", "region": "us-central1", "zone": "us-central1-a", "accessToken": "[secret]", "id": "client"}
     return {}

@@ -20,7 +20,7 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, options as upgrade_options, pool_upgrade, wait_text
-from gpupools.clouds.common import KIND, STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
+from gpupools.clouds.common import KIND, STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, same_plan, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
 from gpupools.stack.providers import provider_value
 from gpupools.stack.targets import ProviderFacts, Setting
 
@@ -305,7 +305,9 @@ def managed_cluster_args(cluster: Cluster) -> dict:
 # Managed modes: node auto-provisioning beside the standard cluster; its answers are gpupools.clouds.azure_nap's.
 NODE_AUTO_PROVISIONING = "node-auto-provisioning"
 CLUSTER_MODES = (*STANDARD_ONLY, NODE_AUTO_PROVISIONING)
-managed_pool_problems, pod_node_selector = no_managed_pool_problems, no_pod_node_selector
+managed_pool_problems, pod_node_selector, managed_plan = no_managed_pool_problems, no_pod_node_selector, same_plan
+# GPU metrics come from the exporter gpupools installs (or the GPU Operator's), never from the service.
+MANAGED_GPU_METRICS: str | None = None
 
 
 def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:

@@ -240,3 +240,9 @@ def no_managed_pool_problems(pool: Pool, path: str, installer: str, cluster) -> 
 def no_pod_node_selector(pool: Pool) -> dict[str, str]:
     """Nothing beside the pool label: the pool's nodes exist (or their NodePool does) before any pod asks."""
     return {}
+
+
+def same_plan(plan):
+    """A planned pool as its nodes carry it: unchanged where gpupools makes the nodes (their labels and taints are the
+    plan's)."""
+    return plan

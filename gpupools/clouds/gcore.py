@@ -17,7 +17,7 @@ import re
 from datetime import date
 
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import KIND, STANDARD_ONLY, Control, KubernetesRelease, newest, no_managed_pool_problems, no_pod_node_selector, reject_fields, resolve_listed, shared_cluster_problems
+from gpupools.clouds.common import KIND, STANDARD_ONLY, Control, KubernetesRelease, newest, no_managed_pool_problems, no_pod_node_selector, same_plan, reject_fields, resolve_listed, shared_cluster_problems
 from gpupools.core.catalog import Catalog, Hardware
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.stack.config import Cluster, Pool, Sharing
@@ -378,7 +378,9 @@ def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:
 
 # Managed modes: Gcore offers none; its pools are gpupools' own.
 CLUSTER_MODES = STANDARD_ONLY
-managed_pool_problems, pod_node_selector = no_managed_pool_problems, no_pod_node_selector
+managed_pool_problems, pod_node_selector, managed_plan = no_managed_pool_problems, no_pod_node_selector, same_plan
+# GPU metrics come from the exporter gpupools installs (or the GPU Operator's), never from the service.
+MANAGED_GPU_METRICS: str | None = None
 
 
 def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None, bool]:

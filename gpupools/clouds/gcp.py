@@ -24,7 +24,7 @@ from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.core.sharing import GPU_RESOURCE, gke_mechanism
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, exclusion_days, options as upgrade_options, pool_upgrade, wait_text
-from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
+from gpupools.clouds.common import KIND, Control, same_plan, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
 
 NAME = "gcp"
 KIND_WORD = KIND[NAME]  # what a pool's machines are called here, as messages name them
@@ -400,8 +400,11 @@ def nat_args(cluster: Cluster, project: str | None) -> tuple[dict, dict] | None:
     return router, nat
 
 
-def existing_cluster_problem(name: str, workload_pools: list[str | None]) -> str | None:
-    """GKE_METADATA node pools only start on a cluster with Workload Identity; say so before GKE refuses the pools."""
+def existing_cluster_problem(name: str, workload_pools: list[str | None], autopilot: bool | None = None) -> str | None:
+    """GKE_METADATA node pools only start on a cluster with Workload Identity, and on a Standard cluster (`autopilot`: the
+    cluster's enableAutopilot, as read); say so before GKE refuses the pools."""
+    if autopilot:
+        return (f"GKE cluster {name!r} runs Autopilot, which takes no node pools of gpupools'; set gpupools:cluster.mode: autopilot")
     if any(workload_pools):
         return None
     return (f"GKE cluster {name!r} has no Workload Identity, which gpupools' node pools (GKE metadata server) need; enable it with "
@@ -971,6 +974,8 @@ OWN_SHARING = True
 CLOUD_DEVICE_PLUGIN = "GKE device plugin"
 CLOUD_DRIVER_ON_HOST = True
 AUTOSCALER = None
+# GPU metrics the service exports itself, where gpupools then installs no exporter (GKE Autopilot's); None: gpupools'.
+MANAGED_GPU_METRICS: str | None = None
 REFUSED_INSTALLERS = {"device-plugin": "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without "
                                        "the operator; use 'cloud' (or 'gpu-operator')"}
 
@@ -1021,6 +1026,13 @@ def example_zone(cluster, providers: dict) -> str | None:
 
 def mock_region(config: dict) -> str | None:
     return config.get("gcp:region")
+
+
+def mock_cluster_facts(config: dict) -> dict:
+    """What an existing cluster reads as in an offline plan beyond a default Standard cluster: Autopilot on, where the stack
+    says it runs Autopilot (a deploy reads the real cluster, and stops if it does not)."""
+    cluster = config.get("gpupools:cluster")
+    return {"enableAutopilot": True} if isinstance(cluster, dict) and cluster.get("mode") == AUTOPILOT else {}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -1152,8 +1164,10 @@ def plan_notes(pools: list) -> list[str]:
 # docs.cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes). The object's fields are those
 # of the ComputeClass schema GKE serves (`cloud.google.com/v1`, tests/reference/gke/computeclass_v1.schema.json).
 
-# The cluster modes GKE offers gpupools: Standard clusters, whose pools may each be a node pool or a ComputeClass.
-CLUSTER_MODES = ("standard",)
+# The cluster modes GKE offers gpupools: Standard clusters, whose pools may each be a node pool or a ComputeClass, and
+# Autopilot clusters, whose GPU nodes are GKE's own (gpupools.clouds.gcp_autopilot).
+AUTOPILOT = "autopilot"
+CLUSTER_MODES = ("standard", AUTOPILOT)
 COMPUTE_CLASS = "compute-class"
 # The node label GKE puts on a ComputeClass's nodes, and the node selector by which a pod asks for the class (GKE
 # "About custom compute classes", "Request a compute class in a workload").
@@ -1176,7 +1190,11 @@ def managed_pool_problems(pool: Pool, path: str, installer: str, cluster: Cluste
 
 def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:
     """GPUDirect needs the pool's extra NICs and networks (NodeNetworkConfig) and compact placement, which gpupools sets
-    on node pools; a ComputeClass's auto-created pools get neither from it."""
+    on node pools; a ComputeClass's auto-created pools get neither from it, and an Autopilot cluster has no node pool of
+    gpupools' own."""
+    if cluster is not None and cluster.managed_mode == AUTOPILOT:
+        return ("GKE Autopilot makes its GPU nodes itself, and gpupools attaches GPUDirect networks to node pools it creates; use "
+                "cluster.mode: standard for multi-node training")
     if uses_compute_class(pool):
         return "a compute-class pool gets no GPUDirect networks: gpupools attaches them to node pools only (make the pool a node-pool)"
     return None
@@ -1189,6 +1207,9 @@ def uses_compute_class(pool: Pool) -> bool:
 def compute_class_name(pool: str) -> str:
     """`gpupools-<pool>`: GKE reserves class names starting with `gke` or `autopilot`."""
     return f"gpupools-{pool}"
+
+
+managed_plan = same_plan
 
 
 def pod_node_selector(pool: Pool) -> dict[str, str]:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpupools.clouds import aws, aws_auto, azure, azure_nap, gcore, gcp
+from gpupools.clouds import aws, aws_auto, azure, azure_nap, gcore, gcp, gcp_autopilot
 from gpupools.stack.targets import register_cloud, register_cloud_resolver
 
 MODULES: dict[str, ModuleType] = {"aws": aws, "azure": azure, "gcp": gcp, "gcore": gcore}
 NAMES = tuple(MODULES)
 # A managed mode whose answers differ from the standard cluster's (`cluster.mode`): its own Cloud object, a module that
 # takes the cloud's answers and replaces those the mode changes.
-MANAGED: dict[tuple[str, str], ModuleType] = {("aws", "auto-mode"): aws_auto, ("azure", "node-auto-provisioning"): azure_nap}
+MANAGED: dict[tuple[str, str], ModuleType] = {("aws", "auto-mode"): aws_auto, ("azure", "node-auto-provisioning"): azure_nap,
+                                              ("gcp", "autopilot"): gcp_autopilot}
 
 
 def cloud_module(cloud: str, mode: str = "standard") -> ModuleType:

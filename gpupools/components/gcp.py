@@ -29,6 +29,7 @@ class GkeCluster(Component):
     def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, opts)
         cluster = stack.cluster
+        mode = stack.target  # the standard cluster's answers, or GKE Autopilot's (clouds.gcp_autopilot)
         project = stack.providers.get("gcp:project")
         self.location = cluster.location
         self.project = project
@@ -45,11 +46,11 @@ class GkeCluster(Component):
                 router = CloudResource("gcp:compute/router:Router", router_args["name"], router_args, ("name",), self.child())
                 after.append(CloudResource("gcp:compute/routerNat:RouterNat", nat_args["name"], {**nat_args, "router": router.name}, (),
                                            self.child(parent=router)))
-            cluster_args = decide.cluster_args(cluster, project, pool, stack.upgrades)
+            cluster_args = mode.cluster_args(cluster, project, pool, stack.upgrades)
             plans = plan_pools(stack)
             if plan_fabrics(stack, plans):
                 cluster_args = decide.fabric_cluster_args(cluster_args)
-            autoscaling = decide.auto_provisioning_args(plans, self.node_account)
+            autoscaling = mode.auto_provisioning_args(plans, self.node_account)
             if autoscaling is not None:
                 cluster_args["cluster_autoscaling"] = autoscaling
             # By type token, as pulumi_gcp.container.Cluster registers it (the labels it marks secret included): the
@@ -58,9 +59,11 @@ class GkeCluster(Component):
                                 self.child(additional_secret_outputs=["effectiveLabels", "pulumiLabels"]))
             self.cluster_name = gke.name
             endpoint, ca_data = gke.endpoint, gke.masterAuth.apply(lambda auth: auth["clusterCaCertificate"])
-            # The system pool's nodes pull images from outside Google as soon as they start: NAT first.
-            CloudResource(NODE_POOL, "system", provider_inputs(decide.system_node_pool_args(gke.name, cluster.location, project, self.node_account)),
-                          ("name",), self.child(ignore_changes=["initialNodeCount"], depends_on=[*after, *grants]))
+            # The system pool's nodes pull images from outside Google as soon as they start: NAT first. Autopilot has none.
+            system = mode.system_node_pool_args(gke.name, cluster.location, project, self.node_account)
+            if system is not None:
+                CloudResource(NODE_POOL, "system", provider_inputs(system), ("name",),
+                              self.child(ignore_changes=["initialNodeCount"], depends_on=[*after, *grants]))
         else:
             # An existing cluster is read with the SDK's typed answer, whose snake_case fields the findings read.
             import pulumi_gcp as gcp
@@ -69,7 +72,8 @@ class GkeCluster(Component):
                                                      opts=pulumi.InvokeOutputOptions(parent=self))
             endpoint, ca_data = found.endpoint, found.master_auths[0].cluster_ca_certificate
             # Read, not assumed: the pools need Workload Identity, which only the cluster's owner can turn on.
-            self.cluster_name = pulumi.Output.all(found.name, found.workload_identity_configs).apply(lambda a: _with_workload_identity(a[0], a[1]))
+            self.cluster_name = pulumi.Output.all(found.name, found.workload_identity_configs, found.enable_autopilot).apply(
+                lambda a: _checked(mode, a[0], a[1], a[2]))
             read = ("private_cluster_configs", "master_authorized_networks_configs", "enable_shielded_nodes", "datapath_provider",
                     "network_policies", "release_channels")
             pulumi.Output.all(found.name, *[getattr(found, key) for key in read]).apply(
@@ -147,9 +151,10 @@ class GkeCluster(Component):
                                                                                   "node_grants": getattr(self, "node_grants", [])})
 
 
-def _with_workload_identity(name: str, configs: list) -> str:
+def _checked(mode, name: str, configs: list, autopilot: bool | None) -> str:
+    """The existing cluster as the stack's mode needs it (Workload Identity; Autopilot or Standard as the stack says)."""
     # The SDK's result types are dicts keyed by the Python names.
-    problem = decide.existing_cluster_problem(name, [(c or {}).get("workload_pool") for c in configs or []])
+    problem = mode.existing_cluster_problem(name, [(c or {}).get("workload_pool") for c in configs or []], autopilot)
     if problem:
         raise pulumi.RunError(problem)
     return name
@@ -202,8 +207,21 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
     return None
 
 
+class GkeAutopilotPool(Component):
+    """A pool on GKE Autopilot: nothing to create, since Autopilot makes a node for each pod that selects the pool
+    (clouds.gcp_autopilot); the component carries what the pool's pods select."""
+
+    TYPE = "GkeAutopilotPool"
+
+    def __init__(self, plan: PoolPlan, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(plan.name, opts)
+        self.register_outputs({"nodeSelector": plan.node_selector})
+
+
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
+    if stack.target.POOL_COMPONENT == f"gpupools:index:{GkeAutopilotPool.TYPE}":
+        return GkeAutopilotPool(plan, opts)
     if decide.uses_compute_class(plan.pool):
         return GkeComputeClass(plan, cluster, opts)
     return GkeGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)

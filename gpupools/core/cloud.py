@@ -29,6 +29,9 @@ class Cloud(Protocol):
     CLOUD_DEVICE_PLUGIN: str | None
     CLOUD_DRIVER_ON_HOST: bool
     REFUSED_INSTALLERS: dict[str, str]
+    # GPU metrics the service exports itself (GKE Autopilot's managed DCGM), in the plan's words; None: gpupools installs
+    # the exporter (or the GPU Operator's runs).
+    MANAGED_GPU_METRICS: str | None
     # The autoscaler the service runs itself where it fixes one (EKS Auto Mode's Karpenter); None: `OWN_AUTOSCALER` or
     # gpupools' choice.
     AUTOSCALER: str | None
@@ -49,6 +52,9 @@ class Cloud(Protocol):
     CLUSTER_MODES: tuple[str, ...]
 
     def pod_node_selector(self, pool: Any) -> dict[str, str]: ...
+    # The planned pool as the mode's nodes carry it: the labels and taints the service puts on nodes it makes itself
+    # (GKE Autopilot's), and what a pod selects to get one; the plan unchanged where gpupools makes the nodes.
+    def managed_plan(self, plan: Any) -> Any: ...
     def managed_pool_problems(self, pool: Any, path: str, installer: str, cluster: Any) -> list: ...
     def fabric_refusal(self, pool: Any, cluster: Any) -> str | None: ...
     def extra_tolerations(self, plan: Any) -> list[dict]: ...

@@ -101,6 +101,8 @@ DEPLOY_DCGM_EXPORTER_LABEL = "nvidia.com/gpu.deploy.dcgm-exporter"
 # NVIDIA/gpu-operator assets/state-dcgm-exporter/0400_service.yaml) and the standalone chart's release.
 OPERATOR_EXPORTER = f"{GPU_OPERATOR.release}/nvidia-dcgm-exporter"
 STANDALONE_EXPORTER = DCGM_EXPORTER.release
+# The service's own exporter, where it runs one on every GPU node it makes (GKE Autopilot's managed DCGM-Exporter).
+MANAGED_EXPORTER = "the service's DCGM-Exporter"
 
 
 def operands_off(plan: PoolPlan) -> bool:
@@ -111,7 +113,10 @@ def operands_off(plan: PoolPlan) -> bool:
 def standalone_exporter_pools(stack: StackConfig, plans: list[PoolPlan]) -> list[PoolPlan]:
     """The pools no GPU Operator dcgm-exporter covers, which the standalone chart must: every pool when the stack
     installs no operator (GKE's own driver installer, `installer: device-plugin`), else the pools whose nodes turn the
-    operator's operands off. HAMi pools keep the operator's exporter: they only turn its device plugin off."""
+    operator's operands off. HAMi pools keep the operator's exporter: they only turn its device plugin off. None where
+    the service exports the GPUs itself (`MANAGED_GPU_METRICS`)."""
+    if stack.target.MANAGED_GPU_METRICS is not None:
+        return []
     if resolve_installer(stack.target, stack.gpu_software.installer) != "gpu-operator":
         return list(plans)
     return [p for p in plans if operands_off(p)]
@@ -298,6 +303,8 @@ def exporter_per_pool(stack: StackConfig, plans: list[PoolPlan], mplan: Monitori
     tolerations cover the taints. Every pool should name exactly one. `mplan`: the stack's monitoring plan, if
     already made."""
     out: dict[str, list[str]] = {p.name: [] for p in plans}
+    if stack.target.MANAGED_GPU_METRICS is not None:
+        return {p.name: [MANAGED_EXPORTER] for p in plans}
     operator = next((r for r in software_plan(stack, plans, operator_service_monitor(stack)).releases if r.chart.chart == GPU_OPERATOR.chart), None)
     if operator is not None and operator.values.get("dcgmExporter", {}).get("enabled"):
         tolerations = operator.values.get("daemonsets", {}).get("tolerations", [])

@@ -23,6 +23,7 @@ def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
     selector = cloud.pod_node_selector(pool)
     labels = {POOL_LABEL: pool.name, GPU_LABEL: hardware.gpu.name, **pool.labels, **mech.node_labels, **selector}
     plan = PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,), selector=selector)
+    plan = cloud.managed_plan(plan)
     return dataclasses.replace(plan, startup_taints=startup_taints(stack, plan))
 
 

@@ -374,8 +374,9 @@ GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 # Who runs the GPU nodes' lifecycle. `standard`: gpupools' own node pools (node groups, Karpenter NodePools, agent pools)
 # and GPU software. `auto-mode`: EKS Auto Mode, Karpenter NodePools on an eks.amazonaws.com NodeClass whose node image
 # brings driver and device plugin. `node-auto-provisioning`: AKS node auto-provisioning, Karpenter NodePools on an
-# AKSNodeClass. Each cloud takes the modes it has (its CLUSTER_MODES).
-ClusterMode = Literal["standard", "auto-mode", "node-auto-provisioning"]
+# AKSNodeClass. `autopilot`: GKE Autopilot, GPU pods served by Autopilot's own GPU nodes through node selectors. Each
+# cloud takes the modes it has (its CLUSTER_MODES).
+ClusterMode = Literal["standard", "auto-mode", "node-auto-provisioning", "autopilot"]
 
 
 class Cluster(Model):

@@ -8,12 +8,11 @@ import copy
 import pytest
 import yaml
 
-from conftest import ROOT, crd_rule_failures, needs_reference, plan_of, stack_config
+from conftest import ROOT, crd_rule_failures, needs_reference, plan_of, stack_config, config_problems as problems_of
 from gpupools.clouds import azure_nap
 from gpupools.core.catalog import load_catalog
 from gpupools.landing.check import cluster_of, land, landing_check
 from gpupools.pools.planning import plan_pools
-from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 
 NODE_CLASS = "kubernetes:karpenter.azure.com/v1beta1:AKSNodeClass"
@@ -28,13 +27,6 @@ def example() -> dict:
 
 def nap_config(pools: list[dict] | None = None, **keys) -> dict:
     return stack_config("azure", pools=pools, cluster=NAP, **keys)
-
-
-def problems_of(config: dict) -> list:
-    with pytest.raises(ConfigError) as caught:
-        validate_stack(config)
-    assert all("\n" not in str(p) for p in caught.value.problems)
-    return caught.value.problems
 
 
 def crd_schema(filename: str, version: str) -> dict:

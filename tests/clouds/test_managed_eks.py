@@ -10,13 +10,12 @@ import re
 import pytest
 import yaml
 
-from conftest import ROOT, crd_rule_failures, needs_reference, plan_of, stack_config
+from conftest import ROOT, crd_rule_failures, needs_reference, plan_of, stack_config, config_problems as problems_of
 from gpupools.clouds import aws_auto
 from gpupools.clouds.registry import cloud_module
 from gpupools.landing.check import cluster_of, land, landing_check
 from gpupools.pools.planning import plan_pools
 from gpupools.pools.software import software_plan
-from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 
 NODE_CLASS = "kubernetes:eks.amazonaws.com/v1:NodeClass"
@@ -30,13 +29,6 @@ def example() -> dict:
 
 def auto_config(pools: list[dict] | None = None, **keys) -> dict:
     return stack_config("aws", pools=pools, cluster={**AUTO, **keys.pop("cluster", {})}, **keys)
-
-
-def problems_of(config: dict) -> list:
-    with pytest.raises(ConfigError) as caught:
-        validate_stack(config)
-    assert all("\n" not in str(p) for p in caught.value.problems)
-    return caught.value.problems
 
 
 def node_class_schema() -> dict:

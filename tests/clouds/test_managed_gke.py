@@ -9,13 +9,12 @@ import json
 import pytest
 import yaml
 
-from conftest import ROOT, crd_rule_failures, needs_reference, plan_of, stack_config
+from conftest import ROOT, crd_rule_failures, needs_reference, plan_of, stack_config, config_problems as problems_of
 from gpupools.clouds import gcp
 from gpupools.core.catalog import load_catalog
 from gpupools.landing.check import cluster_of, land, landing_check
 from gpupools.pools.planning import plan_pools
 from gpupools.queues import kueue
-from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 
 COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
@@ -31,13 +30,6 @@ def fallback_config() -> dict:
 
 def classed(**fields) -> dict:
     return {"name": "train", "instanceType": "a3-highgpu-8g", "maxNodes": 4, "provisioning": "compute-class", **fields}
-
-
-def problems_of(config: dict) -> list:
-    with pytest.raises(ConfigError) as caught:
-        validate_stack(config)
-    assert all("\n" not in str(p) for p in caught.value.problems)
-    return caught.value.problems
 
 
 def test_every_compute_class_of_the_example_is_valid_for_gke():
