@@ -87,7 +87,7 @@ class Cluster(TypedDict):
     keypair: NotRequired[str]
     """gcore, new cluster (required there): the name of the project's SSH keypair every node gets."""
     mode: NotRequired[str]
-    """Who runs the GPU nodes: standard (default, gpupools' own pools), auto-mode (aws: EKS Auto Mode) or node-auto-provisioning (azure: AKS node auto-provisioning)."""
+    """Who runs the GPU nodes: standard (default, gpupools' own pools), auto-mode (aws: EKS Auto Mode), node-auto-provisioning (azure: AKS node auto-provisioning) or autopilot (gcp: GKE Autopilot)."""
 
 
 class Pool(TypedDict):

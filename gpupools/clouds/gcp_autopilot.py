@@ -42,7 +42,7 @@ from gpupools.clouds import gcp as standard
 from gpupools.capacity import sources as capacity
 from gpupools.clouds.common import Control
 from gpupools.core.catalog import Hardware
-from gpupools.core.pools import POOL_LABEL, NodeTemplate, PoolPlan, Taint
+from gpupools.core.pools import POOL_LABEL, NodeTemplate, PoolPlan, Taint, toleration
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
@@ -81,6 +81,10 @@ REFUSED_INSTALLERS = {
 READINESS_NOTE = "Autopilot makes the node for the pod that asks and schedules it once the node's GPUs are allocatable"
 # GKE's own managed components (gke-managed-system, gmp-system) stay the service's, as on Standard; no system pool.
 SYSTEM_POOL = None
+# Neither a fabric nor capacity bought ahead is something gpupools gives an Autopilot pool (`fabric_refusal`,
+# `capacity_problems`), so the policy pack does not advise them.
+FABRIC_OFFERED: str | None = "gpupools attaches GPUDirect networks only to node pools it creates, and an Autopilot cluster has none"
+RESERVATIONS = False
 
 
 def cluster_args(cluster: Cluster, project: str | None, pool, upgrades=None) -> dict:
@@ -128,6 +132,13 @@ def managed_plan(plan: PoolPlan) -> PoolPlan:
         selector[SPOT_LABEL] = "true"
     separation = Taint(POOL_LABEL, plan.name, "NoSchedule")
     return dataclasses.replace(plan, labels={POOL_LABEL: plan.name, **selector}, selector=selector, taints=(*plan.taints, separation))
+
+
+def pool_record(plan: PoolPlan) -> dict:
+    """What the pool's component records of it (its props), since nothing GKE-side stands for an Autopilot pool: the
+    policy pack reads its GPUs, node count and price from it (gpupools.policies._fleet)."""
+    return {"pool": plan.name, "instanceType": plan.pool.instance_type, "maxNodes": plan.pool.max_nodes,
+            "nodeSelector": dict(plan.node_selector), "tolerations": [toleration(t) for t in plan.taints]}
 
 
 def pod_node_selector(pool: Pool) -> dict[str, str]:

@@ -213,15 +213,15 @@ class GkeAutopilotPool(Component):
 
     TYPE = "GkeAutopilotPool"
 
-    def __init__(self, plan: PoolPlan, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(plan.name, opts)
+    def __init__(self, plan: PoolPlan, record: dict, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(plan.name, opts, record)
         self.register_outputs({"nodeSelector": plan.node_selector})
 
 
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: None = None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
     if stack.target.POOL_COMPONENT == f"gpupools:index:{GkeAutopilotPool.TYPE}":
-        return GkeAutopilotPool(plan, opts)
+        return GkeAutopilotPool(plan, stack.target.pool_record(plan), opts)
     if decide.uses_compute_class(plan.pool):
         return GkeComputeClass(plan, cluster, opts)
     return GkeGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)

@@ -19,6 +19,7 @@ import yaml
 
 from gpupools.core.catalog import Catalog, GpuModel, load_catalog, mig_config_name, mig_resource_name
 from gpupools.clouds.aws import BOTTLEROCKET_MIG_GPU_KEY
+from gpupools.clouds.gcp_autopilot import ACCELERATOR_COUNT_LABEL, ACCELERATOR_LABEL, MAX_SHARED_CLIENTS_LABEL, MODE as AUTOPILOT
 from gpupools.clouds.registry import cloud_module
 from gpupools.core.sharing import HAMI_NODE_SELECTOR
 
@@ -38,7 +39,10 @@ EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
 GCORE_POOL = "pulumi-python:dynamic:Resource"
 # A GKE ComputeClass is a GKE GPU pool too: node auto-provisioning starts its nodes down its priorities.
 GKE_COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
-NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL, GCORE_POOL, GKE_COMPUTE_CLASS)
+# A GKE Autopilot pool has nothing GKE-side: its component records what its pods select and how far it may grow
+# (gpupools.clouds.gcp_autopilot.pool_record), and Autopilot makes a node of that accelerator for each pod.
+GKE_AUTOPILOT_POOL = "gpupools:index:GkeAutopilotPool"
+NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL, GCORE_POOL, GKE_COMPUTE_CLASS, GKE_AUTOPILOT_POOL)
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -80,11 +84,12 @@ class GpuPool:
     node_class: str | None = None  # Karpenter: the EC2NodeClass its nodes are made from
     accelerator: str | None = None  # GKE ComputeClass: the accelerator type its priorities name
     notes: list[str] = field(default_factory=list)
+    mode: str = "standard"  # the cluster mode its resource type belongs to (GKE Autopilot's pools: autopilot)
 
     @property
     def target(self) -> Any:
         """The pool's cloud as the one object the policies ask (gpupools.core.cloud.Cloud), resolved from its resource type."""
-        return cloud_module(self.cloud)
+        return cloud_module(self.cloud, self.mode)
 
     @property
     def max_gpus(self) -> int | None:
@@ -129,6 +134,8 @@ def node_labels(resource_type: str, props: Any) -> dict[str, str]:
         return _str_map(get(props, "pool", "labels"))
     if resource_type == GKE_COMPUTE_CLASS:
         return _str_map(get(props, "spec", "nodePoolConfig", "nodeLabels"))
+    if resource_type == GKE_AUTOPILOT_POOL:
+        return _str_map(get(props, "nodeSelector"))
     return {}
 
 
@@ -210,6 +217,9 @@ def is_gpu_pool(resource_type: str, props: Any) -> bool:
         machine, accelerator, _ = class_gpu(props)
         found = catalog.instance("gcp", machine) if machine else None
         return accelerator is not None or (found is not None and found.gpu is not None)
+    if resource_type == GKE_AUTOPILOT_POOL:
+        accelerator = get(props, "nodeSelector", ACCELERATOR_LABEL)
+        return isinstance(accelerator, str) and _gke_gpu_of(accelerator) is not None
     if resource_type == GKE_NODE_POOL:
         if gke_accelerators(props):
             return True
@@ -284,6 +294,17 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
             if found is not None and accelerator in catalog.gcp_accelerators and gpus:
                 price = round(found.price + catalog.gcp_accelerators[accelerator].price_per_gpu * gpus, 4)
         pool = get(props, "metadata", "name")
+    elif resource_type == GKE_AUTOPILOT_POOL:
+        # Priced at the pool's machine type on-demand; the GPUs are those its pods ask Autopilot for.
+        cloud = "gcp"
+        instance_type = get(props, "instanceType")
+        found = catalog.instance("gcp", instance_type) if isinstance(instance_type, str) else None
+        gpu = _gke_gpu_of(get(props, "nodeSelector", ACCELERATOR_LABEL))
+        gpus = as_int(get(props, "nodeSelector", ACCELERATOR_COUNT_LABEL))
+        if found is not None and found.gpu is not None and found.gpus == gpus:
+            price = found.price
+        max_nodes = as_int(get(props, "maxNodes"))
+        pool = get(props, "pool")
     elif resource_type == AKS_AGENT_POOL:
         cloud = "azure"
         instance_type = get(props, "vmSize")
@@ -324,7 +345,8 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
     pool_name = labels.get(POOL_LABEL) or (pool if isinstance(pool, str) else name)
     return GpuPool(resource_type, name, urn, cloud, pool_name, labels, gpu, gpus, max_nodes, price,
                    instance_type if isinstance(instance_type, str) else None, node_class=node_class if isinstance(node_class, str) else None,
-                   accelerator=class_gpu(props)[1] if resource_type == GKE_COMPUTE_CLASS else None)
+                   accelerator=class_gpu(props)[1] if resource_type == GKE_COMPUTE_CLASS else None,
+                   mode=AUTOPILOT if resource_type == GKE_AUTOPILOT_POOL else "standard")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -505,6 +527,9 @@ def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]])
             continue
         if pool.resource_type == GKE_COMPUTE_CLASS and _class_sharing(pool, classes.get(pool.resource_name, {})):
             continue  # GKE's own device plugin shares the GPUs; otherwise labels decide, as on other clouds
+        if pool.resource_type == GKE_AUTOPILOT_POOL:
+            _gke_units(pool, as_int(pool.labels.get(MAX_SHARED_CLIENTS_LABEL)), None)  # Autopilot's time-sharing selector
+            continue
         if pool.pool in bottlerocket:
             mode, replicas, profiles = bottlerocket_sharing(bottlerocket[pool.pool])
             if mode == "mig" and gpu is not None:

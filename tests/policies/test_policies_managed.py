@@ -9,7 +9,7 @@ import copy
 import pytest
 import yaml
 
-from conftest import ROOT, plan_of
+from conftest import ROOT, plan_of, stack_config
 from test_policies import resource_violations, stack_violations
 
 CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
@@ -100,3 +100,63 @@ def test_nap_node_pools_are_azure_gpu_pools_by_their_node_class():
         if _t == NODE_POOL:
             props["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "karpenter.k8s.aws"  # an AWS class: no such GPU instance type
     assert any("which is not a GPU pool of this stack" in m for m in stack_violations("kueue-flavors-match-pools", stack))
+
+
+AUTOPILOT_POOL = "gpupools:index:GkeAutopilotPool"
+
+
+@pytest.fixture(scope="module")
+def autopilot():
+    return planned("dev-gcp-autopilot")
+
+
+def test_the_budget_counts_autopilot_pools_from_what_their_pods_select(autopilot):
+    stack = resources(autopilot, AUTOPILOT_POOL)
+    # infer: 6 nodes of one L4, train: 2 nodes of eight H100s (the plan's "22 GPUs at most").
+    (message,) = stack_violations("fleet-budget", stack, {"maxGpus": 21, "maxMonthlyUsd": 10_000_000})
+    assert "can scale to 22 GPUs" in message and "train 16" in message and "infer 6" in message
+    assert stack_violations("fleet-budget", stack, {"maxGpus": 22, "maxMonthlyUsd": 10_000_000}) == []
+    for _t, name, props in stack:
+        if name == "train":
+            props["nodeSelector"]["cloud.google.com/gke-accelerator"] = "nvidia-unknown"  # no GPU the catalog knows: not a GPU pool
+    assert stack_violations("fleet-budget", stack, {"maxGpus": 6, "maxMonthlyUsd": 10_000_000}) == []
+
+
+def test_an_autopilot_pool_s_time_sharing_counts_its_units():
+    from gpupools.policies._fleet import gpu_pool, resolve_sharing
+
+    plan = planned("dev-gcp-autopilot")
+    infer = plan.get(AUTOPILOT_POOL, "infer").inputs
+    pool = gpu_pool(AUTOPILOT_POOL, "infer", infer)
+    resolve_sharing([pool], [(AUTOPILOT_POOL, "infer", infer)])
+    assert (pool.units_per_gpu, pool.max_units, pool.price_per_node) == (4, 24, 0.85362)
+    whole = copy.deepcopy(infer)
+    del whole["nodeSelector"]["cloud.google.com/gke-max-shared-clients-per-gpu"]
+    pool = gpu_pool(AUTOPILOT_POOL, "infer", whole)
+    resolve_sharing([pool], [(AUTOPILOT_POOL, "infer", whole)])
+    assert pool.units_per_gpu == 1 and pool.target.MODE == "autopilot"
+
+
+def test_no_fabric_or_reservation_advice_for_what_autopilot_pools_cannot_take(autopilot):
+    stack = resources(autopilot, AUTOPILOT_POOL)
+    assert stack_violations("multi-node-pool-fabric", stack) == []  # train: two A3 nodes, no GPUDirect on Autopilot
+    train = autopilot.get(AUTOPILOT_POOL, "train").inputs
+    assert resource_violations("scarce-gpus-reserved", AUTOPILOT_POOL, train) == []
+    # The same machine type in a Standard cluster's node pool is advised both.
+    standard = plan_of(stack_config("gcp", pools=[{"name": "train", "instanceType": "a3-highgpu-8g", "maxNodes": 2}]))
+    pools = resources(standard, "gcp:container/nodePool:NodePool")
+    assert any("give it one zone and fabric: on" in m for m in stack_violations("multi-node-pool-fabric", pools))
+    train_pool = next(p for _t, n, p in pools if n == "train")
+    assert resource_violations("scarce-gpus-reserved", "gcp:container/nodePool:NodePool", train_pool)
+
+
+def test_autopilot_flavors_match_the_pools_their_pods_select(autopilot):
+    stack = resources(autopilot, AUTOPILOT_POOL, "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor")
+    assert stack_violations("kueue-flavors-match-pools", stack) == []
+    for _t, name, props in stack:
+        if _t == AUTOPILOT_POOL and name == "infer":
+            props["nodeSelector"]["cloud.google.com/gke-accelerator"] = "nvidia-unknown"
+    assert any("selects pool infer, which is not a GPU pool of this stack" in m for m in stack_violations("kueue-flavors-match-pools", stack))
+    # Without the pool components (a stack of flavors alone), the quotas are promised against nothing the pack can see.
+    flavors = [r for r in stack if r[0] != AUTOPILOT_POOL]
+    assert len(stack_violations("kueue-flavors-match-pools", flavors)) == 2
