@@ -308,6 +308,8 @@ CLUSTER_MODES = (*STANDARD_ONLY, NODE_AUTO_PROVISIONING)
 managed_pool_problems, pod_node_selector, managed_plan = no_managed_pool_problems, no_pod_node_selector, same_plan
 # GPU metrics come from the exporter gpupools installs (or the GPU Operator's), never from the service.
 MANAGED_GPU_METRICS: str | None = None
+# Node agents in the host's namespaces (Prometheus's node exporter) run on every node.
+ADMITS_HOST_AGENTS = True
 
 
 def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:

@@ -976,6 +976,8 @@ CLOUD_DRIVER_ON_HOST = True
 AUTOSCALER = None
 # GPU metrics the service exports itself, where gpupools then installs no exporter (GKE Autopilot's); None: gpupools'.
 MANAGED_GPU_METRICS: str | None = None
+# Node agents in the host's namespaces (Prometheus's node exporter) run on every node of a Standard cluster.
+ADMITS_HOST_AGENTS = True
 REFUSED_INSTALLERS = {"device-plugin": "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without "
                                        "the operator; use 'cloud' (or 'gpu-operator')"}
 

@@ -79,6 +79,9 @@ REFUSED_INSTALLERS = {
                 f"makes, and admits privileged DaemonSets only from an allowlist; use 'cloud' (or auto), or cluster.mode: standard")
     for installer in ("gpu-operator", "device-plugin")}
 READINESS_NOTE = "Autopilot makes the node for the pod that asks and schedules it once the node's GPUs are allocatable"
+# Autopilot rejects pods that need elevated privileges unless an allowlist admits them (GKE "Run privileged open source
+# workloads on GKE Autopilot"; "About privileged workloads in Autopilot mode"), which a host-namespace node agent is.
+ADMITS_HOST_AGENTS = False
 # GKE's own managed components (gke-managed-system, gmp-system) stay the service's, as on Standard; no system pool.
 SYSTEM_POOL = None
 # Neither a fabric nor capacity bought ahead is something gpupools gives an Autopilot pool (`fabric_refusal`,

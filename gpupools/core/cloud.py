@@ -32,6 +32,9 @@ class Cloud(Protocol):
     # GPU metrics the service exports itself (GKE Autopilot's managed DCGM), in the plan's words; None: gpupools installs
     # the exporter (or the GPU Operator's runs).
     MANAGED_GPU_METRICS: str | None
+    # Whether the cluster admits pods in the host's namespaces or with its filesystem (node agents such as Prometheus's
+    # node exporter); GKE Autopilot refuses them.
+    ADMITS_HOST_AGENTS: bool
     # The autoscaler the service runs itself where it fixes one (EKS Auto Mode's Karpenter); None: `OWN_AUTOSCALER` or
     # gpupools' choice.
     AUTOSCALER: str | None

@@ -73,6 +73,10 @@ def kube_prometheus_stack_values(stack: StackConfig) -> dict:
         "kube-state-metrics": {"metricLabelsAllowlist": [KSM_NODE_LABELS_ALLOWLIST]},
         "grafana": {"enabled": grafana},
     }
+    if not stack.target.ADMITS_HOST_AGENTS:
+        # The chart's node exporter runs in the host's network and PID namespaces with its root filesystem mounted
+        # (prometheus-node-exporter values: hostNetwork, hostPID, hostRootFsMount), which the cluster refuses.
+        values["nodeExporter"] = {"enabled": False}
     if kai.fractions_on(stack):
         # Which fractional pods share the GPU a KAI reservation pod holds, and how much of it each: `gpupools idle`
         # gives them the holder's idle time.

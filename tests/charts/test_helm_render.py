@@ -261,7 +261,8 @@ NEEDS = [
     Need("nri-device-injector", "gpupools", "device-injector", _fabric_pools("gpudirect-tcpx", "gpudirect-tcpxo"), only=True),
     Need("node-monitoring-agent", "eks-node-monitoring-agent", "eks-node-monitoring-agent", _all),
     Need("node-monitoring-dcgm-server", "eks-node-monitoring-agent", "dcgm-server", _all),
-    Need("node-exporter", "kube-prometheus-stack", "kube-prometheus-stack-prometheus-node-exporter", _all),
+    Need("node-exporter", "kube-prometheus-stack", "kube-prometheus-stack-prometheus-node-exporter", _all,
+         enabled=lambda values: values.get("nodeExporter", {}).get("enabled", True)),  # off where the cluster refuses host agents
 ]
 
 

@@ -242,3 +242,28 @@ def test_the_plan_speaks_of_autopilot():
     assert "existing cluster's own maintenance window" in target.upgrade_lines(train.pool, pool_upgrade(train.pool),
                                                                                 Window.of(MaintenanceWindow()), existing, "cloud")[0]
     assert "Autopilot makes new nodes" in target.own_sharing_change()
+
+
+def _host_access(objects: list[dict]) -> list[str]:
+    """Workloads whose pods share the host's namespaces or mount its filesystem, by kind/name."""
+    found = []
+    for o in objects:
+        spec = (o.get("spec") or {}).get("template", {}).get("spec") or {}
+        if spec.get("hostNetwork") or spec.get("hostPID") or any("hostPath" in v for v in spec.get("volumes") or []):
+            found.append(f"{o['kind']}/{o['metadata']['name']}")
+    return found
+
+
+def test_the_monitoring_stack_renders_no_host_agent_on_autopilot():
+    """Rendered with the pinned kube-prometheus-stack chart: Autopilot's values leave out the node exporter, the only
+    workload of the chart in the host's namespaces; a Standard cluster keeps it."""
+    from charts.chartrender import need_helm, stack_releases
+
+    need_helm()
+    releases = stack_releases("dev-gcp-autopilot")
+    (autopilot,) = [r for r in releases if r.chart == "kube-prometheus-stack"]
+    assert autopilot.values["nodeExporter"] == {"enabled": False}
+    assert {r.chart: _host_access(r.render()) for r in releases} == {r.chart: [] for r in releases}  # no chart of the stack has one
+    (standard,) = [r for r in stack_releases("dev-gcp") if r.chart == "kube-prometheus-stack"]
+    assert "nodeExporter" not in standard.values
+    assert any("node-exporter" in name for name in _host_access(standard.render()))
