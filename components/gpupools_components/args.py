@@ -20,6 +20,15 @@ Values are plain, not Inputs: gpupools plans pools, quotas and software from the
 from typing import Any, NotRequired, TypedDict
 
 
+class MigGroup(TypedDict):
+    """Some of a node's GPUs and the MIG instances each of them is split into."""
+
+    gpus: int
+    """How many of the node's GPUs the group holds, 1-16."""
+    profiles: NotRequired[dict[str, int]]
+    """MIG profile to instances on each GPU of the group (e.g. 1g.23gb: 7); none: MIG off, whole GPUs."""
+
+
 class Sharing(TypedDict):
     """How a pool's GPUs are shared: whole GPUs, time-slicing, MPS, MIG slices or HAMi vGPUs."""
 
@@ -29,6 +38,8 @@ class Sharing(TypedDict):
     """Workloads per GPU, 2-48; required for time-slicing, mps and vgpu."""
     mig_profile: NotRequired[str]
     """mig: the profile every GPU is split into, one of the pool's GPU (e.g. 3g.40gb)."""
+    mig_layout: NotRequired[list[MigGroup]]
+    """mig, instead of migProfile: groups of the node's GPUs in index order, each with its own MIG profiles."""
     memory_scaling: NotRequired[float]
     """vgpu: HAMi's deviceMemoryScaling, above 0 and at most 2 (default 1)."""
     memory_per_pod: NotRequired[str]

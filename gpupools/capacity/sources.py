@@ -282,16 +282,17 @@ class Flavor:
     node_labels: dict[str, str]
 
 
-def flavor_shares(plan: PoolPlan, units: int, flavors: list[Flavor]) -> dict[str, int]:
+def flavor_shares(plan: PoolPlan, units: int, flavors: list[Flavor], per_node: int | None = None) -> dict[str, int]:
     """A team's units on the pool split over its flavors: the reserved flavor holds the share the reservations cover
     (in proportion to maxNodes, rounded up, and never more than the reserved nodes offer: quota beyond them would
     admit work no reserved node can take), the hourly flavor the rest, so the team's total stays what it was
-    promised and it uses what is paid for first."""
+    promised and it uses what is paid for first. `per_node`: units of the resource one node offers, where the pool
+    has several (the pool's own resource otherwise)."""
     if len(flavors) == 1:
         return {flavors[0].name: units}
     cover = coverage(plan.pool)
     reserved = -(-units * cover.usable // cover.max_nodes) if cover.max_nodes else 0  # rounded up: paid-for capacity first
-    reserved = min(reserved, cover.usable * plan.units_per_node)
+    reserved = min(reserved, cover.usable * (plan.units_per_node if per_node is None else per_node))
     out: dict[str, int] = {}
     rest = units
     for flavor in flavors:

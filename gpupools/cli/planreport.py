@@ -182,8 +182,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     disk = getattr(stack.target, "node_disk_line", None)  # clouds whose pools' node disks gpupools sizes itself (EKS)
     if disk is not None:
         table.add_row("disk", disk(plan))
-    unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit"
-    per_node = f"{m.resource} x {plan.units_per_node} per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
+    unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit" if not m.node_resources else "MIG instance or GPU"
+    per_node = " + ".join(f"{r} x {n}" for r, n in plan.node_resources.items()) + " per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
     assumed = f"; {hw.instance_type}, the most expensive type of the pool" if pool.instance_types else ""
     table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}" + (f" ({hw.instance_type} nodes)" if assumed else ""))
     if plan.price_per_unit is None:

@@ -93,7 +93,13 @@ class PoolPlan:
 
     @property
     def units_per_node(self) -> int:
-        return self.hardware.gpus_per_node * self.mechanism.units_per_gpu
+        """Units of the pool's resource (`mechanism.resource`) one node offers."""
+        return self.node_resources[self.mechanism.resource]
+
+    @property
+    def node_resources(self) -> dict[str, int]:
+        """Units of each GPU resource one node offers: one resource, or several on a mixed MIG layout."""
+        return dict(self.mechanism.node_resources) or {self.mechanism.resource: self.hardware.gpus_per_node * self.mechanism.units_per_gpu}
 
     @property
     def advertised_resources(self) -> dict[str, int]:
@@ -101,10 +107,8 @@ class PoolPlan:
 
         With MIG in the mixed strategy every GPU is partitioned, so the node offers no whole `nvidia.com/gpu`.
         """
-        m = self.mechanism
-        resources = {m.resource: self.units_per_node}
-        if m.resource != GPU_RESOURCE:
-            resources[GPU_RESOURCE] = 0
+        resources = self.node_resources
+        resources.setdefault(GPU_RESOURCE, 0)
         return resources
 
     @property
@@ -125,7 +129,8 @@ class PoolPlan:
 
     @property
     def max_units(self) -> int:
-        return self.units_per_node * self.pool.max_nodes
+        """Units of all the pool's GPU resources at maxNodes."""
+        return sum(self.node_resources.values()) * self.pool.max_nodes
 
     @property
     def max_gpus(self) -> int:
@@ -135,7 +140,7 @@ class PoolPlan:
     def price_per_unit(self) -> float | None:
         """None where the catalog has no list price for the instance type."""
         price = self.hardware.price_per_node
-        return None if price is None else price / self.units_per_node
+        return None if price is None else price / sum(self.node_resources.values())
 
     def hourly_cost(self, nodes: int) -> float | None:
         price = self.hardware.price_per_node

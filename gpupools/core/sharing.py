@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from gpupools.core.catalog import Hardware, mig_config_name, mig_resource_name
 from gpupools.core.facts import load_facts
+from gpupools.core.miglayout import layout_config_name, layout_resources, layout_words, mig_parted_entries
 from gpupools.stack.config import Sharing
 from gpupools.core.cloud import Cloud
 from gpupools.stack.errors import Problem
@@ -80,6 +81,9 @@ class Mechanism:
     mig_config: str | None = None  # mig-parted config the MIG manager applies
     replicas: int | None = None
     mig_profile: str | None = None
+    # A mixed MIG layout (sharing.migLayout): what one node advertises, and the layout's mig-parted entries.
+    node_resources: dict[str, int] = field(default_factory=dict)
+    mig_entries: tuple[dict, ...] = ()
 
 
 def resolve_installer(cloud: Cloud, installer: str) -> str:
@@ -103,12 +107,14 @@ def device_plugin_config_entry(sharing: Sharing) -> dict:
     return doc
 
 
-def mig_parted_config(profiles: dict[str, int]) -> dict:
-    """A mig-parted v1 document (api/spec/v1: version, mig-configs) with one all-<profile> layout per profile."""
-    configs: dict = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
-    for profile, count in sorted(profiles.items()):
-        configs[mig_config_name(profile)] = [{"devices": "all", "mig-enabled": True, "mig-devices": {profile: count}}]
-    return {"version": "v1", "mig-configs": configs}
+def mig_parted_config(configs: dict[str, list[dict]]) -> dict:
+    """A mig-parted v1 document (api/spec/v1: version, mig-configs): `all-disabled` and the given configs."""
+    return {"version": "v1", "mig-configs": {"all-disabled": [{"devices": "all", "mig-enabled": False}], **configs}}
+
+
+def all_profile_entries(profile: str, count: int) -> list[dict]:
+    """The `all-<profile>` layout: every GPU split into `count` instances of one profile."""
+    return [{"devices": "all", "mig-enabled": True, "mig-devices": {profile: count}}]
 
 
 def mechanism(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, hardware: Hardware, mig_strategy: str) -> Mechanism:
@@ -116,6 +122,8 @@ def mechanism(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, ha
     mode = sharing.mode
     if mode == "vgpu":
         return _hami_mechanism(installer, sharing, hardware)
+    if mode == "mig" and sharing.mig_layout:
+        return _layout_mechanism(installer, sharing, mig_strategy)
     if cloud.image_device_plugin(os):
         installer = BOTTLEROCKET
     if installer == "cloud":
@@ -152,6 +160,16 @@ def mechanism(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, ha
     what = "time-slicing" if mode == "time-slicing" else "MPS"
     return Mechanism(installer, mode, GPU_RESOURCE, sharing.replicas, f"{software}, {what} x{sharing.replicas} ({DEVICE_PLUGIN_CONFIG_LABEL}={entry})",
                      node_labels=labels, device_plugin_entry=entry, replicas=sharing.replicas)
+
+
+def _layout_mechanism(installer: str, sharing: Sharing, mig_strategy: str) -> Mechanism:
+    """The GPU Operator's MIG manager applies the pool's own mig-parted config; the first resource is the pool's."""
+    layout = sharing.mig_layout or []
+    config = layout_config_name(layout)
+    resources = layout_resources(layout, mig_strategy)
+    return Mechanism(installer, "mig", next(iter(resources)), 1, f"GPU Operator MIG manager, {config}: {layout_words(layout)} ({mig_strategy} strategy)",
+                     node_labels={MIG_CONFIG_LABEL: config, DEVICE_PLUGIN_CONFIG_LABEL: NO_SHARING_ENTRY}, device_plugin_entry=NO_SHARING_ENTRY,
+                     mig_config=config, node_resources=resources, mig_entries=tuple(mig_parted_entries(layout)))
 
 
 def _hami_mechanism(installer: str, sharing: Sharing, hardware: Hardware) -> Mechanism:
@@ -231,21 +249,25 @@ def sharing_problems(cloud: Cloud, installer: str, os: str | None, sharing: Shar
             problems.append(Problem(f"{path}.{alias}", f"{value!r} is not allowed with mode {mode!r}; {alias} applies to mode 'vgpu' only"))
     if mode == "vgpu":
         problems += _vgpu_problems(cloud, installer, os, sharing, hardware, path)
-    if mode == "mig" and sharing.mig_profile is None:
-        problems.append(Problem(f"{path}.migProfile", "required with mode 'mig': the MIG profile every GPU is split into"))
+    if mode == "mig" and sharing.mig_profile is None and sharing.mig_layout is None:
+        problems.append(Problem(f"{path}.migProfile", "required with mode 'mig': the MIG profile every GPU is split into (or migLayout)"))
+    if sharing.mig_layout is not None and (mode != "mig" or sharing.mig_profile is not None):
+        problems.append(Problem(f"{path}.migLayout", "applies to mode 'mig' without migProfile: give either one profile for every GPU or a layout"))
     if mode != "mig" and sharing.mig_profile is not None:
         problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not allowed with mode {mode!r}; migProfile applies to mode 'mig' only"))
     bottlerocket = cloud.image_device_plugin(os)
     if mode == "mig":
         if installer == "device-plugin" and not bottlerocket:
             problems.append(Problem(f"{path}.mode", "'mig' needs the GPU Operator's MIG manager or the cloud's own MIG support; the standalone device plugin cannot partition GPUs (set gpuSoftware.installer to gpu-operator)"))
-        if hardware is not None and sharing.mig_profile is not None:
+        if hardware is not None and (sharing.mig_profile is not None or sharing.mig_layout is not None):
             gpu = hardware.gpu
             if not gpu.supports_mig:
                 problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: its {gpu.name} GPU has no MIG support "
                                                         f"(MIG needs A100, H100, H200, B200, B300, RTX PRO 6000 or newer); use time-slicing, mps or vgpu"))
             elif gpu.mig_unavailable:
                 problems.append(Problem(f"{path}.mode", f"'mig' is not possible on {hardware.instance_type}: {gpu.mig_unavailable}; use time-slicing, mps or vgpu"))
+            elif sharing.mig_profile is None:
+                pass  # a layout: gpupools.core.miglayout
             elif installer == "cloud" and cloud.OWN_SHARING:
                 sizes = gke_partition_sizes(hardware.accelerator)
                 if sharing.mig_profile not in sizes:

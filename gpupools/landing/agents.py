@@ -74,7 +74,7 @@ def operator_labels(node: Node) -> dict[str, str]:
 
 
 def _pool_resource(node: Node) -> frozenset[str]:
-    return frozenset({node.pool.mechanism.resource})
+    return frozenset(node.pool.node_resources)
 
 
 def gpu_operator_agents(values: Mapping) -> list[Agent]:

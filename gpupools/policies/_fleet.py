@@ -21,6 +21,7 @@ from gpupools.core.catalog import Catalog, GpuModel, load_catalog, mig_config_na
 from gpupools.clouds.aws import BOTTLEROCKET_MIG_GPU_KEY
 from gpupools.clouds.gcp_autopilot import ACCELERATOR_COUNT_LABEL, ACCELERATOR_LABEL, MAX_SHARED_CLIENTS_LABEL, MODE as AUTOPILOT
 from gpupools.clouds.registry import cloud_module
+from gpupools.core.miglayout import entries_resources
 from gpupools.core.sharing import HAMI_NODE_SELECTOR
 
 from gpupools.policies._props import as_int, entries, get, is_unknown, items, plain
@@ -81,6 +82,7 @@ class GpuPool:
     # Filled by `resolve_sharing` from the rest of the stack.
     resource: str = GPU_RESOURCE
     units_per_gpu: int = 1
+    node_resources: dict[str, int] = field(default_factory=dict)  # a mixed MIG layout: units of each resource per node
     node_class: str | None = None  # Karpenter: the EC2NodeClass its nodes are made from
     accelerator: str | None = None  # GKE ComputeClass: the accelerator type its priorities name
     notes: list[str] = field(default_factory=list)
@@ -100,6 +102,8 @@ class GpuPool:
     @property
     def max_units(self) -> int | None:
         gpus = self.max_gpus
+        if self.node_resources and self.max_nodes is not None:
+            return sum(self.node_resources.values()) * self.max_nodes
         return None if gpus is None else gpus * self.units_per_gpu
 
     @property
@@ -411,6 +415,23 @@ def mig_strategy(resources: list[tuple[str, str, Any]]) -> str:
     return "single"
 
 
+def mig_layouts(resources: list[tuple[str, str, Any]]) -> dict[str, list] | None:
+    """The mig-parted configs of the GPU Operator's custom MIG config (values migManager.config.data, config.yaml), which
+    replaces the operator's defaults; None when the release names none."""
+    for typ, _name, props in resources:
+        if typ == HELM_RELEASE and _chart_name(get(props, "chart")) == "gpu-operator":
+            text = get(props, "values", "migManager", "config", "data", "config.yaml")
+            if not isinstance(text, str):
+                return None
+            try:
+                doc = yaml.safe_load(text)
+            except yaml.YAMLError:
+                return {}
+            configs = doc.get("mig-configs") if isinstance(doc, dict) else None
+            return {str(k): v for k, v in configs.items() if isinstance(v, list)} if isinstance(configs, dict) else {}
+    return None
+
+
 def mig_profile_of_config(gpu: GpuModel, config: str) -> str | None:
     """The catalog profile an `all-<profile>` layout names (mig-parted spells `+` as `.`), or None."""
     for profile in gpu.mig_profiles:
@@ -503,6 +524,7 @@ def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]])
     configs = device_plugin_configs(resources)
     hami_split = hami_split_count(resources)
     strategy = mig_strategy(resources)
+    layouts = mig_layouts(resources) or {}
     bottlerocket = {}
     for typ, _name, props in resources:
         if typ == LAUNCH_TEMPLATE:
@@ -538,6 +560,9 @@ def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]])
                     pool.units_per_gpu = gpu.mig_profiles[profile]
             elif replicas:
                 pool.units_per_gpu = replicas
+        elif mig and mig not in GENERIC_MIG_CONFIGS and gpu is not None and mig in layouts and mig_profile_of_config(gpu, mig) is None:
+            pool.node_resources = entries_resources([e for e in layouts[mig] if isinstance(e, dict)], pool.gpus_per_node or 0, strategy)
+            pool.resource = next(iter(pool.node_resources), GPU_RESOURCE)
         elif mig and mig not in GENERIC_MIG_CONFIGS and gpu is not None:
             profile = mig_profile_of_config(gpu, mig)
             if profile is not None:

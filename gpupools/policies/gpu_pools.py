@@ -37,9 +37,11 @@ from gpupools.policies._fleet import (
     gke_accelerators,
     gpu_pool,
     is_gpu_pool,
+    mig_layouts,
     mig_profile_of_config,
     replicated_resources,
 )
+from gpupools.core.miglayout import entries_problems
 from gpupools.policies._props import as_int, entries, get, is_unknown, items
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -122,20 +124,30 @@ def _check_device_plugin_data(where: str, data, limit: int, report: ReportViolat
             _check_replicas(f"{where} entry {key!r} ({strategy})", replicas, limit, report)
 
 
-def _check_mig_labels(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _check_mig_labels(args: ResourceValidationArgs, report: ReportViolation, layouts: dict[str, list] | None = None) -> None:
+    """`layouts`: the operator's custom MIG config, which replaces its defaults (None: the defaults hold)."""
     pool = gpu_pool(args.resource_type, args.name, args.props)
     if pool is None:
         return
     config = pool.labels.get(MIG_CONFIG_LABEL)
-    if config is None or config in GENERIC_MIG_CONFIGS:
+    if config is None or config in GENERIC_MIG_CONFIGS and layouts is None:
         return
-    if pool.gpu is None:
+    if layouts is not None and config not in layouts:
+        report(f"pool {pool.pool!r}: MIG layout {config!r} is not in the GPU Operator's custom MIG config, which replaces the "
+               f"operator's defaults; it has {', '.join(layouts) or 'none'}", None)
+    elif config in GENERIC_MIG_CONFIGS:
+        return
+    elif pool.gpu is None:
         report(f"pool {pool.pool!r} asks for MIG layout {config!r} but its GPU is unknown to the gpupools catalog", None)
     elif not pool.gpu.supports_mig:
         report(f"pool {pool.pool!r} asks for MIG layout {config!r} but its {pool.gpu.name} GPU has no MIG support", None)
+    elif layouts is not None and config in layouts and mig_profile_of_config(pool.gpu, config) is None:
+        entries_ = [e for e in items(layouts[config]) if isinstance(e, dict)]
+        for problem in entries_problems(pool.gpu, pool.gpus_per_node or 0, entries_, f"pool {pool.pool!r}: MIG layout {config!r}"):
+            report(problem, None)
     elif mig_profile_of_config(pool.gpu, config) is None:
-        layouts = ", ".join(f"all-{p.replace('+', '.')}" for p in pool.gpu.mig_profiles)
-        report(f"pool {pool.pool!r}: MIG layout {config!r} does not exist on {pool.gpu.name}; it has {layouts}", None)
+        have = ", ".join(f"all-{p.replace('+', '.')}" for p in pool.gpu.mig_profiles)
+        report(f"pool {pool.pool!r}: MIG layout {config!r} does not exist on {pool.gpu.name}; it has {have}", None)
 
 
 def _check_gke(args: ResourceValidationArgs, limit: int, report: ReportViolation) -> None:
@@ -192,7 +204,7 @@ def _check_hami_release(name: str, props, limit: int, report: ReportViolation) -
     _check_replicas(f"release {name!r} values.devicePlugin.deviceSplitCount", HAMI_DEFAULT_SPLIT_COUNT if split is None else split, limit, report)
 
 
-def validate_sharing(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def validate_sharing(args: ResourceValidationArgs, report: ReportViolation, layouts: dict[str, list] | None = None) -> None:
     limit = _max_replicas(args)
     typ, props = args.resource_type, args.props
     if typ == CONFIG_MAP and get(props, "metadata", "name") == DEVICE_PLUGIN_CONFIGMAP:
@@ -202,7 +214,7 @@ def validate_sharing(args: ResourceValidationArgs, report: ReportViolation) -> N
     elif typ == HELM_RELEASE and _chart_name(get(props, "chart")) == "hami":
         _check_hami_release(args.name, props, limit, report)
     elif typ in (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL):
-        _check_mig_labels(args, report)
+        _check_mig_labels(args, report, layouts)
         _check_hami_pool(args, report)
         if typ == GKE_NODE_POOL:
             _check_gke(args, limit, report)
@@ -214,9 +226,10 @@ def validate_sharing_stack(args: StackValidationArgs, report: ReportViolation) -
     """Every resource's own sharing settings, and across resources: a pool labelled for HAMi has HAMi installed."""
     config = args.get_config()
     hami_pools = []
+    layouts = mig_layouts([(r.resource_type, r.name, r.props) for r in args.resources])
     for r in args.resources:
         one = ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, r.opts, r.provider, config)
-        validate_sharing(one, lambda message, urn=None, r=r: report(message, urn or r.urn))
+        validate_sharing(one, lambda message, urn=None, r=r: report(message, urn or r.urn), layouts)
         pool = _hami_pool(one)
         if pool is not None:
             hami_pools.append((pool, r.urn))

@@ -71,6 +71,11 @@ def flavor_pools(resources) -> dict[str, str | None]:
             for f in _kueue(resources, RESOURCE_FLAVOR)}
 
 
+def pool_offers(resources) -> dict[str, list[str]]:
+    """pool name -> the GPU resources one of its nodes offers (several on a mixed MIG layout)."""
+    return {p.pool: list(p.node_resources) or [p.resource] for p in fleet(resources)}
+
+
 def pool_capacity(resources) -> dict[str, tuple[str, int | None]]:
     """pool name -> (its resource, units at maxNodes)."""
     return {p.pool: (p.resource, p.max_units) for p in fleet(resources)}
@@ -219,12 +224,15 @@ def validate_flavors(args: StackValidationArgs, report: ReportViolation) -> None
         keys = {text(get(t, "key")) for t in items(get(f.props, "spec", "tolerations"))}
         if pool in capacity and GPU_TAINT_KEY not in keys:
             report(f"ResourceFlavor {name} does not tolerate the GPU taint {GPU_TAINT_KEY}; workloads admitted on it never schedule", f.urn)
+    offers = pool_offers(args.resources)
     for q in queue_quotas(args.resources):
         if q.flavor not in pools:
             report(f"ClusterQueue {q.queue} gives quota on flavor {q.flavor}, which no ResourceFlavor in the stack defines", None)
-        elif pools[q.flavor] in capacity and capacity[pools[q.flavor]][0] != q.resource:
+        elif pools[q.flavor] in capacity and q.resource not in offers[pools[q.flavor]] and q.nominal != 0:
+            # A zero quota is what a flavor names for the resources of its group its pool lacks (Kueue: every flavor of
+            # a resource group lists every covered resource).
             report(f"ClusterQueue {q.queue} gives {q.resource} on flavor {q.flavor}, but pool {pools[q.flavor]} offers "
-                   f"{capacity[pools[q.flavor]][0]}; that quota can never be used", None)
+                   f"{', '.join(offers[pools[q.flavor]])}; that quota can never be used", None)
 
 
 def validate_borrowing(args: StackValidationArgs, report: ReportViolation) -> None:

@@ -25,6 +25,7 @@ from gpupools.core.sharing import (
     HAMI_SCHEDULER,
     NO_SHARING_ENTRY,
     OPERATOR_DEFAULT_MIG_CONFIGS,
+    all_profile_entries,
     device_plugin_config_entry,
     mig_parted_config,
     resolve_installer,
@@ -118,14 +119,20 @@ def device_plugin_config_entry_for(plan: PoolPlan | None) -> dict:
     return device_plugin_config_entry(plan.sharing if plan is not None else Sharing())
 
 
-def custom_mig_profiles(plans: list[PoolPlan]) -> dict[str, int]:
-    """MIG layouts the operator's default config lacks; empty when the defaults hold every pool's layout."""
-    needed = {}
-    for plan in plans:
+def custom_mig_configs(plans: list[PoolPlan]) -> dict[str, list[dict]]:
+    """The mig-parted configs of the operator's MIG pools when one of them is not in the operator's default config;
+    empty when the defaults hold every pool's layout. A custom config replaces the defaults: the MIG manager then
+    reads only it (NVIDIA/gpu-operator v26.7.0 controllers/object_controls.go lines 597-602, 2069-2092), so it
+    holds every layout a pool's label names."""
+    mig = [p for p in operator_served(plans) if p.mechanism.mig_config]
+    if all(p.mechanism.mig_config in OPERATOR_DEFAULT_MIG_CONFIGS for p in mig):
+        return {}
+    configs: dict[str, list[dict]] = {}
+    for plan in mig:
         m = plan.mechanism
-        if m.mig_config and m.mig_config not in OPERATOR_DEFAULT_MIG_CONFIGS:
-            needed[m.mig_profile] = plan.hardware.gpu.mig_profiles[m.mig_profile]
-    return needed
+        if m.mig_config != "all-disabled":
+            configs[m.mig_config] = list(m.mig_entries) or all_profile_entries(m.mig_profile, plan.hardware.gpu.mig_profiles[m.mig_profile])
+    return dict(sorted(configs.items()))
 
 
 def hami_served(plans: list[PoolPlan]) -> list[PoolPlan]:
@@ -237,8 +244,11 @@ def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monit
         "node-feature-discovery": {"worker": {"tolerations": tolerations}},
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor is not None, **(service_monitor or {})}},
     }
-    if custom_mig_profiles(plans):
-        values["migManager"]["config"] = {"name": MIG_CONFIGMAP, "default": "all-disabled"}
+    custom = custom_mig_configs(plans)
+    if custom:
+        # The chart makes the ConfigMap (templates/mig_config.yaml) and names it in the ClusterPolicy.
+        values["migManager"]["config"] = {"name": MIG_CONFIGMAP, "create": True, "default": "all-disabled",
+                                          "data": {"config.yaml": _yaml(mig_parted_config(custom))}}
     if hami_served(plans):
         # The validator's plugin check runs a pod asking for nvidia.com/gpu on the node, bound by name; HAMi's device
         # plugin only allocates to pods its scheduler placed (Project-HAMi/HAMi pkg/device-plugin/nvidiadevice/
@@ -408,9 +418,6 @@ def software_plan(stack: StackConfig, plans: list[PoolPlan], service_monitor: di
         ns = chart.namespace
         out.objects.append(namespace(ns, privileged=True))
         out.objects.append(config_map(DEVICE_PLUGIN_CONFIGMAP, ns, device_plugin_config_data(operator_served(plans))))
-        custom = custom_mig_profiles(plans)
-        if custom:
-            out.objects.append(config_map(MIG_CONFIGMAP, ns, {"config.yaml": _yaml(mig_parted_config(custom))}))
         if stack.target.CRITICAL_PODS_NEED_QUOTA:
             out.objects.append(gke_critical_pods_quota(GKE_OPERATOR_QUOTA, ns))
         out.releases.append(Release(chart, stack.gpu_software.version or chart.default_version,

@@ -206,21 +206,41 @@ def podset_topology(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | Non
 
 def resource_groups(plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = None) -> list[dict]:
     """One group per GPU resource, its flavors in pool order and, within a pool, in capacity order (Kueue tries them
-    in that order); a team's units on a pool are split over the pool's flavors (`capacity.sources.flavor_shares`)."""
+    in that order); a team's units on a pool are split over the pool's flavors (`capacity.sources.flavor_shares`).
+
+    A pool of several resources (a mixed MIG layout) puts them in one group, with every pool that shares one of them:
+    Kueue's webhook takes each flavor and each resource in one group only (pkg/webhooks/clusterqueue_webhook.go,
+    validateResourceGroups), and each flavor of a group names every covered resource (the CRD's rule
+    `self.flavors.all(x, size(x.resources) == size(self.coveredResources))`), with 0 for those its pool lacks."""
     groups = []
-    for resource in plan.resources:
+    for resources in _connected(plan):
         entries = []
-        for pool in (p for p in plan.pools if p.mechanism.resource == resource):
+        for pool in (p for p in plan.pools if set(p.node_resources) & set(resources)):
             pool_flavors_ = (flavors or {}).get(pool.name) or [Flavor(pool.name, "", pool.node_selector)]
-            for name, units in flavor_shares(pool, plan.nominal[pool.name], pool_flavors_).items():
-                quota: dict = {"name": resource, "nominalQuota": units}
-                if plan.borrowing_limit() is not None:
-                    quota["borrowingLimit"] = plan.borrowing_limit()
-                if plan.lending_limit(pool.name) is not None:
-                    quota["lendingLimit"] = min(plan.lending_limit(pool.name), units)
-                entries.append({"name": name, "resources": [quota]})
-        groups.append({"coveredResources": [resource], "flavors": entries})
+            shares = {r: flavor_shares(pool, plan.nominal_of(pool, r), pool_flavors_, pool.node_resources.get(r, 0)) for r in resources}
+            for flavor in shares[resources[0]]:
+                quotas = []
+                for resource in resources:
+                    units = shares[resource][flavor]
+                    quota: dict = {"name": resource, "nominalQuota": units}
+                    if plan.borrowing_limit() is not None:
+                        quota["borrowingLimit"] = plan.borrowing_limit()
+                    if plan.lending_limit(pool.name) is not None:
+                        quota["lendingLimit"] = min(plan.lending_limit(pool.name), units)
+                    quotas.append(quota)
+                entries.append({"name": flavor, "resources": quotas})
+        groups.append({"coveredResources": resources, "flavors": entries})
     return groups
+
+
+def _connected(plan: TeamPlan) -> list[list[str]]:
+    """The team's resources in groups that pools join: resources alone unless a pool offers several."""
+    groups: list[list[str]] = [[r] for r in plan.resources]
+    for pool in plan.pools:
+        joined = [g for g in groups if set(g) & set(pool.node_resources)]
+        if len(joined) > 1:
+            groups = [g for g in groups if g not in joined] + [sorted(r for g in joined for r in g)]
+    return sorted(groups)
 
 
 # Kueue's ProvisioningRequest admission check controller (kueue apis/kueue/v1beta2/provisioningrequestconfig_types.go,
@@ -239,7 +259,7 @@ def provisioning_objects(stack: StackConfig, plan: PoolPlan) -> list[dict]:
     if klass is None:
         return []
     name = provisioning_check_name(plan)
-    spec: dict = {"provisioningClassName": klass, "managedResources": [plan.mechanism.resource]}
+    spec: dict = {"provisioningClassName": klass, "managedResources": list(plan.node_resources)}
     limit = next((s.max_run_seconds for s in sources(plan.pool) if s.max_run_seconds is not None), None)
     if limit is not None:
         # GKE's ProvisioningRequest parameter for the nodes' lifetime (GKE provisioningrequest how-to).

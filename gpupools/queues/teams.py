@@ -41,10 +41,15 @@ class TeamPlan:
     @property
     def resources(self) -> list[str]:
         """Extended resources the team's pools expose."""
-        return sorted({p.mechanism.resource for p in self.pools})
+        return sorted({r for p in self.pools for r in p.node_resources})
 
     def units_of(self, resource: str) -> int:
-        return sum(self.nominal[p.name] for p in self.pools if p.mechanism.resource == resource)
+        return sum(self.nominal_of(p, resource) for p in self.pools)
+
+    def nominal_of(self, pool: PoolPlan, resource: str) -> int:
+        """The team's units of one resource on the pool: all of them, or on a pool of several resources (a mixed MIG
+        layout) its units split in proportion to what one node offers of each."""
+        return resource_shares(self.nominal[pool.name], pool).get(resource, 0)
 
     @property
     def restricted(self) -> bool:
@@ -59,6 +64,11 @@ class TeamPlan:
         """Units of its quota on `pool` the team lends; None is all of it. Never more than it has."""
         lend = self.team.lend
         return None if lend == "all" else 0 if lend == "none" else min(lend, self.nominal[pool])
+
+
+def resource_shares(units: int, pool: PoolPlan) -> dict[str, int]:
+    """`units` of a pool split over its resources in proportion to one node's (largest remainder, in layout order)."""
+    return split_units(units, pool.node_resources)
 
 
 def plan_teams(stack: StackConfig, plans: list[PoolPlan]) -> list[TeamPlan]:
@@ -137,6 +147,8 @@ def quota_ratios(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, tuple[i
     out: dict[str, tuple[int, int]] = {}
     totals = pool_totals(stack, plans)
     for p in plans:
-        promised, offered = out.get(p.mechanism.resource, (0, 0))
-        out[p.mechanism.resource] = (promised + totals[p.name][0], offered + totals[p.name][1])
+        promised = resource_shares(totals[p.name][0], p)
+        for resource, per_node in p.node_resources.items():
+            before = out.get(resource, (0, 0))
+            out[resource] = (before[0] + promised[resource], before[1] + per_node * p.pool.max_nodes)
     return {r: v for r, v in sorted(out.items()) if v[0]}

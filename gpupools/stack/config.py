@@ -130,12 +130,21 @@ class Model(BaseModel):
                               allow_inf_nan=False, defer_build=True)
 
 
+class MigGroup(Model):
+    """Some of a node's GPUs and the MIG instances each of them is split into; no profiles: MIG off, whole GPUs."""
+
+    gpus: Annotated[int, Field(ge=1, le=16, strict=True)]
+    profiles: dict[Annotated[str, StringConstraints(pattern=MIG_PROFILE)], Annotated[int, Field(ge=1, le=7, strict=True)]] = {}
+
+
 class Sharing(Model):
     """How one pool's GPUs are shared: whole GPUs, time-slicing, MPS, MIG partitions, or HAMi vGPUs."""
 
     mode: SharingMode = "none"
     replicas: Annotated[int, Field(ge=2, le=MAX_REPLICAS, strict=True)] | None = None
     mig_profile: Annotated[str, StringConstraints(pattern=MIG_PROFILE)] | None = None
+    # mig only, instead of migProfile: different MIG layouts on different GPUs of one node, in GPU index order.
+    mig_layout: Annotated[list[MigGroup], Field(min_length=1, max_length=16)] | None = None
     # vgpu only: HAMi's deviceMemoryScaling, and the memory each vGPU pod gets unless it names its own.
     memory_scaling: Annotated[float, Field(gt=0, le=MAX_MEMORY_SCALING)] | None = None
     memory_per_pod: Annotated[str, StringConstraints(pattern=GPU_MEMORY)] | None = None

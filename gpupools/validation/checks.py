@@ -12,6 +12,7 @@ from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, Department, GpuSoftware, Pool, Sharing, Team
 from gpupools.stack.errors import Problem
+from gpupools.core.miglayout import layout_problems, placement_problems
 from gpupools.core.sharing import BOTTLEROCKET, HAMI_NODE_SELECTOR, installer_problems, resolve_installer, sharing_problems
 from gpupools.queues.kueue import CHART as KUEUE
 from gpupools.queues.kai import CHART as KAI, RESERVATION_NAMESPACE as KAI_RESERVATION, SCALE_ADJUST_NAMESPACE as KAI_SCALE_ADJUST, kai_problems
@@ -80,6 +81,9 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
         sharing_path = f"{path}.sharing" if pool.sharing is not None else "sharing"
         problems += sharing_problems(module, installer, pool.os, sharing, hardware, sharing_path)
         problems += module.pool_sharing_problems(pool, sharing, hardware, sharing_path)
+        reported = any(p.path == f"{sharing_path}.mode" for p in problems)  # no MIG there at all: one root cause, one error
+        if sharing.mode == "mig" and sharing.mig_layout is not None and sharing.mig_profile is None and not reported:
+            problems += _mig_layout_problems(module, installer, pool, sharing, hardware, software, f"{sharing_path}.migLayout")
         problems += fabric_problems(module, cluster, pool, sharing, hardware, path, example_zone)
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
@@ -90,6 +94,14 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
     problems += _queued_pool_problems(pools, teams, quotas)
     problems += kai_problems(queued_on, teams, departments or [], quotas)
     return problems
+
+
+def _mig_layout_problems(module, installer: str, pool: Pool, sharing: Sharing, hardware, software: GpuSoftware, path: str) -> list[Problem]:
+    """A layout needs the GPU Operator's MIG manager, a GPU with MIG, and GPUs that can hold it (gpupools.core.miglayout)."""
+    found = placement_problems(installer, module.image_device_plugin(pool.os), module.OWN_GPU_SOFTWARE, path)
+    if found or hardware is None or not hardware.gpu.supports_mig or hardware.gpu.mig_unavailable:
+        return found  # a GPU without MIG is reported on the pool's mode
+    return layout_problems(hardware.gpu, hardware.instance_type, hardware.gpus_per_node, sharing.mig_layout, software.mig_strategy, path)
 
 
 def _queued_pool_problems(pools: list[tuple[int, Pool]], teams: list[Team], quotas: str) -> list[Problem]:

@@ -54,6 +54,13 @@ EXTRA_STACKS = {
     "azure-infiniband-device-plugin": base_config("azure", gpuSoftware={"installer": "device-plugin"}, pools=[
         {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2},
         {"name": "ndspot", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "spot": True}]),
+    # A mixed MIG layout (B200: slices of three sizes and whole GPUs on one node) beside a single-profile pool: the GPU
+    # Operator's chart makes the custom mig-parted ConfigMap.
+    "aws-mig-layout": {**base_config("aws", pools=[
+        {"name": "mixed", "instanceType": "p6-b200.48xlarge", "maxNodes": 2, "sharing": {"mode": "mig", "migLayout": [
+            {"gpus": 4, "profiles": {"1g.23gb": 7}}, {"gpus": 2, "profiles": {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1}}, {"gpus": 2}]}},
+        {"name": "slices", "instanceType": "p4de.24xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "3g.40gb"}}]),
+        "aws:region": "us-east-1"},
 }
 STACKS = [*example_stacks(), *EXTRA_STACKS]
 
@@ -500,3 +507,57 @@ def test_node_affinity_terms_are_ored_and_expressions_anded():
 ])
 def test_cpu_architecture_of_gpu_instance_types(instance_type, arch):
     assert cpu_arch(instance_type) == arch
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A mixed MIG layout: the chart makes the ConfigMap the MIG manager reads
+
+
+def mig_parted_spec_problems(doc) -> list[str]:
+    """What NVIDIA/mig-parted v0.15.0 api/spec/v1/spec.go (Spec.UnmarshalJSON, MigConfigSpec.UnmarshalJSON) refuses."""
+    if not isinstance(doc, dict) or doc.get("version") != "v1":
+        return ["version is not v1"]
+    if set(doc) - {"version", "mig-configs"}:
+        return [f"unexpected fields {sorted(set(doc) - {'version', 'mig-configs'})}"]
+    configs = doc.get("mig-configs") or {}
+    problems = [] if configs else ["no mig-configs"]
+    for name, entries in configs.items():
+        if not entries:
+            problems.append(f"{name}: no entries")
+        for entry in entries or []:
+            if set(entry) - {"device-filter", "devices", "mig-enabled", "mig-devices"} or not {"devices", "mig-enabled"} <= set(entry):
+                problems.append(f"{name}: fields {sorted(entry)}")
+            devices = entry.get("devices")
+            if devices != "all" and not (isinstance(devices, list) and all(isinstance(d, int) for d in devices)):
+                problems.append(f"{name}: devices {devices!r}")
+            if entry.get("mig-enabled") and entry.get("mig-devices") is None:
+                problems.append(f"{name}: mig-enabled without mig-devices")
+            if not entry.get("mig-enabled") and entry.get("mig-devices"):
+                problems.append(f"{name}: MIG devices with mig-enabled false")
+    return problems
+
+
+def test_mig_layout_config_map_is_rendered_by_the_chart():
+    release = release_of("aws-mig-layout", "gpu-operator")
+    objects = release.render()
+    (policy,) = kind_of(objects, "ClusterPolicy")
+    config = policy["spec"]["migManager"]["config"]
+    (cm,) = [o for o in kind_of(objects, "ConfigMap") if o["metadata"]["name"] == config["name"]]
+    assert cm["metadata"]["namespace"] == release.namespace
+    assert config["default"] == "all-disabled"
+    doc = yaml.safe_load(cm["data"]["config.yaml"])
+    assert mig_parted_spec_problems(doc) == []
+    nodes = nodes_of("aws-mig-layout")
+    assert {n.labels["nvidia.com/mig.config"] for n in nodes.values()} <= set(doc["mig-configs"])
+    (layout,) = [entries for name, entries in doc["mig-configs"].items() if name == nodes["mixed"].labels["nvidia.com/mig.config"]]
+    assert sorted(d for e in layout for d in e["devices"]) == list(range(8))
+
+
+def test_mig_parted_spec_check_catches_what_mig_parted_refuses():
+    good = {"version": "v1", "mig-configs": {"a": [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+                                                   {"devices": [2], "mig-enabled": False}]}}
+    assert mig_parted_spec_problems(good) == []
+    assert mig_parted_spec_problems({**good, "version": "v2"})
+    assert mig_parted_spec_problems({"version": "v1", "mig-configs": {"a": [{"devices": [2], "mig-enabled": False, "mig-devices": {"1g.10gb": 1}}]}})
+    assert mig_parted_spec_problems({"version": "v1", "mig-configs": {"a": [{"devices": "some", "mig-enabled": True, "mig-devices": {}}]}})
+    assert mig_parted_spec_problems({"version": "v1", "mig-configs": {"a": [{"devices": [0], "mig-enabled": True}]}})

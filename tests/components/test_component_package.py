@@ -189,7 +189,7 @@ def test_the_analyzer_takes_no_literal_annotated_or_union(args):
 
 # The argument classes against the stack file's models: the same keys, and the same ones required.
 MIRRORS = [
-    (component_args.Cluster, stack_models.Cluster), (component_args.Sharing, stack_models.Sharing), (component_args.Pool, stack_models.Pool),
+    (component_args.Cluster, stack_models.Cluster), (component_args.Sharing, stack_models.Sharing), (component_args.MigGroup, stack_models.MigGroup), (component_args.Pool, stack_models.Pool),
     (component_args.GpuSoftware, stack_models.GpuSoftware), (component_args.Idle, stack_models.Idle), (component_args.Smtp, stack_models.Smtp),
     (component_args.MonitoringSettings, stack_models.Monitoring), (component_args.Slack, stack_models.SlackReceiver),
     (component_args.Alerts, stack_models.TeamAlerts), (component_args.Team, stack_models.Team), (component_args.Health, stack_models.Health),

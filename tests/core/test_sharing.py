@@ -15,6 +15,7 @@ from gpupools.core.sharing import (
     OPERATOR_DEFAULT_MIG_CONFIGS,
     device_plugin_config_entry,
     device_plugin_entry_name,
+    all_profile_entries,
     mig_parted_config,
     resolve_installer,
 )
@@ -101,17 +102,16 @@ def test_custom_mig_config_only_for_layouts_the_defaults_lack(monkeypatch):
     import gpupools.pools.software as software
 
     stack, plans = plans_for("aws", [{"name": "m", "instanceType": "p4d.24xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "2g.10gb"}}])
-    assert not any(o["metadata"]["name"] == software.MIG_CONFIGMAP for o in software_plan(stack, plans).objects)
+    assert "config" not in software_plan(stack, plans).releases[0].values["migManager"]
     monkeypatch.setattr(software, "OPERATOR_DEFAULT_MIG_CONFIGS", frozenset({"all-disabled"}))
-    out = software_plan(stack, plans)
-    (cm,) = [o for o in out.objects if o["metadata"]["name"] == software.MIG_CONFIGMAP]
-    doc = yaml.safe_load(cm["data"]["config.yaml"])
+    config = software_plan(stack, plans).releases[0].values["migManager"]["config"]
+    assert {k: v for k, v in config.items() if k != "data"} == {"name": software.MIG_CONFIGMAP, "create": True, "default": "all-disabled"}
+    doc = yaml.safe_load(config["data"]["config.yaml"])
     assert doc["mig-configs"]["all-2g.10gb"] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"2g.10gb": 3}}]
-    assert out.releases[0].values["migManager"]["config"] == {"name": software.MIG_CONFIGMAP, "default": "all-disabled"}
 
 
 def test_mig_parted_document_follows_the_upstream_schema():
-    doc = mig_parted_config({"1g.10gb+me": 1})
+    doc = mig_parted_config({"all-1g.10gb.me": all_profile_entries("1g.10gb+me", 1)})
     assert doc["version"] == "v1"
     assert doc["mig-configs"]["all-1g.10gb.me"] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb+me": 1}}]
     assert doc["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]

@@ -138,6 +138,16 @@ WIDE = {
         "gpupools:departments": [{"name": "research", "teams": ["vision"], "gpus": 4, "borrow": 2, "priority": "high", "overQuotaWeight": 2}],
         "gpupools:teams": [{"name": "vision", "gpus": {"share": 1, "train": 3}, "borrow": "all", "priority": "normal", "overQuotaWeight": 3}],
     },
+    # A mixed MIG layout as the stack's default sharing, and one pool's own.
+    "aws-mig-layout": {
+        "aws:region": "us-east-1",
+        "gpupools:cloud": "aws",
+        "gpupools:cluster": {"name": "ml-layout"},
+        "gpupools:sharing": {"mode": "mig", "migLayout": [{"gpus": 6, "profiles": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}, {"gpus": 2}]},
+        "gpupools:pools": [{"name": "p4d", "instanceType": "p4d.24xlarge", "maxNodes": 2},
+                           {"name": "b200", "instanceType": "p6-b200.48xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migLayout": [
+                               {"gpus": 4, "profiles": {"1g.23gb": 7}}, {"gpus": 4, "profiles": {"3g.90gb": 1, "4g.90gb": 1}}]}}],
+    },
     # An existing EKS cluster, for the keys only such a stack takes.
     "aws-existing": {
         "aws:region": "eu-central-1",
