@@ -281,7 +281,13 @@ def sharing_problems(cloud: Cloud, installer: str, os: str | None, sharing: Shar
 
 def _vgpu_problems(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
     """Where HAMi cannot run: it needs its own device plugin to own nvidia.com/gpu on the node, and NVIDIA's
-    container runtime as the node's default runtime (HAMi's stated prerequisite)."""
+    container runtime as the node's default runtime (HAMi's stated prerequisite).
+
+    Not refused on Blackwell (B200, B300, RTX PRO 6000): at v2.10.0 HAMi's device plugin registers every GPU NVML lists,
+    whatever its model (pkg/device-plugin/nvidiadevice/nvinternal/plugin/register.go, getAPIDevices, lines 92-207; only
+    unified-memory GPUs without a memory reading need preConfiguredDeviceMemory, none of the catalog's), and HAMi-core
+    is built against CUDA 13.3 (docker/Dockerfile line 2), which knows Blackwell. The model lists in the chart's
+    device config (migProfileAllowlist, B200 and RTX PRO 6000 among them) govern HAMi's own MIG mode only."""
     problems = []
     if cloud.image_device_plugin(os):
         problems.append(Problem(f"{path}.mode", "'vgpu' cannot run on os: bottlerocket: its built-in NVIDIA device plugin always serves nvidia.com/gpu "

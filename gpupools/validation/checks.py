@@ -85,6 +85,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
         if sharing.mode == "mig" and sharing.mig_layout is not None and sharing.mig_profile is None and not reported:
             problems += _mig_layout_problems(module, installer, pool, sharing, hardware, software, f"{sharing_path}.migLayout")
         problems += fabric_problems(module, cluster, pool, sharing, hardware, path, example_zone)
+        problems += _driver_branch_problems(module, installer, software, pool, hardware)
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
         queued_on.append((index, pool, sharing, sharing_path, BOTTLEROCKET if module.image_device_plugin(pool.os) else installer))
@@ -94,6 +95,19 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
     problems += _queued_pool_problems(pools, teams, quotas)
     problems += kai_problems(queued_on, teams, departments or [], quotas)
     return problems
+
+
+def _driver_branch_problems(module, installer: str, software: GpuSoftware, pool: Pool, hardware) -> list[Problem]:
+    """A pinned driver older than the pool's GPU: its branch does not know the device (catalog.yaml minDriver). Where
+    the node image brings the driver, a pinned version is refused on its own (gpupools.upgrades.policy)."""
+    pinned = software.driver_version
+    if not pinned or installer != "gpu-operator" or module.IMAGE_BRINGS_DRIVER or hardware is None or not hardware.gpu.min_driver:
+        return []
+    branch = int(pinned.split(".")[0])
+    if branch >= hardware.gpu.min_driver:
+        return []
+    return [Problem("gpuSoftware.driverVersion", f"{pinned} is branch {branch}; pool {pool.name!r} ({hardware.instance_type}, "
+                                                 f"{hardware.gpu.name}) needs branch {hardware.gpu.min_driver} or later, the oldest that knows the GPU")]
 
 
 def _mig_layout_problems(module, installer: str, pool: Pool, sharing: Sharing, hardware, software: GpuSoftware, path: str) -> list[Problem]:

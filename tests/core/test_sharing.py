@@ -21,7 +21,7 @@ from gpupools.core.sharing import (
 )
 from gpupools.pools.software import device_plugin_config_data, gpu_operator_values, software_plan
 
-from conftest import has_path, value_paths, needs_reference, stack_config
+from conftest import ROOT, has_path, value_paths, needs_reference, stack_config
 
 
 def plans_for(cloud, pools, **keys):
@@ -362,3 +362,42 @@ def test_the_driver_of_a_pool_says_who_installs_it_and_what_its_gpu_needs():
     assert gke.installed_by.startswith("GKE") and "LATEST" in gke.installed_by and gke.open_modules_only and gke.min_branch == 570
     gke_operator = driver_of("gcp", {"name": "l", "instanceType": "g2-standard-8", "maxNodes": 1}, gpuSoftware={"installer": "gpu-operator"})
     assert gke_operator.version == GPU_OPERATOR_DRIVER
+
+
+@pytest.mark.parametrize("driver, refused", [("550.90.07", True), ("565.57.01", True), ("570.86.15", False), ("595.91.07", False)])
+def test_a_pinned_driver_older_than_the_pools_gpu_is_refused(driver, refused):
+    """B200's device ID first appears in the 570 branch (catalog.yaml minDriver); where the GPU Operator installs the
+    driver, a pinned older one would not know the GPU."""
+    config = stack_config("gcp", pools=[{"name": "b200", "instanceType": "a4-highgpu-8g", "maxNodes": 1, "zones": ["us-central1-b"]},
+                                        {"name": "l4", "instanceType": "g2-standard-8", "maxNodes": 1}],
+                          gpuSoftware={"installer": "gpu-operator", "driverVersion": driver})
+    if not refused:
+        validate_stack(config)
+        return
+    found = problems_of_config(config)
+    assert found == [("gpuSoftware.driverVersion", f"{driver} is branch {driver[:3]}; pool 'b200' (a4-highgpu-8g, B200-180GB) needs branch "
+                                                   f"570 or later, the oldest that knows the GPU")]
+    config["gpupools:pools"] = config["gpupools:pools"][1:]  # L4 alone: any branch the operator takes
+    validate_stack(config)
+
+
+def problems_of_config(config):
+    from gpupools.stack.errors import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        validate_stack(config)
+    return [(p.path, p.message) for p in exc.value.problems]
+
+
+@pytest.mark.parametrize("instance_type, region", [("p6-b200.48xlarge", "us-east-1"), ("p6-b300.48xlarge", "us-west-2"), ("g7e.4xlarge", "us-east-2")])
+def test_hami_vgpus_on_blackwell(instance_type, region):
+    """HAMi's device plugin registers every GPU NVML lists whatever its model (v2.10.0 register.go getAPIDevices), so
+    vgpu pools of Blackwell types plan with HAMi; the pinned chart's device config names B200 and RTX PRO 6000, for its
+    own MIG mode."""
+    config = stack_config("aws", pools=[{"name": "v", "instanceType": instance_type, "maxNodes": 1, "sharing": {"mode": "vgpu", "replicas": 4}}])
+    config["aws:region"] = region
+    (plan,) = plan_pools(validate_stack(config))
+    assert plan.mechanism.installer == "hami" and plan.units_per_node == plan.hardware.gpus_per_node * 4
+    assert plan.labels["nvidia.com/mig.config"] == "all-disabled"
+    device_config = (ROOT / "tests" / "charts" / "hami" / "templates" / "scheduler" / "device-configmap.yaml").read_text()
+    assert '"B200"' in device_config and '"RTX PRO 6000 Blackwell Server Edition"' in device_config
