@@ -99,15 +99,15 @@ def layout_problems(gpu: GpuModel | None, instance_type: str, gpus_per_node: int
     return problems
 
 
-def placement_problems(installer: str, image_device_plugin: bool, own_gpu_software: bool, path: str) -> list[Problem]:
+def placement_problems(installer: str, image_device_plugin: bool, service: str, path: str) -> list[Problem]:
     """Only the GPU Operator's MIG manager applies a mig-parted config of several layouts: not Bottlerocket's own MIG
-    settings, nor GKE's partitioner."""
+    settings, nor a service's own GPU software (GKE's partitioner makes one size per node)."""
     if image_device_plugin:
         return [Problem(path, "os: bottlerocket splits every GPU of a node into one profile (its MIG settings take one per GPU model); "
                               "use os: al2023 for a layout")]
-    if installer == "cloud" and own_gpu_software:
-        return [Problem(path, "GKE's own MIG splits every GPU of a node into one partition size; set gpuSoftware.installer: "
-                              "gpu-operator for a layout")]
+    if installer == "cloud":
+        return [Problem(path, f"{service}'s own GPU software (installer 'cloud') splits every GPU of a node alike; a layout needs "
+                              f"the GPU Operator's MIG manager (gpuSoftware.installer: gpu-operator)")]
     return []  # the standalone device plugin makes no MIG at all: refused on the pool's mode
 
 

@@ -112,7 +112,7 @@ def _driver_branch_problems(module, installer: str, software: GpuSoftware, pool:
 
 def _mig_layout_problems(module, installer: str, pool: Pool, sharing: Sharing, hardware, software: GpuSoftware, path: str) -> list[Problem]:
     """A layout needs the GPU Operator's MIG manager, a GPU with MIG, and GPUs that can hold it (gpupools.core.miglayout)."""
-    found = placement_problems(installer, module.image_device_plugin(pool.os), module.OWN_GPU_SOFTWARE, path)
+    found = placement_problems(installer, module.image_device_plugin(pool.os), module.SERVICE, path)
     if found or hardware is None or not hardware.gpu.supports_mig or hardware.gpu.mig_unavailable:
         return found  # a GPU without MIG is reported on the pool's mode
     return layout_problems(hardware.gpu, hardware.instance_type, hardware.gpus_per_node, sharing.mig_layout, software.mig_strategy, path)

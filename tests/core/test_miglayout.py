@@ -209,7 +209,7 @@ def test_gke_own_mig_takes_no_layout():
     config = stack_config("gcp", pools=[{"name": "b", "instanceType": "a4-highgpu-8g", "maxNodes": 1, "zones": ["us-central1-b"],
                                          "sharing": {"mode": "mig", "migLayout": [{"gpus": 8, "profiles": {"3g.90gb": 2}}]}}])
     config["gcp:region"] = "us-central1"
-    assert "pools[0].sharing.migLayout: GKE's own MIG splits every GPU of a node into one partition size" in error_of(config)
+    assert "pools[0].sharing.migLayout: GKE's own GPU software (installer 'cloud') splits every GPU of a node alike" in error_of(config)
     config["gpupools:gpuSoftware"] = {"installer": "gpu-operator"}
     config["gpupools:pools"][0]["minNodes"] = 1  # GKE's autoscaler pictures no MIG resource on a new node
     (plan,) = plan_pools(validate_stack(config))
