@@ -383,6 +383,8 @@ managed_pool_problems, pod_node_selector, managed_plan = no_managed_pool_problem
 MANAGED_GPU_METRICS: str | None = None
 # Node agents in the host's namespaces (Prometheus's node exporter) run on every node.
 ADMITS_HOST_AGENTS = True
+# A pool's node limit (node group, agent pool or NodePool maximum) is the service's to keep.
+BOUNDS_POOL_NODES = True
 
 
 def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None, bool]:

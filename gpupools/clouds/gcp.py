@@ -978,6 +978,8 @@ AUTOSCALER = None
 MANAGED_GPU_METRICS: str | None = None
 # Node agents in the host's namespaces (Prometheus's node exporter) run on every node of a Standard cluster.
 ADMITS_HOST_AGENTS = True
+# A pool's node limit (node group, agent pool or NodePool maximum) is the service's to keep.
+BOUNDS_POOL_NODES = True
 REFUSED_INSTALLERS = {"device-plugin": "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without "
                                        "the operator; use 'cloud' (or 'gpu-operator')"}
 

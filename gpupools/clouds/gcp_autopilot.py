@@ -82,6 +82,9 @@ READINESS_NOTE = "Autopilot makes the node for the pod that asks and schedules i
 # Autopilot rejects pods that need elevated privileges unless an allowlist admits them (GKE "Run privileged open source
 # workloads on GKE Autopilot"; "About privileged workloads in Autopilot mode"), which a host-namespace node agent is.
 ADMITS_HOST_AGENTS = False
+# Autopilot has no per-pool node limit: it makes a node for every pod that selects the pool, so only what admits those
+# pods (Kueue's team quotas) bounds the pool; maxNodes is what the plan, prices and quotas count.
+BOUNDS_POOL_NODES = False
 # GKE's own managed components (gke-managed-system, gmp-system) stay the service's, as on Standard; no system pool.
 SYSTEM_POOL = None
 # Neither a fabric nor capacity bought ahead is something gpupools gives an Autopilot pool (`fabric_refusal`,

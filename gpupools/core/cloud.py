@@ -35,6 +35,9 @@ class Cloud(Protocol):
     # Whether the cluster admits pods in the host's namespaces or with its filesystem (node agents such as Prometheus's
     # node exporter); GKE Autopilot refuses them.
     ADMITS_HOST_AGENTS: bool
+    # Whether a pool's own node limit (maxNodes) bounds what its nodes cost; on GKE Autopilot nothing but the team
+    # quotas does, since Autopilot makes a node for every pod that asks.
+    BOUNDS_POOL_NODES: bool
     # The autoscaler the service runs itself where it fixes one (EKS Auto Mode's Karpenter); None: `OWN_AUTOSCALER` or
     # gpupools' choice.
     AUTOSCALER: str | None

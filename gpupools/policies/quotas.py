@@ -19,6 +19,8 @@
   than the parent's quota, no limit sits below its own quota, no team queue can never hold a GPU, and cpu and memory
   are never left at KAI's limit of 0 (which refuses every pod). KAI's top-level quotas count in
   team-quota-oversubscription against the whole GPUs of the pools.
+- managed-pool-quota (mandatory): a pool whose cloud keeps no node limit for it (GKE Autopilot makes a node for every
+  pod that selects it) is bounded by Kueue's team quotas only: it must have some.
 - kai-fractions-isolated (advisory): a pool whose GPUs KAI splits into fractions for several teams, with nothing
   isolating one pod's GPU memory and compute from another's: any team's pod can take the whole GPU.
 """
@@ -284,6 +286,27 @@ kueue_borrowing_sane = StackValidationPolicy(
     validate=validate_borrowing,
 )
 
+def validate_managed_pool_quota(args: StackValidationArgs, report: ReportViolation) -> None:
+    pools = flavor_pools(args.resources)
+    quota: dict[str, int] = {}
+    for q in queue_quotas(args.resources):
+        pool = pools.get(q.flavor)
+        if pool is not None and q.nominal:
+            quota[pool] = quota.get(pool, 0) + q.nominal
+    for pool in fleet(args.resources):
+        if not pool.target.BOUNDS_POOL_NODES and not quota.get(pool.pool):
+            report(f"pool {pool.pool!r} has no team quota, and nothing else bounds it: {pool.target.SERVICE} makes a GPU node for every pod "
+                   f"that selects it, whatever its maxNodes; give teams gpus on it (gpupools:teams, Kueue) or put it on a cluster that keeps "
+                   f"a node limit per pool", pool.urn)
+
+
+managed_pool_quota = StackValidationPolicy(
+    name="managed-pool-quota",
+    description="A pool whose cloud keeps no node limit for it (GKE Autopilot) is bounded by Kueue team quotas.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_managed_pool_quota,
+)
+
 PLATFORM = "gpupools:index:GpuPlatform"
 
 
@@ -330,4 +353,5 @@ team_jobs_land = ResourceValidationPolicy(
     validate=validate_jobs_land,
 )
 
-POLICIES = [team_quota_oversubscription, kueue_flavors_match_pools, kueue_borrowing_sane, kai_queues_sane, kai_fractions_isolated, team_jobs_land]
+POLICIES = [team_quota_oversubscription, kueue_flavors_match_pools, kueue_borrowing_sane, kai_queues_sane, kai_fractions_isolated, team_jobs_land,
+            managed_pool_quota]

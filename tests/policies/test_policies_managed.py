@@ -160,3 +160,18 @@ def test_autopilot_flavors_match_the_pools_their_pods_select(autopilot):
     # Without the pool components (a stack of flavors alone), the quotas are promised against nothing the pack can see.
     flavors = [r for r in stack if r[0] != AUTOPILOT_POOL]
     assert len(stack_violations("kueue-flavors-match-pools", flavors)) == 2
+
+
+def test_an_autopilot_pool_without_a_team_quota_is_reported(autopilot):
+    queues = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+    stack = resources(autopilot, AUTOPILOT_POOL, "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", queues)
+    assert stack_violations("managed-pool-quota", stack) == []
+    for typ, _n, props in stack:
+        if typ == queues:  # no team quota on pool train any more (research's is its only one)
+            for group in props["spec"]["resourceGroups"]:
+                group["flavors"] = [f for f in group["flavors"] if f["name"] != "train"]
+    (message,) = stack_violations("managed-pool-quota", stack)
+    assert message.startswith("pool 'train' has no team quota") and "GKE makes a GPU node for every pod" in message
+    # A Standard cluster's pool without any queue is bounded by its own node limit.
+    standard = plan_of(stack_config("gcp"))
+    assert stack_violations("managed-pool-quota", resources(standard, "gcp:container/nodePool:NodePool")) == []
