@@ -6,7 +6,8 @@ therefore what its pods select, and nothing GKE-side is created for it:
 - the accelerator, by node selector `cloud.google.com/gke-accelerator` and the GPUs per node by
   `cloud.google.com/gke-accelerator-count`, with `nvidia.com/gpu` in the pod's limits (GKE "Deploy GPU workloads in
   Autopilot": from 1.29.4-gke.1427000 Autopilot's Accelerator compute class serves a pod that requests GPUs, time-sharing
-  included; Autopilot GPU nodes carry both labels);
+  included). That Autopilot's GPU nodes carry the count label too is read from an Autopilot node's labels as `kubectl
+  describe node` shows them in a public walkthrough, not from a GKE page;
 - GPU time-sharing, by node selectors `cloud.google.com/gke-gpu-sharing-strategy: time-sharing` and
   `cloud.google.com/gke-max-shared-clients-per-gpu` (GKE "Share GPUs with multiple workloads using time-sharing":
   Autopilot from 1.29.3-gke.1093000). MPS is documented for Standard clusters only ("Share GPUs with multiple workloads
