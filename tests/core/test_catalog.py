@@ -184,6 +184,31 @@ def test_every_azure_row_is_priced_as_karpenter_azures_generated_table():
         assert (name, home) in prices
 
 
+NC_RTX_PRO = ["Standard_NC24lds_xl_RTXPRO6000BSE_v6", "Standard_NC36ds_xl_RTXPRO6000BSE_v6", "Standard_NC36lds_xl_RTXPRO6000BSE_v6",
+              "Standard_NC72ds_xl_RTXPRO6000BSE_v6", "Standard_NC72lds_xl_RTXPRO6000BSE_v6", "Standard_NC144ds_xl_RTXPRO6000BSE_v6",
+              "Standard_NC144lds_xl_RTXPRO6000BSE_v6", "Standard_NC288ds_xl_RTXPRO6000BSE_v6", "Standard_NC288lds_xl_RTXPRO6000BSE_v6"]
+
+
+@pytest.mark.parametrize("name", NC_RTX_PRO)
+def test_aks_rtx_pro_6000_sizes_are_known_and_refused_for_their_grid_guest_driver(name):
+    """Azure sells them (Karpenter-Azure's generated price table has each in eastus) and AKS gives them the GRID v20
+    guest driver; a pool naming one gets the catalog's line."""
+    from gpupools.stack.errors import ConfigError
+    from gpupools.validation.stack import validate_stack
+
+    from conftest import stack_config
+
+    catalog = load_catalog()
+    why = catalog.refusal("azure", name)
+    assert why and "GRID v20" in why and "use Standard_NC40ads_H100_v5" in why and catalog.cloud_of(name) == "azure"
+    assert karpenter_azure_prices()[(name, catalog.price_region["azure"])] is not None
+    config = stack_config("azure", pools=[{"name": "p", "instanceType": name, "maxNodes": 1}])
+    with pytest.raises(ConfigError) as exc:
+        validate_stack(config)
+    (problem,) = exc.value.problems
+    assert (problem.path, problem.message) == ("pools[0].instanceType", why)
+
+
 def test_newer_azure_rows_name_their_vcpus_and_price_region():
     it = load_catalog().instance("azure", "Standard_ND96isr_H200_v5")
     assert it.vcpus == 96 and it.price_region == "eastus2" and it.gpu.name == "H200-141GB"
