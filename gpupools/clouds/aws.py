@@ -463,6 +463,7 @@ MANAGED_GPU_METRICS: str | None = None
 ADMITS_HOST_AGENTS = True
 # A pool's node limit (node group, agent pool or NodePool maximum) is the service's to keep.
 BOUNDS_POOL_NODES = True
+REFUSED_QUOTAS: dict[str, str] = {}  # every team-quota engine serves its pools
 
 
 def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:

@@ -980,6 +980,7 @@ MANAGED_GPU_METRICS: str | None = None
 ADMITS_HOST_AGENTS = True
 # A pool's node limit (node group, agent pool or NodePool maximum) is the service's to keep.
 BOUNDS_POOL_NODES = True
+REFUSED_QUOTAS: dict[str, str] = {}  # every team-quota engine serves its pools
 REFUSED_INSTALLERS = {"device-plugin": "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without "
                                        "the operator; use 'cloud' (or 'gpu-operator')"}
 

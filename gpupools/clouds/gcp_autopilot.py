@@ -86,6 +86,11 @@ ADMITS_HOST_AGENTS = False
 # Autopilot has no per-pool node limit: it makes a node for every pod that selects the pool, so only what admits those
 # pods (Kueue's team quotas) bounds the pool; maxNodes is what the plan, prices and quotas count.
 BOUNDS_POOL_NODES = False
+# Kueue's quota on each pool's flavor is what bounds an Autopilot pool (policy managed-pool-quota); the other engines
+# bound teams, not pools.
+REFUSED_QUOTAS = {engine: (f"{engine!r} bounds teams, not pools, and a GKE Autopilot pool grows for every pod that selects it: gpupools bounds "
+                           f"each Autopilot pool by Kueue's quota on its flavor; use quotas: kueue")
+                  for engine in ("kai", "resourcequota")}
 # GKE's own managed components (gke-managed-system, gmp-system) stay the service's, as on Standard; no system pool.
 SYSTEM_POOL = None
 # Neither a fabric nor capacity bought ahead is something gpupools gives an Autopilot pool (`fabric_refusal`,

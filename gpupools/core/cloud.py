@@ -38,6 +38,8 @@ class Cloud(Protocol):
     # Whether a pool's own node limit (maxNodes) bounds what its nodes cost; on GKE Autopilot nothing but the team
     # quotas does, since Autopilot makes a node for every pod that asks.
     BOUNDS_POOL_NODES: bool
+    # Team-quota engines (`gpupools:quotas`) the mode refuses, each with its reason.
+    REFUSED_QUOTAS: dict[str, str]
     # The autoscaler the service runs itself where it fixes one (EKS Auto Mode's Karpenter); None: `OWN_AUTOSCALER` or
     # gpupools' choice.
     AUTOSCALER: str | None

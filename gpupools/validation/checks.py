@@ -94,6 +94,8 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
     problems += _team_problems(teams, {pool.name for _, pool in pools} | written_pool_names, quotas, module)
     problems += _queued_pool_problems(pools, teams, quotas)
     problems += kai_problems(queued_on, teams, departments or [], quotas)
+    if quotas in module.REFUSED_QUOTAS:  # the cluster's mode says why, and what to use instead
+        problems.append(Problem("quotas", module.REFUSED_QUOTAS[quotas]))
     return problems
 
 

@@ -267,3 +267,11 @@ def test_the_monitoring_stack_renders_no_host_agent_on_autopilot():
     (standard,) = [r for r in stack_releases("dev-gcp") if r.chart == "kube-prometheus-stack"]
     assert "nodeExporter" not in standard.values
     assert any("node-exporter" in name for name in _host_access(standard.render()))
+
+
+@pytest.mark.parametrize("engine", ["kai", "resourcequota"])
+def test_autopilot_pools_are_bounded_by_kueue_quotas_only(engine):
+    problems = problems_of(autopilot_config(quotas=engine))
+    assert any(p.path == "quotas" and "bounds teams, not pools" in p.message for p in problems), problems
+    validate_stack(stack_config("gcp", quotas=engine))  # a Standard cluster's node pools keep their own node limit
+    validate_stack(autopilot_config(quotas="kueue"))
