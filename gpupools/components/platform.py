@@ -97,6 +97,7 @@ def pool_capacity(plan: PoolPlan) -> dict:
         "gpu": plan.hardware.gpu.name,
         "resource": plan.mechanism.resource,
         "perNode": plan.units_per_node,
+        "resources": plan.node_resources,  # every resource a node offers: several on a mixed MIG layout
         "maxNodes": plan.pool.max_nodes,
         "maxSchedulable": plan.max_units,
         "sharing": plan.mechanism.description,

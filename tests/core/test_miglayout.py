@@ -314,3 +314,13 @@ def test_policies_read_the_layout_and_refuse_what_does_not_fit(change, policy, w
     found = run_policies(plan).mandatory
     assert {v.policy for v in found} == set(policy.split())
     assert any(words in v.message for v in found), [v.message for v in found]
+
+
+def test_plan_json_names_every_resource_of_a_layout():
+    from gpupools.components.platform import pool_capacity
+
+    (plan,) = plan_pools(validate_stack(layout_stack()))
+    got = pool_capacity(plan)
+    assert got["resources"] == plan.node_resources and sum(got["resources"].values()) * 2 == got["maxSchedulable"]
+    (whole,) = plan_pools(validate_stack(layout_stack([{"gpus": 8, "profiles": {"7g.180gb": 1}}])))
+    assert pool_capacity(whole)["resources"] == {"nvidia.com/mig-7g.180gb": 8}
