@@ -24,6 +24,10 @@ from gpupools.stack.config import Cluster, Pool, Sharing
 from gpupools.stack.errors import Problem
 
 MODE = standard.AUTO_MODE
+# Fabric: no placement groups or per-device EFA settings on Auto Mode, and the EFA device plugin chart keeps off its
+# nodes (`fabric_refusal`).
+MULTI_NODE_ADVICE = ("EKS Auto Mode gives its nodes no EFA placement (no placement groups, and the EFA device plugin chart keeps off "
+                     "its nodes): run multi-node jobs on a standard cluster's pool")
 
 # GPU software: the node image's. `installer: auto` is the cloud's; the GPU Operator and NVIDIA's chart would put a
 # second device plugin beside the built-in one (which no setting turns off), both registering nvidia.com/gpu.

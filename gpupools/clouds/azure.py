@@ -706,6 +706,8 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
 
 # The fabric is offered wherever the catalog records one (None: no reason to leave it off).
 FABRIC_OFFERED: str | None = None
+# What the policy pack advises for a pool built for multi-node jobs that has no fabric.
+MULTI_NODE_ADVICE = "give it one zone and fabric: on"
 
 # Capacity bought ahead (reservations, Capacity Blocks, DWS) is something a pool can name (docs/capacity.md).
 RESERVATIONS = True

@@ -35,6 +35,10 @@ STARTUP_TAINTS = True
 READINESS_NOTE = "GPU nodes start tainted until the GPU Operator has validated driver, toolkit, CUDA and device plugin"
 # Kinds one NodePool can hold: Karpenter takes Spot over on-demand when both are allowed (and capacity is there).
 NODE_POOL_SHAPES = {(capacity.ON_DEMAND,), (capacity.SPOT,), (capacity.SPOT, capacity.ON_DEMAND)}
+# No capacity bought ahead: gpupools attaches capacity reservation groups to agent pools only (`capacity_problems`).
+RESERVATIONS = False
+# Fabric: InfiniBand is set up per scale set, which a NodePool's one-by-one VMs are not (`fabric_refusal`).
+MULTI_NODE_ADVICE = "node auto-provisioning NodePools get no InfiniBand from gpupools: run multi-node jobs on an agent pool (cluster.mode: standard)"
 
 
 def managed_cluster_args(cluster: Cluster) -> dict:

@@ -369,6 +369,7 @@ FABRIC_DEVICE_SOFTWARE = "network-operator"
 FABRIC_OFFERED = ("Gcore documents InfiniBand for its GPU Cloud clusters, not for Managed Kubernetes pools, so gpupools configures no "
                   "fabric on Gcore")
 NEW_NETWORK_MAX_ZONES = None
+MULTI_NODE_ADVICE = "run multi-node jobs where the fabric is offered"
 EXAMPLE_ZONE = '"-"'
 
 

@@ -97,6 +97,7 @@ SYSTEM_POOL = None
 # `capacity_problems`), so the policy pack does not advise them.
 FABRIC_OFFERED: str | None = "gpupools attaches GPUDirect networks only to node pools it creates, and an Autopilot cluster has none"
 RESERVATIONS = False
+MULTI_NODE_ADVICE = "run multi-node jobs on a Standard cluster's node pool"
 
 
 def cluster_args(cluster: Cluster, project: str | None, pool, upgrades=None) -> dict:

@@ -53,6 +53,7 @@ class Cloud(Protocol):
     FABRIC_NAME: str
     FABRIC_RESOURCE: str | None
     FABRIC_ZONES: str  # "one": a fabric pool runs in one zone
+    MULTI_NODE_ADVICE: str  # what the policy pack advises for a pool built for multi-node jobs that has no fabric
     TOPOLOGY_LEVELS: tuple[tuple[str, str], ...] | list[tuple[str, str]]
 
     # Managed modes: the cluster modes the service offers (`cluster.mode`), what a pool's pods select beside the pool

@@ -20,7 +20,8 @@ import yaml
 from gpupools.core.catalog import Catalog, GpuModel, load_catalog, mig_config_name, mig_resource_name
 from gpupools.clouds.aws import BOTTLEROCKET_MIG_GPU_KEY
 from gpupools.clouds.gcp_autopilot import ACCELERATOR_COUNT_LABEL, ACCELERATOR_LABEL, MAX_SHARED_CLIENTS_LABEL, MODE as AUTOPILOT
-from gpupools.clouds.registry import cloud_module
+from gpupools.clouds.registry import MANAGED, cloud_module
+from gpupools.autoscaling.karpenter import EC2_NODE_CLASS_REF
 from gpupools.core.miglayout import entries_resources
 from gpupools.core.sharing import HAMI_NODE_SELECTOR
 
@@ -179,14 +180,21 @@ def karpenter_instance_types(props: Any) -> list[str]:
     return []
 
 
-# The cloud of a Karpenter NodePool, by its node class's API group: Karpenter's EC2NodeClass and EKS Auto Mode's NodeClass
-# on AWS, the AKSNodeClass of AKS node auto-provisioning on Azure.
-KARPENTER_CLOUDS = {"karpenter.k8s.aws": "aws", "eks.amazonaws.com": "aws", "karpenter.azure.com": "azure"}
+# The cloud and cluster mode of a Karpenter NodePool, by its node class's API group: Karpenter's EC2NodeClass on a
+# standard EKS cluster, and the node class of each managed mode that runs Karpenter itself (EKS Auto Mode's NodeClass,
+# the AKSNodeClass of AKS node auto-provisioning), as those modes' Cloud objects name it.
+KARPENTER_CLASSES = {EC2_NODE_CLASS_REF["group"]: ("aws", "standard"),
+                     **{module.NODE_CLASS_REF["group"]: key for key, module in MANAGED.items() if hasattr(module, "NODE_CLASS_REF")}}
+
+
+def karpenter_target(props: Any) -> tuple[str, str]:
+    """(cloud, cluster mode) of a NodePool; one whose node class is unknown is taken for a standard EKS cluster's."""
+    group = get(props, "spec", "template", "spec", "nodeClassRef", "group")
+    return KARPENTER_CLASSES.get(group, ("aws", "standard")) if isinstance(group, str) else ("aws", "standard")
 
 
 def karpenter_cloud(props: Any) -> str:
-    group = get(props, "spec", "template", "spec", "nodeClassRef", "group")
-    return KARPENTER_CLOUDS.get(group, "aws") if isinstance(group, str) else "aws"
+    return karpenter_target(props)[0]
 
 
 def eks_is_gpu(props: Any) -> bool:
@@ -350,7 +358,7 @@ def gpu_pool(resource_type: str, name: str, props: Any, urn: str | None = None) 
     return GpuPool(resource_type, name, urn, cloud, pool_name, labels, gpu, gpus, max_nodes, price,
                    instance_type if isinstance(instance_type, str) else None, node_class=node_class if isinstance(node_class, str) else None,
                    accelerator=class_gpu(props)[1] if resource_type == GKE_COMPUTE_CLASS else None,
-                   mode=AUTOPILOT if resource_type == GKE_AUTOPILOT_POOL else "standard")
+                   mode=AUTOPILOT if resource_type == GKE_AUTOPILOT_POOL else karpenter_target(props)[1] if resource_type == KARPENTER_NODE_POOL else "standard")
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -131,18 +131,11 @@ def validate_multi_node_fabric(args: StackValidationArgs, report: ReportViolatio
         one_node = pool.max_nodes is not None and pool.max_nodes < 2
         if (f.has_fabric is False and _built_for_fabric(pool) and pool.resource == GPU_RESOURCE and pool.units_per_gpu == 1 and not one_node
                 and pool.target.FABRIC_OFFERED is None):
-            fix = ("EKS Auto Mode gives its nodes no EFA placement (no placement groups, and the EFA device plugin chart keeps off "
-                   "its nodes): run multi-node jobs on a standard cluster's pool" if _auto_mode(f.props) else
-                   "a ComputeClass's node pools get no GPUDirect networks from gpupools: run multi-node jobs on a node pool (provisioning: "
-                   "node-pool)" if pool.resource_type == GKE_COMPUTE_CLASS else "give it one zone and fabric: on")
+            fix = ("a ComputeClass's node pools get no GPUDirect networks from gpupools: run multi-node jobs on a node pool (provisioning: "
+                   "node-pool)" if pool.resource_type == GKE_COMPUTE_CLASS else pool.target.MULTI_NODE_ADVICE)
             report(f"pool {pool.pool!r} ({pool.instance_type}) is built for jobs that span nodes but has no {pool.target.FABRIC_IN_WORDS}: NCCL "
                    f"between its nodes runs over the ordinary network at a fraction of the bandwidth; {fix} "
                    f"(or keep it for single-node work)", pool.urn)
-
-
-def _auto_mode(props) -> bool:
-    """A NodePool on EKS Auto Mode's NodeClass (group eks.amazonaws.com)."""
-    return get(props, "spec", "template", "spec", "nodeClassRef", "group") == "eks.amazonaws.com"
 
 
 def validate_one_zone(args: StackValidationArgs, report: ReportViolation) -> None:

@@ -175,3 +175,17 @@ def test_an_autopilot_pool_without_a_team_quota_is_reported(autopilot):
     # A Standard cluster's pool without any queue is bounded by its own node limit.
     standard = plan_of(stack_config("gcp"))
     assert stack_violations("managed-pool-quota", resources(standard, "gcp:container/nodePool:NodePool")) == []
+
+
+def test_nap_pools_get_advice_node_auto_provisioning_can_take():
+    """An H100 NodePool on AKS node auto-provisioning is told to run multi-node jobs on an agent pool (fabric: on and
+    capacity reservation groups are refused there), while the same VM size in an agent pool is told to take both."""
+    nd = {"name": "train", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2, "zones": ["1"]}
+    cluster = {"name": "ml-nap", "resourceGroup": "rg-ml-nap", "mode": "node-auto-provisioning"}
+    nap = resources(plan_of(stack_config("azure", pools=[nd], cluster=cluster, gpuSoftware={"installer": "device-plugin"})), NODE_POOL)
+    (message,) = stack_violations("multi-node-pool-fabric", nap)
+    assert "run multi-node jobs on an agent pool (cluster.mode: standard)" in message and "fabric: on" not in message.split(";")[1]
+    assert [m for _t, _n, props in nap for m in resource_violations("scarce-gpus-reserved", NODE_POOL, props)] == []
+    agent = resources(plan_of(stack_config("azure", pools=[{**nd, "fabric": "none"}])), "azure-native:containerservice:AgentPool")
+    assert any("give it one zone and fabric: on" in m for m in stack_violations("multi-node-pool-fabric", agent))
+    assert any(resource_violations("scarce-gpus-reserved", "azure-native:containerservice:AgentPool", p) for _t, _n, p in agent)
