@@ -9,7 +9,7 @@ from gpupools.clouds import registry
 from gpupools.stack import targets
 from gpupools.stack.config import SecretPlaceholder, SecretText, StackConfig, split_namespaces
 from gpupools.stack.errors import ConfigError
-from gpupools.stack.providers import missing_sdk_problem, provider_notes, provider_problems, sdk_package
+from gpupools.stack.providers import missing_sdk_problem, provider_notes, provider_problems, provider_value, sdk_package
 from gpupools.stack.targets import ProviderFacts, Setting
 from gpupools.validation.stack import validate_stack
 
@@ -90,3 +90,39 @@ def test_which_settings_must_be_encrypted(setting, value, plaintext, monkeypatch
     assert bool(found) is plaintext
     if plaintext:
         assert ("or give the path of the key file" in found[0].message) is (setting.secret == "json")
+
+
+def test_a_settings_shape_and_type_are_judged(fifth_cloud):
+    said = {p.path: p.message for p in provider_problems("othercloud", {"othercloud:region": "North-1"}, environ={})}
+    assert said == {"othercloud:region": "a string of 7 characters is not a region such as north1"}  # a value is described, not quoted
+    said = {p.path: p.message for p in provider_problems("othercloud", {"othercloud:region": 7}, environ={})}
+    assert said["othercloud:region"].startswith("expected a region such as north1, got")
+    said = {p.path: p.message for p in provider_problems("othercloud", {"othercloud:region": "north1", "othercloud:token": 7}, environ={})}
+    assert said == {"othercloud:token": "expected an API token as a string, got a number (the value is not shown)"}
+
+
+def test_where_a_setting_comes_from(monkeypatch):
+    zone = Setting(r"^[a-z]+$", "a zone", ("OTHERCLOUD_ZONE",), default="the region's first zone")
+    facts = ProviderFacts("othercloud", {**OTHER.settings, "othercloud:zone": zone}, "x", "x", "x")
+    monkeypatch.setitem(targets._PROVIDERS, "othercloud", facts)
+    value = lambda providers, environ: provider_value("othercloud", "othercloud:region", providers, environ)
+    assert value({"othercloud:region": "north1"}, {"OTHERCLOUD_REGION": "south2"}) == ("north1", "stack")
+    # An encrypted value is not read offline: the environment is where the provider would look.
+    assert value({"othercloud:region": SecretPlaceholder()}, {"OTHERCLOUD_REGION": "south2"}) == ("south2", "OTHERCLOUD_REGION")
+    assert value({}, {}) == (None, "unset")
+    assert provider_value("othercloud", "othercloud:zone", {}, {}) == (None, "the region's first zone")
+    notes = provider_notes("othercloud", {}, environ={"OTHERCLOUD_REGION": "south2"})
+    assert notes == ["othercloud:region is not set in the stack: south2 comes from $OTHERCLOUD_REGION in this shell; pin it with "
+                     "`pulumi config set othercloud:region south2` so every deploy uses the same one",
+                     "othercloud:zone is not set in the stack: the region's first zone applies"]
+    assert provider_notes("othercloud", {}, environ={}) == ["othercloud:region is not set in the stack: unset applies",
+                                                            "othercloud:zone is not set in the stack: the region's first zone applies"]
+
+
+def test_nothing_is_read_before_the_clouds_are_registered(monkeypatch):
+    monkeypatch.setattr(targets, "_PROVIDERS", {})
+    monkeypatch.setattr(targets, "_RESOLVE", None)
+    with pytest.raises(RuntimeError, match="import gpupools.clouds.registry"):
+        targets.cloud_names()
+    with pytest.raises(RuntimeError, match="import gpupools.clouds.registry"):
+        targets.resolve_cloud("aws", "standard")
