@@ -265,3 +265,17 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
     when = (f"GKE Autopilot upgrades its nodes ({cluster.release_channel or standard.DEFAULT_RELEASE_CHANNEL} channel) only {window.text}"
             if cluster.create else "GKE Autopilot upgrades its nodes in the existing cluster's own maintenance window (not changed by gpupools)")
     return [f"{policy.kind}: {when}, never during its maintenance exclusions; Autopilot chooses how it drains them"]
+
+
+def cluster_problems(cluster: Cluster) -> list[Problem]:
+    """The standard cluster's checks, and what Autopilot fixes itself: "GKE Autopilot clusters are always regional" (GKE
+    "Regional clusters", docs.cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters), and Autopilot always
+    runs GKE Dataplane V2, which enforces NetworkPolicy, so a stack cannot turn it off."""
+    problems = standard.cluster_problems(cluster)
+    if cluster.location and zone_region(cluster.location) != cluster.location:
+        problems.append(Problem("cluster.location", f"{cluster.location!r} is a zone, and GKE Autopilot clusters are always regional; give its "
+                                                    f"region ({zone_region(cluster.location)}), or use cluster.mode: standard for a zonal cluster"))
+    if cluster.network_policy is False:
+        problems.append(Problem("cluster.networkPolicy", "GKE Autopilot always runs Dataplane V2, which enforces network policy; drop "
+                                                         "networkPolicy: false"))
+    return problems

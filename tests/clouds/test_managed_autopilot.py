@@ -160,6 +160,19 @@ def test_what_autopilot_owns_is_refused_in_one_line(pool, path, words):
         assert not any(p.path == path and words in p.message for p in error.problems), error.problems
 
 
+@pytest.mark.parametrize("cluster, path, words", [
+    ({"location": "us-central1-a"}, "cluster.location", "GKE Autopilot clusters are always regional; give its region (us-central1)"),
+    ({"networkPolicy": False}, "cluster.networkPolicy", "always runs Dataplane V2"),
+])
+def test_what_autopilot_fixes_for_the_cluster_is_refused_in_one_line(cluster, path, words):
+    assert any(p.path == path and words in p.message for p in problems_of(autopilot_config(cluster=cluster))), problems_of(autopilot_config(cluster=cluster))
+    # A regional Autopilot cluster passes, and a Standard cluster may be zonal and run without network policy.
+    assert validate_stack(autopilot_config(cluster={"location": "us-central1"})).cluster.location == "us-central1"
+    standard = stack_config("gcp")
+    standard["gpupools:cluster"] = {**standard["gpupools:cluster"], **cluster}
+    assert validate_stack(standard).target is gcp
+
+
 @pytest.mark.parametrize("installer", ["gpu-operator", "device-plugin"])
 def test_gpu_software_of_gpupools_is_refused_on_autopilot(installer):
     problems = problems_of(autopilot_config(gpuSoftware={"installer": installer}))
