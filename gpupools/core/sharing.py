@@ -9,6 +9,10 @@ clouds where labels are updated in place.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import yaml
 
 from gpupools.core.catalog import Hardware, mig_config_name, mig_resource_name
 from gpupools.core.facts import load_facts
@@ -110,6 +114,20 @@ def device_plugin_config_entry(sharing: Sharing) -> dict:
 def mig_parted_config(configs: dict[str, list[dict]]) -> dict:
     """A mig-parted v1 document (api/spec/v1: version, mig-configs): `all-disabled` and the given configs."""
     return {"version": "v1", "mig-configs": {"all-disabled": [{"devices": "all", "mig-enabled": False}], **configs}}
+
+
+@lru_cache(maxsize=1)
+def _operator_default_configs() -> dict[str, list[dict]]:
+    """The GPU Operator's own mig-parted config (`default-mig-parted-config`), as its v26.7.0 release ships it
+    (NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml, the `config.yaml` string unchanged; the same file
+    as tests/reference/gpu-operator/default-mig-parted-config.yaml). Read only when a stack needs a config of its own."""
+    return yaml.safe_load(resources.files("gpupools.core").joinpath("mig-parted-default.yaml").read_text())["mig-configs"]
+
+
+def operator_default_entries(name: str) -> list[dict]:
+    """The operator's own entries for one of its layouts: per GPU model (`device-filter` by PCI device ID) where a
+    profile name means a different count on different GPUs (`all-1g.10gb`: 7 on an A100-80GB or H100, 4 on an A100-40GB)."""
+    return _operator_default_configs()[name]
 
 
 def all_profile_entries(profile: str, count: int) -> list[dict]:

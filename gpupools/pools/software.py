@@ -27,6 +27,7 @@ from gpupools.core.sharing import (
     OPERATOR_DEFAULT_MIG_CONFIGS,
     all_profile_entries,
     device_plugin_config_entry,
+    operator_default_entries,
     mig_parted_config,
     resolve_installer,
 )
@@ -130,7 +131,13 @@ def custom_mig_configs(plans: list[PoolPlan]) -> dict[str, list[dict]]:
     configs: dict[str, list[dict]] = {}
     for plan in mig:
         m = plan.mechanism
-        if m.mig_config != "all-disabled":
+        if m.mig_config == "all-disabled":
+            continue  # every config has it (mig_parted_config)
+        if m.mig_config in OPERATOR_DEFAULT_MIG_CONFIGS:
+            # One of the operator's own layouts keeps the operator's entries, with their device filters: its name may
+            # stand for other counts on another GPU model of the stack (all-1g.10gb: 4 on an A100-40GB, 7 on an H100).
+            configs[m.mig_config] = operator_default_entries(m.mig_config)
+        else:
             configs[m.mig_config] = list(m.mig_entries) or all_profile_entries(m.mig_profile, plan.hardware.gpu.mig_profiles[m.mig_profile])
     return dict(sorted(configs.items()))
 

@@ -169,6 +169,44 @@ def test_custom_config_holds_every_layout_a_pool_names():
     assert doc["mig-configs"]["all-3g.40gb"] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
 
 
+def test_an_operator_layout_in_a_custom_config_keeps_its_count_per_gpu_model():
+    """`all-1g.10gb` is 4 instances on an A100-40GB and 7 on an H100: in a custom config it keeps the operator's
+    entries per GPU model (device-filter), so the A100-40GB pool beside an H100 pool is cut as its plan counts."""
+    config = layout_stack()
+    config["gpupools:pools"] += [{"name": "a100", "instanceType": "p4d.24xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "1g.10gb"}},
+                                 {"name": "h100", "instanceType": "p5.48xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "1g.10gb"}}]
+    stack = validate_stack(config)
+    plans = {p.name: p for p in plan_pools(stack)}
+    doc = yaml.safe_load(software_plan(stack, list(plans.values())).releases[0].values["migManager"]["config"]["data"]["config.yaml"])
+    entries = doc["mig-configs"]["all-1g.10gb"]
+    by_filter = {tuple(e["device-filter"]): e["mig-devices"]["1g.10gb"] for e in entries}
+    a100_40gb, h100 = "0x20B010DE", "0x233010DE"  # PCI device IDs of A100-SXM4-40GB and H100-SXM5-80GB
+    assert [count for ids, count in by_filter.items() if a100_40gb in ids] == [4] and [c for ids, c in by_filter.items() if h100 in ids] == [7]
+    assert plans["a100"].node_resources == {"nvidia.com/mig-1g.10gb": 32} and plans["h100"].node_resources == {"nvidia.com/mig-1g.10gb": 56}
+
+
+def test_single_profile_layouts_outside_the_operator_s_mean_one_count_on_every_gpu():
+    """A layout name gpupools writes itself (`all-<profile>` the operator lacks) has no device filter, so no two GPU
+    models of the catalog may give one profile name different counts."""
+    from gpupools.core.sharing import OPERATOR_DEFAULT_MIG_CONFIGS
+
+    counts: dict[str, set[int]] = {}
+    for gpu in load_catalog().gpus.values():
+        for profile, count in (gpu.mig_profiles or {}).items():
+            if f"all-{profile.replace('+', '.')}" not in OPERATOR_DEFAULT_MIG_CONFIGS:
+                counts.setdefault(profile, set()).add(count)
+    assert {p: c for p, c in counts.items() if len(c) > 1} == {}  # today every catalog profile is one of the operator's layouts
+
+
+def test_the_packaged_operator_config_is_the_pinned_one():
+    from importlib import resources
+
+    from conftest import ROOT
+
+    packaged = resources.files("gpupools.core").joinpath("mig-parted-default.yaml").read_text()
+    assert packaged == (ROOT / "tests" / "reference" / "gpu-operator" / "default-mig-parted-config.yaml").read_text()
+
+
 @pytest.mark.parametrize("change, path, words", [
     (lambda c: c["gpupools:pools"][0]["sharing"]["migLayout"].pop(), "pools[0].sharing.migLayout",
      "the groups hold 6 GPUs; p6-b200.48xlarge has 8 per node"),
