@@ -168,6 +168,9 @@ LOOKBACK = 300  # Prometheus' default lookback: a series scraped at least this o
 # a subquery's steps too: 8,192 holders x 1,440 steps is 11.8 million of the default 50 million).
 CHUNK_STEPS = 1440
 PARALLEL = 4  # queries in flight: Prometheus runs each query on one core, so a few at once use a server's cores
+# Pieces each step-judging question is cut into at least, so that its work spreads over a server's cores; each piece
+# costs a little of its own (finding the series, sending the answer), which more pieces would add up.
+SPLIT = 2
 
 
 @dataclass(frozen=True)
@@ -185,11 +188,13 @@ class Steps:
     count: int
     fill: bool = False
 
-    def chunks(self) -> list[Steps]:
-        """The grid cut into consecutive pieces of at most CHUNK_STEPS steps, latest first; counts add up."""
+    def chunks(self, parts: int = 1) -> list[Steps]:
+        """The grid cut into consecutive pieces of at most CHUNK_STEPS steps, and into at least `parts` pieces where it
+        has that many steps, latest first; counts add up."""
         out, done = [], 0
+        most = min(CHUNK_STEPS, max(1, math.ceil(self.count / parts)))
         while done < self.count:
-            size = min(CHUNK_STEPS, self.count - done)
+            size = min(most, self.count - done)
             out.append(Steps(self.end - done * self.step, self.step, size, self.fill))
             done += size
         return out
@@ -229,6 +234,19 @@ def per_step(grid: Steps, offset: float, gpus: str | None = None) -> str:
     return " or ".join(f"({one(metric, scale)})" for metric, scale in METRICS)
 
 
+def peak_question(seconds: int, offset: float = 0) -> str:
+    """The highest raw sample per holder over `seconds` ending `offset` seconds before the query's instant."""
+    within = f"[{seconds}s]{_offset(offset)}"
+    return _per_holder("max", lambda m, scale: f"max_over_time({m}{within})" + (f" * {scale}" if scale != 1 else ""))
+
+
+def nan_question(seconds: int, offset: float, gpus: str | None) -> str:
+    """The holders of the given GPUs with a NaN (or infinite) sample over `seconds` ending `offset` seconds before the
+    query's instant: `0 * sum` is 0 for every other series, which `!= 0` drops."""
+    within = f"[{seconds}s]{_offset(offset)}"
+    return _per_holder("count", lambda m, scale: f"sum_over_time({_on(m, gpus)}{within}) * 0 != 0")
+
+
 def _per_holder(fn: str, expr_of) -> str:
     """`fn` by holder of `expr_of(metric, scale)`; utilization where a holder reports it, else the engine ratio."""
     return " or ".join(f"({fn} by ({HOLDER}) ({expr_of(metric, scale)}))" for metric, scale in METRICS)
@@ -259,14 +277,13 @@ class Piece:
     def sample(self, metric: str) -> str:
         return step_sample(metric, self.grid, self.offset)
 
-    def idle(self, below: float) -> str:
-        """Steps below the threshold, per holder (only holders with at least one)."""
-        return _per_holder("sum", lambda m, scale: f"count_over_time(({self.sample(m)} < {below / scale:g}){self.span})")
+    def idle(self, below: float, gpus: str | None = None) -> str:
+        """Steps below the threshold, per holder of the given GPUs (only holders with at least one)."""
+        return _per_holder("sum", lambda m, scale: f"count_over_time(({self.sample(_on(m, gpus))} < {below / scale:g}){self.span})")
 
     def peak(self) -> str:
         """The highest raw sample per holder; also every holder and GPU seen in the piece."""
-        within = f"[{self.grid.count * self.grid.step}s]{_offset(self.offset)}"
-        return _per_holder("max", lambda m, scale: f"max_over_time({m}{within})" + (f" * {scale}" if scale != 1 else ""))
+        return peak_question(self.grid.count * self.grid.step, self.offset)
 
     def seen(self, gpus: str | None) -> str:
         """Steps with a sample, per holder of the given GPUs."""
@@ -379,33 +396,30 @@ def pieces_of(grid: Steps, below: float, recorded: bool) -> list[Piece | Recorde
     return [RecordedPiece(g, below) if recorded else Piece(g) for g in grid.chunks()]
 
 
-def first_questions(pieces: list, below: float) -> list[tuple[str, str, float]]:
-    """What can be asked before any answer: every holder's idle steps, and (from raw samples) its peak, which also
-    names every GPU seen; from recorded steps, the shares instead, as cheap as the idle steps they sum over."""
-    recorded = isinstance(pieces[0], RecordedPiece)
-    return [(name, expr, p.at) for p in pieces
-            for name, expr in (("idle", p.idle(below)), ("share", p.share(below, None)) if recorded else ("peak", p.peak()))]
+def pieces_of_parts(grid: Steps, below: float) -> list[RecordedPiece]:
+    """Recorded steps in at least SPLIT pieces, for a question asked of few holders after the first answers."""
+    return [RecordedPiece(g, below) for g in grid.chunks(SPLIT)]
 
 
-def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorded: bool = False,
-            first: list[tuple[str, list[dict]]] | None = None, raw_peaks: bool = False) -> list[Holder]:
-    """What Prometheus counts per holder, piece by piece, concurrently; only numbers travel, not steps.
+def first_questions(pieces: list[RecordedPiece], below: float) -> list[tuple[str, str, float]]:
+    """What can be asked of recorded steps before any answer: every holder's idle steps and shares (as cheap as the
+    idle steps they sum over)."""
+    return [(name, expr, p.at) for p in pieces for name, expr in (("idle", p.idle(below)), ("share", p.share(below, None)))]
 
-    First every holder's idle steps (`first`, when already asked); then, for holders idle at least `least` steps
-    (the ones the report lists), the steps they were seen, every holder's peak, and the shares of devices several
-    holders shared. From raw samples, series are counted one by one and summed per holder at the end, since per-step
-    aggregation is what makes a subquery slow; that is exact as long as one holder is not reported by two series at
-    the same time (a holder whose exporter restarted is two series one after the other, and counts right).
-    `raw_peaks`: read peaks from raw samples, when those are sparser than the recorded steps.
-    """
-    pieces = pieces_of(grid, below, recorded)
-    holders: dict[tuple, Holder] = {}
 
-    def add(answers: list[tuple[str, list[dict]]]) -> None:
+class _Tally:
+    """Answers added up per holder: counts and shares summed over pieces (counts at most the grid's steps), peaks the
+    highest."""
+
+    def __init__(self, grid: Steps):
+        self.grid = grid
+        self.holders: dict[tuple, Holder] = {}
+
+    def add(self, answers: list[tuple[str, list[dict]]]) -> None:
         for name, result in answers:
             for sample in result:
                 key, value = _key(sample["metric"]), sample["value"]
-                holder = holders.setdefault(key, Holder({k: v for k, v in sample["metric"].items() if v}))
+                holder = self.holders.setdefault(key, Holder({k: v for k, v in sample["metric"].items() if v}))
                 if not math.isfinite(value):  # NaN or an infinity is no count and no utilization: seen, not idle
                     continue
                 if name == "peak":
@@ -413,26 +427,137 @@ def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorde
                 elif name == "share":
                     holder.share = (holder.share or 0.0) + value
                 else:
-                    setattr(holder, name, min(getattr(holder, name) + round(value), grid.count))
+                    setattr(holder, name, min(getattr(holder, name) + round(value), self.grid.count))
 
-    add(first if first is not None else _ask_all(prom, first_questions(pieces, below)))
-    listed = sorted({h.labels.get("UUID", "") for h in holders.values() if h.idle >= least})
+
+def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorded: bool = False,
+            first: list[tuple[str, list[dict]]] | None = None, raw_peaks: bool = False,
+            peaks: list[tuple[str, list[dict]]] | None = None) -> list[Holder]:
+    """What Prometheus counts per holder, piece by piece, concurrently; only numbers travel, not steps.
+
+    From recorded steps: first every holder's idle steps and shares (`first`, when already asked); then, for holders
+    idle at least `least` steps (the ones the report lists), the steps they were seen, and every holder's peak
+    (`raw_peaks`: from raw samples, when those are sparser than the recorded steps; `peaks`, when already asked).
+    From raw samples: `collect_raw`.
+    """
+    if not recorded:
+        return collect_raw(prom, grid, below, least)
+    pieces = pieces_of(grid, below, True)
+    tally = _Tally(grid)
+    tally.add(first if first is not None else _ask_all(prom, first_questions(pieces, below)))
+    listed = sorted({h.labels.get("UUID", "") for h in tally.holders.values() if h.idle >= least})
     limit = MAX_SELECTOR.get(prom.method, MAX_SELECTOR["GET"])
-    then = [("seen", p.seen(gpu_regex(listed, limit)), p.at) for p in pieces] if listed else []
-    if recorded:
+    then = [("seen", p.seen(gpu_regex(listed, limit)), p.at) for p in pieces_of_parts(grid, below)] if listed else []
+    if raw_peaks and peaks is not None:
+        tally.add(peaks)
+    else:
         then += [("peak", p.peak(), p.at) for p in (pieces_of(grid, below, False) if raw_peaks else pieces)]
-    elif listed:
-        per_device: dict[tuple, int] = {}
-        for h in holders.values():
-            per_device[_device(h.labels)] = per_device.get(_device(h.labels), 0) + 1
-        shared = sorted({h.labels.get("UUID", "") for h in holders.values()
-                         if h.idle >= least and per_device[_device(h.labels)] > 1})
-        then += [("share", p.share(below, gpu_regex(shared, limit)), p.at) for p in pieces if shared]
-        for h in holders.values():  # a holder of a shared GPU with no idle step in a piece has no share there
-            if h.labels.get("UUID", "") in shared:
-                h.share = 0.0
-    add(_ask_all(prom, then))
-    return list(holders.values())
+    tally.add(_ask_all(prom, then))
+    return list(tally.holders.values())
+
+
+def low_question(window: int, below: float) -> str:
+    """The GPUs with a sample below the threshold within the window or the lookback before it (where a filled first
+    step takes its sample): any other GPU has no idle step, since a step is judged by its highest sample. Compared
+    in the metric's own unit, with the same number the steps are compared with, so both agree at the threshold; a
+    GPU whose samples are all NaN has no idle step either, and is left out (NaN is below nothing)."""
+    return " or ".join(f"(min by (UUID) (min_over_time({m}[{window + LOOKBACK}s])) < {below / scale:g})" for m, scale in METRICS)
+
+
+# Peaks are compared in percent, scaled from ratios for MIG instances, which may round either way at the threshold:
+# within EDGE of it, a holder's steps are judged one by one.
+EDGE = 1e-9
+
+
+def kind_of(holder: Holder, low: set[str], below: float, fill: bool) -> str:
+    """How a holder's idle steps are counted: "busy" on a GPU with no sample below the threshold (none), "idle" where
+    its every sample is below it (each step seen, unless all its samples were NaN), else "judged" step by step. With
+    gap filling a step may take a sample from before the window, which the peak does not cover: judged.
+
+    Both rest on how Prometheus takes the highest and lowest sample of a range: NaN samples are passed over unless
+    all of them are NaN (prometheus/prometheus v2.42.0 promql/functions.go lines 499-522, funcMaxOverTime and
+    funcMinOverTime; the same in v3.5.0 lines 851-889, compareOverTime), so a step's highest sample is below the
+    threshold exactly when some sample in it is and none is at or above it."""
+    if holder.labels.get("UUID", "") not in low:
+        return "busy"
+    if not fill and math.isfinite(holder.peak) and holder.peak < below * (1 - EDGE):
+        return "idle"
+    return "judged"
+
+
+def collect_raw(prom: Prometheus, grid: Steps, below: float, least: int = 1, lows: list[dict] | None = None,
+                peaks: list[tuple[str, list[dict]]] | None = None) -> list[Holder]:
+    """What Prometheus counts per holder from raw samples; only numbers travel, not steps.
+
+    Judging steps is the costly part: a subquery over every step of every GPU, and a comparison in it that costs
+    Prometheus a labelled sample for each step it keeps, several times what the steps themselves cost (each kept
+    sample's labels are hashed twice at every step: prometheus/prometheus v2.42.0 promql/engine.go lines 1165 and
+    1194-1206, rangeEval). So first, in
+    two plain passes over the samples, the GPUs with a sample below the threshold (`lows`, the answer to
+    `low_question`) and every holder's peak (`peaks`), which also names every GPU seen; both when not already asked.
+    Holders on other GPUs have no idle step. Holders whose peak is below the threshold are idle at every step they
+    were seen, unless all of a step's samples were NaN: their steps are counted without a comparison, and those with
+    a NaN sample are judged after all. The rest are judged step by step, and then, for those idle at least `least`
+    steps (the ones the report lists), the steps they were seen are counted. Shares of devices several holders
+    shared are asked with the first counts. Step-counting questions are cut in time into pieces asked concurrently,
+    and name the GPUs they are about unless they are about every GPU.
+    Series are counted one by one and summed per holder at the end, since per-step aggregation is what makes a
+    subquery slow; that is exact as long as one holder is not reported by two series at the same time (a holder
+    whose exporter restarted is two series one after the other, and counts right).
+    """
+    limit = MAX_SELECTOR.get(prom.method, MAX_SELECTOR["GET"])
+    first = [] if lows is not None else [("low", low_question(grid.count * grid.step, below), grid.end)]
+    first += [] if peaks is not None else [("peak", p.peak(), p.at) for p in pieces_of(grid, below, False)]
+    answers = _ask_all(prom, first)
+    lows = lows if lows is not None else next(result for name, result in answers if name == "low")
+    tally = _Tally(grid)
+    tally.add(peaks if peaks is not None else [a for a in answers if a[0] == "peak"])
+    low = {s["metric"].get("UUID", "") for s in lows}
+    kind = {key: kind_of(h, low, below, grid.fill) for key, h in tally.holders.items()}
+
+    def gpus(*kinds: str) -> list[str]:
+        return sorted({h.labels.get("UUID", "") for key, h in tally.holders.items() if kind.get(key, "judged") in kinds})
+
+    per_device: dict[tuple, int] = {}
+    for h in tally.holders.values():
+        per_device[_device(h.labels)] = per_device.get(_device(h.labels), 0) + 1
+    shared = sorted({h.labels.get("UUID", "") for key, h in tally.holders.items()
+                     if kind.get(key) != "busy" and per_device[_device(h.labels)] > 1})
+    for h in tally.holders.values():  # a holder of a shared GPU with no idle step in a piece has no share there
+        if h.labels.get("UUID", "") in shared:
+            h.share = 0.0
+    parts = [Piece(g) for g in grid.chunks(SPLIT)]
+    every = {h.labels.get("UUID", "") for h in tally.holders.values()}
+
+    def only(uuids: list[str]) -> str | None:  # no selector where every GPU is asked about
+        return None if set(uuids) >= every else gpu_regex(uuids, limit)
+
+    judged, clean = gpus("judged"), gpus("idle")
+    asks = [("seen", p.seen(only(clean)), p.at) for p in parts] if clean else []
+    asks += [("idle", p.idle(below, only(judged)), p.at) for p in parts] if judged else []
+    asks += [("share", p.share(below, only(shared)), p.at) for p in parts] if shared else []
+    asks += [("nan", nan_question(grid.count * grid.step, 0, only(clean)), grid.end)] if clean else []
+    answers = _ask_all(prom, asks)
+    nan = {_key(s["metric"]) for name, result in answers if name == "nan" for s in result}
+    tally.add([a for a in answers if a[0] != "nan"])
+    for key, h in tally.holders.items():
+        if kind.get(key) == "idle":
+            if key in nan:  # a step whose samples were all NaN is seen, not idle: judge this holder's steps after all
+                kind[key], h.idle = "again", 0
+            else:
+                h.idle = h.seen
+    again = gpus("again")
+    if again:
+        tally.add(_ask_all(prom, [("idle", p.idle(below, only(again)), p.at) for p in parts]))
+    # The steps judged holders were seen, for those the report lists (idle at least `least` steps).
+    listed = sorted({h.labels.get("UUID", "") for key, h in tally.holders.items() if kind.get(key, "judged") in ("judged", "again")
+                     and h.idle >= least})
+    if listed:
+        for h in tally.holders.values():
+            if h.labels.get("UUID", "") in listed:
+                h.seen = 0  # counted again with the GPU's other holders (the same count where it was counted already)
+        tally.add(_ask_all(prom, [("seen", p.seen(only(listed)), p.at) for p in parts]))
+    return list(tally.holders.values())
 
 
 def build_report(holders: list[Holder], grid: Steps, window: int, below: float, min_idle: int = 0, whole_window: bool = False,
@@ -571,17 +696,20 @@ def vgpus_per_gpu(prom: Prometheus, at: float, window: int) -> dict[str, int]:
     return {s["metric"]["pool"]: int(s["value"]) for s in result if s["metric"].get("pool") and math.isfinite(s["value"]) and s["value"] >= 1}
 
 
-def reserved_question(window: int) -> str:
-    return f"avg_over_time({reserved_unused()}[{window}s:{STEP_SECONDS}s])"
+def reserved_question(window: int, pools: list[str] | None = None) -> str:
+    return f"avg_over_time({reserved_unused(gpu_regex(pools or [], MAX_SELECTOR['GET']))}[{window}s:{STEP_SECONDS}s])"
 
 
 def reserved_idle(prom: Prometheus, at: float, window: int) -> list[ReservedIdle]:
     """Per pool with reservations (the stack's rules record them): reserved nodes no node of the pool ran in, on
-    average over the window, and what they cost at the recorded list price. Empty without such rules."""
-    unused = prom.query(reserved_question(window), at)
-    if not unused:
-        return []
+    average over the window, and what they cost at the recorded list price. Empty without such rules.
+
+    The recorded prices are asked first: one series per pool with reservations, so a Prometheus without them answers
+    at once, and the subquery over the window (every step relabels the pools' nodes) runs only for those pools."""
     prices = {s["metric"].get("pool"): s["value"] for s in prom.query(f"last_over_time({RESERVED_NODE_PRICE}[{window}s])", at)}
+    if not prices:
+        return []
+    unused = prom.query(reserved_question(window, sorted(p for p in prices if p)), at)
     out = []
     for s in unused:
         pool, nodes = s["metric"].get("pool"), s["value"]
@@ -601,6 +729,19 @@ _PER_HOUR = "count_over_time({m}[1h])"
 FASTEST = f"max({_PER_HOUR.format(m='DCGM_FI_DEV_GPU_UTIL')} or {_PER_HOUR.format(m='DCGM_FI_PROF_GR_ENGINE_ACTIVE')})"
 SLOWEST = (f"min(({_PER_HOUR.format(m='DCGM_FI_DEV_GPU_UTIL')} and DCGM_FI_DEV_GPU_UTIL offset 1h) "
            f"or ({_PER_HOUR.format(m='DCGM_FI_PROF_GR_ENGINE_ACTIVE')} and DCGM_FI_PROF_GR_ENGINE_ACTIVE offset 1h))")
+
+
+def raw_peaks_cheaper(fastest: float | None) -> bool:
+    """Whether raw samples are the cheaper source of peaks than recorded steps: GPUs scraped less than once a step."""
+    return fastest is not None and fastest < 3600 / STEP_SECONDS
+
+
+def whole_steps(window: int) -> bool:
+    """Whether every grid the report may choose for `window` (recorded steps, or `grid_for`'s whole minutes from the
+    shortest step up to the lookback) covers the whole window, so that peaks over the window can be asked before
+    the grid is known."""
+    shortest = step_for(window)
+    return all(window % step == 0 for step in {shortest, STEP_SECONDS, *(s for s in range(60, LOOKBACK + 1, 60) if s > shortest)})
 
 
 def grid_for(window: int, end: float, fastest: float | None, slowest: float | None) -> Steps:
@@ -627,10 +768,16 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
         prom = prom.until(time.monotonic() + prom.timeout)
     end = time.time() if now is None else now
     recorded_grid = Steps(end, STEP_SECONDS, window // STEP_SECONDS)
-    with ThreadPoolExecutor(max_workers=PARALLEL + 2) as pool:
-        probes = [pool.submit(ask) for ask in (
-            lambda: not raw and recorded_throughout(prom, end, window, below),
-            lambda: max(finite(prom.query(FASTEST, end)), default=None),
+    with ThreadPoolExecutor(max_workers=PARALLEL + 4) as pool:
+        # Each question is submitted after those it waits for, so none waits for one that cannot start.
+        steps_recorded = pool.submit(lambda: not raw and recorded_throughout(prom, end, window, below))
+        scraped = pool.submit(lambda: max(finite(prom.query(FASTEST, end)), default=None))
+        # Where the steps were not recorded, the GPUs worth judging step by step are asked next, with the probes; and
+        # peaks from raw samples wherever they will be read, when every grid the report may choose covers the window.
+        lows = pool.submit(lambda: None if steps_recorded.result() else prom.query(low_question(window, below), end))
+        peaks = pool.submit(lambda: [("peak", prom.query(peak_question(window), end))] if whole_steps(window) and (
+            not steps_recorded.result() or raw_peaks_cheaper(scraped.result())) else None)
+        probes = [steps_recorded, scraped] + [pool.submit(ask) for ask in (
             lambda: min(finite(prom.query(SLOWEST, end)), default=None),
             lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window),
             lambda: reserved_idle(prom, end, window))]
@@ -639,13 +786,13 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
                                 for name, expr, at in first_questions(pieces_of(recorded_grid, below, True), below)]
         recorded, fastest, slowest, vgpus, pools, reserved = (probe.result() for probe in probes)
         first = [(name, answer.result()) for name, answer in ahead] if recorded else None
-    if recorded:  # raw samples are the cheaper source of peaks when GPUs are scraped less than once a step
+    if recorded:
         grid = recorded_grid
         holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)), True, first,
-                          raw_peaks=fastest is not None and fastest < 3600 / STEP_SECONDS)
+                          raw_peaks=raw_peaks_cheaper(fastest), peaks=peaks.result())
     else:
         grid = grid_for(window, end, fastest, slowest)
-        holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)))
+        holders = collect_raw(prom, grid, below, max(1, math.ceil(min_idle / grid.step)), lows.result(), peaks.result())
     report = build_report(holders, grid, window, below, min_idle, whole_window, vgpus, pools)
     if any(g.namespace == KAI_RESERVATIONS for g in report.idle):
         attribute_fractions(report, gpu_groups(prom, end, window))

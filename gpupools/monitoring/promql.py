@@ -175,8 +175,11 @@ RESERVED_NODES = "gpupools:pool_reserved_nodes:count"
 RESERVED_NODE_PRICE = "gpupools:pool_reserved_node_price:usd_per_hour"
 
 
-def reserved_unused() -> str:
-    nodes = f'count by (pool) (label_replace(kube_node_labels{{{KSM_POOL_LABEL}!=""}}, "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))'
+def reserved_unused(pools: str | None = None) -> str:
+    """Unused reserved nodes per pool; `pools` (a regex of pool names) restricts the nodes counted to those pools, so
+    a question over a long window relabels only their nodes at each step, not the whole fleet's."""
+    matcher = f'=~"{pools}"' if pools else '!=""'
+    nodes = f'count by (pool) (label_replace(kube_node_labels{{{KSM_POOL_LABEL}{matcher}}}, "pool", "$1", "{KSM_POOL_LABEL}", "(.*)"))'
     # `+ 0` drops the metric name, so both branches carry the same labels (a range over them is one series per pool).
     return f"(({RESERVED_NODES} - on (pool) {nodes}) or ({RESERVED_NODES} + 0))"
 

@@ -97,15 +97,21 @@ def test_truncated_body_is_one_line_exit_1(server):
 
 
 def counted(asked: str) -> bytes:
-    """What Prometheus would count for one L4 held by `ml/p`: 90 idle one-minute steps of 100 seen, peak 3 %."""
+    """What Prometheus would count for one L4 held by `ml/p`: 90 idle one-minute steps of 100 seen, peak 3 %, and a NaN
+    sample among them (so its steps are judged one by one: the NaN step is seen, not idle)."""
     if "< 5" in asked:
         return vector([{**GOOD, "value": [NOW, "90"]}])
+    if "min_over_time" in asked:
+        return vector([{**GOOD, "value": [NOW, "NaN"]}])
     if asked.startswith("(max by"):
         return vector([{**GOOD, "value": [NOW, "3"]}])
     return vector([{**GOOD, "value": [NOW, "100"]}])
 
 
-def test_a_well_formed_answer_still_reports(server):
+def test_a_well_formed_answer_still_reports(server, monkeypatch):
+    import gpupools.idle.report as idle
+
+    monkeypatch.setattr(idle, "SPLIT", 1)  # every piece would get the same answer
     Answers.body, Answers.declared = counted, None
     result = runner.invoke(app, ["idle", "--prometheus", server, "--json", "--min-idle", "0"])
     assert result.exit_code == 0, result.stderr
@@ -159,7 +165,10 @@ def test_reserved_nodes_left_unused_are_waste_at_list_price():
     prom = Prom()
     (h100,) = reserved_idle(prom, 0.0, 4 * 3600)
     assert (h100.pool, h100.nodes_unused, h100.usd_per_node_hour, h100.wasted_usd) == ("h100", 1.5, 55.04, round(1.5 * 55.04 * 4, 2))
-    assert "gpupools:pool_reserved_nodes:count" in prom.asked[0] and "[14400s:60s]" in prom.asked[0]
+    # The prices first; then the subquery, over the nodes of the pools with reservations only.
+    assert "pool_reserved_node_price" in prom.asked[0] and len(prom.asked) == 2
+    assert "gpupools:pool_reserved_nodes:count" in prom.asked[1] and "[14400s:60s]" in prom.asked[1]
+    assert 'kube_node_labels{label_gpupools_io_pool=~"a100|h100"}' in prom.asked[1]
     report = Report(window_seconds=4 * 3600, below=5, min_idle_seconds=0, whole_window=False, gpus_seen=0, reserved=[h100])
     assert report.as_json()["reserved_wasted_usd"] == 330.24
     assert "reserved: pool h100 left 1.5 reserved node(s) unused on average, $330.24 at list price" in format_table(report)

@@ -82,6 +82,19 @@ def history():
         (gpu_series(NODE_B, 1, A100, ("team-b", "stuck")), util, lambda h: 50 if 9.9 < h < 10.1 else 1),  # one burst
         (gpu_series(NODE_B, 2, A100, ("team-c", "eval")), util, lambda h: 3 if h < 6 else None),  # last 6 h only
         (gpu_series(NODE_B, 3, A100, ("team-d", "mig-pod"), mig=("3g.40gb", "1")), engine, lambda h: 0.01),
+        # The other half of that A100 at exactly 5 % (0.05 of the engine): never below the threshold, never idle.
+        (gpu_series(NODE_B, 3, A100, ("team-d", "mig-edge"), mig=("3g.40gb", "2")), engine, lambda h: 0.05),
+        # Busy but for three hours at 1 %: its steps are judged one by one.
+        (gpu_series(NODE_B, 4, A100, ("team-p", "dip")), util, lambda h: 1 if 3 <= h < 6 else 50),
+        # An exporter restarted 12 hours ago: two series of one holder, one after the other; idle throughout...
+        (gpu_series(NODE_B, 5, A100, ("team-q", "restarted")), util, lambda h: 1 if h >= 12 else None),
+        ({**gpu_series(NODE_B, 5, A100, ("team-q", "restarted")), "instance": "10.0.0.6:9400"}, util, lambda h: 1 if h < 12 else None),
+        # ...and busy for the second half.
+        (gpu_series(NODE_B, 6, A100, ("team-q", "restarted-busy")), util, lambda h: 1 if h >= 12 else None),
+        ({**gpu_series(NODE_B, 6, A100, ("team-q", "restarted-busy")), "instance": "10.0.0.6:9400"}, util, lambda h: 60 if h < 12 else None),
+        (gpu_series(NODE_B, 7, A100, ("team-z", "all-nan")), util, lambda h: "NaN"),  # seen, never idle
+        # Exactly at the threshold every other minute (not idle then), 1 % in between: its peak is no shortcut.
+        (gpu_series(NODE_E, 1, L4, ("team-t", "at-threshold")), util, lambda h: 5 if round(h * 60) % 2 else 1),
         (gpu_series(NODE_C, 0, T4), util, lambda h: 0.2),  # nobody holds it
         # An A100 40GB in seven 1g.5gb slices: six idle, one busy.
         *[(gpu_series(NODE_D, 0, A100_40, ("team-m", f"mig-{i}"), mig=("1g.5gb", str(7 + i))), engine,
@@ -235,14 +248,20 @@ EXPECT = {
     ("team-n", "no-data"): (12, 1, "A10G", NODE_A, "infer", "gpu"),  # seen for 24 h, but the last 12 h said NaN
     ("team-b", "stuck"): (24 - 11 / 60, 1, "A100-80GB", NODE_B, "train", "gpu"),  # eleven busy minutes
     ("team-c", "eval"): (6, 1, "A100-80GB", NODE_B, "train", "gpu"),
+    ("team-p", "dip"): (3, 1, "A100-80GB", NODE_B, "train", "gpu"),
+    ("team-t", "at-threshold"): (12, 1, "L4", NODE_E, "slice", "gpu"),
+    ("team-q", "restarted"): (24, 1, "A100-80GB", NODE_B, "train", "gpu"),  # two series, one holder
+    ("team-q", "restarted-busy"): (12, 1, "A100-80GB", NODE_B, "train", "gpu"),
     ("team-d", "mig-pod"): (24, 1 / 2, "A100-80GB", NODE_B, "train", "mig"),  # 3g.40gb: two per A100 80GB
     (None, None): (24, 1, "T4", NODE_C, None, "gpu"),
     **{("team-m", f"mig-{i}"): (24, 1 / 7, "A100-40GB", NODE_D, "mig", "mig") for i in range(6)},  # 1g.5gb: seven per A100 40GB
     **{("team-s", f"slice-{i}"): (24, 1 / 3, "L4", NODE_E, "slice", "time-slice") for i in range(3)},
     **{("team-v", f"vgpu-{i}"): (24, 1 / 4, "A10G", NODE_F, "vgpu", "vgpu") for i in range(2)},  # a quarter each, not a half
 }
-WHOLE_WINDOW = {holder for holder in EXPECT if holder not in {("team-h", "partial"), ("team-b", "stuck"), ("team-n", "no-data")}}
-GPUS_SEEN = 8 + 4 + 1 + 1 + 1 + 1  # physical GPUs on nodes A, B, C (T4), D (MIG), E (time-sliced), F (vGPU)
+# Holders busy at some steps: listed for their idle hours, never for the whole window.
+BUSY_AT_TIMES = {("team-h", "partial"), ("team-b", "stuck"), ("team-p", "dip"), ("team-q", "restarted-busy"), ("team-t", "at-threshold")}
+WHOLE_WINDOW = {holder for holder in EXPECT if holder not in BUSY_AT_TIMES | {("team-n", "no-data")}}
+GPUS_SEEN = 8 + 8 + 1 + 1 + 2 + 1  # physical GPUs on nodes A, B, C (T4), D (MIG), E (time-sliced and one whole), F (vGPU)
 
 
 def exact_report(url: str, end: int, **options):
@@ -333,6 +352,42 @@ def test_gap_filling_only_changes_gpus_scraped_slower_than_the_step(prometheus, 
     assert {h: r for h, r in filled.items() if h != slow} == {h: r for h, r in unfilled.items() if h != slow}
 
 
+@pytest.mark.parametrize("fill", [True, False])
+def test_steps_are_judged_only_where_a_holder_may_be_idle_and_not(prometheus, end, monkeypatch, fill):
+    """Judging steps one by one (a comparison in a subquery) is asked only where needed: a GPU with no sample below the
+    threshold has no idle step, and a holder whose every sample is below it is idle at every step it was seen, unless
+    all of a step's samples were NaN (then it is judged after all). With gaps filled, a step may take a sample from
+    before the window, which the peak does not cover, so only the first shortcut applies. Judging every holder, as
+    the report did before, gives the same rows; counting a judged holder as idle throughout does not."""
+    import gpupools.idle.report as idle
+
+    choose, kind_of = idle.grid_for, idle.kind_of
+    monkeypatch.setattr(idle, "grid_for", lambda *args: dataclasses.replace(choose(*args), fill=fill))
+    asked: list[str] = []
+    ask = idle.Prometheus.query
+    monkeypatch.setattr(idle.Prometheus, "query", lambda self, expr, at: asked.append(expr) or ask(self, expr, at))
+    shortcut = rows_of(exact_report(prometheus, end, min_idle=0))
+    judged = " ".join(expr for expr in asked if "< 5)" in expr)  # the comparisons, with the GPUs they judge
+    uuid = {pod: gpu_series(node, gpu, "")["UUID"] for pod, node, gpu in (
+        ("notebook-1", NODE_A, 0), ("trainer", NODE_B, 0), ("stuck", NODE_B, 1), ("dip", NODE_B, 4), ("no-data", NODE_A, 7),
+        ("restarted", NODE_B, 5), ("restarted-busy", NODE_B, 6), ("at-threshold", NODE_E, 1))}
+    assert uuid["trainer"] not in judged  # busy all day: never judged
+    assert all(uuid[pod] in judged for pod in ("stuck", "dip", "restarted-busy", "at-threshold"))
+    assert uuid["no-data"] in judged  # NaN steps: judged, in a second question when the peak alone would not judge it
+    assert (uuid["notebook-1"] in judged) == (uuid["restarted"] in judged) == fill  # idle throughout
+    assert shortcut[("team-n", "no-data")][:2] == (12, 24) and shortcut[("team-q", "restarted")][:2] == (24, 24)
+
+    monkeypatch.setattr(idle, "kind_of", lambda *args: "judged")  # every holder's steps judged one by one
+    assert rows_of(exact_report(prometheus, end, min_idle=0)) == shortcut
+
+    monkeypatch.setattr(idle, "kind_of", lambda *args: "idle" if kind_of(*args) == "judged" else kind_of(*args))
+    wrong = rows_of(exact_report(prometheus, end, min_idle=0))
+    differ = {holder for holder in set(wrong) | set(shortcut) if wrong.get(holder) != shortcut.get(holder)}
+    assert {("team-b", "stuck"), ("team-p", "dip"), ("team-q", "restarted-busy"), ("team-t", "at-threshold")} <= differ
+    assert ("team-b", "trainer") not in differ and ("team-n", "no-data") not in differ  # busy; NaN steps still judged
+    assert ("team-a", "notebook-1") not in differ and ("team-q", "restarted") not in differ  # idle throughout either way
+
+
 def test_grid_fills_only_for_slower_scrapes():
     from gpupools.idle.report import grid_for
 
@@ -378,7 +433,7 @@ def test_recorded_idle_steps_give_the_same_report(recorded, end):
     grid = Steps(last["value"], 60, 1440)
     peaks = [{tuple(sorted(h.labels.items())): (h.peak, h.idle, h.seen, h.share) for h in collect(Prometheus(recorded), grid, 5.0, 60, True, raw_peaks=raw_peaks)}
              for raw_peaks in (False, True)]
-    assert len(peaks[0]) == 26, set(peaks[1]) - set(peaks[0])
+    assert len(peaks[0]) == 32, set(peaks[1]) - set(peaks[0])
     assert peaks[0] == peaks[1]
 
 
@@ -418,7 +473,7 @@ def test_json_totals_and_rows(prometheus, end):
         row = by_holder[holder]
         assert hours - lag - 0.001 <= row["hours_idle"] <= hours + 0.001, holder
         assert row["wasted_usd"] == pytest.approx(row["gpu_hours_idle"] * PRICES[gpu], abs=0.01), holder
-        assert row["max_utilization"] < 5 or holder in {("team-h", "partial"), ("team-b", "stuck")}
+        assert row["max_utilization"] < 5 or holder in BUSY_AT_TIMES
     assert by_holder[("team-d", "mig-pod")]["gpu"] == "3 3g.40gb"
     assert by_holder[("team-d", "mig-pod")]["max_utilization"] == pytest.approx(1.0)
     # The total adds unrounded dollars; each row is rounded to the cent.

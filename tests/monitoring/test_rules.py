@@ -567,6 +567,12 @@ def test_idle_report_reads_unused_reserved_nodes_as_averages(tmp_path):
     ], "promql_expr_test": [
         {"expr": f"round({reserved_question(7200)} * 10) / 10", "eval_time": "2h",
          "exp_samples": [{"labels": '{pool="h100"}', "value": 1.5}, {"labels": '{pool="a100"}', "value": 0}]},
+        # Restricted to the pools the report knows have reservations: the same answer...
+        {"expr": f"round({reserved_question(7200, ['a100', 'h100'])} * 10) / 10", "eval_time": "2h",
+         "exp_samples": [{"labels": '{pool="h100"}', "value": 1.5}, {"labels": '{pool="a100"}', "value": 0}]},
+        # ...and a pool left out has none of its nodes counted.
+        {"expr": f"round({reserved_question(7200, ['h100'])} * 10) / 10", "eval_time": "2h",
+         "exp_samples": [{"labels": '{pool="h100"}', "value": 1.5}, {"labels": '{pool="a100"}', "value": 1}]},
         {"expr": f"last_over_time({RESERVED_NODE_PRICE}[2h])", "eval_time": "2h",
          # Prometheus 2.x keeps the metric name through last_over_time.
          "exp_samples": [{"labels": f'{RESERVED_NODE_PRICE}{{pool="a100"}}', "value": 32.77},
