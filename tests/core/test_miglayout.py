@@ -131,6 +131,7 @@ def test_layout_plans_one_config_and_several_resources():
     assert plan.node_resources == {"nvidia.com/mig-1g.23gb": 32, "nvidia.com/mig-2g.45gb": 2, "nvidia.com/mig-3g.90gb": 2, "nvidia.com/gpu": 2}
     assert plan.advertised_resources["nvidia.com/gpu"] == 2
     assert (plan.mechanism.resource, plan.units_per_node, plan.max_units) == ("nvidia.com/mig-1g.23gb", 32, 76)
+    assert plan.price_per_unit == pytest.approx(plan.hardware.price_per_node / 38)  # per MIG instance or whole GPU
     assert list(m.mig_entries) == [
         {"devices": [0, 1, 2, 3], "mig-enabled": True, "mig-devices": {"1g.23gb": 7}},
         {"devices": [4, 5], "mig-enabled": True, "mig-devices": {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1}},
@@ -362,3 +363,23 @@ def test_plan_json_names_every_resource_of_a_layout():
     assert got["resources"] == plan.node_resources and sum(got["resources"].values()) * 2 == got["maxSchedulable"]
     (whole,) = plan_pools(validate_stack(layout_stack([{"gpus": 8, "profiles": {"7g.180gb": 1}}])))
     assert pool_capacity(whole)["resources"] == {"nvidia.com/mig-7g.180gb": 8}
+
+
+def test_reserved_flavor_quota_is_bounded_per_resource_by_what_the_reserved_nodes_offer():
+    """An over-promised team on a reserved layout pool: the reserved flavor gets no more of each resource than the
+    reserved node offers of it (2 whole GPUs, not 32 slices' worth)."""
+    from gpupools.queues.kueue import pool_flavors
+
+    config = layout_stack(teams=[{"name": "research", "gpus": {"mixed": 152}}])
+    config["gpupools:pools"][0].update({"zones": ["us-east-1a"], "capacity": [
+        {"reservation": {"id": "cr-0123456789abcdef0", "kind": "odcr", "zones": ["us-east-1a"], "nodes": 1}}, "on-demand"]})
+    stack = validate_stack(config)
+    (plan,) = plan_pools(stack)
+    (team,) = plan_teams(stack, [plan])
+    flavors = pool_flavors(stack, plan, "karpenter")
+    assert len(flavors) == 2
+    (group,) = resource_groups(team, {plan.name: flavors})
+    quota = {(f["name"], r["name"]): r["nominalQuota"] for f in group["flavors"] for r in f["resources"]}
+    reserved = flavors[0].name
+    assert quota[(reserved, "nvidia.com/gpu")] == 2 and quota[(reserved, "nvidia.com/mig-1g.23gb")] == 32
+    assert sum(v for (f, r), v in quota.items() if r == "nvidia.com/gpu") == team.nominal_of(plan, "nvidia.com/gpu") == 8
