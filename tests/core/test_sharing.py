@@ -401,3 +401,31 @@ def test_hami_vgpus_on_blackwell(instance_type, region):
     assert plan.labels["nvidia.com/mig.config"] == "all-disabled"
     device_config = (ROOT / "tests" / "charts" / "hami" / "templates" / "scheduler" / "device-configmap.yaml").read_text()
     assert '"B200"' in device_config and '"RTX PRO 6000 Blackwell Server Edition"' in device_config
+
+
+@pytest.mark.parametrize("installer, os, sharing, units, words", [
+    ("bottlerocket", "bottlerocket", Sharing(mode="time-slicing", replicas=4), 4, "Bottlerocket device plugin, time-slicing x4"),
+    ("bottlerocket", "bottlerocket", Sharing(mode="mps", replicas=2), 2, "Bottlerocket device plugin, MPS x2"),
+    ("bottlerocket", "bottlerocket", Sharing(), 1, "Bottlerocket device plugin, whole GPUs"),
+    ("device-plugin", None, Sharing(mode="time-slicing", replicas=3), 3, "NVIDIA device plugin"),
+    ("gpu-operator", None, Sharing(mode="time-slicing", replicas=3), 3, "GPU Operator"),
+])
+def test_the_mechanism_names_what_serves_the_gpus_and_counts_its_units(installer, os, sharing, units, words):
+    from gpupools.clouds.registry import cloud_module
+    from gpupools.core.sharing import mechanism
+
+    from gpupools.stack.config import Pool
+
+    aws = cloud_module("aws")
+    hardware, found = aws.resolve(Pool.model_validate({"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 1}), load_catalog(), "pools[0]")
+    assert found == []
+    m = mechanism(cloud_module("aws"), installer, os, sharing, hardware, "single")
+    assert m.units_per_gpu == units and words in m.description and (("NVIDIA device plugin" in m.description) is (installer == "device-plugin"))
+
+
+def test_mig_on_an_unknown_instance_type_is_judged_once_it_is_known():
+    """An instance type the catalog does not know is reported by itself; the MIG checks wait for hardware."""
+    from gpupools.clouds.registry import cloud_module
+    from gpupools.core.sharing import sharing_problems
+
+    assert sharing_problems(cloud_module("aws"), "gpu-operator", None, Sharing(mode="mig", mig_profile="1g.10gb"), None, "sharing") == []
