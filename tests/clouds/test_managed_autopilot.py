@@ -288,3 +288,15 @@ def test_autopilot_pools_are_bounded_by_kueue_quotas_only(engine):
     assert any(p.path == "quotas" and "bounds teams, not pools" in p.message for p in problems), problems
     validate_stack(stack_config("gcp", quotas=engine))  # a Standard cluster's node pools keep their own node limit
     validate_stack(autopilot_config(quotas="kueue"))
+
+
+def test_the_node_autopilot_makes_is_pictured_from_the_selectors():
+    infer, train = plan_pools(validate_stack(example()))
+    template = gcp_autopilot.node_template(infer)
+    assert template.source == "the Accelerator compute class (nvidia-l4 x1, GKE time-sharing x4, Spot)"
+    assert template.requires == infer.node_selector and template.allocatable == {"nvidia.com/gpu": 4}
+    assert gcp_autopilot.node_template(train).source == "the Accelerator compute class (nvidia-h100-80gb x8)"
+    # What the pool's component records, for the policy pack: the selectors and both tolerations.
+    record = gcp_autopilot.pool_record(train)
+    assert record == {"pool": "train", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "nodeSelector": train.node_selector,
+                      "tolerations": [GPU_TAINT, {"key": "gpupools.io/pool", "operator": "Equal", "value": "train", "effect": "NoSchedule"}]}

@@ -135,6 +135,10 @@ def test_an_autopilot_pool_s_time_sharing_counts_its_units():
     pool = gpu_pool(AUTOPILOT_POOL, "infer", whole)
     resolve_sharing([pool], [(AUTOPILOT_POOL, "infer", whole)])
     assert pool.units_per_gpu == 1 and pool.target.MODE == "autopilot"
+    # Two L4s per node is another machine than g2-standard-8's one: counted, but not priced at its price.
+    whole["nodeSelector"]["cloud.google.com/gke-accelerator-count"] = "2"
+    pool = gpu_pool(AUTOPILOT_POOL, "infer", whole)
+    assert pool.gpus_per_node == 2 and pool.price_per_node is None
 
 
 def test_no_fabric_or_reservation_advice_for_what_autopilot_pools_cannot_take(autopilot):
