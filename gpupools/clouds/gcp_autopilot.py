@@ -50,6 +50,10 @@ from gpupools.stack.errors import Problem
 from gpupools.upgrades.policy import PoolUpgrade, Window, options as upgrade_options
 
 MODE = standard.AUTOPILOT
+# Autopilot makes a node for each pod that asks for one: GKE's own autoscaler (OWN_AUTOSCALER, so gpupools installs
+# none and takes no choice), named as the plan says it.
+AUTOSCALER = "cloud"
+AUTOSCALER_NAME = "GKE Autopilot (a node for each pod that asks for one)"
 POOL_COMPONENT = "gpupools:index:GkeAutopilotPool"
 
 # What a pod selects to get an Autopilot GPU node (see the module's docstring for the sources).

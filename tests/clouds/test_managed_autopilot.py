@@ -256,6 +256,20 @@ def test_the_plan_speaks_of_autopilot():
                                                                                 Window.of(MaintenanceWindow()), existing, "cloud")[0]
     assert "Autopilot makes new nodes" in target.own_sharing_change()
 
+    from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
+
+    assert resolve_autoscaler(target, True, "auto") == "cloud" and [p.path for p in autoscaler_problems(target, "karpenter")] == ["autoscaler"]
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gpupools.cli.planreport import print_plan
+    from gpupools.cli.planrun import run_program
+
+    out = StringIO()
+    print_plan(stack, run_program(example(), "dev-gcp-autopilot"), Console(file=out, width=300, highlight=False))
+    assert "autoscaler: GKE Autopilot (a node for each pod that asks for one)" in " ".join(out.getvalue().split())
+
 
 def _host_access(objects: list[dict]) -> list[str]:
     """Workloads whose pods share the host's namespaces or mount its filesystem, by kind/name."""
