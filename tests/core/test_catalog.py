@@ -325,3 +325,35 @@ def test_gcore_flavor_names_spell_their_gpus():
         if name.startswith("g3-ai-"):
             vcpus, ram = name.split("-")[2:4]
             assert (it.vcpus, it.memory_gib) == (int(vcpus), int(ram)), name
+
+
+@pytest.mark.parametrize("cloud, name, family", [("aws", "p5.48xlarge", "p5"), ("aws", "g6e.12xlarge", "g6e"),
+                                                 ("gcp", "a3-highgpu-8g", "a3-highgpu"), ("azure", "Standard_NC24ads_A100_v4", "Standard_NC24ads_A100_v4")])
+def test_an_instance_type_s_family(cloud, name, family):
+    instance = load_catalog().instance(cloud, name)
+    assert instance is not None and instance.family == family
+
+
+def test_a_regions_zones_for_an_accelerator_are_that_regions_only():
+    catalog = load_catalog()
+    zones = catalog.gcp_zones_in("nvidia-h100-80gb", "us-central1")
+    assert zones and all(z.startswith("us-central1-") for z in zones)
+    everywhere = catalog.gcp_zones["nvidia-h100-80gb"]
+    assert set(zones) < set(everywhere)  # other regions' zones are left out
+    assert catalog.gcp_zones_in("nvidia-h100-80gb", "mars-north1") is None  # a region the catalog knows nothing of
+
+
+def test_a_fabric_s_kind_and_what_an_unsaid_fabric_has():
+    from gpupools.core.catalog import Fabric, _fabric
+
+    assert _fabric({}) == Fabric() and Fabric().kind is None and Fabric().local_nvme_gb == 0
+    assert (_fabric({"efa": 32}).kind, _fabric({"infiniband": True}).kind, _fabric({"gpudirect": "tcpxo"}).kind) == ("efa", "infiniband", "gpudirect-tcpxo")
+    full = _fabric({"efa": 16, "extraNetworks": 8, "multiNode": True, "localNvmeGb": 7600})
+    assert (full.efa, full.extra_networks, full.multi_node, full.local_nvme_gb) == (16, 8, True, 7600)
+    assert load_catalog().fabric_of("aws", "p5.48xlarge").kind == "efa" and load_catalog().fabric_of("aws", "no-such.type") == Fabric()
+
+
+def test_an_nccl_image_forwards_what_the_catalog_lists_and_none_without_a_list():
+    images = load_catalog().nccl_images
+    assert images["efa"].forward_env == ("PATH", "LD_LIBRARY_PATH", "LD_PRELOAD")
+    assert any(i.forward_env == () for i in images.values())
