@@ -81,6 +81,8 @@ def scale_ups(stack: StackConfig, plans: list[PoolPlan] | None = None) -> list[S
 
 
 def _hint(plan: PoolPlan) -> str:
+    if len(plan.node_resources) > 1:
+        return "set minNodes: 1 or more (a layout of several profiles, or with MIG off on some GPUs, needs the mixed strategy)"
     if plan.mechanism.mode == "mig" and plan.mechanism.resource != GPU_RESOURCE:
         return ("set gpuSoftware.migStrategy: single (MIG slices are then advertised as nvidia.com/gpu, which the autoscaler counts), "
                 "or minNodes: 1 or more")

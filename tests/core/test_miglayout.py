@@ -383,3 +383,36 @@ def test_reserved_flavor_quota_is_bounded_per_resource_by_what_the_reserved_node
     reserved = flavors[0].name
     assert quota[(reserved, "nvidia.com/gpu")] == 2 and quota[(reserved, "nvidia.com/mig-1g.23gb")] == 32
     assert sum(v for (f, r), v in quota.items() if r == "nvidia.com/gpu") == team.nominal_of(plan, "nvidia.com/gpu") == 8
+
+
+def test_a_layout_edit_moves_the_pools_label_and_the_operators_config_only():
+    """Editing a layout names another config (its name follows its content): the agent pool changes only in its node
+    labels, which AKS updates in place, and the MIG manager applies the new config when the label moves."""
+    from conftest import POOL_RESOURCE, plan_of
+
+    def planned(layout):
+        pools = [{"name": "mixed", "instanceType": "Standard_NC96ads_A100_v4", "minNodes": 1, "maxNodes": 2,
+                  "sharing": {"mode": "mig", "migLayout": layout}}]
+        plan = plan_of(stack_config("azure", pools=pools))
+        pool = copy.deepcopy(plan.get(POOL_RESOURCE["azure"], "mixed").inputs)
+        labels = pool.pop("nodeLabels")
+        release = next(r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "gpu-operator")
+        return pool, labels, release.inputs["values"]["migManager"]["config"]["data"]["config.yaml"]
+
+    before = planned([{"gpus": 2, "profiles": {"3g.40gb": 2}}, {"gpus": 2}])
+    after = planned([{"gpus": 2, "profiles": {"1g.10gb": 7}}, {"gpus": 2}])
+    assert before[0] == after[0]
+    assert before[1]["nvidia.com/mig.config"] != after[1]["nvidia.com/mig.config"]
+    assert after[1]["nvidia.com/mig.config"] in yaml.safe_load(after[2])["mig-configs"]
+
+
+def test_a_layout_that_cannot_wake_from_zero_is_told_to_keep_a_node():
+    """The AKS autoscaler pictures no MIG resource on a new node; a layout of several profiles cannot switch to the
+    single strategy, so the one way out named is a node kept running."""
+    pools = [{"name": "mixed", "instanceType": "Standard_NC96ads_A100_v4", "maxNodes": 2,
+              "sharing": {"mode": "mig", "migLayout": [{"gpus": 2, "profiles": {"3g.40gb": 2}}, {"gpus": 2}]}}]
+    message = error_of(stack_config("azure", pools=pools))
+    assert "pools[0].minNodes: 0 would leave pool 'mixed' stuck at zero nodes" in message
+    assert message.rstrip().endswith("set minNodes: 1 or more (a layout of several profiles, or with MIG off on some GPUs, needs the mixed strategy)")
+    pools[0]["sharing"]["migLayout"] = [{"gpus": 4, "profiles": {"3g.40gb": 2}}]
+    assert "set gpuSoftware.migStrategy: single" in error_of(stack_config("azure", pools=pools))
