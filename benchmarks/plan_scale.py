@@ -3,9 +3,15 @@
 The floor is Pulumi's mock engine registering the same number of bare resources (no inputs, no components),
 so the ratio shows what gpupools itself adds per resource. Run:
 
-    python benchmarks/plan_scale.py            # 10, 50 and 100 pools (the per-stack maximum), 3 repeats each
+    python benchmarks/plan_scale.py            # 10, 100 and 500 pools, 3 repeats each
     python benchmarks/plan_scale.py --json     # machine-readable
     python benchmarks/plan_scale.py --teams 10 100 1000 --sizes 10 100   # teams and pools, each against its smallest size
+
+A stack file takes at most 100 pools (`MAX_POOLS`: one stack is one cluster, and AKS takes at most 100 node pools
+per cluster), so larger sizes are built without the reader: each hundred pools is validated as a stack of its own
+and the pools are put together into one validated stack, which the program plans as it would a stack it read. Every
+size is built that way, outside the timing, so all of them time the same thing: the program, its resources and the
+mock engine.
 
 Teams are timed on a three-pool stack with Kueue (a namespace, a ClusterQueue, a LocalQueue and an admission
 policy with its binding per team). For teams and pools alike the table shows the time per team (per pool) and
@@ -56,14 +62,30 @@ def teams_stack(teams: int) -> dict:
     return config
 
 
+def validated(pools: int):
+    """A validated stack of `pools` pools, beyond the reader's cap too (see above), and the config the engine gets."""
+    from gpupools.stack.config import MAX_POOLS
+    from gpupools.validation.stack import validate_stack
+
+    config, entries = stack(min(pools, MAX_POOLS)), stack(pools)["gpupools:pools"]
+    parts = [validate_stack({**config, "gpupools:pools": entries[i:i + MAX_POOLS]}).pools for i in range(0, pools, MAX_POOLS)]
+    return validate_stack(config).model_copy(update={"pools": [pool for part in parts for pool in part]}), config
+
+
 def time_plan(pools: int, config: dict | None = None) -> tuple[float, int]:
+    """Seconds to plan: a stack of `pools` pools built beforehand (the program only), or `config` as a stack file."""
     from gpupools.validation.stack import validate_stack
     from gpupools.cli.planrun import run_program
+    from gpupools.program import main
 
-    config = config or stack(pools)
+    if config is not None:
+        start = time.perf_counter()
+        validate_stack(config)
+        plan = run_program(config, "bench")
+        return time.perf_counter() - start, len(plan.resources)
+    built, config = validated(pools)
     start = time.perf_counter()
-    validate_stack(config)
-    plan = run_program(config, "bench")
+    plan = run_program(config, "bench", program=lambda: main(built))
     return time.perf_counter() - start, len(plan.resources)
 
 
@@ -133,7 +155,7 @@ def print_examples(rows: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50, 100])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
     parser.add_argument("--teams", type=int, nargs="*", default=[10, 100, 1000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")

@@ -32,8 +32,9 @@ def stack_config_from_pulumi() -> StackConfig:
         raise pulumi.RunError("invalid stack config:\n" + str(exc)) from None
 
 
-def main() -> None:
-    stack = stack_config_from_pulumi()
+def main(stack: StackConfig | None = None) -> None:
+    """The platform of the stack the engine passed, or of `stack` where it was read and validated already."""
+    stack = stack if stack is not None else stack_config_from_pulumi()
     platform = GpuPlatform("gpupools", stack)
     pulumi.export("clusterName", platform.cluster.name)
     pulumi.export("kubeconfig", platform.cluster.kubeconfig)

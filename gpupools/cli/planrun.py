@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import hashlib
 import json
 import runpy
@@ -409,10 +410,18 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
 
     executor = ThreadPoolExecutor(initializer=own_loop)
     loop.set_default_executor(executor)
+    # Everything a plan makes (resources, their outputs and the tasks behind them) lives until the plan ends, so the
+    # cyclic garbage collector's passes free little, and each pass walks the whole heap: they were a third of a
+    # 100-pool plan's time, and made the time per pool grow with the pools. Off while the program runs (a 500-pool
+    # plan then holds about 7% more memory), back as it was afterwards.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         asyncio.set_event_loop(loop)
         loop.run_until_complete(run_in_stack(program or default_program))
     finally:
+        if collecting:
+            gc.enable()
         engine_stack.wait_for_rpcs = sdk_wait
         engine_resource._get_stack_trace = sdk_trace
         asyncio.set_event_loop(None)

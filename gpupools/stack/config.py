@@ -108,7 +108,8 @@ def _zone_number(value: Any) -> Any:
 
 
 # Pools per stack. AKS allows 100 node pools per cluster (one of them the system pool) and EKS 30 managed node
-# groups by default (EKS and AKS quota pages); 100 also bounds the time a plan takes (about 0.1 s per pool).
+# groups by default (EKS and AKS quota pages); a stack is one cluster, so a larger fleet is several stacks. A plan
+# costs about 15 ms per pool, linearly (benchmarks/plan_scale.py plans 500, built past this cap).
 # A ceiling above any fleet a stack can plan (100 pools of the costliest nodes), so a typo is caught, not a budget.
 MAX_MONTHLY_USD = 1_000_000_000
 MAX_POOLS = 100

@@ -39,3 +39,30 @@ def test_above_more_constructors_too():
 def test_without_three_constructors_there_is_no_trace():
     sdk, ours = make(constructors(2))
     assert ours == sdk and len(sdk.frames) == 0
+
+
+def test_the_collector_rests_while_the_program_runs_and_is_restored_after():
+    """The cyclic collector is off while a plan's program runs (what it would walk lives until the plan ends) and as
+    it was before afterwards: on, or off where the caller had turned it off; a failing program restores it too."""
+    import gc
+
+    import pytest
+
+    seen: list[bool] = []
+    assert gc.isenabled()
+    planrun.run_program({}, "collector", program=lambda: seen.append(gc.isenabled()))
+    assert seen == [False] and gc.isenabled()
+
+    def failing() -> None:
+        seen.append(gc.isenabled())
+        raise RuntimeError("the program failed")
+
+    with pytest.raises(Exception, match="the program failed"):
+        planrun.run_program({}, "collector", program=failing)
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        planrun.run_program({}, "collector", program=lambda: seen.append(gc.isenabled()))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
