@@ -388,6 +388,30 @@ def test_steps_are_judged_only_where_a_holder_may_be_idle_and_not(prometheus, en
     assert ("team-a", "notebook-1") not in differ and ("team-q", "restarted") not in differ  # idle throughout either way
 
 
+def test_peaks_and_lows_asked_ahead_or_with_the_grid_give_the_same_rows(prometheus, end, monkeypatch):
+    """Peaks over the window are asked with the first probes when every grid the report may choose covers the whole
+    window (a day, a week), else once the grid is chosen; the GPUs with a low sample likewise, or by the collector
+    itself when not given. Each way, the same rows."""
+    import gpupools.idle.report as idle
+    from gpupools.idle.promapi import Prometheus
+
+    assert idle.whole_steps(24 * 3600) and idle.whole_steps(7 * 86400) and idle.whole_steps(8 * 3600)
+    assert not idle.whole_steps(100 * 60)  # 6,000 s is no whole number of 180 s or 240 s steps
+    assert not idle.whole_steps(86400 + 60)  # nor of 120 s ones
+    ahead = rows_of(exact_report(prometheus, end, min_idle=0))
+    asked: list[str] = []
+    ask = idle.Prometheus.query
+    monkeypatch.setattr(idle.Prometheus, "query", lambda self, expr, at: asked.append(expr) or ask(self, expr, at))
+    monkeypatch.setattr(idle, "whole_steps", lambda window: False)
+    assert rows_of(exact_report(prometheus, end, min_idle=0)) == ahead
+    assert any("max_over_time(DCGM_FI_DEV_GPU_UTIL[86400s] offset" in expr for expr in asked)  # asked with the grid
+    grid = idle.grid_for(24 * 3600, end + 30, 60, 12)
+    prom = Prometheus(prometheus)
+    report = idle.build_report(idle.collect_raw(prom, grid, 5.0), grid, 24 * 3600, 5.0, vgpus=idle.vgpus_per_gpu(prom, end + 30, 24 * 3600),
+                               pools=idle.node_pools(prom, end + 30, 24 * 3600))
+    assert rows_of(report) == ahead
+
+
 def test_grid_fills_only_for_slower_scrapes():
     from gpupools.idle.report import grid_for
 
