@@ -206,3 +206,11 @@ def test_the_plan_speaks_of_auto_mode_s_node_class_disk_and_add_ons():
     from gpupools.cli.replacement import sharing_change_note
 
     assert sharing_change_note(stack.target, "cloud", None, True).startswith("sharing stays whole GPUs on EKS Auto Mode")
+
+
+def test_the_plan_s_disk_line_says_the_size_the_node_class_gets():
+    sized, default = plan_pools(validate_stack(auto_config([{"name": "big", "instanceType": "g6.2xlarge", "maxNodes": 2, "diskSizeGb": 500},
+                                                             {"name": "plain", "instanceType": "g6.2xlarge", "maxNodes": 2}])))
+    assert aws_auto.node_disk_line(sized).startswith("NodeClass ephemeralStorage 500Gi") and "unless diskSizeGb" not in aws_auto.node_disk_line(sized)
+    assert aws_auto.node_disk_line(default).startswith(f"NodeClass ephemeralStorage {aws_auto.DEFAULT_EPHEMERAL_GB}Gi")
+    assert "Auto Mode's own default is 80Gi" in aws_auto.node_disk_line(default)
