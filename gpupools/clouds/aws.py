@@ -22,8 +22,10 @@ from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.stack.targets import ProviderFacts, Setting
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, pool_upgrade, wait_text
-from gpupools.clouds.common import (KIND, STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, same_plan, Control, KubernetesRelease, endpoint_control, hardware_of, on_off, shared_cluster_problems, newest, reject_fields,
+from gpupools.clouds.common import (KIND, STANDARD_ONLY, Control, KubernetesRelease, endpoint_control, hardware_of, on_off, shared_cluster_problems, newest, reject_fields,
                                     resolve_listed, zone_letter_problems, too_open)
+from gpupools.clouds.standard import (ADMITS_HOST_AGENTS, BOUNDS_POOL_NODES, MANAGED_GPU_METRICS, REFUSED_QUOTAS,  # noqa: F401
+                                      managed_plan, managed_pool_problems, pod_node_selector)  # standard mode's answers
 
 NAME = "aws"
 KIND_WORD = KIND[NAME]  # what a pool's machines are called here, as messages name them
@@ -456,14 +458,6 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str | Non
 # cluster's pools need nothing of them.
 AUTO_MODE = "auto-mode"
 CLUSTER_MODES = (*STANDARD_ONLY, AUTO_MODE)
-managed_pool_problems, pod_node_selector, managed_plan = no_managed_pool_problems, no_pod_node_selector, same_plan
-# GPU metrics come from the exporter gpupools installs (or the GPU Operator's), never from the service.
-MANAGED_GPU_METRICS: str | None = None
-# Node agents in the host's namespaces (Prometheus's node exporter) run on every node.
-ADMITS_HOST_AGENTS = True
-# A pool's node limit (node group, agent pool or NodePool maximum) is the service's to keep.
-BOUNDS_POOL_NODES = True
-REFUSED_QUOTAS: dict[str, str] = {}  # every team-quota engine serves its pools
 
 
 def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:

@@ -20,7 +20,9 @@ from gpupools.stack.errors import Problem
 from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, options as upgrade_options, pool_upgrade, wait_text
-from gpupools.clouds.common import KIND, STANDARD_ONLY, no_managed_pool_problems, no_pod_node_selector, same_plan, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
+from gpupools.clouds.common import KIND, STANDARD_ONLY, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, newest, reject_fields, resolve_listed, too_open
+from gpupools.clouds.standard import (ADMITS_HOST_AGENTS, BOUNDS_POOL_NODES, MANAGED_GPU_METRICS, REFUSED_QUOTAS,  # noqa: F401
+                                      managed_plan, managed_pool_problems, pod_node_selector)  # standard mode's answers
 from gpupools.stack.providers import provider_value
 from gpupools.stack.targets import ProviderFacts, Setting
 
@@ -305,14 +307,6 @@ def managed_cluster_args(cluster: Cluster) -> dict:
 # Managed modes: node auto-provisioning beside the standard cluster; its answers are gpupools.clouds.azure_nap's.
 NODE_AUTO_PROVISIONING = "node-auto-provisioning"
 CLUSTER_MODES = (*STANDARD_ONLY, NODE_AUTO_PROVISIONING)
-managed_pool_problems, pod_node_selector, managed_plan = no_managed_pool_problems, no_pod_node_selector, same_plan
-# GPU metrics come from the exporter gpupools installs (or the GPU Operator's), never from the service.
-MANAGED_GPU_METRICS: str | None = None
-# Node agents in the host's namespaces (Prometheus's node exporter) run on every node.
-ADMITS_HOST_AGENTS = True
-# A pool's node limit (node group, agent pool or NodePool maximum) is the service's to keep.
-BOUNDS_POOL_NODES = True
-REFUSED_QUOTAS: dict[str, str] = {}  # every team-quota engine serves its pools
 
 
 def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:

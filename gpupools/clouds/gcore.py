@@ -17,7 +17,9 @@ import re
 from datetime import date
 
 from gpupools.capacity import sources as capacity
-from gpupools.clouds.common import KIND, STANDARD_ONLY, Control, KubernetesRelease, newest, no_managed_pool_problems, no_pod_node_selector, same_plan, reject_fields, resolve_listed, shared_cluster_problems
+from gpupools.clouds.common import KIND, STANDARD_ONLY, Control, KubernetesRelease, newest, reject_fields, resolve_listed, shared_cluster_problems
+from gpupools.clouds.standard import (ADMITS_HOST_AGENTS, BOUNDS_POOL_NODES, MANAGED_GPU_METRICS, REFUSED_QUOTAS,  # noqa: F401
+                                      managed_plan, managed_pool_problems, pod_node_selector)  # standard mode's answers
 from gpupools.core.catalog import Catalog, Hardware
 from gpupools.core.pools import NodeTemplate, PoolPlan
 from gpupools.stack.config import Cluster, Pool, Sharing
@@ -379,14 +381,6 @@ def fabric_refusal(pool: Pool, cluster: Cluster | None) -> str | None:
 
 # Managed modes: Gcore offers none; its pools are gpupools' own.
 CLUSTER_MODES = STANDARD_ONLY
-managed_pool_problems, pod_node_selector, managed_plan = no_managed_pool_problems, no_pod_node_selector, same_plan
-# GPU metrics come from the exporter gpupools installs (or the GPU Operator's), never from the service.
-MANAGED_GPU_METRICS: str | None = None
-# Node agents in the host's namespaces (Prometheus's node exporter) run on every node.
-ADMITS_HOST_AGENTS = True
-# A pool's node limit (node group, agent pool or NodePool maximum) is the service's to keep.
-BOUNDS_POOL_NODES = True
-REFUSED_QUOTAS: dict[str, str] = {}  # every team-quota engine serves its pools
 
 
 def fabric_placement(cluster_name: str, pool: Pool) -> tuple[str, str | None, bool]:

@@ -24,7 +24,8 @@ from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.core.sharing import GPU_RESOURCE, gke_mechanism
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, exclusion_days, options as upgrade_options, pool_upgrade, wait_text
-from gpupools.clouds.common import KIND, Control, same_plan, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
+from gpupools.clouds.common import KIND, Control, KubernetesRelease, endpoint_control, on_off, shared_cluster_problems, hardware_of, lookup_instance, reject_fields, zone_letter_problems, too_open
+from gpupools.clouds.standard import ADMITS_HOST_AGENTS, BOUNDS_POOL_NODES, MANAGED_GPU_METRICS, REFUSED_QUOTAS, managed_plan  # noqa: F401 (standard mode's answers)
 
 NAME = "gcp"
 KIND_WORD = KIND[NAME]  # what a pool's machines are called here, as messages name them
@@ -974,13 +975,6 @@ OWN_SHARING = True
 CLOUD_DEVICE_PLUGIN = "GKE device plugin"
 CLOUD_DRIVER_ON_HOST = True
 AUTOSCALER = None
-# GPU metrics the service exports itself, where gpupools then installs no exporter (GKE Autopilot's); None: gpupools'.
-MANAGED_GPU_METRICS: str | None = None
-# Node agents in the host's namespaces (Prometheus's node exporter) run on every node of a Standard cluster.
-ADMITS_HOST_AGENTS = True
-# A pool's node limit (node group, agent pool or NodePool maximum) is the service's to keep.
-BOUNDS_POOL_NODES = True
-REFUSED_QUOTAS: dict[str, str] = {}  # every team-quota engine serves its pools
 REFUSED_INSTALLERS = {"device-plugin": "'device-plugin' is not offered on gcp: GKE's own device plugin already does time-sharing and MPS without "
                                        "the operator; use 'cloud' (or 'gpu-operator')"}
 
@@ -1216,7 +1210,6 @@ def compute_class_name(pool: str) -> str:
     return f"gpupools-{pool}"
 
 
-managed_plan = same_plan
 
 
 def pod_node_selector(pool: Pool) -> dict[str, str]:
