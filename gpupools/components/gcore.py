@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from gpupools.clouds import gcore as decide
 from gpupools.core.pools import PoolPlan
@@ -44,16 +44,30 @@ def _validate(params: dict, typed_dict: Any, what: str) -> dict:
     return params
 
 
+def pool_taints(params: dict) -> dict:
+    """The pool request, its taints checked against Gcore's form (what the SDK's types, plain strings, cannot say)."""
+    for key, value in (params.get("taints") or {}).items():
+        if not isinstance(value, str) or not TAINT_VALUE.match(value):
+            raise GcoreInputError(f"pool.taints.{key}: {value!r} is not Gcore's taint form <value>:<Effect> (Effect NoSchedule, "
+                                  f"PreferNoSchedule or NoExecute)")
+    return params
+
+
 def pool_create_params(params: dict) -> dict:
     """A pool as `pools.create` takes it, checked against the SDK's PoolCreateParams and the taint form."""
     from gcore.types.cloud.k8s.clusters import PoolCreateParams
 
-    body = _validate(params, PoolCreateParams, "pool")
-    for key, value in (params.get("taints") or {}).items():
-        if not TAINT_VALUE.match(value):
-            raise GcoreInputError(f"pool.taints.{key}: {value!r} is not Gcore's taint form <value>:<Effect> (Effect NoSchedule, "
-                                  f"PreferNoSchedule or NoExecute)")
-    return body
+    return pool_taints(_validate(params, PoolCreateParams, "pool"))
+
+
+def _checked(news: dict, field: str, validate) -> CheckResult:
+    """A provider's Check: the engine asks it before any diff or change (`pulumi preview` included), so a request the
+    SDK's types refuse is a failure on the property, named, before anything reaches Gcore."""
+    try:
+        validate()
+    except GcoreInputError as exc:
+        return CheckResult(news, [CheckFailure(field, str(exc))])
+    return CheckResult(news, [])
 
 
 def pool_update_params(params: dict, cluster_name: str) -> dict:
@@ -115,6 +129,9 @@ class PoolProvider(ResourceProvider):
     def _api(self, props: dict):
         return client(int(props["project_id"]), int(props["region_id"]), self.http_client)
 
+    def check(self, olds: dict, news: dict) -> CheckResult:
+        return _checked(news, "pool", lambda: pool_create_params(dict(news["pool"])))
+
     def create(self, props: dict) -> CreateResult:
         body = pool_create_params(dict(props["pool"]))
         api = self._api(props)
@@ -174,6 +191,13 @@ class ClusterProvider(ResourceProvider):
 
     def _kubeconfig(self, api, name: str) -> str:
         return api.cloud.k8s.clusters.kubeconfig.get(name).config
+
+    def check(self, olds: dict, news: dict) -> CheckResult:
+        if news.get("adopt"):
+            return CheckResult(news, [])
+        # The minor stands in for the patch version `create` resolves (the SDK's type is a string either way).
+        params = dict(news["cluster"])
+        return _checked(news, "cluster", lambda: cluster_create_params({**params, "version": decide.api_version(params.get("version"))}))
 
     def create(self, props: dict) -> CreateResult:
         api = self._api(props)
@@ -258,10 +282,8 @@ class GcoreCluster(Component):
         super().__init__(name, opts)
         cluster = stack.cluster
         project, region = location(stack)
+        # Checked against the SDK's own type by the provider's Check (ClusterProvider.check), before anything is created.
         params = decide.cluster_params(cluster)
-        if cluster.create:
-            # The SDK's own type for the request, with the minor standing in for the patch version the provider resolves.
-            cluster_create_params({**params, "version": decide.api_version(params["version"])})
         self.resource = GcoreClusterResource(name, {"project_id": project, "region_id": region, "cluster": params,
                                                     "adopt": not cluster.create},
                                              self.child(additional_secret_outputs=["kubeconfig"], protect=False))
@@ -284,7 +306,8 @@ class GcoreGpuNodePool(Component):
     def __init__(self, plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__(plan.name, opts)
         project, region = location(stack)
-        params = pool_create_params(decide.pool_params(plan))
+        # The taint form here; the SDK's own type in the provider's Check (PoolProvider.check), before anything is created.
+        params = pool_taints(decide.pool_params(plan))
         self.pool = GcorePoolResource(plan.name, {"project_id": project, "region_id": region, "cluster_name": stack.cluster.name,
                                                   "pool": params},
                                       self.child(depends_on=[cluster.details["cluster"]]))

@@ -570,3 +570,63 @@ def test_gcore_upgrades_only_with_the_clusters_version():
     assert [line.split(":")[0] for line in found] == ["pools[0].upgrades.maxSurge"]
     found = problems(stack_config("gcore", upgrades={"exclusions": [{"name": "launch", "start": "2026-12-01", "end": "2026-12-03"}]}))
     assert [line.split(":")[0] for line in found] == ["upgrades.exclusions"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The SDK's types judge each request in the providers' Check (the engine's first question, `pulumi preview` included)
+
+
+def _dynamic(plan, key: str) -> list[dict]:
+    return [r.inputs for r in plan.resources if r.type == "pulumi-python:dynamic:Resource" and key in r.inputs]
+
+
+@pytest.mark.parametrize("stack", ["dev-gcore", "wide-gcore"])
+def test_every_request_a_plan_makes_passes_the_providers_check(stack):
+    import runpy
+
+    from gpupools.stack.config import read_stack_file
+
+    wide = runpy.run_path(str(ROOT / "tests" / "stack" / "wide_stacks.py"))["WIDE"]["gcore"]
+    plan = plan_of(wide if stack == "wide-gcore" else read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml"))
+    pools, clusters = _dynamic(plan, "pool"), _dynamic(plan, "cluster")
+    assert pools and clusters
+    for inputs in pools:
+        assert component.PoolProvider().check({}, inputs).failures == []
+    for inputs in clusters:
+        assert component.ClusterProvider().check({}, inputs).failures == []
+
+
+def test_the_providers_check_names_the_field_the_sdk_types_refuse():
+    from gpupools.stack.config import read_stack_file
+
+    plan = plan_of(read_stack_file(ROOT / "stacks" / "Pulumi.dev-gcore.yaml"))
+    pool, cluster = _dynamic(plan, "pool")[0], _dynamic(plan, "cluster")[0]
+    failures = component.PoolProvider().check({}, {**pool, "pool": {**pool["pool"], "min_node_count": "1"}}).failures
+    assert [(f.property, f.reason.split(":")[0]) for f in failures] == [("pool", "pool.min_node_count")]
+    failures = component.PoolProvider().check({}, {**pool, "pool": {**pool["pool"], "taints": {"a": "b=NoSchedule"}}}).failures
+    assert [(f.property, f.reason.split(":")[0]) for f in failures] == [("pool", "pool.taints.a")]
+    failures = component.ClusterProvider().check({}, {**cluster, "cluster": {**cluster["cluster"], "is_ipv6": "yes"}}).failures
+    assert [(f.property, f.reason.split(":")[0]) for f in failures] == [("cluster", "cluster.is_ipv6")]
+    # An adopted cluster is read, never created: nothing to check.
+    assert component.ClusterProvider().check({}, {**cluster, "adopt": True, "cluster": {"is_ipv6": "yes"}}).failures == []
+
+
+def test_a_plan_takes_no_time_to_import_the_sdk():
+    """The SDK's types cost about 0.19 s to import; a plan's own checks (the taint form) need none of it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.argv[0] = 'gpupools'\n"
+            "from gpupools.cli.planrun import run_program\n"
+            "from gpupools.stack.config import read_stack_file\n"
+            "run_program(read_stack_file('stacks/Pulumi.dev-gcore.yaml'), 'dev-gcore')\n"
+            "print(sorted(m for m in sys.modules if m == 'gcore' or m.startswith('gcore.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_a_wrong_taint_form_still_stops_the_plan():
+    plan, _ = plan_for()
+    with pytest.raises(component.GcoreInputError, match="pool.taints.nvidia.com/gpu"):
+        component.pool_taints({**decide.pool_params(plan), "taints": {"nvidia.com/gpu": "present=NoSchedule"}})
+    assert component.pool_taints(decide.pool_params(plan)) == decide.pool_params(plan)
