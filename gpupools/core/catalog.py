@@ -5,9 +5,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 
-import yaml
+from gpupools.core import packaged
 
 CLOUDS = ("aws", "azure", "gcp", "gcore")
 
@@ -142,9 +141,10 @@ class Catalog:
 
 
 def _load(text: str) -> Catalog:
-    # libyaml where PyYAML was built with it: the pure-Python parser takes a quarter of a second for this file,
-    # a sixth of a whole `gpupools plan`. The file is ours, so the hardened reader for user input is not needed.
-    raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return _build(packaged.parse(text))
+
+
+def _build(raw: dict) -> Catalog:
     gpus = {
         name: GpuModel(
             name=name,
@@ -285,7 +285,7 @@ def zone_region(location: str) -> str:
 
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
-    return _load(resources.files("gpupools.core").joinpath("catalog.yaml").read_text())
+    return _build(packaged.read("catalog.yaml"))
 
 
 def mig_resource_name(profile: str) -> str:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from importlib import resources
 
-import yaml
+from gpupools.core import packaged
 
 
 def _read(cloud: str) -> dict:
-    text = resources.files("gpupools.core").joinpath(f"facts_{cloud}.yaml").read_text()
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return packaged.read(f"facts_{cloud}.yaml")
 
 
 @dataclass(frozen=True)

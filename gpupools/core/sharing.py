@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 
-import yaml
-
+from gpupools.core import packaged
 from gpupools.core.catalog import Hardware, mig_config_name, mig_resource_name
 from gpupools.core.facts import load_facts
 from gpupools.core.miglayout import layout_config_name, layout_resources, layout_words, mig_parted_entries
@@ -121,7 +119,7 @@ def _operator_default_configs() -> dict[str, list[dict]]:
     """The GPU Operator's own mig-parted config (`default-mig-parted-config`), as its v26.7.0 release ships it
     (NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml, the `config.yaml` string unchanged; the same file
     as tests/reference/gpu-operator/default-mig-parted-config.yaml). Read only when a stack needs a config of its own."""
-    return yaml.safe_load(resources.files("gpupools.core").joinpath("mig-parted-default.yaml").read_text())["mig-configs"]
+    return packaged.read("mig-parted-default.yaml")["mig-configs"]
 
 
 def operator_default_entries(name: str) -> list[dict]:
