@@ -10,6 +10,7 @@ from gpupools.monitoring.plan import GRAFANA_PASSWORD_KEY, GRAFANA_USER_KEY, NAM
 from gpupools.components import kube
 from gpupools.components.base import Component
 from gpupools.components.gpu_software import helm_release
+from gpupools.components.wire import CloudResource
 
 
 class GpuMonitoring(Component):
@@ -28,9 +29,10 @@ class GpuMonitoring(Component):
         prepared = list(namespaces)
         self.grafana_password: pulumi.Output[str] | None = None
         if plan.grafana_secret:
-            import pulumi_random as random  # only stacks that install Grafana need the provider
-
-            password = random.RandomPassword("grafana-admin", length=32, special=False, opts=self.child())
+            # pulumi_random's RandomPassword, by type token (wire.py): secret as its class makes it.
+            password = CloudResource("random:index/randomPassword:RandomPassword", "grafana-admin", {"length": 32, "special": False},
+                                     outputs=("bcryptHash", "result"),
+                                     opts=self.child(additional_secret_outputs=["bcryptHash", "result"]))
             self.grafana_password = password.result
             prepared.append(kube.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                                         "metadata": {"name": plan.grafana_secret, "namespace": NAMESPACE,

@@ -46,11 +46,15 @@ PROVIDER_NAMES = {
 MAPS = frozenset({"labels", "resource_labels", "metadata", "tags", "node_labels", "addon_profiles", "config"})
 
 
+# Providers of no cloud that gpupools registers by type token: their Python SDK packages.
+OTHER_SDKS = {"random": "pulumi_random"}
+
+
 @lru_cache(maxsize=None)
 def package_version(package: str) -> str:
     """The provider plugin version the package's own classes ask for: the version in the SDK's pulumi-plugin.json,
     read as text so that not even the SDK's package is imported (pulumi_gcp's alone costs a tenth of a second)."""
-    name = sdk_package(package) or package
+    name = sdk_package(package) or OTHER_SDKS[package]
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)

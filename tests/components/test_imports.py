@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
-SDKS = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native")
+SDKS = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native", "pulumi_random")
 # What reading an existing cluster loads: the SDK's package and the service module of its getCluster.
 EXISTING = {"dev-aws-existing": {"pulumi_aws", "pulumi_aws.eks"}}
 

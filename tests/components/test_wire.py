@@ -49,9 +49,10 @@ SDK_CLASSES = {
     "azure-native:containerservice:AgentPool": ("containerservice", "AgentPool"),
     "azure-native:authorization:RoleAssignment": ("authorization", "RoleAssignment"),
     "azure-native:managedidentity:UserAssignedIdentity": ("managedidentity", "UserAssignedIdentity"),
+    "random:index/randomPassword:RandomPassword": (None, "RandomPassword"),
 }
 MAPS = ("tags", "labels", "nodeLabels", "resourceLabels", "metadata", "addonProfiles")  # user-keyed maps: their keys are data
-SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native"}
+SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native", "random": "pulumi_random"}
 EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 
@@ -80,7 +81,8 @@ def register_with_sdk_classes(resources) -> None:
         kwargs = to_sdk_args(resource.inputs)
         if resource.type.startswith("azure-native:") and "resource_name" in kwargs:
             kwargs["resource_name_"] = kwargs.pop("resource_name")  # the SDK's spelling beside the resource's own name
-        getattr(getattr(sdk(resource.type), module), cls)(resource.name, **kwargs)
+        package = sdk(resource.type)
+        getattr(getattr(package, module) if module else package, cls)(resource.name, **kwargs)
 
 
 def recording_requests(monkeypatch) -> tuple[dict, list]:
