@@ -337,44 +337,15 @@ async def _wait_for_quiescence(await_all_outstanding_tasks: bool = True) -> None
             break
 
 
-def _stack_trace():
-    """The SDK's `_get_stack_trace` (pulumi/runtime/resource.py, pulumi 3.272.0, lines 741-778): the caller's frames
-    above the concrete resource's constructor (the third `__init__` from the top), innermost first, each as the URI
-    and line of its file. Theirs takes `traceback.extract_stack()`, which reads each frame's source line and stats
-    every file on the stack at every registration (a sixth of a plan's run); this one reads the frames alone and
-    makes each file's URI once. A test compares the two messages."""
+def _no_stack_trace():
+    """The stack trace a plan's registrations carry: none. The engine reads one (with the source position taken from it)
+    only to point its diagnostics at a line of the program, and under the mock engine nothing reads it: the SDK's mock
+    monitor and ours read type, name, parent, inputs and dependencies. Taking it cost a tenth of a plan's time (the
+    SDK's `_get_stack_trace`, pulumi/runtime/resource.py lines 741-778, walks and describes every frame at every
+    registration)."""
     from pulumi.runtime.proto import source_pb2
 
-    frames = []
-    frame = sys._getframe(1)
-    while frame is not None:
-        frames.append(frame)
-        frame = frame.f_back
-    inits = 0
-    for i, frame in enumerate(frames):
-        if frame.f_code.co_name == "__init__":
-            inits += 1
-            if inits == 3:
-                break
-    else:
-        return source_pb2.StackTrace()
-    return source_pb2.StackTrace(frames=[source_pb2.StackFrame(pc=_source_position(f.f_code.co_filename, f.f_lineno, source_pb2))
-                                         for f in frames[i + 1:]])
-
-
-_URIS: dict[str, str | None] = {}
-
-
-def _source_position(filename: str, line: int | None, source_pb2):
-    if filename == "" or line is None:
-        return None
-    if filename not in _URIS:
-        try:
-            _URIS[filename] = Path(filename).as_uri()
-        except ValueError:  # a relative name such as <string>: no position, as theirs
-            _URIS[filename] = None
-    uri = _URIS[filename]
-    return None if uri is None else source_pb2.SourcePosition(uri=uri, line=line)
+    return source_pb2.StackTrace()
 
 
 def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] | None = None) -> Plan:
@@ -421,7 +392,7 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
 
     sdk_wait, sdk_trace = engine_stack.wait_for_rpcs, engine_resource._get_stack_trace
     engine_stack.wait_for_rpcs = _wait_for_quiescence
-    engine_resource._get_stack_trace = _stack_trace
+    engine_resource._get_stack_trace = _no_stack_trace
     loop = asyncio.new_event_loop()
     # The SDK calls the monitor from the loop's default executor, and in each worker thread the mocks make an event
     # loop of their own (pulumi/runtime/sync_await.py `_ensure_event_loop`) that nothing closes; at interpreter exit

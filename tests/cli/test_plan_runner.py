@@ -12,38 +12,40 @@ from gpupools.cli import planrun
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def both_traces():
-    return resource._get_stack_trace(), planrun._stack_trace()
-
-
 def constructors(levels: int):
-    """`levels` nested constructors, the innermost taking both stack traces."""
-    namespace: dict = {"both_traces": both_traces}
-    source = "class L0:\n    def __init__(self):\n        self.traces = both_traces()\n"
+    """`levels` nested constructors, the outermost a component: what the SDK's stack trace would describe."""
+    import pulumi
+
+    namespace: dict = {"pulumi": pulumi}
+    source = "class L0(pulumi.ComponentResource):\n    def __init__(self):\n        super().__init__('t:x:Y', 'y')\n"
     for n in range(1, levels):
         source += f"class L{n}(L{n - 1}):\n    def __init__(self):\n        super().__init__()\n"
-    exec(compile(source, "<generated>", "exec"), namespace)  # frames of a file with no path: no position
+    exec(compile(source, __file__, "exec"), namespace)
     return namespace[f"L{levels - 1}"]
 
 
-def make(cls):
-    return cls().traces  # the user's line: above the third constructor
+def test_registrations_carry_no_stack_trace_and_the_sdks_is_back_afterwards(monkeypatch):
+    """Nothing under the mock engine reads a registration's stack trace or source position, so a plan sends none; the
+    SDK's own function is in place again once the plan has run."""
+    requests = []
+    make_monitor = planrun._make_monitor
 
+    def monitor(plan, region, *facts):
+        made = make_monitor(plan, region, *facts)
+        register = made.RegisterResource
 
-def test_the_stack_trace_is_the_sdks():
-    sdk, ours = make(constructors(3))
-    assert ours == sdk and len(sdk.frames) > 3
-    assert sdk.frames[0].pc.uri.endswith("/tests/cli/test_plan_runner.py") and sdk.frames[0].pc.line > 0
+        def RegisterResource(request):
+            requests.append(request)
+            return register(request)
 
+        made.RegisterResource = RegisterResource
+        return made
 
-def test_above_more_constructors_too():
-    sdk, ours = make(constructors(5))
-    assert ours == sdk and sdk.frames[0].pc.uri == ""  # the two constructors above the third have no file
-
-
-def test_without_three_constructors_there_is_no_trace():
-    sdk, ours = make(constructors(2))
-    assert ours == sdk and len(sdk.frames) == 0
+    monkeypatch.setattr(planrun, "_make_monitor", monitor)
+    sdk = resource._get_stack_trace
+    planrun.run_program({"aws:region": "eu-central-1"}, "trace", program=lambda: constructors(3)())
+    assert requests and all(not r.stackTrace.frames and not r.HasField("sourcePosition") for r in requests)
+    assert resource._get_stack_trace is sdk
 
 
 def test_the_collector_rests_while_the_program_runs_and_is_restored_after():
