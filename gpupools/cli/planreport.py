@@ -198,7 +198,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
 def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None,
                source=None) -> None:
     """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
-    console = console or Console(highlight=False, width=140)
+    console = console or Console(highlight=False, emoji=False, width=140)
     module = stack.target
     plans = plan_pools(stack)
     installer = resolve_installer(stack.target, stack.gpu_software.installer)
@@ -345,7 +345,7 @@ def catalog_fabric_row(catalog, cloud: str, name: str) -> dict:
 
 
 def print_catalog(rows: list[dict], console: Console | None = None, cloud: str | None = None) -> None:
-    console = console or Console(highlight=False, width=200)
+    console = console or Console(highlight=False, emoji=False, width=200)
     table = Table(box=box.SIMPLE_HEAD)
     for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "fabric", "USD/h", "USD/GPU-h", "read", "source"):
         table.add_column(col, justify="right" if col in ("GPUs", "GB/GPU", "USD/h", "USD/GPU-h") else "left")

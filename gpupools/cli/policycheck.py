@@ -446,7 +446,7 @@ def print_result(result: CheckResult, stack: str, console: Any = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    console = console or Console(highlight=False, width=160)
+    console = console or Console(highlight=False, emoji=False, width=160)
     if result.violations:
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for column in ("policy", "level", "resource", "message"):

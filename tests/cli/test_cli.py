@@ -203,3 +203,16 @@ def test_plan_json_carries_each_pools_scale_up_path():
     assert pools["train"]["autoscaler"] == "cluster-autoscaler"
     assert pools["train"]["scaleUp"] == ("scales from zero: Auto Scaling group tags of node group train, "
                                          "56 x nvidia.com/mig-1g.5gb per node")
+
+
+def test_the_text_plan_prints_a_colon_word_as_written(capsys):
+    """Text such as `:cloud:` is printed as written, never turned into an emoji (rich's default, and a tenth of the time
+    the text plan took)."""
+    from gpupools.cli.planreport import print_plan
+    from gpupools.cli.planrun import run_program
+    from gpupools.validation.stack import validate_stack
+
+    config = stack_config("aws")
+    result = run_program(config, "the:cloud:said:thumbs_up:")
+    print_plan(validate_stack(config), result)
+    assert "stack the:cloud:said:thumbs_up:," in capsys.readouterr().out
