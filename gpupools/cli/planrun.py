@@ -15,6 +15,7 @@ import hashlib
 import json
 import runpy
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -256,7 +257,12 @@ def _make_monitor(plan: Plan, region: str, cluster_facts: dict | None = None):
             depends_on = tuple((urn.split("::")[2].split("$")[-1], urn.split("::")[3]) for urn in request.dependencies)
             plan.resources.append(PlannedResource(request.type, request.name, parent, _plain(raw), bool(request.custom),
                                                   parent_type if parent else None, request.version, depends_on))
-            return ANSWER(self, request, raw, region) if ANSWER is not None else super().RegisterResource(request)
+            return super().RegisterResource(request) if SDK_ANSWERS else _answer(self, request, raw, region)
+
+        def Invoke(self, request):
+            if SDK_ANSWERS:
+                return super().Invoke(request)
+            return _answer_invoke(self, request, region, cluster_facts)
 
         def RegisterResourceOutputs(self, request):
             if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
@@ -266,30 +272,70 @@ def _make_monitor(plan: Plan, region: str, cluster_facts: dict | None = None):
     return RecordingMonitor(Recorder())
 
 
+def _struct(values: dict):
+    """A Struct of plain values as the SDK's `rpc.serialize_properties` makes one: a property that is None is left out
+    (pulumi/runtime/rpc.py lines 240-246), a None further in is a null."""
+    from google.protobuf import struct_pb2
+
+    made = struct_pb2.Struct()
+    made.update({k: v for k, v in values.items() if v is not None})
+    return made
+
+
 def _answer(monitor, request, raw: dict, region: str):
     """What `MockMonitor.RegisterResource` (pulumi/runtime/mocks.py, pulumi 3.272.0, lines 308-333) answers, without its
     round trip. Theirs turns the inputs into Python values (`rpc.deserialize_properties`, which resource references need
     an event loop for), hands them to the mocks, and turns the state back into a Struct by running the SDK's async
-    serializer to completion on that thread's loop; for a plan that was a tenth of its wall time. The state here is the
-    inputs as they came (`raw`, their JSON form: secrets and resource references still in their wire form) and the
-    outputs the mocks add, made a Struct directly. The SDK reads the answer with `deserialize_properties`, which lifts
-    a secret to the list or map holding it whether or not the mock did that first, so the outputs the program sees are
-    the same; a test runs every example stack both ways and compares what each registration answered."""
-    from google.protobuf import struct_pb2
+    serializer to completion on an event loop of the calling thread; for a plan that was a tenth of its wall time. The
+    state here is the inputs as they came (`raw`, their JSON form: secrets and resource references still in their wire
+    form) and the outputs the mocks add, made a Struct directly. The SDK reads the answer with `deserialize_properties`,
+    which lifts a secret to the list or map holding it whether or not the mock did that first, so the outputs the
+    program sees are the same; a test plans example stacks both ways and compares what each registration answered."""
     from pulumi.runtime import mocks
     from pulumi.runtime.proto import resource_pb2
 
     urn = monitor.make_urn(request.parent, request.type, request.name)
     id_ = _resource_id(request.type, request.name, raw)
     state = _resource_outputs(request.type, request.name, raw, region)
-    answer = struct_pb2.Struct()
-    answer.update(state)
     monitor.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, id_, state)
-    return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=answer)
+    return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=_struct(state))
 
 
-# How the mock monitor answers a registration; None answers as the SDK's MockMonitor does (tests compare the two).
-ANSWER: Callable | None = _answer
+def _answer_invoke(monitor, request, region: str, cluster_facts: dict | None):
+    """What `MockMonitor.Invoke` (pulumi/runtime/mocks.py, lines 240-273) answers, the same way: the arguments in their
+    JSON form, the answer made a Struct directly. `pulumi:pulumi:getResource` (a registered resource by URN) answers
+    its registration."""
+    from pulumi.runtime.proto import resource_pb2
+
+    args = json_format.MessageToDict(request.args)
+    if request.tok == "pulumi:pulumi:getResource":
+        registered = monitor.resources.get(args.get("urn"))
+        if registered is None:
+            raise Exception(f"unknown resource {args.get('urn')}")
+        answer = registered._asdict()
+    else:
+        answer = _invoke_result(request.tok, args, region, cluster_facts)
+    return resource_pb2.ResourceInvokeResponse(failures=None, **{"return": _struct(answer)})
+
+
+class _InPlace(ThreadPoolExecutor):
+    """The loop's default executor, running each call where it is submitted. The SDK hands every monitor call to the
+    loop's executor (`run_in_executor`, pulumi/runtime/resource.py and invoke.py) so that a real engine's gRPC call
+    does not block the loop; the mock monitor's answers above take microseconds, and sending each to a worker thread
+    and its result back cost a twentieth of a plan in thread switches. The future is done when returned."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        done: Future = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - the caller awaits the future and sees the exception there
+            done.set_exception(exc)
+        return done
+
+
+# How the mock monitor answers: its own answers above on the loop's thread (a plan), or the SDK's MockMonitor on
+# worker threads as the SDK runs it (tests plan both ways and compare).
+SDK_ANSWERS = False
 
 
 def _collector(plan: Plan) -> "logging.Logger":
@@ -394,19 +440,18 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
     engine_stack.wait_for_rpcs = _wait_for_quiescence
     engine_resource._get_stack_trace = _no_stack_trace
     loop = asyncio.new_event_loop()
-    # The SDK calls the monitor from the loop's default executor, and in each worker thread the mocks make an event
-    # loop of their own (pulumi/runtime/sync_await.py `_ensure_event_loop`) that nothing closes; at interpreter exit
-    # their finalizers then fail on already-closed sockets and print "Exception ignored in BaseEventLoop.__del__".
-    # Each worker gets its loop from us instead, and every one is closed when the plan ends.
+    # The SDK calls the monitor from the loop's default executor: ours answers in place. Where the SDK's MockMonitor
+    # answers (SDK_ANSWERS), it runs on worker threads, and in each the mocks make an event loop of their own
+    # (pulumi/runtime/sync_await.py `_ensure_event_loop`) that nothing closes; at interpreter exit their finalizers then
+    # fail on already-closed sockets and print "Exception ignored in BaseEventLoop.__del__". Each worker gets its loop
+    # from us instead, and every one is closed when the plan ends.
     worker_loops: list[asyncio.AbstractEventLoop] = []
 
     def own_loop() -> None:
         worker_loops.append(asyncio.new_event_loop())
         asyncio.set_event_loop(worker_loops[-1])
 
-    from concurrent.futures import ThreadPoolExecutor
-
-    executor = ThreadPoolExecutor(initializer=own_loop)
+    executor = ThreadPoolExecutor(initializer=own_loop) if SDK_ANSWERS else _InPlace()
     loop.set_default_executor(executor)
     # Everything a plan makes (resources, their outputs and the tasks behind them) lives until the plan ends, so the
     # cyclic garbage collector's passes free little, and each pass walks the whole heap: they were a third of a

@@ -88,31 +88,83 @@ def _what_the_sdk_reads(obj) -> object:
     return norm(rpc.deserialize_properties(obj))
 
 
-@pytest.mark.parametrize("stack", ["dev-aws", "dev-azure", "dev-gcp", "dev-gcore", "dev-aws-kai"])
-def test_each_registration_is_answered_as_the_sdks_mock_monitor_answers_it(stack, monkeypatch):
-    """The mock monitor's own answer (no round trip through Python values) against `MockMonitor.RegisterResource`'s,
-    for every registration of the stack: same URN and ID, and the same outputs once the SDK has read them, secrets
-    included (the Grafana password is one); and the whole plan is the same either way."""
-    from pulumi.runtime import mocks
+def answers_of(config: dict, stack: str, sdk: bool, monkeypatch) -> tuple[dict, dict, str]:
+    """Every registration's answer by (type, name) and every invoke's by (token, arguments), and the plan, with the
+    monitor answering its own way or as the SDK's MockMonitor does."""
+    from google.protobuf import json_format
 
+    registrations: dict = {}
+    invokes: dict = {}
+    make_monitor = planrun._make_monitor
+
+    def monitor(plan, region, *facts):
+        made = make_monitor(plan, region, *facts)
+        register, invoke = made.RegisterResource, made.Invoke
+
+        def RegisterResource(request):
+            registrations[(request.type, request.name)] = answer = register(request)
+            return answer
+
+        def Invoke(request):
+            invokes[(request.tok, json_format.MessageToJson(request.args, sort_keys=True))] = answer = invoke(request)
+            return answer
+
+        made.RegisterResource, made.Invoke = RegisterResource, Invoke
+        return made
+
+    monkeypatch.setattr(planrun, "_make_monitor", monitor)
+    monkeypatch.setattr(planrun, "SDK_ANSWERS", sdk)
+    plan = planrun.run_program(config, stack)
+    return registrations, invokes, plan.to_json()
+
+
+@pytest.mark.parametrize("stack", ["dev-aws", "dev-aws-existing", "dev-azure", "dev-gcp", "dev-gcore", "dev-aws-kai"])
+def test_the_monitor_answers_as_the_sdks_mock_monitor(stack, monkeypatch):
+    """The mock monitor's own answers (no round trip through Python values, on the loop's thread) against the SDK's
+    MockMonitor's (on worker threads): for every registration the same URN and ID and the same outputs once the SDK
+    has read them, secrets included (the Grafana password is one); for every invoke the same answer; the same plan."""
     from gpupools.stack.config import read_stack_file
 
     config = read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
-    answers = []
-
-    def both(monitor, request, raw, region):
-        ours = planrun._answer(monitor, request, raw, region)
-        answers.append((ours, mocks.MockMonitor.RegisterResource(monitor, request)))
-        return ours
-
-    monkeypatch.setattr(planrun, "ANSWER", both)
-    ours = planrun.run_program(config, stack)
-    assert len(answers) == len(ours.resources) > 20
+    sdk_registrations, sdk_invokes, sdk_plan = answers_of(config, stack, True, monkeypatch)
+    registrations, invokes, plan = answers_of(config, stack, False, monkeypatch)
+    assert plan == sdk_plan
+    assert set(registrations) == set(sdk_registrations) and len(registrations) > 20
     secrets = 0
-    for mine, sdk in answers:
-        assert (mine.urn, mine.id) == (sdk.urn, sdk.id)
-        assert _what_the_sdk_reads(mine.object) == _what_the_sdk_reads(sdk.object)
+    for key, mine in registrations.items():
+        theirs = sdk_registrations[key]
+        assert (mine.urn, mine.id) == (theirs.urn, theirs.id), key
+        assert _what_the_sdk_reads(mine.object) == _what_the_sdk_reads(theirs.object), key
         secrets += planrun._SECRET_SIG in str(mine.object)
     assert secrets >= 1
-    monkeypatch.setattr(planrun, "ANSWER", None)
-    assert planrun.run_program(config, stack).to_json() == ours.to_json()
+    assert set(invokes) == set(sdk_invokes)
+    assert invokes or not stack.startswith("dev-aws")  # an EKS plan asks for zones, partition, add-on versions
+    for key, mine in invokes.items():
+        assert mine == sdk_invokes[key], key
+
+
+def test_a_resource_asked_for_by_urn_is_its_registration(monkeypatch):
+    """`pulumi:pulumi:getResource` answers a registered resource's URN, ID and state, as the SDK's MockMonitor does."""
+    import pulumi
+
+    def program():
+        bucket = pulumi.CustomResource("aws:s3/bucket:Bucket", "b", {"bucket": "mine"})
+        got = pulumi.Output.all(bucket.urn).apply(
+            lambda urns: pulumi.runtime.invoke("pulumi:pulumi:getResource", {"urn": urns[0]}).value)
+        pulumi.export("got", got)
+
+    for sdk in (True, False):
+        monkeypatch.setattr(planrun, "SDK_ANSWERS", sdk)
+        plan = planrun.run_program({"aws:region": "eu-central-1"}, "get", program=program)
+        got = plan.outputs["got"]
+        assert got["urn"].endswith("$aws:s3/bucket:Bucket::b") and got["id"].startswith("b-") and got["state"]["bucket"] == "mine", sdk
+
+
+def test_a_struct_is_made_as_the_sdk_serializes_plain_values():
+    import asyncio
+
+    from pulumi.runtime import rpc
+
+    values = {"left-out": None, "kept": {"null": None, "list": [1, "x", None, {"deep": None}]}, "n": 2, "t": True, "s": "v"}
+    sdk = asyncio.run(rpc.serialize_properties(values, {}))
+    assert planrun._struct(values) == sdk and "left-out" not in sdk and "null" in sdk["kept"]
