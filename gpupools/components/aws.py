@@ -25,16 +25,12 @@ from gpupools.upgrades.policy import Window, window_of
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
 from gpupools.components.gpu_software import helm_release
-from gpupools.components.wire import CloudResource, invoke, provider_inputs
+from gpupools.components.wire import CloudResource, invoke, provider_inputs, python_names
 
 
 def resource(token: str, name: str, inputs: dict, opts: pulumi.ResourceOptions, outputs: tuple[str, ...] = ()) -> CloudResource:
     """An AWS resource by type token (`ec2/vpc:Vpc`), inputs as the provider names them."""
     return CloudResource(f"aws:{token}", name, inputs, outputs, opts)
-
-
-def _invoke_opts(parent: pulumi.Resource) -> pulumi.InvokeOutputOptions:
-    return pulumi.InvokeOutputOptions(parent=parent)
 
 
 class EksCluster(Component):
@@ -99,26 +95,24 @@ class EksCluster(Component):
                 after = [system] if addon in decide.ADDONS_NEEDING_NODES or addon == decide.POD_IDENTITY_AGENT else [eks]
                 resource("eks/addon:Addon", addon, decide.addon_args(eks.name, addon, version), self.child(depends_on=after))
         else:
-            # An existing cluster is read with the SDK's typed answer, whose snake_case fields the findings read.
-            import pulumi_aws as aws
-
-            found = aws.eks.get_cluster_output(name=cluster.name, opts=_invoke_opts(self))
-            self.cluster_name = found.name
-            subnet_ids = pulumi.Output.from_input(cluster.subnet_ids) if cluster.subnet_ids else found.vpc_config.subnet_ids
-            endpoint, ca_data = found.endpoint, found.certificate_authorities[0].data
-            self.security_group_id = found.vpc_config.cluster_security_group_id
-            self.vpc_id = found.vpc_config.vpc_id
-            self.version = found.version
+            # An existing cluster is read by token (wire.py), its answer in the SDK's Python names, which the findings read.
+            found = invoke("aws:eks/getCluster:getCluster", {"name": cluster.name}, self).apply(python_names)
+            self.cluster_name = found["name"]
+            subnet_ids = pulumi.Output.from_input(cluster.subnet_ids) if cluster.subnet_ids else found["vpc_config"]["subnet_ids"]
+            endpoint, ca_data = found["endpoint"], found["certificate_authorities"][0]["data"]
+            self.security_group_id = found["vpc_config"]["cluster_security_group_id"]
+            self.vpc_id = found["vpc_config"]["vpc_id"]
+            self.version = found["version"]
             # Auto Mode's nodes take the node role the cluster's compute config names (it holds their access entry).
-            self.node_role_arn = (found.compute_configs.apply(lambda c: _auto_mode_node_role(cluster.name, c)) if auto else self.node_role.arn)
+            self.node_role_arn = (found.apply(lambda c: _auto_mode_node_role(cluster.name, c.get("compute_configs"))) if auto
+                                  else self.node_role.arn)
             # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
-            pulumi.Output.all(found.name, found.vpc_config, found.enabled_cluster_log_types, found.access_configs).apply(
-                lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
-                    a[0], a[1].get("endpoint_public_access"), a[1].get("public_access_cidrs"), a[2],
-                    (a[3] or [{}])[0].get("authentication_mode"))])
+            found.apply(lambda c: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
+                c["name"], c["vpc_config"].get("endpoint_public_access"), c["vpc_config"].get("public_access_cidrs"),
+                c.get("enabled_cluster_log_types"), (c.get("access_configs") or [{}])[0].get("authentication_mode"))])
             if autoscaler in (KARPENTER, CLUSTER_AUTOSCALER) and not auto:
                 # An existing cluster must already run the Pod Identity agent; reading it fails the preview if not.
-                aws.eks.get_addon_output(cluster_name=cluster.name, addon_name=decide.POD_IDENTITY_AGENT, opts=_invoke_opts(self))
+                invoke("aws:eks/getAddon:getAddon", {"clusterName": cluster.name, "addonName": decide.POD_IDENTITY_AGENT}, self)
         self._finish(stack, region, endpoint, ca_data, subnet_ids)
 
     def _finish(self, stack: StackConfig, region, endpoint, ca_data, subnet_ids) -> None:

@@ -21,7 +21,7 @@ from gpupools.upgrades.policy import window_of
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
 from gpupools.components.gpu_software import helm_release
-from gpupools.components.wire import CloudResource, invoke, provider_inputs
+from gpupools.components.wire import CloudResource, invoke, provider_inputs, python_names
 
 # Registered by type token, as pulumi_azure_native's classes register them: its container service, authorization and
 # managed identity modules are a fifth of a second of every plan. The classes' aliases name the API-versioned types
@@ -73,21 +73,16 @@ class AksCluster(Component):
                 (), self.child())
             after = [admin]
         else:
-            # An existing cluster is read with the SDK's typed answer, whose snake_case fields the findings read.
-            from pulumi_azure_native import containerservice
-
-            found = containerservice.get_managed_cluster_output(resource_group_name=cluster.resource_group, resource_name=cluster.name,
-                                                                opts=pulumi.InvokeOutputOptions(parent=self))
-            self.cluster_name = found.name
+            # An existing cluster is read by token (wire.py), its answer in the SDK's Python names, which the findings read.
+            found = invoke("azure-native:containerservice:getManagedCluster",
+                           {"resourceGroupName": cluster.resource_group, "resourceName": cluster.name}, self).apply(python_names)
+            self.cluster_name = found["name"]
             scopes = decide.reservation_group_scopes(stack.pools)
             if scopes:
-                pulumi.Output.all(found.name, found.identity).apply(lambda a: [pulumi.log.warn(m, resource=self) for m in
-                                                                               decide.reservation_identity_findings(a[0], a[1], scopes)])
+                found.apply(lambda c: [pulumi.log.warn(m, resource=self) for m in
+                                       decide.reservation_identity_findings(c["name"], c.get("identity"), scopes)])
             # Read, not assumed: what the cluster lacks of a new cluster's controls becomes a warning.
-            pulumi.Output.all(found.name, found.api_server_access_profile, found.disable_local_accounts, found.aad_profile,
-                              found.network_profile).apply(lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(
-                                  a[0], {"api_server_access_profile": a[1], "disable_local_accounts": a[2], "aad_profile": a[3],
-                                         "network_profile": a[4]})])
+            found.apply(lambda c: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(c["name"], c)])
         # Entra ID clusters hand out an exec kubeconfig (kubelogin); without Entra ID, format is ignored.
         credentials = invoke("azure-native:containerservice:listManagedClusterUserCredentials",
                              {"resourceGroupName": cluster.resource_group, "resourceName": self.cluster_name, "format": "exec"}, self, after)

@@ -11,7 +11,7 @@ from gpupools.core.pools import PoolPlan
 
 from gpupools.components.base import ClusterHandle, Component
 from gpupools.components import kube
-from gpupools.components.wire import CloudResource, invoke, provider_inputs
+from gpupools.components.wire import CloudResource, invoke, provider_inputs, python_names
 from gpupools.fabric import gpudirect
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
@@ -65,19 +65,14 @@ class GkeCluster(Component):
                 CloudResource(NODE_POOL, "system", provider_inputs(system), ("name",),
                               self.child(ignore_changes=["initialNodeCount"], depends_on=[*after, *grants]))
         else:
-            # An existing cluster is read with the SDK's typed answer, whose snake_case fields the findings read.
-            import pulumi_gcp as gcp
-
-            found = gcp.container.get_cluster_output(name=cluster.name, location=cluster.location, project=project,
-                                                     opts=pulumi.InvokeOutputOptions(parent=self))
-            endpoint, ca_data = found.endpoint, found.master_auths[0].cluster_ca_certificate
+            # An existing cluster is read by token (wire.py), its answer in the SDK's Python names, which the findings read.
+            found = invoke("gcp:container/getCluster:getCluster", {k: v for k, v in {"name": cluster.name, "location": cluster.location,
+                                                                                    "project": project}.items() if v is not None},
+                           self).apply(python_names)
+            endpoint, ca_data = found["endpoint"], found["master_auths"][0]["cluster_ca_certificate"]
             # Read, not assumed: the pools need Workload Identity, which only the cluster's owner can turn on.
-            self.cluster_name = pulumi.Output.all(found.name, found.workload_identity_configs, found.enable_autopilot).apply(
-                lambda a: _checked(mode, a[0], a[1], a[2]))
-            read = ("private_cluster_configs", "master_authorized_networks_configs", "enable_shielded_nodes", "datapath_provider",
-                    "network_policies", "release_channels")
-            pulumi.Output.all(found.name, *[getattr(found, key) for key in read]).apply(
-                lambda a: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(a[0], dict(zip(read, a[1:])))])
+            self.cluster_name = found.apply(lambda c: _checked(mode, c["name"], c.get("workload_identity_configs"), c.get("enable_autopilot")))
+            found.apply(lambda c: [pulumi.log.warn(m, resource=self) for m in decide.existing_cluster_findings(c["name"], c)])
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(self.cluster_name, endpoint, ca_data).apply(
             lambda a: decide.kubeconfig(a[0], a[1], a[2])))
         self.kubernetes = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=self.child())

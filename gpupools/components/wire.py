@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,32 @@ class CloudResource(pulumi.CustomResource):
         package = type_token.split(":", 1)[0]
         opts = pulumi.ResourceOptions.merge(pulumi.ResourceOptions(version=package_version(package)), opts)
         super().__init__(type_token, name, props, opts)
+
+
+# The provider's names of map-valued results whose own keys are data: they stay as the cloud wrote them.
+RESULT_MAPS = frozenset({"tags", "tagsAll", "labels", "resourceLabels", "nodeLabels", "metadata", "addonProfiles",
+                         "effectiveLabels", "terraformLabels"})
+
+
+def python_names(value: Any, in_map: bool = False) -> Any:
+    """A provider function's answer with the Python names its SDK's typed result gives each field (`vpcConfig` ->
+    `vpc_config`, `masterAuths` -> `master_auths`; the generated classes name each, `@pulumi.getter(name="vpcConfig")
+    def vpc_config`, and that is the snake_case of the provider's name, a run of capitals one word, or for Azure's
+    acronyms the name PROVIDER_NAMES gives); the keys of a map of data stay as they are. A test reads clusters both ways and compares every field the components read."""
+    if isinstance(value, dict):
+        return {(k if in_map else _snake(k)): python_names(v, not in_map and k in RESULT_MAPS) for k, v in value.items()}
+    if isinstance(value, list):
+        return [python_names(v) for v in value]
+    return value
+
+
+def _snake(name: str) -> str:
+    return _PYTHON_NAMES.get(name) or _CAPITALS.sub("_", name).lower()
+
+
+_CAPITALS = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# Azure's acronyms (`managedOutboundIPs`) are not words the rule above finds: their Python names, as spelled above.
+_PYTHON_NAMES = {provider: python for python, provider in PROVIDER_NAMES.items()}
 
 
 def invoke(token: str, args: dict[str, Any], parent: pulumi.Resource, depends_on: list[pulumi.Resource] | None = None) -> pulumi.Output[Any]:

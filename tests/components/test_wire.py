@@ -122,6 +122,8 @@ VARIANTS = [
         {"reservation": {"id": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-capacity/providers/Microsoft.Compute/"
                                 "capacityReservationGroups/crg-a100", "zones": ["1"], "nodes": 1}}, "on-demand"]}]),
     {k: v for k, v in stack_config("gcp").items() if k != "gcp:project"},  # the provider's own project (GOOGLE_PROJECT): getClientConfig
+    {**stack_config("gcp"), "gpupools:cluster": {**stack_config("gcp")["gpupools:cluster"], "create": False}},  # an existing GKE cluster
+    {**stack_config("azure"), "gpupools:cluster": {**stack_config("azure")["gpupools:cluster"], "create": False}},  # and AKS cluster
 ]
 
 
@@ -158,6 +160,10 @@ INVOKES = {  # token -> (SDK module or None for the package itself, function)
     "azure-native:authorization:getClientConfig": ("authorization", "get_client_config_output"),
     "azure-native:containerservice:listManagedClusterUserCredentials": ("containerservice", "list_managed_cluster_user_credentials_output"),
     "gcp:organizations/getClientConfig:getClientConfig": ("organizations", "get_client_config_output"),
+    "aws:eks/getCluster:getCluster": ("eks", "get_cluster_output"),
+    "aws:eks/getAddon:getAddon": ("eks", "get_addon_output"),
+    "gcp:container/getCluster:getCluster": ("container", "get_cluster_output"),
+    "azure-native:containerservice:getManagedCluster": ("containerservice", "get_managed_cluster_output"),
 }
 
 
@@ -242,3 +248,77 @@ def test_the_kubeconfig_is_made_of_the_clusters_answers(cloud, monkeypatch):
     else:
         name, endpoint, data, region = made[0]
         assert (name, data, region) == ("ml-test", ca, "eu-central-1") and endpoint.endswith(".gr7.eu-central-1.eks.amazonaws.com")
+
+
+# What the components read of an existing cluster, as paths in the SDK's Python names.
+CLUSTER_READS = {
+    ("aws:eks/getCluster:getCluster", "eks", "get_cluster_output", (("name", "ml"),)): [
+        ("name",), ("endpoint",), ("version",), ("certificate_authorities", 0, "data"), ("vpc_config", "subnet_ids"),
+        ("vpc_config", "cluster_security_group_id"), ("vpc_config", "vpc_id"), ("vpc_config", "endpoint_public_access"),
+        ("vpc_config", "public_access_cidrs"), ("enabled_cluster_log_types",), ("access_configs", 0, "authentication_mode"),
+        ("compute_configs", 0, "enabled"), ("compute_configs", 0, "node_role_arn")],
+    ("gcp:container/getCluster:getCluster", "container", "get_cluster_output", (("name", "ml"), ("location", "europe-west4"), ("project", "p"))): [
+        ("name",), ("endpoint",), ("master_auths", 0, "cluster_ca_certificate"), ("workload_identity_configs", 0, "workload_pool"),
+        ("enable_autopilot",), ("private_cluster_configs", 0, "enable_private_endpoint"), ("private_cluster_configs", 0, "enable_private_nodes"),
+        ("master_authorized_networks_configs", 0, "cidr_blocks", 0, "cidr_block"),
+        ("master_authorized_networks_configs", 0, "gcp_public_cidrs_access_enabled"), ("enable_shielded_nodes",), ("datapath_provider",),
+        ("network_policies", 0, "enabled"), ("release_channels", 0, "channel"), ("resource_labels",)],
+    ("azure-native:containerservice:getManagedCluster", "containerservice", "get_managed_cluster_output",
+     (("resource_group_name", "rg"), ("resource_name", "ml"))): [
+        ("name",), ("identity", "type"), ("api_server_access_profile", "authorized_ip_ranges"),
+        ("api_server_access_profile", "enable_private_cluster"), ("disable_local_accounts",), ("aad_profile", "managed"),
+        ("aad_profile", "enable_azure_rbac"), ("network_profile", "network_policy"),
+        ("network_profile", "load_balancer_profile", "managed_outbound_ips", "count"), ("tags",)],
+}
+# Beyond the mocks' usual answer: every block the components read, and a map of data whose keys must stay as written.
+CLUSTER_FACTS = {"aws": {"computeConfigs": [{"enabled": True, "nodeRoleArn": "arn:aws:iam::123456789012:role/auto-nodes"}]},
+                 "gcp": {"masterAuthorizedNetworksConfigs": [{"cidrBlocks": [{"cidrBlock": "10.0.0.0/8", "displayName": "office"}],
+                                                              "gcpPublicCidrsAccessEnabled": False}],
+                         "networkPolicies": [{"enabled": True, "provider": "CALICO"}],
+                         "resourceLabels": {"costCenter": "ml", "team_name": "research"}},
+                 "azure-native": {"identity": {"type": "UserAssigned"}, "tags": {"costCenter": "ml"},
+                                  "apiServerAccessProfile": {"authorizedIPRanges": ["10.0.0.0/8"], "enablePrivateCluster": False},
+                                  "aadProfile": {"managed": True, "enableAzureRBAC": True},
+                                  "networkProfile": {"networkPolicy": "cilium", "loadBalancerProfile": {"managedOutboundIPs": {"count": 2}}}}}
+
+
+@pytest.mark.parametrize("read", list(CLUSTER_READS), ids=lambda r: r[0])
+def test_an_existing_cluster_read_by_token_answers_what_the_sdks_typed_result_says(read):
+    """The components read an existing cluster by token, the answer given the SDK's Python names (wire.python_names):
+    every field they read has the value the SDK's typed result gives it."""
+    import importlib
+
+    import pulumi
+
+    from gpupools.components.wire import invoke, python_names
+
+    token, module, function, args = read
+    cloud = token.split(":", 1)[0]
+    seen = {}
+
+    def walk(value, path):
+        for step in path:
+            value = value[step] if isinstance(step, int) or isinstance(value, dict) else getattr(value, step)
+        return value
+
+    def program():
+        parent = pulumi.ComponentResource("t:x:Reader", "reader")
+        typed = getattr(getattr(importlib.import_module(SDK_PACKAGES[cloud]), module), function)(**dict(args))
+        wired = invoke(token, provider_inputs(dict(args)), parent).apply(python_names)
+        pulumi.Output.all(typed, wired).apply(lambda both: seen.update(typed=both[0], wired=both[1]))
+
+    facts = CLUSTER_FACTS[cloud]
+    monkey = pytest.MonkeyPatch()
+    answer = planrun._invoke_result
+    monkey.setattr(planrun, "_invoke_result", lambda t, a, region, *f: {**answer(t, a, region), **(facts if t == token else {})})
+    try:
+        run_program({"aws:region": "eu-central-1"}, "read", program)
+    finally:
+        monkey.undo()
+    for path in CLUSTER_READS[read]:
+        assert walk(seen["wired"], path) == walk(seen["typed"], path) is not None, path
+    assert walk(seen["wired"], CLUSTER_READS[read][0]) == "ml"
+    if cloud == "gcp":
+        assert seen["wired"]["resource_labels"] == {"costCenter": "ml", "team_name": "research"}  # a map's keys as written
+    if cloud == "azure-native":
+        assert seen["wired"]["tags"] == {"costCenter": "ml"}
