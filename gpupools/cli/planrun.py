@@ -298,7 +298,11 @@ def _answer(monitor, request, raw: dict, region: str):
     id_ = _resource_id(request.type, request.name, raw)
     state = _resource_outputs(request.type, request.name, raw, region)
     monitor.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, id_, state)
-    return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=_struct(state))
+    # The inputs as they came (a copy of their Struct, made in C), then what the mocks add or change.
+    answer = resource_pb2.RegisterResourceResponse(urn=urn, id=id_)
+    answer.object.CopyFrom(request.object)
+    answer.object.update({k: v for k, v in state.items() if v is not None and (k not in raw or v is not raw[k])})
+    return answer
 
 
 def _answer_invoke(monitor, request, region: str, cluster_facts: dict | None):
