@@ -8,9 +8,10 @@ window once, `max_over_time(DCGM_FI_DEV_GPU_UTIL[24h])` grouped by holder. The r
 same 24 hours, every query it sends included, counted both ways: from the recorded idle steps (what a stack with
 gpupools' rules gets) and from raw samples (`--raw`, any Prometheus). The three are timed in turn, `--rounds` times;
 medians are compared, and both ways must list the same rows. So is the CPU time Prometheus spent on each (Linux),
-which a busy machine does not change. The report's own memory (the most Python allocated
-at once during one report, from tracemalloc, in a run of its own) is printed too: it holds numbers per holder, never
-samples, so it grows with the GPUs, not with the window or the scrape interval.
+which a busy machine does not change. The report's own memory (the most Python allocated at once during one
+report, from tracemalloc, in a run of its own) is printed too: it holds numbers per holder, never samples, so it
+grows with the GPUs, not with the window or the scrape interval. So is the machine's one-minute load average around
+the timings (the higher of before and after), which moves the wall-clock ratios.
 
 With `--dips`, the busy GPUs also drop below the threshold for ten minutes every six hours (a checkpoint, a job
 between two steps): then every GPU has a sample below it, and the raw report judges every busy GPU's steps one by
@@ -189,9 +190,11 @@ def measure(gpus: int, prometheus: str, promtool: str, scrape: int = SCRAPE, dip
             assert recorded.counted_from == "recorded idle steps" and raw.counted_from == "raw samples"
             rows = [{(g.pod, round(g.hours_idle, 2), g.gpu_hours_idle) for g in r.idle} for r in (recorded, raw)]
             assert rows[0] == rows[1] and len(rows[0]) == len(range(0, gpus, 3)), "both ways must list the same idle GPUs"
+            load_before = os.getloadavg()[0]
             (floor, floor_cpu), (from_rules, rules_cpu), (from_raw, raw_cpu) = medians(
                 [lambda: instant(url, FLOOR, at), lambda: idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600),
                  lambda: idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600, raw=True)], rounds, proc.pid)
+            load = max(load_before, os.getloadavg()[0])  # the machine's one-minute load average around the timings
             memory = max(peak_mib(lambda: idle_report(url, 24 * 3600, 5.0, now=at, min_idle=3600, raw=raw)) for raw in (False, True))
         finally:
             proc.terminate()
@@ -201,7 +204,7 @@ def measure(gpus: int, prometheus: str, promtool: str, scrape: int = SCRAPE, dip
             "raw_s": round(from_raw, 3), "raw_ratio": round(from_raw / floor, 1), "report_mib": round(memory, 1),
             # Prometheus' CPU seconds against the floor's: what the queries cost, however busy the machine is
             "recorded_cpu_ratio": round(rules_cpu / floor_cpu, 1) if rules_cpu and floor_cpu else None,
-            "raw_cpu_ratio": round(raw_cpu / floor_cpu, 1) if raw_cpu and floor_cpu else None}
+            "raw_cpu_ratio": round(raw_cpu / floor_cpu, 1) if raw_cpu and floor_cpu else None, "load_average": round(load, 1)}
 
 
 def main() -> None:
@@ -222,11 +225,11 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print(f"{'GPUS':>6}  {'SCRAPE':>6}  {'IDLE ROWS':>9}  {'FLOOR (s)':>9}  {'RECORDED (s)':>12}  {'RATIO':>6}  {'RAW (s)':>8}  "
-          f"{'RATIO':>6}  {'CPU RATIOS':>11}  {'MEMORY':>8}")
+          f"{'RATIO':>6}  {'CPU RATIOS':>11}  {'MEMORY':>8}  {'LOAD':>5}")
     for r in rows:
         cpu = "/".join("?" if r[k] is None else f"{r[k]:.1f}x" for k in ("recorded_cpu_ratio", "raw_cpu_ratio"))
         print(f"{r['gpus']:>6}  {r['scrape_s']:>5}s  {r['idle_rows']:>9}  {r['floor_s']:>9.3f}  {r['recorded_s']:>12.3f}  "
-              f"{r['recorded_ratio']:>5.1f}x  {r['raw_s']:>8.3f}  {r['raw_ratio']:>5.1f}x  {cpu:>11}  {r['report_mib']:>5.1f} MiB")
+              f"{r['recorded_ratio']:>5.1f}x  {r['raw_s']:>8.3f}  {r['raw_ratio']:>5.1f}x  {cpu:>11}  {r['report_mib']:>5.1f} MiB  {r['load_average']:>5.1f}")
 
 
 if __name__ == "__main__":

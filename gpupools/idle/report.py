@@ -170,7 +170,7 @@ CHUNK_STEPS = 1440
 PARALLEL = 4  # queries in flight: Prometheus runs each query on one core, so a few at once use a server's cores
 # Pieces each step-judging question is cut into at least, so that its work spreads over a server's cores; each piece
 # costs a little of its own (finding the series, sending the answer), which more pieces would add up.
-SPLIT = 2
+SPLIT = 1
 
 
 @dataclass(frozen=True)
@@ -234,10 +234,35 @@ def per_step(grid: Steps, offset: float, gpus: str | None = None) -> str:
     return " or ".join(f"({one(metric, scale)})" for metric, scale in METRICS)
 
 
-def peak_question(seconds: int, offset: float = 0) -> str:
-    """The highest raw sample per holder over `seconds` ending `offset` seconds before the query's instant."""
+def peak_question(seconds: int, offset: float = 0, gpus: str | None = None) -> str:
+    """The highest raw sample per holder (of the given GPUs) over `seconds` ending `offset` seconds before the query's
+    instant."""
     within = f"[{seconds}s]{_offset(offset)}"
-    return _per_holder("max", lambda m, scale: f"max_over_time({m}{within})" + (f" * {scale}" if scale != 1 else ""))
+    return _per_holder("max", lambda m, scale: f"max_over_time({_on(m, gpus)}{within})" + (f" * {scale}" if scale != 1 else ""))
+
+
+GPU = ("Hostname", "UUID")  # one physical GPU, as the report counts the GPUs seen
+
+
+def min_questions(seconds: int, offset: float = 0) -> list[tuple[str, str]]:
+    """Every GPU's lowest raw sample over `seconds` ending `offset` seconds before the query's instant, one question per
+    metric, in the metric's own unit (named `min <scale>`): it names every GPU seen, and which have a sample below the
+    threshold. A GPU may report both metrics; each is compared with its own threshold (`low_gpus`)."""
+    within = f"[{seconds}s]{_offset(offset)}"
+    return [(f"min {scale}", f"min by ({', '.join(GPU)}) (min_over_time({metric}{within}))") for metric, scale in METRICS]
+
+
+def low_gpus(mins: list[tuple[str, list[dict]]], below: float) -> set[str]:
+    """The GPUs (UUIDs) whose lowest sample, answered by `min_questions`, is below the threshold in its metric's unit:
+    -Inf is below any threshold, as in the step questions; NaN (all samples NaN) below none."""
+    lows = {f"min {scale}": below_in(scale, below) for _, scale in METRICS}
+    return {s["metric"].get("UUID", "") for name, result in mins for s in result if s["value"] < lows[name]}
+
+
+def below_in(scale: int, below: float) -> float:
+    """The threshold in a metric's own unit, as the step questions write it (`{below / scale:g}`), so that Python and
+    Prometheus compare with the same number."""
+    return float(f"{below / scale:g}")
 
 
 def nan_question(seconds: int, offset: float, gpus: str | None) -> str:
@@ -281,9 +306,12 @@ class Piece:
         """Steps below the threshold, per holder of the given GPUs (only holders with at least one)."""
         return _per_holder("sum", lambda m, scale: f"count_over_time(({self.sample(_on(m, gpus))} < {below / scale:g}){self.span})")
 
-    def peak(self) -> str:
-        """The highest raw sample per holder; also every holder and GPU seen in the piece."""
-        return peak_question(self.grid.count * self.grid.step, self.offset)
+    def peak(self, gpus: str | None = None) -> str:
+        """The highest raw sample per holder (of the given GPUs; with none, also every holder and GPU seen)."""
+        return peak_question(self.grid.count * self.grid.step, self.offset, gpus)
+
+    def mins(self) -> list[tuple[str, str]]:
+        return min_questions(self.grid.count * self.grid.step, self.offset)
 
     def seen(self, gpus: str | None) -> str:
         """Steps with a sample, per holder of the given GPUs."""
@@ -313,11 +341,14 @@ def _on(metric: str, gpus: str | None) -> str:
     return f'{metric}{{UUID=~"{gpus}"}}' if gpus else metric
 
 
+# RE2 metacharacters escaped with a backslash, backslashes doubled for the PromQL string, quotes escaped for it
+# (Python's re.escape also escapes characters such as `-` that PromQL strings reject).
+_LITERAL = str.maketrans({**{c: "\\\\" + c for c in ".+*?()|[]{}^$"}, "\\": "\\" * 4, '"': '\\"'})
+
+
 def _literal(text: str) -> str:
-    """`text` matched literally by a PromQL regex matcher: RE2 metacharacters escaped, backslashes doubled for the
-    PromQL string (Python's re.escape also escapes characters such as `-` that PromQL strings reject)."""
-    regex = "".join("\\" + c if c in ".+*?()|[]{}^$\\" else c for c in text)
-    return regex.replace("\\", "\\\\").replace('"', '\\"')
+    """`text` matched literally by a PromQL regex matcher (one table lookup per character: thousands of GPUs)."""
+    return text.translate(_LITERAL)
 
 
 @dataclass(frozen=True)
@@ -375,12 +406,18 @@ class Holder:
     peak: float = math.nan
 
 
+_NONE = ("",) * len(HOLDER_LABELS)
+
+
 def _key(labels: dict[str, str]) -> tuple:
-    return tuple(labels.get(name, "") for name in HOLDER_LABELS)
+    return tuple(map(labels.get, HOLDER_LABELS, _NONE))
+
+
+_DEVICE = ("Hostname", "UUID", "GPU_I_ID")
 
 
 def _device(labels: dict[str, str]) -> tuple:
-    return tuple(labels.get(name, "") for name in ("Hostname", "UUID", "GPU_I_ID"))
+    return tuple(map(labels.get, _DEVICE, _NONE))
 
 
 def _ask_all(prom: Prometheus, asks: list[tuple[str, str, float]]) -> list[tuple[str, list[dict]]]:
@@ -402,9 +439,13 @@ def pieces_of_parts(grid: Steps, below: float) -> list[RecordedPiece]:
 
 
 def first_questions(pieces: list[RecordedPiece], below: float) -> list[tuple[str, str, float]]:
-    """What can be asked of recorded steps before any answer: every holder's idle steps and shares (as cheap as the
-    idle steps they sum over)."""
-    return [(name, expr, p.at) for p in pieces for name, expr in (("idle", p.idle(below)), ("share", p.share(below, None)))]
+    """What can be asked of recorded steps before any answer: every holder's idle steps."""
+    return [("idle", p.idle(below), p.at) for p in pieces]
+
+
+def peak_questions(grid: Steps, below: float, raw: bool) -> list[tuple[str, str, float]]:
+    """Every holder's peak over the grid, from raw samples or from the recorded steps."""
+    return [("peak", p.peak(), p.at) for p in pieces_of(grid, below, not raw)]
 
 
 class _Tally:
@@ -416,11 +457,15 @@ class _Tally:
         self.holders: dict[tuple, Holder] = {}
 
     def add(self, answers: list[tuple[str, list[dict]]]) -> None:
+        holders, isfinite = self.holders, math.isfinite
         for name, result in answers:
             for sample in result:
-                key, value = _key(sample["metric"]), sample["value"]
-                holder = self.holders.setdefault(key, Holder({k: v for k, v in sample["metric"].items() if v}))
-                if not math.isfinite(value):  # NaN or an infinity is no count and no utilization: seen, not idle
+                metric, value = sample["metric"], sample["value"]
+                key = _key(metric)
+                holder = holders.get(key)
+                if holder is None:
+                    holder = holders[key] = Holder({k: v for k, v in metric.items() if v})
+                if not isfinite(value):  # NaN or an infinity is no count and no utilization: seen, not idle
                     continue
                 if name == "peak":
                     holder.peak = value if math.isnan(holder.peak) else max(holder.peak, value)
@@ -430,38 +475,54 @@ class _Tally:
                     setattr(holder, name, min(getattr(holder, name) + round(value), self.grid.count))
 
 
+def _uuids(holders, keep=lambda h: True) -> list[str]:
+    return sorted({h.labels.get("UUID", "") for h in holders if keep(h)})
+
+
 def collect(prom: Prometheus, grid: Steps, below: float, least: int = 1, recorded: bool = False,
             first: list[tuple[str, list[dict]]] | None = None, raw_peaks: bool = False,
             peaks: list[tuple[str, list[dict]]] | None = None) -> list[Holder]:
     """What Prometheus counts per holder, piece by piece, concurrently; only numbers travel, not steps.
 
-    From recorded steps: first every holder's idle steps and shares (`first`, when already asked); then, for holders
-    idle at least `least` steps (the ones the report lists), the steps they were seen, and every holder's peak
-    (`raw_peaks`: from raw samples, when those are sparser than the recorded steps; `peaks`, when already asked).
+    From recorded steps: first every holder's idle steps (`first`, when already asked) and every holder's peak
+    (`raw_peaks`: from raw samples, when those are sparser than the recorded steps; `peaks`, when already asked);
+    then, for holders idle at least `least` steps (the ones the report lists), the steps they were seen, which also
+    names every holder of their GPUs in the window; and only where one of those GPUs had several holders (time-slices,
+    MPS), the shares of it each idle holder held. A holder alone on its device holds all of it at every step
+    (the recorded share is 1 / the holders of the device at that step), so its share is its idle steps.
     From raw samples: `collect_raw`.
     """
     if not recorded:
         return collect_raw(prom, grid, below, least)
-    pieces = pieces_of(grid, below, True)
     tally = _Tally(grid)
-    tally.add(first if first is not None else _ask_all(prom, first_questions(pieces, below)))
-    listed = sorted({h.labels.get("UUID", "") for h in tally.holders.values() if h.idle >= least})
+    missing = ([] if first is not None else first_questions(pieces_of(grid, below, True), below)) + (
+        [] if peaks is not None else peak_questions(grid, below, raw_peaks))
+    answers = _ask_all(prom, missing)
+    tally.add(first if first is not None else [a for a in answers if a[0] == "idle"])
+    tally.add(peaks if peaks is not None else [a for a in answers if a[0] == "peak"])
     limit = MAX_SELECTOR.get(prom.method, MAX_SELECTOR["GET"])
-    then = [("seen", p.seen(gpu_regex(listed, limit)), p.at) for p in pieces_of_parts(grid, below)] if listed else []
-    if raw_peaks and peaks is not None:
-        tally.add(peaks)
-    else:
-        then += [("peak", p.peak(), p.at) for p in (pieces_of(grid, below, False) if raw_peaks else pieces)]
-    tally.add(_ask_all(prom, then))
+    listed = _uuids(tally.holders.values(), lambda h: h.idle >= least)
+    if not listed:
+        return list(tally.holders.values())
+    seen = _ask_all(prom, [("seen", p.seen(gpu_regex(listed, limit)), p.at) for p in pieces_of_parts(grid, below)])
+    tally.add(seen)
+    holders_of: dict[tuple, set[tuple]] = {}
+    for _, result in seen:
+        for sample in result:
+            holders_of.setdefault(_device(sample["metric"]), set()).add(_key(sample["metric"]))
+    shared = sorted({device[1] for device, keys in holders_of.items() if len(keys) > 1})
+    if shared:
+        tally.add(_ask_all(prom, [("share", p.share(below, gpu_regex(shared, limit)), p.at) for p in pieces_of_parts(grid, below)]))
     return list(tally.holders.values())
 
 
-def low_question(window: int, below: float) -> str:
-    """The GPUs with a sample below the threshold within the window or the lookback before it (where a filled first
-    step takes its sample): any other GPU has no idle step, since a step is judged by its highest sample. Compared
-    in the metric's own unit, with the same number the steps are compared with, so both agree at the threshold; a
-    GPU whose samples are all NaN has no idle step either, and is left out (NaN is below nothing)."""
-    return " or ".join(f"(min by (UUID) (min_over_time({m}[{window + LOOKBACK}s])) < {below / scale:g})" for m, scale in METRICS)
+def low_question(seconds: int, offset: float, below: float) -> str:
+    """The GPUs with a raw sample below the threshold over `seconds` ending `offset` seconds before the query's
+    instant (the lookback before the window, where a filled first step takes its sample). Compared in the metric's
+    own unit, with the same number the steps are compared with, so both agree at the threshold; a GPU whose samples
+    are all NaN has no idle step either, and is left out (NaN is below nothing)."""
+    within = f"[{seconds}s]{_offset(offset)}"
+    return " or ".join(f"(min by (UUID) (min_over_time({m}{within})) < {below / scale:g})" for m, scale in METRICS)
 
 
 # Peaks are compared in percent, scaled from ratios for MIG instances, which may round either way at the threshold:
@@ -485,34 +546,45 @@ def kind_of(holder: Holder, low: set[str], below: float, fill: bool) -> str:
     return "judged"
 
 
-def collect_raw(prom: Prometheus, grid: Steps, below: float, least: int = 1, lows: list[dict] | None = None,
-                peaks: list[tuple[str, list[dict]]] | None = None) -> list[Holder]:
+def collect_raw(prom: Prometheus, grid: Steps, below: float, least: int = 1, lows: list[tuple[str, list[dict]]] | None = None) -> list[Holder]:
     """What Prometheus counts per holder from raw samples; only numbers travel, not steps.
 
     Judging steps is the costly part: a subquery over every step of every GPU, and a comparison in it that costs
     Prometheus a labelled sample for each step it keeps, several times what the steps themselves cost (each kept
     sample's labels are hashed twice at every step: prometheus/prometheus v2.42.0 promql/engine.go lines 1165 and
-    1194-1206, rangeEval). So first, in
-    two plain passes over the samples, the GPUs with a sample below the threshold (`lows`, the answer to
-    `low_question`) and every holder's peak (`peaks`), which also names every GPU seen; both when not already asked.
-    Holders on other GPUs have no idle step. Holders whose peak is below the threshold are idle at every step they
-    were seen, unless all of a step's samples were NaN: their steps are counted without a comparison, and those with
-    a NaN sample are judged after all. The rest are judged step by step, and then, for those idle at least `least`
-    steps (the ones the report lists), the steps they were seen are counted. Shares of devices several holders
-    shared are asked with the first counts. Step-counting questions are cut in time into pieces asked concurrently,
-    and name the GPUs they are about unless they are about every GPU.
+    1194-1206, rangeEval). And every question about every GPU costs about what the floor costs, mostly finding the
+    series and reading their samples, whatever it computes. So one plain pass over the samples asks every GPU's
+    lowest sample (`lows`, the answers to `min_questions`, when not already asked), which names every GPU seen and
+    those with a sample below the threshold (with gap filling, also in the lookback before the window); holders on
+    other GPUs have no idle step, and no more is asked about them. The holders of the rest and their peaks come next.
+    Holders whose peak is below the threshold are idle at every step they were seen, unless all of a step's samples
+    were NaN: their steps are counted without a comparison, and those with a NaN sample are judged after all. The
+    rest are judged step by step, and then, for those idle at least `least` steps (the ones the report lists), the
+    steps they were seen are counted. Shares of devices several holders shared are asked with the first counts.
+    Step-counting questions are cut in time into pieces asked concurrently, and name the GPUs they are about unless
+    they are about every GPU.
     Series are counted one by one and summed per holder at the end, since per-step aggregation is what makes a
     subquery slow; that is exact as long as one holder is not reported by two series at the same time (a holder
     whose exporter restarted is two series one after the other, and counts right).
     """
     limit = MAX_SELECTOR.get(prom.method, MAX_SELECTOR["GET"])
-    first = [] if lows is not None else [("low", low_question(grid.count * grid.step, below), grid.end)]
-    first += [] if peaks is not None else [("peak", p.peak(), p.at) for p in pieces_of(grid, below, False)]
-    answers = _ask_all(prom, first)
-    lows = lows if lows is not None else next(result for name, result in answers if name == "low")
+    pieces = pieces_of(grid, below, False)
+    mins = lows if lows is not None else _ask_all(prom, [(name, expr, p.at) for p in pieces for name, expr in p.mins()])
+    gpus_seen = {tuple(map(s["metric"].get, GPU, ("", ""))) for _, result in mins for s in result}
+    every = {uuid for _, uuid in gpus_seen}
+
+    def only(uuids: list[str]) -> str | None:  # no selector where every GPU is asked about
+        return None if set(uuids) >= every else gpu_regex(uuids, limit)
+
+    low = low_gpus(mins, below)
+    # The holders of GPUs with a low sample, and their peaks. With gap filling every such GPU is judged step by step,
+    # and one whose only low sample lies in the lookback before the window may be too: every GPU's peaks then.
+    asks = [("peak", p.peak(None if grid.fill else only(sorted(low))), p.at) for p in pieces] if low or grid.fill else []
+    asks += [("low", low_question(LOOKBACK, grid.count * grid.step, below), grid.end)] if grid.fill else []
+    answers = _ask_all(prom, asks)
     tally = _Tally(grid)
-    tally.add(peaks if peaks is not None else [a for a in answers if a[0] == "peak"])
-    low = {s["metric"].get("UUID", "") for s in lows}
+    tally.add([a for a in answers if a[0] == "peak"])
+    low |= {s["metric"].get("UUID", "") for name, result in answers if name == "low" for s in result}
     kind = {key: kind_of(h, low, below, grid.fill) for key, h in tally.holders.items()}
 
     def gpus(*kinds: str) -> list[str]:
@@ -527,11 +599,6 @@ def collect_raw(prom: Prometheus, grid: Steps, below: float, least: int = 1, low
         if h.labels.get("UUID", "") in shared:
             h.share = 0.0
     parts = [Piece(g) for g in grid.chunks(SPLIT)]
-    every = {h.labels.get("UUID", "") for h in tally.holders.values()}
-
-    def only(uuids: list[str]) -> str | None:  # no selector where every GPU is asked about
-        return None if set(uuids) >= every else gpu_regex(uuids, limit)
-
     judged, clean = gpus("judged"), gpus("idle")
     asks = [("seen", p.seen(only(clean)), p.at) for p in parts] if clean else []
     asks += [("idle", p.idle(below, only(judged)), p.at) for p in parts] if judged else []
@@ -557,7 +624,9 @@ def collect_raw(prom: Prometheus, grid: Steps, below: float, least: int = 1, low
             if h.labels.get("UUID", "") in listed:
                 h.seen = 0  # counted again with the GPU's other holders (the same count where it was counted already)
         tally.add(_ask_all(prom, [("seen", p.seen(only(listed)), p.at) for p in parts]))
-    return list(tally.holders.values())
+    # GPUs with no sample below the threshold: seen, with no holder to list.
+    held = {(h.labels.get("Hostname", ""), h.labels.get("UUID", "")) for h in tally.holders.values()}
+    return list(tally.holders.values()) + [Holder({k: v for k, v in zip(GPU, gpu) if v}) for gpu in sorted(gpus_seen - held)]
 
 
 def build_report(holders: list[Holder], grid: Steps, window: int, below: float, min_idle: int = 0, whole_window: bool = False,
@@ -772,13 +841,26 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
         # Each question is submitted after those it waits for, so none waits for one that cannot start.
         steps_recorded = pool.submit(lambda: not raw and recorded_throughout(prom, end, window, below))
         scraped = pool.submit(lambda: max(finite(prom.query(FASTEST, end)), default=None))
-        # Where the steps were not recorded, the GPUs worth judging step by step are asked next, with the probes; and
-        # peaks from raw samples wherever they will be read, when every grid the report may choose covers the window.
-        lows = pool.submit(lambda: None if steps_recorded.result() else prom.query(low_question(window, below), end))
-        peaks = pool.submit(lambda: [("peak", prom.query(peak_question(window), end))] if whole_steps(window) and (
-            not steps_recorded.result() or raw_peaks_cheaper(scraped.result())) else None)
+
+        def raw_ahead(expr: str) -> list[dict] | None:
+            """Where the steps were not recorded, every holder's lowest sample is asked with the probes, when every
+            grid the report may choose covers the window."""
+            return None if not whole_steps(window) or steps_recorded.result() else prom.query(expr, end)
+
+        def peaks_ahead() -> list[tuple[str, list[dict]]] | None:
+            """Where they were, every holder's peak from the sparser source: raw samples over the window (when every grid
+            covers it), or the recorded steps."""
+            if not steps_recorded.result():
+                return None
+            if not raw_peaks_cheaper(scraped.result()):
+                return [(name, prom.query(expr, at)) for name, expr, at in peak_questions(recorded_grid, below, False)]
+            return [("peak", prom.query(peak_question(window), end))] if whole_steps(window) else None
+
+        mins = [(name, pool.submit(raw_ahead, expr)) for name, expr in min_questions(window)]
+        peaks = pool.submit(peaks_ahead)
         probes = [steps_recorded, scraped] + [pool.submit(ask) for ask in (
-            lambda: min(finite(prom.query(SLOWEST, end)), default=None),
+            # The slowest scrape decides only how raw samples are cut into steps.
+            lambda: None if steps_recorded.result() else min(finite(prom.query(SLOWEST, end)), default=None),
             lambda: vgpus_per_gpu(prom, end, window), lambda: node_pools(prom, end, window),
             lambda: reserved_idle(prom, end, window))]
         # Asked before knowing whether the steps were recorded: where they were not, the answers are empty and quick.
@@ -786,13 +868,15 @@ def idle_report(prom: Prometheus | str, window: int, below: float, now: float | 
                                 for name, expr, at in first_questions(pieces_of(recorded_grid, below, True), below)]
         recorded, fastest, slowest, vgpus, pools, reserved = (probe.result() for probe in probes)
         first = [(name, answer.result()) for name, answer in ahead] if recorded else None
+        lows = [(name, answer.result()) for name, answer in mins]
     if recorded:
         grid = recorded_grid
         holders = collect(prom, grid, below, max(1, math.ceil(min_idle / grid.step)), True, first,
                           raw_peaks=raw_peaks_cheaper(fastest), peaks=peaks.result())
     else:
         grid = grid_for(window, end, fastest, slowest)
-        holders = collect_raw(prom, grid, below, max(1, math.ceil(min_idle / grid.step)), lows.result(), peaks.result())
+        holders = collect_raw(prom, grid, below, max(1, math.ceil(min_idle / grid.step)),
+                              lows if all(result is not None for _, result in lows) else None)
     report = build_report(holders, grid, window, below, min_idle, whole_window, vgpus, pools)
     if any(g.namespace == KAI_RESERVATIONS for g in report.idle):
         attribute_fractions(report, gpu_groups(prom, end, window))

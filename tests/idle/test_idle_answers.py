@@ -96,13 +96,37 @@ def test_truncated_body_is_one_line_exit_1(server):
     assert line.startswith("error: prometheus: ") and "broken answer" in line
 
 
+def test_queries_are_form_encoded_as_urllib_does():
+    """Questions naming thousands of GPUs are encoded byte by byte as urllib's urlencode would, only faster."""
+    from urllib.parse import urlencode
+
+    from gpupools.idle.promapi import form_encode
+
+    for text in ["", "a b+c&d=e", 'up{UUID=~"GPU-1|GPU-2"}[5m] / 100', "é ü 中 \U0001f600 ~._-", "".join(map(chr, range(1, 256)))]:
+        params = {"query": text, "time": "1700000000.000", "k y": text[::-1]}
+        assert form_encode(params) == urlencode(params)
+
+
+def test_answers_in_the_usual_shape_are_read_in_one_pass(monkeypatch):
+    """Prometheus' own shape is checked once per answer, without the per-series checks that find what is wrong in an
+    answer of another shape (which still run, and name the series, when the one pass fails)."""
+    from gpupools.idle import promapi
+
+    good = [{"metric": LABELS, "value": [NOW, "2"]}, {"metric": {}, "value": [NOW + 0.5, "NaN"]}]
+    monkeypatch.setattr(promapi, "_labels", lambda *args: pytest.fail("checked series by series"))
+    out = promapi.vector(good, "http://p")
+    assert out[0] == {"metric": LABELS, "value": 2.0} and out[1]["metric"] == {} and out[1]["value"] != out[1]["value"]
+
+
 def counted(asked: str) -> bytes:
-    """What Prometheus would count for one L4 held by `ml/p`: 90 idle one-minute steps of 100 seen, peak 3 %, and a NaN
-    sample among them (so its steps are judged one by one: the NaN step is seen, not idle)."""
+    """What Prometheus would count for one L4 held by `ml/p`: lowest sample 2 %, 90 idle one-minute steps of 100 seen,
+    peak 3 %, and a NaN sample among them (so its steps are judged one by one: the NaN step is seen, not idle)."""
     if "< 5" in asked:
         return vector([{**GOOD, "value": [NOW, "90"]}])
     if "min_over_time" in asked:
-        return vector([{**GOOD, "value": [NOW, "NaN"]}])
+        return vector([{**GOOD, "value": [NOW, "2"]}])
+    if "!= 0" in asked:
+        return vector([{**GOOD, "value": [NOW, "1"]}])
     if asked.startswith("(max by"):
         return vector([{**GOOD, "value": [NOW, "3"]}])
     return vector([{**GOOD, "value": [NOW, "100"]}])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shutil
 import socket
@@ -95,6 +96,8 @@ def history():
         (gpu_series(NODE_B, 7, A100, ("team-z", "all-nan")), util, lambda h: "NaN"),  # seen, never idle
         # Exactly at the threshold every other minute (not idle then), 1 % in between: its peak is no shortcut.
         (gpu_series(NODE_E, 1, L4, ("team-t", "at-threshold")), util, lambda h: 5 if round(h * 60) % 2 else 1),
+        # Exactly at the threshold all day: its lowest sample is no sample below it, so nothing more is asked about it.
+        (gpu_series(NODE_E, 2, L4, ("team-u", "at-five")), util, lambda h: 5),
         (gpu_series(NODE_C, 0, T4), util, lambda h: 0.2),  # nobody holds it
         # An A100 40GB in seven 1g.5gb slices: six idle, one busy.
         *[(gpu_series(NODE_D, 0, A100_40, ("team-m", f"mig-{i}"), mig=("1g.5gb", str(7 + i))), engine,
@@ -261,7 +264,7 @@ EXPECT = {
 # Holders busy at some steps: listed for their idle hours, never for the whole window.
 BUSY_AT_TIMES = {("team-h", "partial"), ("team-b", "stuck"), ("team-p", "dip"), ("team-q", "restarted-busy"), ("team-t", "at-threshold")}
 WHOLE_WINDOW = {holder for holder in EXPECT if holder not in BUSY_AT_TIMES | {("team-n", "no-data")}}
-GPUS_SEEN = 8 + 8 + 1 + 1 + 2 + 1  # physical GPUs on nodes A, B, C (T4), D (MIG), E (time-sliced and one whole), F (vGPU)
+GPUS_SEEN = 8 + 8 + 1 + 1 + 3 + 1  # physical GPUs on nodes A, B, C (T4), D (MIG), E (time-sliced and two whole), F (vGPU)
 
 
 def exact_report(url: str, end: int, **options):
@@ -336,6 +339,7 @@ def test_gpu_lists_too_long_for_a_request_ask_for_every_gpu(prometheus, end, mon
     assert idle.gpu_regex(["GPU-1", "GPU-2"], 40) == "GPU-1|GPU-2" and idle.gpu_regex(["GPU-1"] * 10, 40) is None
     # Regex metacharacters escaped for RE2, then backslashes and quotes escaped for the PromQL string.
     assert (idle._literal("GPU-a.b"), idle._literal('x"y'), idle._literal("a\\b")) == (r"GPU-a\\.b", r'x\"y', r"a\\\\b")
+    assert [idle._literal(c) for c in ".+*?()|[]{}^$-_"] == ["\\\\" + c for c in ".+*?()|[]{}^$"] + ["-", "_"]
 
 
 def test_gap_filling_only_changes_gpus_scraped_slower_than_the_step(prometheus, end, monkeypatch):
@@ -370,8 +374,16 @@ def test_steps_are_judged_only_where_a_holder_may_be_idle_and_not(prometheus, en
     judged = " ".join(expr for expr in asked if "< 5)" in expr)  # the comparisons, with the GPUs they judge
     uuid = {pod: gpu_series(node, gpu, "")["UUID"] for pod, node, gpu in (
         ("notebook-1", NODE_A, 0), ("trainer", NODE_B, 0), ("stuck", NODE_B, 1), ("dip", NODE_B, 4), ("no-data", NODE_A, 7),
-        ("restarted", NODE_B, 5), ("restarted-busy", NODE_B, 6), ("at-threshold", NODE_E, 1))}
-    assert uuid["trainer"] not in judged  # busy all day: never judged
+        ("restarted", NODE_B, 5), ("restarted-busy", NODE_B, 6), ("at-threshold", NODE_E, 1), ("at-five", NODE_E, 2))}
+    assert uuid["trainer"] not in judged and uuid["at-five"] not in judged  # no sample below the threshold: never judged
+    # Every holder's lowest sample comes first; peaks are asked only of GPUs with a sample below the threshold (with
+    # gaps filled, of every GPU, since one may have its only low sample in the lookback before the window).
+    assert any(expr.startswith("min by (") and "UUID=~" not in expr for expr in asked)
+    peaks = [expr for expr in asked if expr.startswith("(max by")]
+    assert peaks and all(("UUID=~" not in expr) == fill for expr in peaks)
+    if not fill:
+        assert uuid["notebook-1"] in peaks[0] and uuid["dip"] in peaks[0]
+        assert uuid["trainer"] not in peaks[0] and uuid["at-five"] not in peaks[0]
     assert all(uuid[pod] in judged for pod in ("stuck", "dip", "restarted-busy", "at-threshold"))
     assert uuid["no-data"] in judged  # NaN steps: judged, in a second question when the peak alone would not judge it
     assert (uuid["notebook-1"] in judged) == (uuid["restarted"] in judged) == fill  # idle throughout
@@ -404,12 +416,25 @@ def test_peaks_and_lows_asked_ahead_or_with_the_grid_give_the_same_rows(promethe
     monkeypatch.setattr(idle.Prometheus, "query", lambda self, expr, at: asked.append(expr) or ask(self, expr, at))
     monkeypatch.setattr(idle, "whole_steps", lambda window: False)
     assert rows_of(exact_report(prometheus, end, min_idle=0)) == ahead
-    assert any("max_over_time(DCGM_FI_DEV_GPU_UTIL[86400s] offset" in expr for expr in asked)  # asked with the grid
+    assert any("min_over_time(DCGM_FI_DEV_GPU_UTIL[86400s] offset" in expr for expr in asked)  # asked with the grid
     grid = idle.grid_for(24 * 3600, end + 30, 60, 12)
     prom = Prometheus(prometheus)
     report = idle.build_report(idle.collect_raw(prom, grid, 5.0), grid, 24 * 3600, 5.0, vgpus=idle.vgpus_per_gpu(prom, end + 30, 24 * 3600),
                                pools=idle.node_pools(prom, end + 30, 24 * 3600))
     assert rows_of(report) == ahead
+
+
+def test_a_gpu_is_low_only_below_the_threshold_in_its_metrics_unit():
+    """The lowest sample marks a GPU as one to look at when below the threshold as the step questions write it
+    (`< 0.05` for the engine ratio): exactly at it is not below; -Inf is below anything and NaN below nothing."""
+    from gpupools.idle.report import below_in, low_gpus
+
+    assert (below_in(1, 5), below_in(100, 5), below_in(100, 100 / 3)) == (5, 0.05, 0.333333)
+    values = {"at": ("min 1", 5.0), "under": ("min 1", 4.999), "nan": ("min 1", math.nan), "minus": ("min 1", -math.inf),
+              "ratio-at": ("min 100", 0.05), "ratio-under": ("min 100", 0.0499), "plenty": ("min 1", math.inf)}
+    answers = [(name, [{"metric": {"UUID": uuid, "Hostname": "n"}, "value": value}]) for uuid, (name, value) in values.items()]
+    assert low_gpus(answers, 5.0) == {"under", "minus", "ratio-under"}
+    assert low_gpus(answers, 100.0) == {"at", "under", "minus", "ratio-at", "ratio-under"}  # 0.05 of the engine is 5 %
 
 
 def test_grid_fills_only_for_slower_scrapes():
@@ -457,8 +482,38 @@ def test_recorded_idle_steps_give_the_same_report(recorded, end):
     grid = Steps(last["value"], 60, 1440)
     peaks = [{tuple(sorted(h.labels.items())): (h.peak, h.idle, h.seen, h.share) for h in collect(Prometheus(recorded), grid, 5.0, 60, True, raw_peaks=raw_peaks)}
              for raw_peaks in (False, True)]
-    assert len(peaks[0]) == 32, set(peaks[1]) - set(peaks[0])
+    assert len(peaks[0]) == 33, set(peaks[1]) - set(peaks[0])
     assert peaks[0] == peaks[1]
+
+
+def test_recorded_shares_are_asked_only_of_gpus_several_holders_held(recorded, end, monkeypatch):
+    """From recorded steps a holder alone on its device holds all of it at each idle step, so its share is its idle
+    steps; the shares are asked only of the listed GPUs that had several holders in the window (the steps-seen
+    question names every holder of the listed GPUs). Neither is the slowest scrape asked: it only cuts raw samples."""
+    import gpupools.idle.report as idle
+    from gpupools.monitoring.promql import IDLE_STEP, STEP_UTIL
+
+    asked: list[str] = []
+    ask = idle.Prometheus.query
+    monkeypatch.setattr(idle.Prometheus, "query", lambda self, expr, at: asked.append(expr) or ask(self, expr, at))
+    report = exact_report(recorded, end, min_idle=0)
+    assert report.counted_from == "recorded idle steps"
+    shares = [expr for expr in asked if f"sum_over_time({IDLE_STEP}" in expr]
+    time_sliced = {gpu_series(NODE_A, 2, "")["UUID"], gpu_series(NODE_E, 0, "")["UUID"], gpu_series(NODE_F, 0, "")["UUID"]}
+    assert len(shares) == 1 and set(shares[0].split('UUID=~"')[1].split('"')[0].split("|")) == time_sliced
+    assert idle.SLOWEST not in asked and idle.FASTEST in asked
+    # Scraped every minute or faster, peaks come from the recorded steps (fewer samples to read than raw ones).
+    assert not any(expr.startswith("(max by") for expr in asked) and any(f"max_over_time({STEP_UTIL}" in expr for expr in asked)
+    rows = rows_of(report)
+    assert [rows[("team-s", f"slice-{i}")][2] for i in range(3)] == [pytest.approx(1 / 3, abs=1e-4)] * 3
+    assert rows[("team-e", "shared-a")][2] == pytest.approx(0.5, abs=1e-4) and rows[("team-a", "notebook-1")][2] == 1
+    asked.clear()
+    assert exact_report(recorded, end, min_idle=0, raw=True).counted_from == "raw samples" and idle.SLOWEST in asked
+    # GPUs scraped less than once a minute: the peaks come from raw samples over the window instead, the same.
+    monkeypatch.setattr(idle, "raw_peaks_cheaper", lambda fastest: True)
+    asked.clear()
+    assert rows_of(exact_report(recorded, end, min_idle=0)) == rows
+    assert idle.peak_question(24 * 3600) in asked and not any(f"max_over_time({STEP_UTIL}" in expr for expr in asked)
 
 
 def test_recorded_steps_are_used_only_where_they_cover_the_window(recorded, end):
