@@ -84,3 +84,19 @@ def test_every_shipped_file_reads_as_its_text_parses(name):
 def test_nothing_is_written_where_python_writes_no_bytecode(package, monkeypatch):
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     assert packaged.read("data.yaml", "shipped")["a"] == 1 and kept(package) == []
+
+
+def test_a_package_inside_a_zip_is_parsed_without_a_kept_copy(tmp_path, monkeypatch):
+    import zipfile
+
+    archive = tmp_path / "shipped.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped/__init__.py", "")
+        z.writestr("zipped/data.yaml", "a: 1\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.syspath_prepend(str(archive))
+    try:
+        assert packaged.read("data.yaml", "zipped") == {"a": 1}
+        assert zipfile.ZipFile(archive).namelist() == ["zipped/__init__.py", "zipped/data.yaml"]
+    finally:
+        sys.modules.pop("zipped", None)
