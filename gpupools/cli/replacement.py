@@ -95,6 +95,8 @@ def _at(inputs: Any, path: str) -> Any:
 
 @dataclass(frozen=True)
 class PoolChange:
+    """What the next `pulumi up` does to one pool's resource against a previous plan."""
+
     type: str
     name: str
     action: str  # "create", "replace", "update", "same", "delete"

@@ -13,6 +13,8 @@ CLOUDS = ("aws", "azure", "gcp", "gcore")
 
 @dataclass(frozen=True)
 class GpuModel:
+    """One GPU model: its memory, architecture, the names NVML reports for it and its MIG profiles."""
+
     name: str
     memory_gb: int
     architecture: str
@@ -40,6 +42,8 @@ class GpuModel:
 
 @dataclass(frozen=True)
 class InstanceType:
+    """One instance type a cloud sells with GPUs: how many of which GPU, and its on-demand list price."""
+
     cloud: str
     name: str
     gpu: GpuModel | None  # None: GPUs are attached separately (GCP N1)
@@ -60,6 +64,8 @@ class InstanceType:
 
 @dataclass(frozen=True)
 class GcpAccelerator:
+    """A GPU Compute Engine attaches to N1 machines: the counts it allows and its list price per GPU."""
+
     name: str
     gpu: GpuModel
     counts: tuple[int, ...]
@@ -85,6 +91,8 @@ class Hardware:
 
 @dataclass(frozen=True)
 class Catalog:
+    """catalog.yaml, read: GPU models, instance types per cloud, GCP accelerators, fabrics and where each row comes from."""
+
     gpus: dict[str, GpuModel]
     instances: dict[str, dict[str, InstanceType]]
     gcp_accelerators: dict[str, GcpAccelerator]

@@ -19,6 +19,8 @@ def _read(cloud: str) -> dict:
 
 @dataclass(frozen=True)
 class N1Shape:
+    """The largest N1 machine (vCPUs, memory) Compute Engine attaches a given number of GPUs to."""
+
     vcpus: int
     memory_gb: float
 

@@ -23,6 +23,8 @@ GPU_LABEL = "gpupools.io/gpu"
 
 @dataclass(frozen=True)
 class Taint:
+    """A Kubernetes node taint."""
+
     key: str
     value: str
     effect: str  # Kubernetes spelling: NoSchedule | PreferNoSchedule | NoExecute

@@ -18,6 +18,8 @@ KARPENTER = "karpenter"
 
 @dataclass(frozen=True)
 class PoolRepair:
+    """How a pool's broken GPU is noticed and what then happens to its node."""
+
     pool: str
     detects: str
     then: str

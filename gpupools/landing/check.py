@@ -48,6 +48,8 @@ GANG_NODES = 2
 
 @dataclass(frozen=True)
 class Step:
+    """One step of a job's way to a GPU, whether it holds, and why."""
+
     name: str  # queue | schedule | node | ready | device
     ok: bool
     detail: str
@@ -58,6 +60,8 @@ class Step:
 
 @dataclass(frozen=True)
 class Landing:
+    """Whether a team's job of one shape lands on a pool, step by step."""
+
     team: str | None
     pool: str
     shape: str

@@ -193,6 +193,8 @@ def operator_service_monitor(stack: StackConfig) -> dict | None:
 
 @dataclass
 class MonitoringPlan:
+    """What monitoring a stack installs: Helm releases, Kubernetes objects, alert rules and dashboards."""
+
     releases: list[Release] = field(default_factory=list)  # kube-prometheus-stack first: it brings the CRDs
     objects: list[dict] = field(default_factory=list)  # namespace first
     grafana_secret: str | None = None  # name of the Secret to fill with a generated admin password

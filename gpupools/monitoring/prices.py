@@ -11,6 +11,8 @@ from gpupools.core.catalog import Catalog, load_catalog
 
 @dataclass(frozen=True)
 class Price:
+    """The list price of one GPU, per hour, and the instance type it is taken from."""
+
     gpu: str  # catalog GPU name
     usd_per_hour: float  # per whole GPU
     source: str  # the instance type (or GCP accelerator) it comes from

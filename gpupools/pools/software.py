@@ -35,6 +35,8 @@ from gpupools.core.sharing import (
 
 @dataclass(frozen=True)
 class Chart:
+    """An official Helm chart: its release name, chart, repository, namespace and pinned version."""
+
     release: str
     chart: str
     repo: str
@@ -59,6 +61,8 @@ GKE_OPERATOR_QUOTA = "gpu-operator-quota"
 
 @dataclass(frozen=True)
 class Release:
+    """A chart at a version with the values gpupools gives it."""
+
     chart: Chart
     version: str
     values: dict
@@ -70,6 +74,8 @@ class Release:
 
 @dataclass
 class SoftwarePlan:
+    """The GPU software a stack installs: Helm releases and Kubernetes objects."""
+
     releases: list[Release] = field(default_factory=list)
     objects: list[dict] = field(default_factory=list)  # Kubernetes manifests, namespaces first
 

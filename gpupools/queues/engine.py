@@ -19,6 +19,8 @@ ENGINES = {"kueue": "Kueue", "resourcequota": "ResourceQuota", "kai": "KAI Sched
 
 @dataclass
 class QuotaPlan:
+    """The queueing engine a stack installs (Kueue or KAI Scheduler): its Helm releases and Kubernetes objects."""
+
     engine: str
     releases: list[Release] = field(default_factory=list)
     objects: list[dict] = field(default_factory=list)  # namespaces first

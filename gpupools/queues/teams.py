@@ -34,6 +34,8 @@ def split_units(total: int, weights: dict[str, int]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class TeamPlan:
+    """One team's queue: the pools it may use and the GPUs it is promised on each."""
+
     team: Team
     pools: tuple[PoolPlan, ...]
     nominal: dict[str, int]  # pool name -> units the team is promised on it

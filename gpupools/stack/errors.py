@@ -16,6 +16,8 @@ _ONE_LINE = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in (*range(0
 
 @dataclass(frozen=True)
 class Problem:
+    """One thing wrong with a stack: the field's path and what is allowed, printed as one line."""
+
     path: str
     message: str
 

@@ -23,6 +23,8 @@ INFERENCE = "inference"
 
 @dataclass(frozen=True)
 class KindDefaults:
+    """The upgrade pace a kind of pool (training or inference) gets unless the stack says otherwise."""
+
     max_unavailable: int
     max_surge: int
     wait: str
