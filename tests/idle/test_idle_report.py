@@ -104,6 +104,9 @@ def history():
            (lambda h: 0.5) if i == 6 else (lambda h: 0.01)) for i in range(7)],
         # An A10G scraped every 5 minutes (slower than the report's 1-minute steps): idle all day, not a fifth of it.
         (gpu_series(NODE_A, 6, A10G, ("team-a", "slow-scrape")), util, lambda h: 1, 300),
+        # Scraped every 5 minutes too, busy in the window but idle at its last sample before it (30 s before its start):
+        # the first four steps, without a sample of their own, take that sample when gaps are filled.
+        (gpu_series(NODE_E, 3, L4, ("team-w", "warm-up")), util, lambda h: 1 if h >= 24 else 50, 300),
         # One L4 time-sliced among three pods.
         *[(gpu_series(NODE_E, 0, L4, ("team-s", f"slice-{i}")), util, lambda h: 1) for i in range(3)],
         # Two of the four vGPUs HAMi cuts an A10G into.
@@ -264,7 +267,7 @@ EXPECT = {
 # Holders busy at some steps: listed for their idle hours, never for the whole window.
 BUSY_AT_TIMES = {("team-h", "partial"), ("team-b", "stuck"), ("team-p", "dip"), ("team-q", "restarted-busy"), ("team-t", "at-threshold")}
 WHOLE_WINDOW = {holder for holder in EXPECT if holder not in BUSY_AT_TIMES | {("team-n", "no-data")}}
-GPUS_SEEN = 8 + 8 + 1 + 1 + 3 + 1  # physical GPUs on nodes A, B, C (T4), D (MIG), E (time-sliced and two whole), F (vGPU)
+GPUS_SEEN = 8 + 8 + 1 + 1 + 4 + 1  # physical GPUs on nodes A, B, C (T4), D (MIG), E (time-sliced and three whole), F (vGPU)
 
 
 def exact_report(url: str, end: int, **options):
@@ -351,9 +354,11 @@ def test_gap_filling_only_changes_gpus_scraped_slower_than_the_step(prometheus, 
     choose = idle.grid_for
     monkeypatch.setattr(idle, "grid_for", lambda *args: dataclasses.replace(choose(*args), fill=False))
     unfilled = rows_of(exact_report(prometheus, end, min_idle=0))
-    slow = ("team-a", "slow-scrape")
+    slow, warm = ("team-a", "slow-scrape"), ("team-w", "warm-up")
     assert filled[slow][0] == pytest.approx(24, abs=0.005) and unfilled[slow][0] == pytest.approx(24 / 5, abs=0.02)
-    assert {h: r for h, r in filled.items() if h != slow} == {h: r for h, r in unfilled.items() if h != slow}
+    # Its only sample below the threshold lies before the window: a GPU the lowest samples in the window do not name.
+    assert filled[warm][0] == pytest.approx(4 / 60, abs=1e-4) and warm not in unfilled
+    assert {h: r for h, r in filled.items() if h not in (slow, warm)} == {h: r for h, r in unfilled.items() if h not in (slow, warm)}
 
 
 @pytest.mark.parametrize("fill", [True, False])
@@ -370,7 +375,9 @@ def test_steps_are_judged_only_where_a_holder_may_be_idle_and_not(prometheus, en
     asked: list[str] = []
     ask = idle.Prometheus.query
     monkeypatch.setattr(idle.Prometheus, "query", lambda self, expr, at: asked.append(expr) or ask(self, expr, at))
-    shortcut = rows_of(exact_report(prometheus, end, min_idle=0))
+    report = exact_report(prometheus, end, min_idle=0)
+    shortcut = rows_of(report)
+    assert report.gpus_seen == GPUS_SEEN  # GPUs with no sample below the threshold too, about which nothing more is asked
     judged = " ".join(expr for expr in asked if "< 5)" in expr)  # the comparisons, with the GPUs they judge
     uuid = {pod: gpu_series(node, gpu, "")["UUID"] for pod, node, gpu in (
         ("notebook-1", NODE_A, 0), ("trainer", NODE_B, 0), ("stuck", NODE_B, 1), ("dip", NODE_B, 4), ("no-data", NODE_A, 7),
@@ -482,7 +489,7 @@ def test_recorded_idle_steps_give_the_same_report(recorded, end):
     grid = Steps(last["value"], 60, 1440)
     peaks = [{tuple(sorted(h.labels.items())): (h.peak, h.idle, h.seen, h.share) for h in collect(Prometheus(recorded), grid, 5.0, 60, True, raw_peaks=raw_peaks)}
              for raw_peaks in (False, True)]
-    assert len(peaks[0]) == 33, set(peaks[1]) - set(peaks[0])
+    assert len(peaks[0]) == 34, set(peaks[1]) - set(peaks[0])
     assert peaks[0] == peaks[1]
 
 
