@@ -202,9 +202,15 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
 # The Job of each shape
 
 
+# A shape asking for one unit of a mixed MIG layout's other profiles: `unit:` and the resource's name after nvidia.com/.
+PROFILE_UNIT = "unit:"
+
+
 def shapes(cluster: Cluster, plan: PoolPlan) -> list[str]:
     out = ["fraction"] if cluster.stack.quotas == "kai" and plan.sharing.fraction is not None else []
     out.append("unit")
+    # A mixed MIG layout offers several resources (sharing.migLayout): a job may ask for any of them, so each is followed.
+    out += [PROFILE_UNIT + r.removeprefix("nvidia.com/") for r in plan.node_resources if r != plan.mechanism.resource]
     if plan.hardware.gpus_per_node > 1:
         out.append("node")
     fabric = cluster.fabrics.get(plan.name)
@@ -217,6 +223,8 @@ def job_for(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str)
     from gpupools.landing.jobs import job_manifest, multinode_job, team_job
 
     stack = cluster.stack
+    if shape.startswith(PROFILE_UNIT):
+        return _asking_for(job_for(cluster, team, plan, "unit"), plan, "nvidia.com/" + shape[len(PROFILE_UNIT):])
     # A whole node: a unit of every GPU (on whole-GPU pools every GPU, on shared pools one share of each).
     units = 1 if shape == "unit" else plan.hardware.gpus_per_node
     if shape == "gang":
@@ -226,6 +234,21 @@ def job_for(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str)
     fraction = plan.sharing.fraction if shape == "fraction" else None
     return team_job(stack, cluster.plans, team.team.name, plan.name, None, PROBE_IMAGE, 1 if fraction else units,
                     team_plans=cluster.teams, fraction=fraction)
+
+
+def _asking_for(job: dict, plan: PoolPlan, resource: str) -> dict:
+    """The Job, its containers asking for `resource` where they asked for the pool's first one (same amount)."""
+    for container in job["spec"]["template"]["spec"]["containers"]:
+        for kind in ("limits", "requests"):
+            amounts = container.get("resources", {}).get(kind)
+            if amounts and plan.mechanism.resource in amounts:
+                amounts[resource] = amounts.pop(plan.mechanism.resource)
+    return job
+
+
+def requested_resource(plan: PoolPlan, requests: Mapping[str, int]) -> str:
+    """Which of the pool's resources the pod asks for (the first of a mixed MIG layout's it names; else the pool's own)."""
+    return next((r for r in plan.node_resources if r in requests), plan.mechanism.resource)
 
 
 def _words(shape: str, plan: PoolPlan, pods: int, per_pod: Mapping[str, int], fraction: float | None = None) -> str:
@@ -275,7 +298,7 @@ def kueue_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict)
     if cq is None:
         return Step("queue", False, f"LocalQueue {queue_name} points at ClusterQueue {local['spec']['clusterQueue']}, which the plan does not create"), pod, None
     flavors = cluster.of_kind("ResourceFlavor")
-    resource = plan.mechanism.resource
+    resource = requested_resource(plan, requests)
     group = next((g for g in cq["spec"]["resourceGroups"] if resource in g["coveredResources"]), None)
     if group is None:
         return Step("queue", False, f"ClusterQueue {cq['metadata']['name']} has no quota on {resource}"), pod, None
@@ -382,7 +405,8 @@ def kai_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -
         return Step("queue", False, f"{kai.FRACTION_ANNOTATION} must be a number above 0 and below 1: KAI's binder refuses the pod")
     if fraction is not None and plan.sharing.fraction is None:
         return Step("queue", False, f"pool {plan.name} takes no fractions (its sharing sets no fraction)")
-    per_pod = fraction if fraction is not None else requested_extended(pod).get(plan.mechanism.resource, 0)
+    requests = requested_extended(pod)
+    per_pod = fraction if fraction is not None else requests.get(requested_resource(plan, requests), 0)
     wanted = per_pod * count
     chain, queue = [], queues[name]
     while queue is not None:
@@ -564,8 +588,7 @@ def _hugepages(pod: dict) -> list[str]:
                    if k.startswith("hugepages-")})
 
 
-def _device(cluster: Cluster, plan: PoolPlan, node: Node) -> Step:
-    resource = plan.mechanism.resource
+def _device(cluster: Cluster, plan: PoolPlan, node: Node, resource: str) -> Step:
     plugins = sorted(a.name for a in cluster.agents if a.why_not_on(node) is None and resource in a.advertises(node))
     if not plugins:
         candidates = [f"{a.name}: {a.why_not_on(node)}" for a in cluster.agents if resource in a.advertises(node)]
@@ -608,13 +631,14 @@ def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jo
             step = _node(cluster, plan, device_pod, 1, provisioned)
             steps.append(replace(step, detail=f"{how}; {step.detail}"))
     else:
-        per_node = max(1, plan.units_per_node // max(1, requests.get(plan.mechanism.resource, 1)))
+        resource = requested_resource(plan, requests)
+        per_node = max(1, plan.node_resources.get(resource, plan.units_per_node) // max(1, requests.get(resource, 1)))
         steps.append(_node(cluster, plan, pod, math.ceil(count / per_node), provisioned))
     annotations = (job["spec"]["template"].get("metadata") or {}).get("annotations") or {}
     fabric = cluster.fabrics.get(plan.name)
     software = fabric.node_software if fabric is not None and shape == "gang" else ()
     steps.append(_ready(cluster, node, device_pod, gpudirect.network_resources(annotations), software))
-    steps.append(_device(cluster, plan, node))
+    steps.append(_device(cluster, plan, node, requested_resource(plan, requests)))
     return Landing(team.team.name if team else None, plan.name, shape, _words(shape, plan, count, requests, fraction), tuple(steps), flavor)
 
 

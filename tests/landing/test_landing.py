@@ -467,3 +467,51 @@ def test_a_queued_pool_behind_a_provisioning_request_is_topology_aware_from_zero
     assert plan.pool.min_nodes == 0 and kueue.topology_aware(stack, plan, fabric)
     assert "ProvisioningRequest admission check" in kueue.topology_guarantee(stack, plan, fabric)
     assert not kueue.topology_aware(stack, plan, copy_with(fabric, levels=()))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A mixed MIG layout: a job may ask for any of the pool's profiles, and each is followed
+
+
+def mixed_layout_cluster(**keys) -> Cluster:
+    layout = [{"gpus": 4, "profiles": {"1g.23gb": 7}}, {"gpus": 4, "profiles": {"3g.90gb": 1, "4g.90gb": 1}}]
+    config = stack_config("aws", pools=[{"name": "b200", "instanceType": "p6-b200.48xlarge", "maxNodes": 2,
+                                         "sharing": {"mode": "mig", "migLayout": layout}}], **keys)
+    return cluster_of(validate_stack({**config, "aws:region": "us-east-1"}))
+
+
+def test_every_profile_of_a_mixed_mig_layout_is_followed_to_a_gpu():
+    cluster = mixed_layout_cluster(teams=[{"name": "research", "gpus": 16}])
+    plan = cluster.plans[0]
+    assert set(plan.node_resources) == {"nvidia.com/mig-1g.23gb", "nvidia.com/mig-3g.90gb", "nvidia.com/mig-4g.90gb"}
+    verdicts = {v.shape: v for v in landing_check(cluster.stack) if v.pool == "b200"}
+    assert {"unit", "unit:mig-3g.90gb", "unit:mig-4g.90gb"} <= set(verdicts)
+    assert all(v.lands for v in verdicts.values()), [(v.shape, v.failing) for v in verdicts.values() if not v.lands]
+    assert verdicts["unit:mig-4g.90gb"].job == "1 x nvidia.com/mig-4g.90gb"
+    assert "nvidia.com/mig-4g.90gb" in verdicts["unit:mig-4g.90gb"].steps[-1].detail  # the device plugin advertises it
+    # Without a team the pool's own Jobs ask for each profile too.
+    assert {"unit:mig-3g.90gb", "unit:mig-4g.90gb"} <= {v.shape for v in landing_check(mixed_layout_cluster().stack)}
+
+
+def test_a_profile_the_queue_does_not_cover_stays_queued():
+    cluster = mixed_layout_cluster(teams=[{"name": "research", "gpus": 16}])
+    queue = obj(cluster, "ClusterQueue", "research")
+    for group in queue["spec"]["resourceGroups"]:
+        group["coveredResources"] = [r for r in group["coveredResources"] if r != "nvidia.com/mig-4g.90gb"]
+        for flavor in group["flavors"]:
+            flavor["resources"] = [r for r in flavor["resources"] if r["name"] != "nvidia.com/mig-4g.90gb"]
+    assert verdict(cluster, "research", "b200", "unit:mig-3g.90gb").lands
+    v = verdict(cluster, "research", "b200", "unit:mig-4g.90gb")
+    assert not v.lands and v.failing.name == "queue" and "no quota on nvidia.com/mig-4g.90gb" in v.failing.detail
+
+
+def test_a_team_whose_split_quota_holds_none_of_a_profile_is_told_its_jobs_for_it_stay_queued():
+    """`gpus: 4` over a layout of three profiles: the split gives the last profile no nominal quota, and a Job asking for
+    it can never be admitted without borrowing; the plan says so instead of calling every job landed."""
+    cluster = mixed_layout_cluster(teams=[{"name": "research", "gpus": 4}])
+    quota = {r["name"]: r["nominalQuota"] for g in obj(cluster, "ClusterQueue", "research")["spec"]["resourceGroups"]
+             for f in g["flavors"] for r in f["resources"]}
+    assert quota["nvidia.com/mig-4g.90gb"] == 0 < quota["nvidia.com/mig-3g.90gb"]
+    assert verdict(cluster, "research", "b200", "unit:mig-3g.90gb").lands
+    v = verdict(cluster, "research", "b200", "unit:mig-4g.90gb")
+    assert not v.lands and v.failing.name == "queue" and "1 x nvidia.com/mig-4g.90gb, the queue can reach 0" in v.failing.detail
