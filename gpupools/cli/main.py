@@ -191,6 +191,8 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                                                                "below 1) on a pool whose sharing allows fractions"),
              gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="vgpu pools: memory per vGPU, e.g. 8Gi, 3000Mi or 25%"),
              gpu_cores: Optional[int] = typer.Option(None, "--gpu-cores", help="vgpu pools: compute share per vGPU, percent of one GPU"),
+             profile: Optional[str] = typer.Option(None, "--profile", help="Pools with a mixed MIG layout: the MIG profile to ask "
+                                                                           "for, e.g. 3g.90gb (default: the layout's first)"),
              nodes: Optional[int] = typer.Option(None, "--nodes", help="A multi-node job on a fabric pool: N pods, one per node, each with "
                                                                        "all its GPUs and fabric devices"),
              explain: bool = typer.Option(False, "--explain", help="Before the Job, as YAML comments: whether and where it lands, step by "
@@ -223,6 +225,24 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                 + f" ({verdict.job})"]
         head += [f"#   {'ok  ' if s.ok else 'FAIL'} {s.name}: {s.detail}" for s in verdict.steps]
         return "\n".join(head) + "\n"
+    def profiled(job: dict) -> dict:
+        """The Job asking for --profile's MIG slice instead of the pool's first (a mixed layout offers several)."""
+        if profile is None:
+            return job
+        from gpupools.core.catalog import mig_resource_name
+        from gpupools.landing.check import asking_for
+
+        target = plan_pool(typed, typed.pool(pool))
+        offered = [r.removeprefix("nvidia.com/mig-") for r in target.node_resources if r.startswith("nvidia.com/mig-")]
+        if mig_resource_name(profile) not in target.node_resources:
+            fail(Problem("--profile", f"{profile!r} is not a MIG profile pool {pool} offers" + (
+                f"; it offers {', '.join(offered)}" if offered else "; its GPUs are not split into MIG slices")))
+        return asking_for(job, target, mig_resource_name(profile))
+
+    if profile is not None and (pool is None or pool not in [p.name for p in typed.pools]):
+        fail(Problem("--profile", f"a MIG profile is one pool's: name the pool with --pool (one of {', '.join(p.name for p in typed.pools)})"))
+    if profile is not None and (nodes is not None or nccl_test or fraction is not None):
+        fail(Problem("--profile", "a MIG slice is one unit of one pool: not with --nodes, --nccl-test or --fraction"))
     if jobset and nodes is None and not nccl_test:
         fail(Problem("--jobset", "a JobSet runs a multi-node job: give --nodes N (2 or more) and its --pool, or --nccl-test"))
     if nccl_test:
@@ -264,8 +284,8 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         fail(Problem("--fraction", "a fraction of a GPU is KAI Scheduler's: give --team (with gpupools:quotas: kai)"))
     if team is not None:
         try:
-            job = team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores,
-                           fraction=fraction)
+            job = profiled(team_job(typed, plan_pools(typed), team, pool, priority, image=image, units=units, gpu_memory=gpu_memory,
+                                    gpu_cores=gpu_cores, fraction=fraction))
         except ConfigError as exc:
             fail(exc.problems)
         typer.echo(explained(job) + yaml.safe_dump(job, sort_keys=False), nl=False)
@@ -281,7 +301,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     problems = workload_problems(plan_, units, gpu_memory, gpu_cores)
     if problems:
         fail(problems)
-    job = job_manifest(typed, plan_, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores)
+    job = profiled(job_manifest(typed, plan_, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores))
     typer.echo(explained(job) + yaml.safe_dump(job, sort_keys=False), nl=False)
 
 

@@ -224,7 +224,7 @@ def job_for(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str)
 
     stack = cluster.stack
     if shape.startswith(PROFILE_UNIT):
-        return _asking_for(job_for(cluster, team, plan, "unit"), plan, "nvidia.com/" + shape[len(PROFILE_UNIT):])
+        return asking_for(job_for(cluster, team, plan, "unit"), plan, "nvidia.com/" + shape[len(PROFILE_UNIT):])
     # A whole node: a unit of every GPU (on whole-GPU pools every GPU, on shared pools one share of each).
     units = 1 if shape == "unit" else plan.hardware.gpus_per_node
     if shape == "gang":
@@ -236,7 +236,7 @@ def job_for(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str)
                     team_plans=cluster.teams, fraction=fraction)
 
 
-def _asking_for(job: dict, plan: PoolPlan, resource: str) -> dict:
+def asking_for(job: dict, plan: PoolPlan, resource: str) -> dict:
     """The Job, its containers asking for `resource` where they asked for the pool's first one (same amount)."""
     for container in job["spec"]["template"]["spec"]["containers"]:
         for kind in ("limits", "requests"):

@@ -515,3 +515,37 @@ def test_a_team_whose_split_quota_holds_none_of_a_profile_is_told_its_jobs_for_i
     assert verdict(cluster, "research", "b200", "unit:mig-3g.90gb").lands
     v = verdict(cluster, "research", "b200", "unit:mig-4g.90gb")
     assert not v.lands and v.failing.name == "queue" and "1 x nvidia.com/mig-4g.90gb, the queue can reach 0" in v.failing.detail
+
+
+def test_workload_asks_for_the_profile_named_and_refuses_one_the_pool_lacks(tmp_path):
+    from typer.testing import CliRunner
+
+    from gpupools.cli.main import app
+    from tests.conftest import write_stack
+
+    layout = [{"gpus": 4, "profiles": {"1g.23gb": 7}}, {"gpus": 4, "profiles": {"3g.90gb": 1, "4g.90gb": 1}}]
+    config = {**stack_config("aws", pools=[{"name": "b200", "instanceType": "p6-b200.48xlarge", "maxNodes": 2,
+                                            "sharing": {"mode": "mig", "migLayout": layout}},
+                                           {"name": "infer", "instanceType": "g6.xlarge", "maxNodes": 2}],
+                             teams=[{"name": "research", "gpus": 16, "pools": ["b200"]}]), "aws:region": "us-east-1"}
+    path = str(write_stack(tmp_path, config))
+    run = lambda *args: CliRunner().invoke(app, ["workload", "--config", path, *args])  # noqa: E731
+
+    def limits(output: str) -> dict:
+        job = yaml.safe_load(output)
+        return job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+
+    result = run("--pool", "b200", "--profile", "4g.90gb", "--units", "2")
+    assert result.exit_code == 0, result.output
+    assert {k: v for k, v in limits(result.output).items() if k.startswith("nvidia.com/")} == {"nvidia.com/mig-4g.90gb": 2}
+    result = run("--team", "research", "--pool", "b200", "--profile", "3g.90gb", "--explain")
+    assert result.exit_code == 0 and result.output.startswith("# landing: lands"), result.output
+    assert "nvidia.com/mig-3g.90gb" in limits(result.output) and "nvidia.com/mig-1g.23gb" not in limits(result.output)
+    # Without --profile, the layout's first.
+    assert "nvidia.com/mig-1g.23gb" in limits(run("--pool", "b200").output)
+    for args, words in ((["--pool", "b200", "--profile", "2g.45gb"], "'2g.45gb' is not a MIG profile pool b200 offers; it offers 1g.23gb, 3g.90gb, 4g.90gb"),
+                        (["--pool", "infer", "--profile", "1g.23gb"], "its GPUs are not split into MIG slices"),
+                        (["--profile", "3g.90gb"], "name the pool with --pool"),
+                        (["--pool", "b200", "--profile", "3g.90gb", "--nodes", "2"], "not with --nodes")):
+        result = run(*args)
+        assert result.exit_code == 2 and words in result.output and len(result.output.strip().splitlines()) == 1, (args, result.output)
