@@ -14,7 +14,7 @@ from pulumi.output import Unknown
 from pulumi.provider.experimental.util import camel_case
 
 from gpupools.program import config_from_pulumi
-from gpupools.stack.config import NAMESPACE, StackConfig, mark_secrets
+from gpupools.stack.config import COMPONENT_SECRETS, NAMESPACE, SECRET_ADVICE, StackConfig, mark_secrets
 from gpupools.stack.targets import provider_namespaces
 from gpupools.stack.errors import ConfigError, Problem, field_path
 from gpupools.validation.stack import validate_stack
@@ -94,4 +94,9 @@ def validated(inputs: Mapping[str, Any], args: type, fixed: Mapping[str, Any] = 
         raise ConfigError(problems)
     config.update({f"{NAMESPACE}:{key}": value for key, value in fixed.items()})
     providers, provider_secrets = config_from_pulumi(provider_namespaces())
-    return validate_stack(mark_secrets({**config, **providers}, secret | provider_secrets))
+    # A credential given in plaintext is told to come as a secret Output, not with `pulumi config set`.
+    advice = SECRET_ADVICE.set(COMPONENT_SECRETS)
+    try:
+        return validate_stack(mark_secrets({**config, **providers}, secret | provider_secrets))
+    finally:
+        SECRET_ADVICE.reset(advice)

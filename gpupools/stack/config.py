@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from contextvars import ContextVar
 import json
 import re
 from pathlib import Path
@@ -468,10 +469,20 @@ class Smtp(Model):
     password: Annotated[Any, AfterValidator(lambda v: _secret_text(v, "password"))] | None = None
 
 
+# How to keep a credential secret, said where one is given in plaintext. A stack file's values are set with
+# `pulumi config set --secret --path KEY`; a program that constructs the components (gpupools_components, any language)
+# passes a secret Output instead, and sets this to COMPONENT_SECRETS while its inputs are validated.
+STACK_FILE_SECRETS = "stack-file"
+COMPONENT_SECRETS = "component"
+SECRET_ADVICE: ContextVar[str] = ContextVar("secret_advice", default=STACK_FILE_SECRETS)
+_PASS_AS_SECRET = "pass it as a secret Output (pulumi.secret(...) in the program that constructs the component)"
+
+
 def _secret_text(value: Any, what: str) -> Any:
     if isinstance(value, (SecretPlaceholder, SecretText)):
         return value
-    raise PydanticCustomError("secret_url", f"the {what} must be kept as a secret (pulumi config set --secret --path ...)")
+    how = _PASS_AS_SECRET if SECRET_ADVICE.get() == COMPONENT_SECRETS else "pulumi config set --secret --path ..."
+    raise PydanticCustomError("secret_url", f"the {what} must be kept as a secret ({how})")
 
 
 class Idle(Model):
@@ -506,6 +517,8 @@ def _secret_url(value: Any) -> Any:
     if not isinstance(value, SecretText):
         # `{field}` becomes the value's own key where the error is reported (`pydantic_problems`): the team's, the
         # platform's health alerts', whichever holds it.
+        if SECRET_ADVICE.get() == COMPONENT_SECRETS:
+            raise PydanticCustomError("secret_url", f"is in plaintext; {_PASS_AS_SECRET}")
         raise PydanticCustomError("secret_url", "is in plaintext; keep it as a secret: pulumi config set --secret --path '{field}' URL")
     return value
 

@@ -388,13 +388,26 @@ def test_a_secret_webhook_is_taken_and_stays_secret(webhook):
 
 
 def test_a_plaintext_webhook_is_refused_without_being_shown():
+    """The stack file's refusal, with the component's way to keep it secret: a secret Output, not `pulumi config set`."""
     inputs = slack_team(WEBHOOK)
     lines = refusal("Monitoring", inputs, {"aws:region": "eu-central-1"})
-    assert len(lines) == 1 and lines[0].startswith("error: teams[0].alerts.slack.webhook: is in plaintext; keep it as a secret")
+    assert lines == ["error: teams[0].alerts.slack.webhook: is in plaintext; pass it as a secret Output (pulumi.secret(...) in the "
+                     "program that constructs the component)"]
     stack = {"aws:region": "eu-central-1", **{f"gpupools:{k}": v for k, v in inputs.items()}}
     stack["gpupools:cluster"] = {"name": "prod", "create": False}
-    assert lines == stack_errors(stack)
+    (from_file,) = stack_errors(stack)
+    assert from_file.startswith("error: teams[0].alerts.slack.webhook: is in plaintext; keep it as a secret: pulumi config set --secret")
     assert WEBHOOK not in "\n".join(lines)
+
+
+def test_a_plaintext_smtp_password_is_told_to_come_as_a_secret_output():
+    inputs = {**slack_team(WEBHOOK.replace("https", "http")), "monitoring": {"smtp": {"smarthost": "smtp.example.com:587",
+                                                                                     "from": "gpus@example.com", "password": "hunter2"}}}
+    inputs["teams"] = [{k: v for k, v in team.items() if k != "alerts"} for team in inputs["teams"]]
+    lines = refusal("Monitoring", inputs, {"aws:region": "eu-central-1"})
+    assert lines == ["error: monitoring.smtp.password: the password must be kept as a secret (pass it as a secret Output "
+                     "(pulumi.secret(...) in the program that constructs the component))"]
+    assert "hunter2" not in "\n".join(lines)
 
 
 def test_a_value_known_only_after_deployment_is_refused():
