@@ -283,7 +283,7 @@ CLUSTER_FACTS = {"aws": {"computeConfigs": [{"enabled": True, "nodeRoleArn": "ar
 
 
 @pytest.mark.parametrize("read", list(CLUSTER_READS), ids=lambda r: r[0])
-def test_an_existing_cluster_read_by_token_answers_what_the_sdks_typed_result_says(read):
+def test_an_existing_cluster_read_by_token_answers_what_the_sdks_typed_result_says(read, monkeypatch):
     """The components read an existing cluster by token, the answer given the SDK's Python names (wire.python_names):
     every field they read has the value the SDK's typed result gives it."""
     import importlib
@@ -308,13 +308,9 @@ def test_an_existing_cluster_read_by_token_answers_what_the_sdks_typed_result_sa
         pulumi.Output.all(typed, wired).apply(lambda both: seen.update(typed=both[0], wired=both[1]))
 
     facts = CLUSTER_FACTS[cloud]
-    monkey = pytest.MonkeyPatch()
     answer = planrun._invoke_result
-    monkey.setattr(planrun, "_invoke_result", lambda t, a, region, *f: {**answer(t, a, region), **(facts if t == token else {})})
-    try:
-        run_program({"aws:region": "eu-central-1"}, "read", program)
-    finally:
-        monkey.undo()
+    monkeypatch.setattr(planrun, "_invoke_result", lambda t, a, region, *f: {**answer(t, a, region), **(facts if t == token else {})})
+    run_program({"aws:region": "eu-central-1"}, "read", program)
     for path in CLUSTER_READS[read]:
         assert walk(seen["wired"], path) == walk(seen["typed"], path) is not None, path
     assert walk(seen["wired"], CLUSTER_READS[read][0]) == "ml"
