@@ -122,8 +122,12 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
 def fraction_problems(plan: PoolPlan, fraction: float, units: int) -> list[Problem]:
     """What a fractional request on `plan` cannot be: KAI takes 0 < gpu-fraction < 1 (its binder refuses anything else:
     gpu_request_validator.go lines 75-91), on a pool whose sharing allows fractions, for one GPU."""
+    from gpupools.queues.kai import fraction_format_problem
+
     if not 0 < fraction < 1:
         return [Problem("--fraction", f"{fraction:g} is not a fraction KAI takes: above 0 and below 1 (a whole GPU is --units 1)")]
+    if (why := fraction_format_problem(fraction)) is not None:
+        return [Problem("--fraction", why)]
     if plan.sharing.fraction is None:
         return [Problem("--fraction", f"pool {plan.name!r} does not take fractions (its sharing sets no fraction); "
                                       f"give whole GPUs with --units, or choose a pool with sharing.fraction")]

@@ -304,6 +304,19 @@ def fraction_text(fraction: float) -> str:
     return text + "0" if text.endswith(".") else text
 
 
+def fraction_format_problem(fraction: float) -> str | None:
+    """Why `fraction` does not survive `fraction_text`, the one formatter of every gpu-fraction gpupools prints: written
+    with six decimals it must read back as itself, so it is still above 0 and below 1 (KAI's binder refuses anything
+    else: gpu_request_validator.go lines 75-91) and no rounding changed the share a pod gets."""
+    text = fraction_text(fraction)
+    if float(text) == fraction:
+        return None
+    if not 0 < float(text) < 1:
+        return (f"{fraction!r} is written \"{text}\" in gpu-fraction (six decimals), which KAI refuses: give a fraction "
+                f"from 0.000001 to 0.999999")
+    return f"{fraction!r} is written \"{text}\" in gpu-fraction (six decimals); give it with at most six decimals"
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # What a stack may ask of KAI, checked before anything is planned
 
@@ -359,7 +372,9 @@ def kai_problems(pools: list[tuple[int, object, object, str, str]], teams: list[
     everyone = any(t.pool_names is None for t in teams)
     for index, pool, sharing, path, installer in pools:
         if sharing.fraction is not None:
-            if quotas != "kai":
+            if (why := fraction_format_problem(sharing.fraction)) is not None:
+                problems.append(Problem(f"{path}.fraction", why))
+            elif quotas != "kai":
                 problems.append(Problem(f"{path}.fraction", "GPU fractions are KAI Scheduler's; set gpupools:quotas: kai"))
             elif (why := _fraction_refusal(sharing.mode, installer)) is not None:
                 problems.append(Problem(f"{path}.fraction", why))
