@@ -25,7 +25,7 @@ from gpupools.pools.software import driver_plan
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.queues.kueue import topology_aware, topology_guarantee
 from gpupools.autoscaling.templates import eviction_guard
-from gpupools.core.sharing import resolve_installer
+from gpupools.core.sharing import resolve_installer, units_per_pod
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, plan_fabrics
 from gpupools.fabric.software import gpudirect_rdma_line
 from gpupools.health.readiness import readiness_summary
@@ -186,6 +186,9 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     per_node = " + ".join(f"{r} x {n}" for r, n in plan.node_resources.items()) + " per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
     assumed = f"; {hw.instance_type}, the most expensive type of the pool" if pool.instance_types else ""
     table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}" + (f" ({hw.instance_type} nodes)" if assumed else ""))
+    cap = units_per_pod(m, hw.gpus_per_node)
+    if cap is not None:
+        table.add_row("", f"a pod gets at most {cap.units} x {m.resource}: {cap.why}")
     if plan.price_per_unit is None:
         table.add_row("price", f"no list price: {stack.target.SERVICE} prices {hw.instance_type} per region and account "
                                f"(the catalog's snapshot has none); left out of the cost below")

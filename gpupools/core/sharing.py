@@ -88,6 +88,45 @@ class Mechanism:
     mig_entries: tuple[dict, ...] = ()
 
 
+@dataclass(frozen=True)
+class PodLimit:
+    """The most units of a pool's resource one container may ask for where the device plugin refuses more, and why."""
+
+    units: int
+    why: str  # short words for a plan line or an error: who refuses, and for which sharing
+
+
+def units_per_pod(mechanism: Mechanism, gpus_per_node: int) -> PodLimit | None:
+    """Where the device plugin fails a request for more than one shared unit (the kubelet's Allocate call fails and the
+    pod with it, after it was scheduled); None where only what a node offers bounds a pod.
+
+    - NVIDIA's device plugin with MPS (GPU Operator, the standalone chart, Bottlerocket's built-in copy): it refuses a
+      request of more than one replica when `failRequestsGreaterThanOne` is set, and sets it to true for MPS where the
+      config leaves it out (NVIDIA/k8s-device-plugin v0.20.0 api/config/v1/config.go, NewConfig; internal/rm/rm.go,
+      ValidateRequest: "maximum request size for shared resources is 1"; releases 0.15 to 0.19 refused it for MPS
+      whatever the setting). gpupools' MPS entries leave it unset
+      (`device_plugin_config_entry`), and so does Bottlerocket's template for MPS (bottlerocket-os/bottlerocket-core-kit
+      packages/nvidia-k8s-device-plugin/nvidia-k8s-device-plugin-conf.in).
+    - Bottlerocket with time-slicing: gpupools sets `fail-requests-greater-than-one = true` (aws.bottlerocket_settings),
+      which Bottlerocket's template writes as `failRequestsGreaterThanOne` (same file); the NVIDIA plugin elsewhere leaves
+      it false for time-slicing, so a pod may take several time-slices there.
+    - GKE's own device plugin: time-sharing refuses more than one nvidia.com/gpu per request, MPS on nodes of several
+      GPUs (GoogleCloudPlatform/container-engine-accelerators pkg/gpu/nvidia/gpusharing/gpusharing.go, ValidateRequest,
+      unchanged from v1.0.20 to 992db81 of 2026-06-11)."""
+    mode, installer = mechanism.mode, mechanism.installer
+    if mode == "mps" and installer in ("gpu-operator", "device-plugin", BOTTLEROCKET):
+        return PodLimit(1, "the NVIDIA device plugin fails a pod asking for more than one MPS share (failRequestsGreaterThanOne "
+                           "is on for MPS)")
+    if mode == "time-slicing" and installer == BOTTLEROCKET:
+        return PodLimit(1, "Bottlerocket's device plugin fails a pod asking for more than one time-slice "
+                           "(fail-requests-greater-than-one = true)")
+    if installer == "cloud" and mode == "time-slicing":
+        return PodLimit(1, "GKE's device plugin fails a pod asking for more than one time-shared GPU")
+    if installer == "cloud" and mode == "mps" and gpus_per_node > 1:
+        return PodLimit(1, "GKE's device plugin fails a pod asking for more than one MPS share on nodes of several GPUs")
+    return None
+
+
 def resolve_installer(cloud: Cloud, installer: str) -> str:
     """`cloud`: the stack's Cloud object (`stack.target`)."""
     return cloud.AUTO_INSTALLER if installer == "auto" else installer

@@ -11,7 +11,8 @@ objects the plan creates, step by step:
 4. ready: the node's startup taints are lifted, and every resource the pod asks for is registered on the node (a
    Karpenter NodeClaim initializes only then: kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/
    initialization.go, `RequestedResourcesRegistered`);
-5. device: exactly one device plugin advertises the pool's GPU resource there.
+5. device: exactly one device plugin advertises the pool's GPU resource there, and serves as many units to one pod
+   as it asks for (`core.sharing.units_per_pod`).
 
 Pure: the same function serves `gpupools plan`, `gpupools check` (through the platform's recorded verdicts) and
 `gpupools workload --explain`.
@@ -26,7 +27,7 @@ from typing import Mapping
 from gpupools.autoscaling.choice import requested_extended, resolve_autoscaler, why_not
 from gpupools.autoscaling.templates import fitting_template, node_templates
 from gpupools.core.pools import POOL_LABEL, PoolPlan
-from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE
+from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE, units_per_pod
 from gpupools.fabric import gpudirect
 from gpupools.fabric.plan import FabricPlan, plan_fabrics
 from gpupools.fabric.software import EFA_DEVICE_PLUGIN, efa_device_plugin_release, network_operator_release, nic_cluster_policy
@@ -211,7 +212,9 @@ def shapes(cluster: Cluster, plan: PoolPlan) -> list[str]:
     out.append("unit")
     # A mixed MIG layout offers several resources (sharing.migLayout): a job may ask for any of them, so each is followed.
     out += [PROFILE_UNIT + r.removeprefix("nvidia.com/") for r in plan.node_resources if r != plan.mechanism.resource]
-    if plan.hardware.gpus_per_node > 1:
+    # A whole node in one pod, where the device plugin serves one pod that many units (not MPS: `units_per_pod`).
+    cap = units_per_pod(plan.mechanism, plan.hardware.gpus_per_node)
+    if plan.hardware.gpus_per_node > 1 and (cap is None or cap.units >= plan.hardware.gpus_per_node):
         out.append("node")
     fabric = cluster.fabrics.get(plan.name)
     if fabric is not None and fabric.configured and plan.pool.max_nodes >= GANG_NODES:
@@ -588,14 +591,24 @@ def _hugepages(pod: dict) -> list[str]:
                    if k.startswith("hugepages-")})
 
 
-def _device(cluster: Cluster, plan: PoolPlan, node: Node, resource: str) -> Step:
+def _device(cluster: Cluster, plan: PoolPlan, node: Node, resource: str, units: int = 1) -> Step:
+    """`units`: what one container of the pod asks for of `resource`."""
     plugins = sorted(a.name for a in cluster.agents if a.why_not_on(node) is None and resource in a.advertises(node))
     if not plugins:
         candidates = [f"{a.name}: {a.why_not_on(node)}" for a in cluster.agents if resource in a.advertises(node)]
         return Step("device", False, f"no device plugin advertises {resource} on pool {plan.name}" + (f" ({'; '.join(candidates)})" if candidates else ""))
     if len(plugins) > 1:
         return Step("device", False, f"{len(plugins)} device plugins advertise {resource} on pool {plan.name}: {', '.join(plugins)}")
+    cap = units_per_pod(plan.mechanism, plan.hardware.gpus_per_node) if resource == plan.mechanism.resource else None
+    if cap is not None and units > cap.units:
+        return Step("device", False, f"the pod asks for {units} x {resource} and gets at most {cap.units}: {cap.why}; the pod fails on the node")
     return Step("device", True, f"{plugins[0]} advertises {resource}")
+
+
+def _container_units(pod: dict, resource: str) -> int:
+    """The most of `resource` one container asks for: the device plugin is asked per container (kubelet's Allocate)."""
+    amounts = [int((c.get("resources") or {}).get(kind, {}).get(resource, 0)) for c in pod.get("containers") or [] for kind in ("limits", "requests")]
+    return max(amounts, default=0)
 
 
 def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict | None = None) -> Landing:
@@ -638,7 +651,8 @@ def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jo
     fabric = cluster.fabrics.get(plan.name)
     software = fabric.node_software if fabric is not None and shape == "gang" else ()
     steps.append(_ready(cluster, node, device_pod, gpudirect.network_resources(annotations), software))
-    steps.append(_device(cluster, plan, node, requested_resource(plan, requests)))
+    resource = requested_resource(plan, requests)
+    steps.append(_device(cluster, plan, node, resource, _container_units(pod, resource)))
     return Landing(team.team.name if team else None, plan.name, shape, _words(shape, plan, count, requests, fraction), tuple(steps), flavor)
 
 

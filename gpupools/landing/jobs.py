@@ -13,7 +13,7 @@ import re
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.pools import POOL_LABEL, PoolPlan
-from gpupools.core.sharing import gpu_memory_problem
+from gpupools.core.sharing import gpu_memory_problem, units_per_pod
 from gpupools.pools.pods import gpu_limits, pod_spec
 from gpupools.queues.kueue import PRIORITY_LABEL, QUEUE_LABEL, allowed_priorities
 from gpupools.queues.teams import TeamPlan, plan_teams
@@ -31,6 +31,8 @@ def workload_problems(plan: PoolPlan, units: int, gpu_memory: str | None, gpu_co
                    if vgpu else (plan.units_per_node, f"{plan.units_per_node} x {plan.mechanism.resource}"))
     if units > limit:
         problems.append(Problem("--units", f"{units} exceeds what one node of pool {plan.name!r} offers ({what})"))
+    elif (cap := units_per_pod(plan.mechanism, plan.hardware.gpus_per_node)) is not None and units > cap.units:
+        problems.append(Problem("--units", f"{units}: a pod on pool {plan.name!r} gets at most {cap.units} x {plan.mechanism.resource}: {cap.why}"))
     for option, value in (("--gpu-memory", gpu_memory), ("--gpu-cores", gpu_cores)):
         if value is not None and not vgpu:
             problems.append(Problem(option, f"applies to vgpu pools only; pool {plan.name!r} shares its GPUs by {plan.mechanism.mode!r}"))
@@ -92,6 +94,12 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
         per_node = max(p.units_per_node for p in t.pools if p.mechanism.resource == resource)
         if units > per_node:
             raise ConfigError([Problem("--units", f"{units} exceeds what one node offers ({per_node} x {resource})")])
+        # Kueue may admit the Job on any of these pools: one whose device plugin refuses the request would fail its pod.
+        for p in t.pools:
+            cap = units_per_pod(p.mechanism, p.hardware.gpus_per_node) if p.mechanism.resource == resource else None
+            if cap is not None and units > cap.units:
+                raise ConfigError([Problem("--units", f"{units}: Kueue may place the pod on pool {p.name!r}, where a pod gets at most "
+                                                      f"{cap.units} x {resource} ({cap.why}); name another pool with --pool")])
         for option, value in (("--gpu-memory", gpu_memory), ("--gpu-cores", gpu_cores)):
             if value is not None:
                 raise ConfigError([Problem(option, "applies to vgpu pools only; name the pool with --pool")])
