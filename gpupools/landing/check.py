@@ -4,6 +4,8 @@ For every team, every pool it has quota on and every job shape the pool supports
 a whole node, and on fabric pools a gang of two nodes), the Job `gpupools workload` prints is followed through the
 objects the plan creates, step by step:
 
+0. create: shown only when it fails: a name of the Job (or JobSet), or one Kubernetes or the JobSet controller builds
+   from it, is over its limit, so the API server or JobSet's webhook refuses it (`landing.names`);
 1. queue: the team's Kueue ClusterQueue admits it on one of its flavors (quota and cohort, topology-aware
    scheduling, admission checks), or its namespace ResourceQuota has room;
 2. schedule: the admitted pod's node selector, tolerations and scheduler fit a Ready node of the pool;
@@ -34,6 +36,7 @@ from gpupools.fabric.software import EFA_DEVICE_PLUGIN, efa_device_plugin_releas
 from gpupools.health import readiness
 from gpupools.landing import agents as node_agents
 from gpupools.landing.agents import Agent, Node
+from gpupools.landing.names import name_problems
 from gpupools.landing.scheduling import runs_on, untolerated
 from gpupools.pools.planning import plan_pools
 from gpupools.pools.software import DEVICE_PLUGIN, GPU_OPERATOR, HAMI_CHART, gpu_tolerations, software_plan
@@ -615,6 +618,20 @@ def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jo
     if job is not None and job.get("kind") == "JobSet":
         return land_jobset(cluster, team, plan, shape, job)
     job = job or job_for(cluster, team, plan, shape)
+    return with_names(job, _land(cluster, team, plan, shape, job))
+
+
+def with_names(workload: dict, verdict: Landing) -> Landing:
+    """The verdict, led by a failing `create` step where a name of the workload is over its limit (`landing.names`):
+    the API server, or JobSet's webhook, refuses the object before anything else happens to it."""
+    problems = name_problems(workload)
+    if not problems:
+        return verdict
+    return replace(verdict, steps=(Step("create", False, f"{workload['kind']} {workload['metadata'].get('name')!r} is refused: "
+                                                       + "; ".join(problems)),) + verdict.steps)
+
+
+def _land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict) -> Landing:
     pod = job["spec"]["template"]["spec"]
     count = int(job["spec"].get("parallelism", 1))
     requests = requested_extended(pod)
@@ -679,13 +696,13 @@ def land_jobset(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: 
     in the queue (gpupools' own JobSets have one PodSet)."""
     from gpupools.landing.jobset import podsets
 
-    verdicts = [(name, land(cluster, team, plan, shape, view)) for name, view in podsets(jobset)]
+    verdicts = [(name, _land(cluster, team, plan, shape, view)) for name, view in podsets(jobset)]
     if len(verdicts) == 1:
-        return verdicts[0][1]
+        return with_names(jobset, verdicts[0][1])
     steps = []
     for i, step in enumerate(verdicts[0][1].steps):
         parts = [(name, v.steps[i]) for name, v in verdicts]
         steps.append(Step(step.name, all(s.ok for _, s in parts), "; ".join(f"PodSet {name}: {s.detail}" for name, s in parts)))
     flavors = sorted({v.flavor for _, v in verdicts if v.flavor})
-    return Landing(team.team.name if team else None, plan.name, shape, "; ".join(f"{name}: {v.job}" for name, v in verdicts), tuple(steps),
-                   ", ".join(flavors) or None)
+    return with_names(jobset, Landing(team.team.name if team else None, plan.name, shape, "; ".join(f"{name}: {v.job}" for name, v in verdicts),
+                                      tuple(steps), ", ".join(flavors) or None))

@@ -14,6 +14,7 @@ from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import gpu_memory_problem, units_per_pod
+from gpupools.landing.names import fit_job, fit_jobset
 from gpupools.pools.pods import gpu_limits, pod_spec
 from gpupools.queues.kueue import PRIORITY_LABEL, QUEUE_LABEL, allowed_priorities
 from gpupools.queues.teams import TeamPlan, plan_teams
@@ -55,7 +56,7 @@ def job_manifest(stack: StackConfig, plan: PoolPlan, image: str, units: int = 1,
     vgpu pools the pod names HAMi's scheduler itself, so it is placed by GPU memory and compute even where HAMi's
     admission webhook did not see it.
     """
-    return _job(stack, f"gpu-smoke-{plan.name}", gpu_limits(plan, units, gpu_memory, gpu_cores), image, plan)
+    return _job(stack, fit_job(f"gpu-smoke-{plan.name}"), gpu_limits(plan, units, gpu_memory, gpu_cores), image, plan)
 
 
 def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan: PoolPlan | None) -> dict:
@@ -104,7 +105,7 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
             if value is not None:
                 raise ConfigError([Problem(option, "applies to vgpu pools only; name the pool with --pool")])
         limits = {resource: units}
-    name = f"gpu-smoke-{team}" + (f"-{target.name}" if target else "")
+    name = fit_job(f"gpu-smoke-{team}" + (f"-{target.name}" if target else ""))
     job = _job(stack, name, limits, image, target)
     job["metadata"] = {"name": name, "namespace": t.team.namespace_name, "labels": job["metadata"]["labels"]}
     if stack.quotas == "kai":
@@ -250,13 +251,18 @@ def multinode_problems(stack: StackConfig, plan: PoolPlan, nodes: int) -> list[P
 
 
 def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | None = None, team: str | None = None,
-                  priority: str | None = None, team_plans: list[TeamPlan] | None = None) -> list[dict]:
+                  priority: str | None = None, team_plans: list[TeamPlan] | None = None, base: str = "multinode",
+                  jobset: bool = False) -> list[dict]:
     """An Indexed Job of `nodes` pods, one per node, each with all the node's GPUs and fabric devices, and the headless
     Service that gives pod i the name <job>-i.<job> (Kubernetes: an Indexed Job's pods get hostname <job>-<index>
     and, with `subdomain`, a DNS record under that Service). torchrun's rank comes from JOB_COMPLETION_INDEX, which
     Kubernetes sets in every pod of an Indexed Job. For a team on Kueue the Job queues and carries the topology
-    annotation that keeps its pods close."""
+    annotation that keeps its pods close.
+
+    The name is `<base>-<pool>`, shortened where a name built from it would pass its limit (`landing.names`); `jobset`:
+    to the JobSet's limits, which are tighter, as `landing.jobset.as_jobset` turns the Job into a JobSet of that name."""
     from gpupools.fabric.plan import fabric_pod, plan_fabric, with_fabric_pod
+    from gpupools.landing.jobset import REPLICATED_JOB
     from gpupools.queues.kueue import podset_topology
 
     problems = multinode_problems(stack, plan, nodes)
@@ -265,7 +271,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     fabric = plan_fabric(stack, plan)
     assert fabric is not None
     pod = fabric_pod(fabric)
-    name = f"multinode-{plan.name}"
+    name = fit_jobset(f"{base}-{plan.name}", REPLICATED_JOB, nodes) if jobset else fit_job(f"{base}-{plan.name}", nodes)
     gpus = plan.hardware.gpus_per_node
     limits = {plan.mechanism.resource: gpus, **registered_hugepages_only(pod["limits"], plan)}
     spec = pod_spec(stack, plan, limits, image or MULTI_NODE_IMAGE)

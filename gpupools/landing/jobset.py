@@ -79,7 +79,7 @@ def multinode_jobset(stack: StackConfig, plan: PoolPlan, nodes: int, image: str 
     """`multinode_job`'s job as a JobSet; the same refusals (ConfigError naming the option)."""
     from gpupools.landing.jobs import multinode_job
 
-    return as_jobset(multinode_job(stack, plan, nodes, image, team, priority, team_plans))
+    return as_jobset(multinode_job(stack, plan, nodes, image, team, priority, team_plans, jobset=True))
 
 
 def podsets(workload: dict) -> list[tuple[str, dict]]:

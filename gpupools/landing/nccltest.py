@@ -116,15 +116,11 @@ def nccl_test(stack: StackConfig, plan: PoolPlan, nodes: int = DEFAULT_NODES, im
     if problems:
         raise ConfigError(problems)
     assert pinned is not None
-    service, job = multinode_job(stack, plan, nodes, image or pinned.image, team, priority, team_plans)
-    old, name = job["metadata"]["name"], f"nccl-test-{plan.name}"
-    service["metadata"]["name"] = name
-    service["spec"]["selector"] = {"batch.kubernetes.io/job-name": name}
+    service, job = multinode_job(stack, plan, nodes, image or pinned.image, team, priority, team_plans, base="nccl-test", jobset=jobset)
+    name = job["metadata"]["name"]  # nccl-test-<pool>, shortened where a name built from it would pass its limit
     service["spec"]["ports"] = [{"name": "ssh", "port": SSH_PORT}]
-    job["metadata"]["name"] = name
     job["spec"]["activeDeadlineSeconds"] = DEADLINE_SECONDS
     pod = job["spec"]["template"]["spec"]
-    pod["subdomain"] = name
     container = pod["containers"][0]
     hosts = [hostname(name, i) for i in range(nodes)] if jobset else [f"{name}-{i}.{name}" for i in range(nodes)]
     env = [e for e in container.get("env") or [] if e["name"] != "NCCL_DEBUG"]  # the INFO lines would bury the table
@@ -133,7 +129,6 @@ def nccl_test(stack: StackConfig, plan: PoolPlan, nodes: int = DEFAULT_NODES, im
     script = launcher_script(hosts, plan.hardware.gpus_per_node, pinned, forward, result.bytes if result else DEFAULT_MAX_BYTES)
     container.update({"name": CONTAINER, "image": image or pinned.image, "command": ["bash", "-c", script], "env": env,
                       "ports": [{"containerPort": SSH_PORT, "name": "ssh"}]})
-    assert old not in script
     if jobset:
         return [as_jobset([service, job])]
     return [service, job]
@@ -155,7 +150,7 @@ def expected_lines(stack: StackConfig, plan: PoolPlan, docs: list[dict]) -> list
     template = pod_template(workload)
     image = template["spec"]["containers"][0]["image"]
     nodes = int((workload["spec"]["replicatedJobs"][0]["template"]["spec"] if jobset else workload["spec"])["parallelism"])
-    name = f"nccl-test-{plan.name}"
+    name = workload["metadata"]["name"]
     where = f" -n {namespace}" if namespace else ""
     selector = (f"jobset.sigs.k8s.io/jobset-name={name},batch.kubernetes.io/job-completion-index=0" if jobset
                 else f"batch.kubernetes.io/job-name={name},batch.kubernetes.io/job-completion-index=0")
