@@ -7,7 +7,8 @@ objects the plan creates, step by step:
 0. create: shown only when it fails: a name of the Job (or JobSet), or one Kubernetes or the JobSet controller builds
    from it, is over its limit, so the API server or JobSet's webhook refuses it (`landing.names`);
 1. queue: the team's Kueue ClusterQueue admits it on one of its flavors (quota and cohort, topology-aware
-   scheduling, admission checks), or its namespace ResourceQuota has room;
+   scheduling, admission checks), its KAI queue takes it (and a multi-node Job is one gang), or its namespace
+   ResourceQuota has room;
 2. schedule: the admitted pod's node selector, tolerations and scheduler fit a Ready node of the pool;
 3. node: a node exists, or the pool's autoscaler starts one from zero for it;
 4. ready: the node's startup taints are lifted, and every resource the pod asks for is registered on the node (a
@@ -387,12 +388,12 @@ def job_fraction(job: dict) -> float | None:
     return value if 0 < value < 1 else math.nan
 
 
-def kai_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -> Step:
+def kai_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict, multi_node: bool = False) -> Step:
     """KAI Scheduler's side: the Job names KAI's scheduler and a leaf Queue (only leaves take workloads, docs/queues/
     README.md), and what it asks for fits the queue's limit and every ancestor's (the proportion plugin refuses a job
     that would take a queue past its limit: pkg/scheduler/plugins/proportion/capacity_policy/max_allowed_check.go lines
     51-66). Within its quota the job is safe from reclaim; beyond it, it runs on GPUs others leave idle and preemptible
-    work there is reclaimed when their owners need them."""
+    work there is reclaimed when their owners need them. `multi_node`: its pods span nodes, and must be one gang."""
     pod = job["spec"]["template"]["spec"]
     count = int(job["spec"].get("parallelism", 1))
     if pod.get("schedulerName") != kai.SCHEDULER_NAME:
@@ -424,9 +425,31 @@ def kai_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict) -
     if tightest is not None and wanted > tightest[1]:
         return Step("queue", False, f"the Job asks for {wanted:g} GPUs, and Queue {tightest[0]} may hold at most {tightest[1]:g} (its limit)")
     quota = chain[0]["spec"]["resources"]["gpu"]["quota"]
+    gang, why = kai_gang(job, count, multi_node)
+    if why is not None:
+        return Step("queue", False, why)
     how = f"queue {name}: {wanted:g} of its {quota:g} guaranteed GPUs" if wanted <= quota else (
         f"queue {name}: {wanted:g} GPUs, beyond its {quota:g} guaranteed: runs on GPUs other queues leave idle, reclaimable while preemptible")
-    return Step("queue", True, how + (f", under limit {tightest[1]:g} of {tightest[0]}" if tightest else ", no limit"))
+    return Step("queue", True, how + (f", under limit {tightest[1]:g} of {tightest[0]}" if tightest else ", no limit")
+                + (f"; its {count} pods as one gang ({kai.MIN_MEMBER_ANNOTATION}: \"{gang}\")" if gang > 1 else ""))
+
+
+def kai_gang(job: dict, count: int, multi_node: bool) -> tuple[int, str | None]:
+    """How many of the Job's pods KAI schedules together, and why that cannot work, or None. KAI's pod grouper makes one
+    PodGroup of a Job whose minMember is its kai.scheduler/batch-min-member, 1 without it (v0.17.0 pkg/podgrouper/
+    podgrouper/plugins/job/job_grouper.go, calcMinMember): a multi-node Job needs all its pods in it, or KAI binds its
+    pods one by one and the first hold their nodes while the rest wait; and a gang larger than the Job never starts."""
+    text = ((job.get("metadata") or {}).get("annotations") or {}).get(kai.MIN_MEMBER_ANNOTATION)
+    try:
+        gang = int(text) if text is not None else 1
+    except ValueError:
+        return 0, f"{kai.MIN_MEMBER_ANNOTATION}: {text!r} is not a number: KAI's pod grouper fails on it and the pods stay pending"
+    if gang > count:
+        return gang, (f"{kai.MIN_MEMBER_ANNOTATION} asks for {gang} pods together and the Job has {count}: KAI never starts the gang")
+    if multi_node and gang < count:
+        return gang, (f"KAI schedules the Job's {count} pods as a gang of {gang}: without {kai.MIN_MEMBER_ANNOTATION}: \"{count}\" on "
+                      f"the Job its first pods may hold their nodes' GPUs while the others wait")
+    return gang, None
 
 
 def scaling_pod(cluster: Cluster, plan: PoolPlan, pod: dict) -> tuple[dict | None, str]:
@@ -643,7 +666,7 @@ def _land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, j
         provisioned = "ProvisioningRequest" in step.detail
         steps.append(step)
     elif team is not None and cluster.stack.quotas == "kai":
-        steps.append(kai_admission(cluster, team, plan, job))
+        steps.append(kai_admission(cluster, team, plan, job, multi_node=shape == "gang"))
     elif team is not None:
         steps.append(resourcequota_admission(cluster, team, plan, job))
     node = pool_node(cluster, plan, pod)

@@ -257,7 +257,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     Service that gives pod i the name <job>-i.<job> (Kubernetes: an Indexed Job's pods get hostname <job>-<index>
     and, with `subdomain`, a DNS record under that Service). torchrun's rank comes from JOB_COMPLETION_INDEX, which
     Kubernetes sets in every pod of an Indexed Job. For a team on Kueue the Job queues and carries the topology
-    annotation that keeps its pods close.
+    annotation that keeps its pods close; on KAI it is one gang.
 
     The name is `<base>-<pool>`, shortened where a name built from it would pass its limit (`landing.names`); `jobset`:
     to the JobSet's limits, which are tighter, as `landing.jobset.as_jobset` turns the Job into a JobSet of that name."""
@@ -309,7 +309,13 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
             if annotations:
                 job["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
         elif stack.quotas == "kai":
+            from gpupools.queues import kai
+
             kai_job(job, t, plan, priority, 1, None)
+            # KAI's pod grouper gives a Job one PodGroup whose minMember is 1 unless the Job says otherwise (KAI v0.17.0
+            # pkg/podgrouper/podgrouper/plugins/job/job_grouper.go, calcMinMember; docs/batch/README.md): without this
+            # KAI would start the pods one by one, and the first would hold their nodes' GPUs waiting for the rest.
+            job["metadata"]["annotations"] = {kai.MIN_MEMBER_ANNOTATION: str(nodes)}
         elif priority is not None:
             raise ConfigError([Problem("--priority", "priorities need gpupools:quotas: kueue")])
     elif priority is not None:

@@ -17,6 +17,14 @@ For a team on Kueue the JobSet carries the queue and priority labels (Kueue read
 kueue v0.19.2 site/content/en/docs/tasks/run/jobsets.md) and the pod template the topology annotation `podset_topology`
 decides, as on the Job. Kueue makes one PodSet per replicated job, of replicas x parallelism pods
 (pkg/controller/jobs/jobset/jobset_controller.go, PodSets).
+
+For a team on KAI Scheduler the JobSet carries the queue label (KAI's pod grouper reads it from the top owner, the
+JobSet), and so does the replicated job's template: the JobSet controller labels each Job it creates with that
+template's labels only (jobset v0.12.0 constructJob), and gpupools' admission policy refuses a GPU Job in a KAI team's
+namespace without the team's queue label. KAI gangs a JobSet by itself: one PodGroup per JobSet, a SubGroup per replica
+whose minMember is the replicated job's parallelism (KAI v0.17.0 pkg/podgrouper/podgrouper/plugins/jobset/
+jobset_grouper.go, buildSubGroups); the Job's `kai.scheduler/batch-min-member` moves to the replicated job's template,
+where it says the same, since on the JobSet itself it would count replicated jobs, not pods (computePodGroupMinSubGroup).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import copy
 
 from gpupools.core.pools import PoolPlan
+from gpupools.queues import kai
 from gpupools.queues.teams import TeamPlan
 from gpupools.stack.config import StackConfig
 
@@ -57,6 +66,15 @@ def as_jobset(docs: list[dict]) -> dict:
             container["command"] = [part.replace(old_address, f"$({COORDINATOR_ENV})") for part in container["command"]]
             container.setdefault("env", []).append(
                 {"name": COORDINATOR_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COORDINATOR_KEY}']"}}})
+    metadata = {k: v for k, v in job["metadata"].items()}
+    template: dict = {"spec": job_spec}
+    annotations = dict(metadata.pop("annotations", None) or {})
+    if kai.MIN_MEMBER_ANNOTATION in annotations:
+        template["metadata"] = {"annotations": {kai.MIN_MEMBER_ANNOTATION: annotations.pop(kai.MIN_MEMBER_ANNOTATION)}}
+    if annotations:
+        metadata["annotations"] = annotations
+    if kai.QUEUE_LABEL in (metadata.get("labels") or {}):
+        template.setdefault("metadata", {})["labels"] = {kai.QUEUE_LABEL: metadata["labels"][kai.QUEUE_LABEL]}
     spec: dict = {}
     if owned.get("suspend"):
         spec["suspend"] = True
@@ -66,11 +84,10 @@ def as_jobset(docs: list[dict]) -> dict:
         # Any pod failing fails the JobSet at once: a collective cannot go on without one of its ranks (the JobSet
         # default is the same, maxRestarts 0; written out so the plan and the manifest agree).
         "failurePolicy": {"maxRestarts": 0},
-        "replicatedJobs": [{"name": REPLICATED_JOB, "replicas": 1, "template": {"spec": job_spec}}],
+        "replicatedJobs": [{"name": REPLICATED_JOB, "replicas": 1, "template": template}],
     })
     if "ttlSecondsAfterFinished" in owned:
         spec["ttlSecondsAfterFinished"] = owned["ttlSecondsAfterFinished"]
-    metadata = {k: v for k, v in job["metadata"].items()}
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 
@@ -84,14 +101,22 @@ def multinode_jobset(stack: StackConfig, plan: PoolPlan, nodes: int, image: str 
 
 def podsets(workload: dict) -> list[tuple[str, dict]]:
     """(name, Job-shaped view) per PodSet Kueue makes of the workload: one for a Job, one per replicated job of a JobSet, its
-    pod count replicas x parallelism. The views carry the workload's metadata (queue and priority labels, namespace)."""
+    pod count replicas x parallelism. The views carry the workload's metadata (queue and priority labels, namespace) and
+    the gang KAI makes of the PodSet, as a Job's kai.scheduler/batch-min-member."""
     if workload.get("kind") != KIND:
         return [("main", workload)]
     out = []
     for replicated in workload["spec"]["replicatedJobs"]:
         job_spec = replicated["template"]["spec"]
-        pods = int(replicated.get("replicas", 1)) * int(job_spec.get("parallelism", 1))
-        view = {"apiVersion": "batch/v1", "kind": "Job", "metadata": workload["metadata"],
+        replicas, parallelism = int(replicated.get("replicas", 1)), int(job_spec.get("parallelism", 1))
+        pods = replicas * parallelism
+        # What KAI gangs of it, as a Job's batch-min-member says it: every replica's SubGroup needs its minMember pods
+        # (the template's annotation, else the parallelism) and the replicated job needs all its replicas.
+        template_annotations = (replicated["template"].get("metadata") or {}).get("annotations") or {}
+        gang = replicas * int(template_annotations.get(kai.MIN_MEMBER_ANNOTATION, parallelism))
+        annotations = {k: v for k, v in (workload["metadata"].get("annotations") or {}).items() if k != kai.MIN_MEMBER_ANNOTATION}
+        metadata = {**workload["metadata"], "annotations": {**annotations, kai.MIN_MEMBER_ANNOTATION: str(gang)}}
+        view = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
                 "spec": {**job_spec, "parallelism": pods, "completions": pods}}
         out.append((replicated["name"], view))
     return out

@@ -48,6 +48,11 @@ SCALE_ADJUST_NAMESPACE = "kai-scale-adjust"
 # Pod annotations of a fractional GPU request (constants.go lines 56-58): a share of one GPU's memory, or MiB of it.
 FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"
+# How many pods of a Job KAI schedules together (pkg/podgrouper/podgrouper/plugins/constants/constants.go line 32,
+# MinMemberOverrideKey): on a Job, its PodGroup's minMember (job/job_grouper.go, calcMinMember, 1 without it); on a
+# JobSet replicated job's template, each replica's SubGroup minMember, its parallelism without it (jobset/
+# jobset_grouper.go, singleReplicaSubGroupMinMember).
+MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
 # The label KAI's webhooks and pod grouper select namespaces by (values global.namespaceLabelSelector, rendered into
 # the Config's global.namespaceLabelSelector; pkg/operator/operands/pod_grouper/resources.go lines 103-104): team
 # namespaces only, so KAI leaves every other namespace alone.

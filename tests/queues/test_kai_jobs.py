@@ -1,15 +1,117 @@
-"""Jobs for KAI Scheduler teams: a fraction is one its own formatting keeps."""
+"""Jobs for KAI Scheduler teams: a multi-node Job is one gang (KAI v0.17.0's pod grouper gives a Job a PodGroup of
+minMember 1 unless `kai.scheduler/batch-min-member` says more: pkg/podgrouper/podgrouper/plugins/job/job_grouper.go,
+calcMinMember; docs/batch/README.md), a JobSet is one by itself and its Jobs pass the team's admission policy, and a
+fraction is one its own formatting keeps."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from gpupools.cli.main import app
+from gpupools.landing.check import cluster_of, land, landing_check
+from gpupools.landing.jobs import multinode_job
+from gpupools.landing.jobset import multinode_jobset, podsets
+from gpupools.landing.nccltest import nccl_test
+from gpupools.pools.planning import plan_pools
 from gpupools.queues import kai
+from gpupools.queues.engine import quota_plan
 from gpupools.validation.stack import validate_stack
 
-from conftest import config_problems, stack_config
+from conftest import admission_denials, config_problems, stack_config
+
+FABRIC = {"name": "pretrain", "instanceType": "p4d.24xlarge", "maxNodes": 2, "zones": ["eu-central-1a"]}
+
+
+def kai_fabric_stack():
+    return validate_stack(stack_config("aws", pools=[FABRIC], quotas="kai", teams=[{"name": "ml", "gpus": 16}]))
+
+
+def test_a_multi_node_job_for_a_kai_team_is_one_gang_of_all_its_pods():
+    stack = kai_fabric_stack()
+    (plan,) = plan_pools(stack)
+    _, job = multinode_job(stack, plan, 2, team="ml")
+    assert job["metadata"]["annotations"] == {kai.MIN_MEMBER_ANNOTATION: "2"}
+    assert job["metadata"]["labels"][kai.QUEUE_LABEL] == "ml" and job["spec"]["parallelism"] == 2
+    # The NCCL test is the same Job: one gang too.
+    assert nccl_test(stack, plan, 2, team="ml")[1]["metadata"]["annotations"] == {kai.MIN_MEMBER_ANNOTATION: "2"}
+    # Not for anyone else: a Job without a team, or a Kueue team's, which Kueue admits whole.
+    assert "annotations" not in multinode_job(stack, plan, 2)[1]["metadata"]
+
+
+def test_a_kai_jobset_is_ganged_per_replica_and_its_jobs_carry_the_teams_queue():
+    stack = kai_fabric_stack()
+    (plan,) = plan_pools(stack)
+    jobset = multinode_jobset(stack, plan, 2, team="ml")
+    # On the JobSet the annotation would count replicated jobs (computePodGroupMinSubGroup); on the template, pods.
+    assert "annotations" not in jobset["metadata"] and jobset["metadata"]["labels"][kai.QUEUE_LABEL] == "ml"
+    template = jobset["spec"]["replicatedJobs"][0]["template"]
+    assert template["metadata"] == {"annotations": {kai.MIN_MEMBER_ANNOTATION: "2"}, "labels": {kai.QUEUE_LABEL: "ml"}}
+    # The JobSet controller labels each Job with the template's labels (jobset v0.12.0 constructJob): the team's
+    # admission policy takes the Job for its queue, and refuses one without the label.
+    policy = next(o for o in quota_plan(stack, plan_pools(stack)).objects
+                  if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"].endswith("kai-queue"))
+    child = {"apiVersion": "batch/v1", "kind": "Job", "spec": template["spec"],
+             "metadata": {"name": "multinode-pretrain-workers-0", "namespace": "ml", "labels": dict(template["metadata"]["labels"]),
+                          "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "multinode-pretrain", "uid": "1"}]}}
+    assert admission_denials(policy, child, "Job") == []
+    child["metadata"]["labels"] = {}
+    assert admission_denials(policy, child, "Job") == ["GPU workloads in namespace ml queue for team ml's GPU quota: set label kai.scheduler/queue=ml"]
+    # A Kueue team's JobSet stays as it was: its queue is the JobSet's label, and its Jobs are the JobSet controller's.
+    kueue = validate_stack(stack_config("aws", pools=[FABRIC], teams=[{"name": "ml", "gpus": 16}]))
+    assert "metadata" not in multinode_jobset(kueue, plan_pools(kueue)[0], 2, team="ml")["spec"]["replicatedJobs"][0]["template"]
+
+
+def test_the_landing_check_lands_kai_gangs_and_refuses_a_multi_node_job_without_one():
+    stack = kai_fabric_stack()
+    verdicts = landing_check(stack)
+    (gang,) = [v for v in verdicts if v.shape == "gang"]
+    assert gang.lands and gang.steps[0].detail.endswith(f"; its 2 pods as one gang ({kai.MIN_MEMBER_ANNOTATION}: \"2\")")
+    cluster = cluster_of(stack)
+    team, (plan,) = cluster.teams[0], cluster.plans
+    _, job = multinode_job(stack, plan, 2, team="ml", team_plans=cluster.teams)
+    loose = copy.deepcopy(job)
+    del loose["metadata"]["annotations"]
+    verdict = land(cluster, team, plan, "gang", loose)
+    assert not verdict.lands and verdict.failing.name == "queue"
+    assert verdict.failing.detail == (f"KAI schedules the Job's 2 pods as a gang of 1: without {kai.MIN_MEMBER_ANNOTATION}: \"2\" on the Job "
+                                      f"its first pods may hold their nodes' GPUs while the others wait")
+    too_big = copy.deepcopy(job)
+    too_big["metadata"]["annotations"][kai.MIN_MEMBER_ANNOTATION] = "3"
+    assert land(cluster, team, plan, "gang", too_big).failing.detail == (
+        f"{kai.MIN_MEMBER_ANNOTATION} asks for 3 pods together and the Job has 2: KAI never starts the gang")
+    # A single-pod Job needs no gang.
+    assert land(cluster, team, plan, "node").lands
+
+
+def test_the_landing_check_follows_kais_gang_of_a_jobset():
+    stack = kai_fabric_stack()
+    cluster = cluster_of(stack)
+    team, (plan,) = cluster.teams[0], cluster.plans
+    jobset = multinode_jobset(stack, plan, 2, team="ml", team_plans=cluster.teams)
+    assert land(cluster, team, plan, "gang", jobset).lands
+    # Without the template's annotation KAI gangs the replica's parallelism all the same (singleReplicaSubGroupMinMember).
+    default = copy.deepcopy(jobset)
+    del default["spec"]["replicatedJobs"][0]["template"]["metadata"]["annotations"]
+    ((_, view),) = podsets(default)
+    assert view["metadata"]["annotations"][kai.MIN_MEMBER_ANNOTATION] == "2" and land(cluster, team, plan, "gang", default).lands
+    one = copy.deepcopy(jobset)
+    one["spec"]["replicatedJobs"][0]["template"]["metadata"]["annotations"][kai.MIN_MEMBER_ANNOTATION] = "1"
+    verdict = land(cluster, team, plan, "gang", one)
+    assert not verdict.lands and verdict.failing.name == "queue" and "as a gang of 1" in verdict.failing.detail
+
+
+def test_workload_prints_the_gang_for_a_kai_team(stack_file):
+    config = stack_config("aws", pools=[FABRIC], quotas="kai", teams=[{"name": "ml", "gpus": 16}])
+    path = str(stack_file(config))
+    result = CliRunner().invoke(app, ["workload", "--config", path, "--team", "ml", "--pool", "pretrain", "--nodes", "2", "--explain"])
+    assert result.exit_code == 0, result.output
+    assert f"its 2 pods as one gang ({kai.MIN_MEMBER_ANNOTATION}: \"2\")" in result.output
+    job = list(yaml.safe_load_all(result.output))[-1]
+    assert job["kind"] == "Job" and job["metadata"]["annotations"] == {kai.MIN_MEMBER_ANNOTATION: "2"}
 
 
 # --------------------------------------------------------------------------------------------------------------------
