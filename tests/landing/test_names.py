@@ -260,3 +260,14 @@ def test_the_landing_check_refuses_an_indexed_job_whose_last_hostname_is_over_63
     assert verdict.failing.name == "create" and "batch.kubernetes.io/job-name" in verdict.failing.detail
     single["metadata"]["name"] = "j" * 63
     assert land(cluster, None, plan, "unit", single).lands
+
+
+def test_jobset_pod_names_count_kubernetes_random_suffix():
+    """Without a coordinator the pod name binds: <jobset>-workers-0-99 and "-abcde" within 63 (jobset_webhook.go)."""
+    fits = names.jobset_names("j" * 44, [("workers", 1, 100)])
+    over = names.jobset_names("j" * 45, [("workers", 1, 100)])
+    assert [n.problem() for n in fits if n.problem()] == []
+    (problem,) = [n.problem() for n in over if n.problem()]
+    assert problem.startswith("name of replicated job workers's last pod (with Kubernetes' 5 random characters)") and "64 characters" in problem
+    assert names.fit_jobset("x" * 60, "workers", 100) == names.fit_jobset("x" * 60, "workers", 100)
+    assert len(names.fit_jobset("x" * 60, "workers", 100)) == 25  # the coordinator label binds first

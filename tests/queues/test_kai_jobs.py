@@ -83,8 +83,14 @@ def test_the_landing_check_lands_kai_gangs_and_refuses_a_multi_node_job_without_
     too_big["metadata"]["annotations"][kai.MIN_MEMBER_ANNOTATION] = "3"
     assert land(cluster, team, plan, "gang", too_big).failing.detail == (
         f"{kai.MIN_MEMBER_ANNOTATION} asks for 3 pods together and the Job has 2: KAI never starts the gang")
-    # A single-pod Job needs no gang.
+    # A single-pod Job needs no gang, nor does a Job of pods that run on their own (not a multi-node shape).
     assert land(cluster, team, plan, "node").lands
+    loose_unit = copy.deepcopy(loose)
+    assert land(cluster, team, plan, "unit", loose_unit).lands
+    broken = copy.deepcopy(job)
+    broken["metadata"]["annotations"][kai.MIN_MEMBER_ANNOTATION] = "all"
+    assert land(cluster, team, plan, "gang", broken).failing.detail == (
+        f"{kai.MIN_MEMBER_ANNOTATION}: 'all' is not a number: KAI's pod grouper fails on it and the pods stay pending")
 
 
 def test_the_landing_check_follows_kais_gang_of_a_jobset():
