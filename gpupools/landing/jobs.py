@@ -259,7 +259,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     Kubernetes sets in every pod of an Indexed Job. For a team on Kueue the Job queues and carries the topology
     annotation that keeps its pods close; on KAI it is one gang.
 
-    The name is `<base>-<pool>`, shortened where a name built from it would pass its limit (`landing.names`); `jobset`:
+    The name is `<base>-<pool>`, shortened where a name built from it would go over its limit (`landing.names`); `jobset`:
     to the JobSet's limits, which are tighter, as `landing.jobset.as_jobset` turns the Job into a JobSet of that name."""
     from gpupools.fabric.plan import fabric_pod, plan_fabric, with_fabric_pod
     from gpupools.landing.jobset import REPLICATED_JOB

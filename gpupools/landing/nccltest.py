@@ -117,7 +117,7 @@ def nccl_test(stack: StackConfig, plan: PoolPlan, nodes: int = DEFAULT_NODES, im
         raise ConfigError(problems)
     assert pinned is not None
     service, job = multinode_job(stack, plan, nodes, image or pinned.image, team, priority, team_plans, base="nccl-test", jobset=jobset)
-    name = job["metadata"]["name"]  # nccl-test-<pool>, shortened where a name built from it would pass its limit
+    name = job["metadata"]["name"]  # nccl-test-<pool>, shortened where a name built from it would go over its limit
     service["spec"]["ports"] = [{"name": "ssh", "port": SSH_PORT}]
     job["spec"]["activeDeadlineSeconds"] = DEADLINE_SECONDS
     pod = job["spec"]["template"]["spec"]
