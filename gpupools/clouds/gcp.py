@@ -797,6 +797,12 @@ def fabric_node_pool_args(plan: PoolPlan, args: dict, attachments: list[dict]) -
     out = {**args, "node_config": node_config, "network_config": {"additional_node_network_configs": list(attachments)}}
     if compact_placement(plan.pool)[0]:
         out["placement_policy"] = {"type": "COMPACT"}
+        # No blue-green beside compact placement (`compact_upgrades`): the fabric pool's own upgrade settings.
+        settings = upgrade_settings(plan.pool, fabric=True)
+        if settings is None:
+            out.pop("upgrade_settings", None)
+        else:
+            out["upgrade_settings"] = settings
     return out
 
 
@@ -1062,16 +1068,28 @@ WINDOW_ANCHOR = date(2026, 1, 5)
 BLUE_GREEN_MAX_WAIT_MINUTES = 7 * 24 * 60
 
 
+def compact_upgrades(pool: Pool, policy: PoolUpgrade) -> bool:
+    """The pool's node pool gets placementPolicy COMPACT (a fabric pool where GKE takes it, `fabric_node_pool_args`), and
+    with it no blue-green upgrade: "Compact placement is not supported with blue-green upgrades" (GoogleCloudPlatform/
+    cluster-toolkit v1.95.0 modules/compute/gke-node-pool/main.tf lines 387-390, a precondition on the node pool, added
+    with the module's other compact placement validations in commit 862e19b8). A blue-green upgrade makes a second set
+    of nodes beside the first, which one compact placement policy's group would have to hold as well."""
+    return policy.fabric and compact_placement(pool)[0]
+
+
 def _blue_green(pool: Pool, policy: PoolUpgrade) -> bool:
-    """Training pools with room to grow: not bound to a reservation, not flex-start or queued, their surge not overridden."""
+    """Training pools with room to grow: not bound to a reservation, not flex-start or queued, their surge not
+    overridden, and not in compact placement (`compact_upgrades`)."""
     chosen = upgrade_options(pool)
-    return policy.training and policy.spare_reserved is None and not policy.short_lived and chosen.max_surge is None and chosen.max_unavailable is None
+    return (policy.training and policy.spare_reserved is None and not policy.short_lived and chosen.max_surge is None
+            and chosen.max_unavailable is None and not compact_upgrades(pool, policy))
 
 
-def upgrade_settings(pool: Pool) -> dict | None:
+def upgrade_settings(pool: Pool, fabric: bool = False) -> dict | None:
     """The node pool's upgradeSettings; None for flex-start and queued pools, which GKE upgrades with short-lived upgrades
-    ("For nodes that use Flex-start VMs, GKE uses short-lived upgrades", GKE node-pool-upgrade-strategies)."""
-    policy = pool_upgrade(pool)
+    ("For nodes that use Flex-start VMs, GKE uses short-lived upgrades", GKE node-pool-upgrade-strategies). `fabric`:
+    the pool gets GPUDirect networks, and compact placement where GKE takes it, which rules blue-green out."""
+    policy = pool_upgrade(pool, fabric)
     if policy.short_lived:
         return None
     if _blue_green(pool, policy):
@@ -1141,7 +1159,8 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
     else:
         # GKE's node-pool-upgrade-strategies page: a surge upgrade respects PodDisruptionBudgets for up to 60 minutes per
         # node, then drains it anyway; a long run is held back by an exclusion, not by its budget.
-        lines.append(f"surge strategy: {policy.surge_text}; GKE respects PodDisruptionBudgets for up to an hour while draining a node, then evicts")
+        lines.append(f"surge strategy: {policy.surge_text}; GKE respects PodDisruptionBudgets for up to an hour while draining a node, then evicts"
+                     + (" (no blue-green: GKE takes none beside compact placement)" if compact_upgrades(pool, policy) else ""))
     if policy.spare_reserved is not None:
         lines.append(f"reserved: never surges past the reservation ({policy.spare_reserved} spare reserved node"
                      f"{'s' if policy.spare_reserved != 1 else ''})")
