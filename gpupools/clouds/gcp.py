@@ -1214,11 +1214,11 @@ def compute_class_upgrade_lines(pool: Pool, cluster: Cluster) -> list[str]:
     """How GKE upgrades a ComputeClass's node pools: the cluster's node auto-provisioning default, which gpupools sets on a
     cluster it creates (`auto_provisioning_args`), and short-lived upgrades for the nodes of a flex-start priority."""
     if cluster.create:
-        lines = [f"ComputeClass node pools: {_settings_text(compute_class_upgrade_settings())} (the cluster's node auto-provisioning "
-                 f"default, autoProvisioningDefaults.upgradeSettings: GKE takes no upgrade strategy per class)"]
+        lines = [(f"ComputeClass node pools: {_settings_text(compute_class_upgrade_settings())} (the cluster's node auto-provisioning "
+                  f"default, autoProvisioningDefaults.upgradeSettings: GKE takes no upgrade strategy per class)")]
     else:
-        lines = ["ComputeClass node pools: the existing cluster's node auto-provisioning default upgradeSettings (not changed by gpupools; "
-                 "GKE takes no upgrade strategy per class)"]
+        lines = [("ComputeClass node pools: the existing cluster's node auto-provisioning default upgradeSettings (not changed by "
+                  "gpupools; GKE takes no upgrade strategy per class)")]
     if capacity.has(pool, capacity.FLEX_START):
         lines.append("flex-start priority: GKE's short-lived upgrades: running nodes keep their version until their run ends, new nodes "
                      "start on the new one")

@@ -249,9 +249,10 @@ def test_the_class_upgrade_line_follows_the_cluster_setting(monkeypatch):
 
 def test_a_class_pool_s_own_surge_settings_are_refused():
     problems = problems_of(stack_config("gcp", pools=[classed(capacity=["spot", "on-demand"], upgrades={"kind": "inference", "maxSurge": 1})]))
-    assert [str(p) for p in problems] == ["error: pools[0].upgrades.maxSurge: 1, but GKE takes no upgrade settings per ComputeClass: every class's node pools "
-                        "take the cluster's node auto-provisioning default (surge strategy: drains 1 node at a time, no surge); drop maxSurge, "
-                        "or make the pool a node-pool"]
+    assert [str(p) for p in problems] == [(
+        "error: pools[0].upgrades.maxSurge: 1, but GKE takes no upgrade settings per ComputeClass: every class's node pools take the "
+        "cluster's node auto-provisioning default (surge strategy: drains 1 node at a time, no surge); drop maxSurge, or make the pool "
+        "a node-pool")]
     validate_stack(stack_config("gcp", pools=[classed(capacity=["spot", "on-demand"], upgrades="inference")]))
     # A node pool keeps its own.
     validate_stack(stack_config("gcp", pools=[{"name": "p", "instanceType": "g2-standard-8", "maxNodes": 2,

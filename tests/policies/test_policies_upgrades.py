@@ -74,8 +74,9 @@ def test_gke_compact_placement_with_blue_green_is_refused():
     forced["upgradeSettings"] = free["upgradeSettings"]
     (message,) = resource_violations("gke-compact-placement-upgrades", GKE, forced)
     assert "has compact placement and blue-green upgrades, which GKE does not take together" in message and "SURGE" in message
-    from gpupools.policies.pack import by_name
     from pulumi_policy import EnforcementLevel
+
+    from gpupools.policies.pack import by_name
 
     assert by_name()["gke-compact-placement-upgrades"].enforcement_level == EnforcementLevel.MANDATORY
 
