@@ -165,7 +165,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     repair = pool_repair(stack, plan, autoscaler)
     table.add_row("broken GPU", repair.detects)
     table.add_row("repair", repair.then)
-    for i, line in enumerate(upgrade_lines(stack, pool, autoscaler)):
+    for i, line in enumerate(upgrade_lines(stack, pool, autoscaler, fabric=plan.name in plan_fabrics(stack, [plan]))):
         table.add_row("upgrades" if i == 0 else "", line)
     if exporters is None:
         exporters = exporter_per_pool(stack, plan_pools(stack)).get(plan.name, [])

@@ -797,6 +797,12 @@ def fabric_node_pool_args(plan: PoolPlan, args: dict, attachments: list[dict]) -
     out = {**args, "node_config": node_config, "network_config": {"additional_node_network_configs": list(attachments)}}
     if compact_placement(plan.pool)[0]:
         out["placement_policy"] = {"type": "COMPACT"}
+        # No blue-green beside compact placement (`compact_upgrades`): the fabric pool's own upgrade settings.
+        settings = upgrade_settings(plan.pool, fabric=True)
+        if settings is None:
+            out.pop("upgrade_settings", None)
+        else:
+            out["upgrade_settings"] = settings
     return out
 
 
@@ -947,6 +953,12 @@ def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
     (or without status) for about 10 minutes or out of boot disk for about 30 (cloud.google.com/kubernetes-engine/docs/
     how-to/node-auto-repair); it has no documented GPU-health criterion."""
     detects = "the GPU alerts (DCGM XID and row-remap faults); GKE auto-repair checks node readiness, not GPU health"
+    if uses_compute_class(plan.pool):
+        # What the class tells GKE for every node pool it creates for it, flex-start priorities' included.
+        if not compute_class(plan, None)["spec"]["nodePoolConfig"].get("autoRepair"):
+            return detects, "nothing: the ComputeClass sets nodePoolConfig.autoRepair: false; replace the node by hand"
+        return detects, ("GKE auto-repair (the ComputeClass's nodePoolConfig.autoRepair: true, on every node pool GKE creates for it) "
+                         "recreates a node NotReady for about 10m; a GPU fault that leaves the node Ready is alerted, not repaired")
     if plan.pool.auto_repair is False:
         return detects, "nothing: GKE auto-repair is off for this pool (autoRepair: false); replace the node by hand"
     if any(capacity.has(plan.pool, kind) for kind in capacity.DWS):
@@ -1062,16 +1074,58 @@ WINDOW_ANCHOR = date(2026, 1, 5)
 BLUE_GREEN_MAX_WAIT_MINUTES = 7 * 24 * 60
 
 
+def compact_upgrades(pool: Pool, policy: PoolUpgrade) -> bool:
+    """The pool's node pool gets placementPolicy COMPACT (a fabric pool where GKE takes it, `fabric_node_pool_args`), and
+    with it no blue-green upgrade: "Compact placement is not supported with blue-green upgrades" (GoogleCloudPlatform/
+    cluster-toolkit v1.95.0 modules/compute/gke-node-pool/main.tf lines 387-390, a precondition on the node pool, added
+    with the module's other compact placement validations in commit 862e19b8). A blue-green upgrade makes a second set
+    of nodes beside the first, which one compact placement policy's group would have to hold as well."""
+    return policy.fabric and compact_placement(pool)[0]
+
+
 def _blue_green(pool: Pool, policy: PoolUpgrade) -> bool:
-    """Training pools with room to grow: not bound to a reservation, not flex-start or queued, their surge not overridden."""
+    """Training node pools with room to grow: not bound to a reservation, not flex-start or queued, their surge not
+    overridden, and not in compact placement (`compact_upgrades`). A ComputeClass's node pools take the cluster's
+    setting instead (`compute_class_upgrade_settings`)."""
     chosen = upgrade_options(pool)
-    return policy.training and policy.spare_reserved is None and not policy.short_lived and chosen.max_surge is None and chosen.max_unavailable is None
+    return (policy.training and policy.spare_reserved is None and not policy.short_lived and chosen.max_surge is None
+            and chosen.max_unavailable is None and not compact_upgrades(pool, policy) and not uses_compute_class(pool))
 
 
-def upgrade_settings(pool: Pool) -> dict | None:
+# A ComputeClass says nothing of how its node pools are upgraded: "The following settings aren't supported by
+# ComputeClasses: Surge upgrades or blue-green upgrades", and a setting the class does not give comes from the cluster's
+# node auto-provisioning defaults ("Cluster-level node auto-provisioning default", the order of preference; GKE "About
+# node pool auto-creation", docs.cloud.google.com/kubernetes-engine/docs/concepts/node-auto-provisioning). So one
+# setting serves every class's node pools: the cluster's autoProvisioningDefaults.upgradeSettings (pulumi-gcp 10.2.0
+# ClusterClusterAutoscalingAutoProvisioningDefaultsUpgradeSettingsArgs: strategy SURGE or BLUE_GREEN, max_surge and
+# max_unavailable "Default is 0"; its blue-green takes only the standard rollout policy, not the autoscaled one).
+# gpupools sets SURGE one node at a time with no surge: a pace every class can keep, since a surge node of a
+# reservation priority needs reserved capacity the reservation may not hold (GKE node-upgrades-quota), and a standard
+# blue-green brings up a second set of GPU nodes and drains the old ones on its own schedule, running jobs or not.
+COMPUTE_CLASS_UPGRADES = {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1}
+
+
+def compute_class_upgrade_settings() -> dict:
+    """The cluster's autoProvisioningDefaults.upgradeSettings, which every ComputeClass's node pools take."""
+    return dict(COMPUTE_CLASS_UPGRADES)
+
+
+def _settings_text(settings: dict) -> str:
+    """An upgradeSettings block (the provider's snake_case keys) in the plan's words."""
+    if settings.get("strategy") == "BLUE_GREEN":
+        return ("standard blue-green: a second set of nodes comes up beside the old ones, which are drained in batches "
+                "whether jobs run on them or not")
+    surge, unavailable = settings.get("max_surge") or 0, settings.get("max_unavailable") or 0
+    pace = (f"surges {surge} new node{'s' if surge != 1 else ''} before draining {unavailable or 'one'} old" if surge
+            else f"drains {unavailable} node{'s' if unavailable != 1 else ''} at a time, no surge")
+    return f"surge strategy: {pace}; GKE respects PodDisruptionBudgets for up to an hour while draining a node, then evicts"
+
+
+def upgrade_settings(pool: Pool, fabric: bool = False) -> dict | None:
     """The node pool's upgradeSettings; None for flex-start and queued pools, which GKE upgrades with short-lived upgrades
-    ("For nodes that use Flex-start VMs, GKE uses short-lived upgrades", GKE node-pool-upgrade-strategies)."""
-    policy = pool_upgrade(pool)
+    ("For nodes that use Flex-start VMs, GKE uses short-lived upgrades", GKE node-pool-upgrade-strategies). `fabric`:
+    the pool gets GPUDirect networks, and compact placement where GKE takes it, which rules blue-green out."""
+    policy = pool_upgrade(pool, fabric)
     if policy.short_lived:
         return None
     if _blue_green(pool, policy):
@@ -1103,6 +1157,12 @@ def maintenance_policy(upgrades, window: Window) -> dict:
 
 def pool_upgrade_problems(pool: Pool, policy: PoolUpgrade, path: str, autoscaler: str) -> list[Problem]:
     chosen = upgrade_options(pool)
+    if uses_compute_class(pool):
+        given = [(alias, value) for alias, value in (("maxSurge", chosen.max_surge), ("maxUnavailable", chosen.max_unavailable)) if value is not None]
+        return [Problem(f"{path}.{alias}", f"{value}, but GKE takes no upgrade settings per ComputeClass: every class's node pools take the "
+                                           f"cluster's node auto-provisioning default ({_settings_text(compute_class_upgrade_settings()).split(';')[0]}); "
+                                           f"drop {alias}, or make the pool a node-pool")
+                for alias, value in given]
     if _blue_green(pool, policy) and policy.wait_minutes > BLUE_GREEN_MAX_WAIT_MINUTES and chosen.wait_for_jobs is not None:
         return [Problem(f"{path}.waitForJobs", f"{chosen.wait_for_jobs}: a GKE blue-green upgrade waits at most 7 days (168h) before draining")]
     return []
@@ -1131,6 +1191,8 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
     when = (f"GKE auto-upgrades nodes ({cluster.release_channel or DEFAULT_RELEASE_CHANNEL} channel; it cannot be turned off) only {window.text}"
             if cluster.create else "GKE auto-upgrades nodes in the existing cluster's own maintenance window (not changed by gpupools)")
     lines = [f"{policy.kind}: {when}, never during its maintenance exclusions"]
+    if uses_compute_class(pool):
+        return lines + compute_class_upgrade_lines(pool, cluster)
     if policy.short_lived:
         lines.append("flex-start/queued: GKE's short-lived upgrades: running nodes keep their version until their run ends, new nodes start "
                      "on the new one; no node is drained for an upgrade")
@@ -1141,11 +1203,27 @@ def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Clus
     else:
         # GKE's node-pool-upgrade-strategies page: a surge upgrade respects PodDisruptionBudgets for up to 60 minutes per
         # node, then drains it anyway; a long run is held back by an exclusion, not by its budget.
-        lines.append(f"surge strategy: {policy.surge_text}; GKE respects PodDisruptionBudgets for up to an hour while draining a node, then evicts")
+        lines.append(f"surge strategy: {policy.surge_text}; GKE respects PodDisruptionBudgets for up to an hour while draining a node, then evicts"
+                     + (" (no blue-green: GKE takes none beside compact placement)" if compact_upgrades(pool, policy) else ""))
     if policy.spare_reserved is not None:
         lines.append(f"reserved: never surges past the reservation ({policy.spare_reserved} spare reserved node"
                      f"{'s' if policy.spare_reserved != 1 else ''})")
     return lines
+
+def compute_class_upgrade_lines(pool: Pool, cluster: Cluster) -> list[str]:
+    """How GKE upgrades a ComputeClass's node pools: the cluster's node auto-provisioning default, which gpupools sets on a
+    cluster it creates (`auto_provisioning_args`), and short-lived upgrades for the nodes of a flex-start priority."""
+    if cluster.create:
+        lines = [(f"ComputeClass node pools: {_settings_text(compute_class_upgrade_settings())} (the cluster's node auto-provisioning "
+                  f"default, autoProvisioningDefaults.upgradeSettings: GKE takes no upgrade strategy per class)")]
+    else:
+        lines = [("ComputeClass node pools: the existing cluster's node auto-provisioning default upgradeSettings (not changed by "
+                  "gpupools; GKE takes no upgrade strategy per class)")]
+    if capacity.has(pool, capacity.FLEX_START):
+        lines.append("flex-start priority: GKE's short-lived upgrades: running nodes keep their version until their run ends, new nodes "
+                     "start on the new one")
+    return lines
+
 
 # The fabric is offered wherever the catalog records one (None: no reason to leave it off).
 FABRIC_OFFERED: str | None = None
@@ -1315,7 +1393,8 @@ def auto_provisioning_args(plans: list[PoolPlan], service_account: Any = None) -
               {"resource_type": "memory", "minimum": 0, "maximum": nodes * memory}]
     limits += [{"resource_type": accelerator, "minimum": 0, "maximum": count} for accelerator, count in sorted(gpus.items())]
     defaults = {"oauth_scopes": NAP_SCOPES, "management": {"auto_repair": True, "auto_upgrade": True},
-                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True}}
+                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
+                "upgrade_settings": compute_class_upgrade_settings()}
     if service_account is not None:
         defaults["service_account"] = service_account
     return {"enabled": True, "resource_limits": limits, "auto_provisioning_defaults": defaults}

@@ -87,6 +87,12 @@ READINESS_NOTE = "Autopilot makes the node for the pod that asks and schedules i
 # Autopilot rejects pods that need elevated privileges unless an allowlist admits them (GKE "Run privileged open source
 # workloads on GKE Autopilot"; "About privileged workloads in Autopilot mode"), which a host-namespace node agent is.
 ADMITS_HOST_AGENTS = False
+# Autopilot manages kube-system and refuses to create anything there: "GKE Warden authz [denied by
+# managed-namespaces-limitation]: the namespace "kube-system" is managed and the request's verb "create" is denied", as
+# kube-prometheus-stack's installs report it (prometheus-community/helm-charts issues 713 and 4833; GKE "Autopilot
+# security measures", docs.cloud.google.com/kubernetes-engine/docs/concepts/autopilot-security). Charts that put
+# objects there are given values that keep them out (gpupools.monitoring.plan).
+MANAGED_NAMESPACES = ("kube-system",)
 # Autopilot has no per-pool node limit: it makes a node for every pod that selects the pool, so only what admits those
 # pods (Kueue's team quotas) bounds the pool; maxNodes is what the plan, prices and quotas count.
 BOUNDS_POOL_NODES = False

@@ -33,7 +33,9 @@ class Cloud(Protocol):
     # the exporter (or the GPU Operator's runs).
     MANAGED_GPU_METRICS: str | None
     # Whether the cluster admits pods in the host's namespaces or with its filesystem (node agents such as Prometheus's
-    # node exporter); GKE Autopilot refuses them.
+    # node exporter); GKE Autopilot refuses them. Beside it, a module may name `MANAGED_NAMESPACES`: namespaces the
+    # service keeps to itself and where it refuses any object of the user's (GKE Autopilot's kube-system); none
+    # where the module does not.
     ADMITS_HOST_AGENTS: bool
     # Whether a pool's own node limit (maxNodes) bounds what its nodes cost; on GKE Autopilot nothing but the team
     # quotas does, since Autopilot makes a node for every pod that asks.

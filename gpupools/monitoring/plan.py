@@ -49,6 +49,14 @@ DCGM_METRICS_MOUNT = {"name": "exporter-metrics-volume", "mountPath": "/etc/dcgm
 KUBELET_POD_RESOURCES = "/var/lib/kubelet/pod-resources"  # where dcgm-exporter learns which pod holds which GPU
 # HAMi's metrics (chart 2.10.0) come from the device plugin's monitor and the scheduler, each behind its own Service.
 HAMI_SCRAPE = (("hami-device-plugin", "monitorport"), ("hami-scheduler", "monitor"))  # chart component label, Service port name
+# kube-prometheus-stack 88.5.3 puts a Service (and for some an Endpoints) in kube-system for each of these exporters,
+# whatever the release's namespace (templates/exporters/{core-dns,kube-controller-manager,kube-dns,kube-etcd,kube-proxy,
+# kube-scheduler}/service.yaml: `namespace: kube-system`), and its operator writes the kubelet's Service into
+# `prometheusOperator.kubeletService.namespace` (values.yaml: kube-system; templates/prometheus-operator/deployment.yaml,
+# `--kubelet-service`), which the kubelet ServiceMonitor selects by `kubelet.namespace`
+# (templates/exporters/kubelet/servicemonitor.yaml).
+CHART_SYSTEM_NAMESPACE = "kube-system"
+KUBE_SYSTEM_EXPORTERS = ("coreDns", "kubeControllerManager", "kubeDns", "kubeEtcd", "kubeProxy", "kubeScheduler")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -67,6 +75,11 @@ def service_monitor_labels(stack: StackConfig) -> dict | None:
     return {"release": release_label(stack)}
 
 
+def managed_namespaces(stack: StackConfig) -> tuple[str, ...]:
+    """Namespaces the cluster keeps to itself and creates nothing of ours in (the Cloud object's MANAGED_NAMESPACES)."""
+    return tuple(getattr(stack.target, "MANAGED_NAMESPACES", ()))
+
+
 def kube_prometheus_stack_values(stack: StackConfig) -> dict:
     grafana = stack.monitoring.grafana
     values: dict = {
@@ -77,6 +90,13 @@ def kube_prometheus_stack_values(stack: StackConfig) -> dict:
         # The chart's node exporter runs in the host's network and PID namespaces with its root filesystem mounted
         # (prometheus-node-exporter values: hostNetwork, hostPID, hostRootFsMount), which the cluster refuses.
         values["nodeExporter"] = {"enabled": False}
+    if CHART_SYSTEM_NAMESPACE in managed_namespaces(stack):
+        # Where kube-system is the service's, the exporters the chart puts there are off (the control plane and
+        # cluster DNS are the service's to watch), and the operator keeps the kubelet's Service beside Prometheus,
+        # where the kubelet ServiceMonitor then looks: it scrapes each node's own port 10250, no write in kube-system.
+        values.update({exporter: {"enabled": False} for exporter in KUBE_SYSTEM_EXPORTERS})
+        values["prometheusOperator"] = {"kubeletService": {"namespace": NAMESPACE}}
+        values["kubelet"] = {"namespace": NAMESPACE}
     if kai.fractions_on(stack):
         # Which fractional pods share the GPU a KAI reservation pod holds, and how much of it each: `gpupools idle`
         # gives them the holder's idle time.

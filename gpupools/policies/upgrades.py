@@ -110,6 +110,31 @@ reserved_pool_no_surge = ResourceValidationPolicy(
 )
 
 # --------------------------------------------------------------------------------------------------------------------
+# gke-compact-placement-upgrades
+
+
+def validate_compact_upgrades(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """GKE takes no blue-green upgrade on a node pool in compact placement: GoogleCloudPlatform/cluster-toolkit v1.95.0
+    modules/compute/gke-node-pool/main.tf refuses the pair ("Compact placement is not supported with blue-green
+    upgrades", lines 387-390); gpupools' own fabric pools upgrade by surge (clouds.gcp, compact_upgrades)."""
+    if args.resource_type != GKE_NODE_POOL:
+        return
+    placement, strategy = get(args.props, "placementPolicy", "type"), get(args.props, "upgradeSettings", "strategy")
+    if is_unknown(placement) or is_unknown(strategy):
+        return
+    if placement == "COMPACT" and strategy == "BLUE_GREEN":
+        report(f"GKE node pool {args.name!r} has compact placement and blue-green upgrades, which GKE does not take together; "
+               f"upgrade it with SURGE (maxSurge 0, maxUnavailable 1 drains a node at a time)", None)
+
+
+gke_compact_placement_upgrades = ResourceValidationPolicy(
+    name="gke-compact-placement-upgrades",
+    description="A GKE node pool in compact placement upgrades by surge: GKE takes no blue-green upgrade beside compact placement.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_compact_upgrades,
+)
+
+# --------------------------------------------------------------------------------------------------------------------
 # reserved-pool-maintenance-window
 
 
@@ -190,4 +215,5 @@ gpu_driver_upgrade_policy = ResourceValidationPolicy(
     validate=validate_driver_upgrades,
 )
 
-POLICIES = [training_pool_upgrades, reserved_pool_no_surge, reserved_pool_maintenance_window, gpu_driver_upgrade_policy]
+POLICIES = [training_pool_upgrades, reserved_pool_no_surge, gke_compact_placement_upgrades, reserved_pool_maintenance_window,
+            gpu_driver_upgrade_policy]

@@ -69,6 +69,10 @@ class PoolUpgrade:
     spare_reserved: int | None
     # GKE flex-start and queued pools: GKE upgrades them its own way (short-lived nodes), whatever the stack says.
     short_lived: bool
+    # The pool gets its cloud's fabric between nodes (gpupools.fabric.plan), and with it whatever placement the cloud
+    # keeps such nodes in, which may narrow the upgrade strategies the cloud takes (GKE: no blue-green beside compact
+    # placement). Known where the fabric plan is; False where it is not asked.
+    fabric: bool = False
 
     @property
     def training(self) -> bool:
@@ -97,9 +101,10 @@ def spare_reserved(pool: Pool) -> int | None:
     return max(0, capacity.reserved_nodes(pool) - pool.max_nodes)
 
 
-def pool_upgrade(pool: Pool) -> PoolUpgrade:
+def pool_upgrade(pool: Pool, fabric: bool = False) -> PoolUpgrade:
     """The pool's kind's defaults, what the stack overrides, and never a surge past a reservation: a reservation-bound
-    pool surges at most into its spare reserved nodes, and with none it drains a node at a time instead."""
+    pool surges at most into its spare reserved nodes, and with none it drains a node at a time instead. `fabric`:
+    the pool gets its cloud's fabric (PoolUpgrade.fabric)."""
     chosen = options(pool)
     defaults = DEFAULTS[chosen.kind]
     spare = spare_reserved(pool)
@@ -110,7 +115,7 @@ def pool_upgrade(pool: Pool) -> PoolUpgrade:
     if surge == 0 and unavailable == 0 and chosen.max_unavailable is None:
         unavailable = 1
     wait = minutes(chosen.wait_for_jobs or defaults.wait)
-    return PoolUpgrade(chosen.kind, unavailable, surge, wait, spare, any(k in capacity.DWS for k in capacity.kinds(pool)))
+    return PoolUpgrade(chosen.kind, unavailable, surge, wait, spare, any(k in capacity.DWS for k in capacity.kinds(pool)), fabric)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -249,13 +254,14 @@ def operator_installs_driver(stack: StackConfig) -> bool:
     return resolve_installer(stack.target, stack.gpu_software.installer) == "gpu-operator" and not stack.target.IMAGE_BRINGS_DRIVER
 
 
-def upgrade_lines(stack: StackConfig, pool: Pool, autoscaler: str) -> list[str]:
+def upgrade_lines(stack: StackConfig, pool: Pool, autoscaler: str, fabric: bool = False) -> list[str]:
     """What the next upgrade does to the pool, in the cloud's words, for the plan. A cloud whose module sets no upgrade
-    settings (it answers none of the day-two questions of gpupools/core/cloud.py) is said to, not guessed at."""
+    settings (it answers none of the day-two questions of gpupools/core/cloud.py) is said to, not guessed at. `fabric`:
+    the pool gets its cloud's fabric (gpupools.fabric.plan), as the pool's own resources are then built."""
     cloud = stack.target
     if not hasattr(cloud, "upgrade_lines"):
         return [f"{cloud.SERVICE}'s own defaults: gpupools sets no upgrade window or strategy for this cloud"]
-    return cloud.upgrade_lines(pool, pool_upgrade(pool), window_of(stack), stack.cluster, autoscaler)
+    return cloud.upgrade_lines(pool, pool_upgrade(pool, fabric), window_of(stack), stack.cluster, autoscaler)
 
 
 # --------------------------------------------------------------------------------------------------------------------

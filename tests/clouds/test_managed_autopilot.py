@@ -296,6 +296,26 @@ def test_the_monitoring_stack_renders_no_host_agent_on_autopilot():
     assert any("node-exporter" in name for name in _host_access(standard.render()))
 
 
+def test_the_chart_keeps_out_of_the_namespaces_the_cloud_object_says_are_managed(monkeypatch):
+    """kube-prometheus-stack's exporters that live in kube-system are off, and the kubelet's Service moves beside
+    Prometheus, wherever the stack's Cloud object names kube-system managed; a cluster whose kube-system is the user's
+    keeps the chart's defaults."""
+    from gpupools.monitoring.plan import KUBE_SYSTEM_EXPORTERS, NAMESPACE, kube_prometheus_stack_values
+
+    autopilot = kube_prometheus_stack_values(validate_stack(example()))
+    assert {e: autopilot[e] for e in KUBE_SYSTEM_EXPORTERS} == {e: {"enabled": False} for e in KUBE_SYSTEM_EXPORTERS}
+    assert set(KUBE_SYSTEM_EXPORTERS) == {"coreDns", "kubeControllerManager", "kubeDns", "kubeEtcd", "kubeProxy", "kubeScheduler"}
+    assert autopilot["prometheusOperator"] == {"kubeletService": {"namespace": NAMESPACE}} and autopilot["kubelet"] == {"namespace": NAMESPACE}
+    standard = kube_prometheus_stack_values(validate_stack(stack_config("gcp")))
+    assert not set(standard) & {*KUBE_SYSTEM_EXPORTERS, "prometheusOperator", "kubelet"}
+    # The answer is the Cloud object's, not the cloud's name: a Standard GKE object that named kube-system managed
+    # would get the same values, and Autopilot's without it the chart's defaults.
+    monkeypatch.setattr(gcp, "MANAGED_NAMESPACES", ("kube-system",), raising=False)
+    assert kube_prometheus_stack_values(validate_stack(stack_config("gcp")))["kubeScheduler"] == {"enabled": False}
+    monkeypatch.setattr(gcp_autopilot, "MANAGED_NAMESPACES", ())
+    assert "kubeScheduler" not in kube_prometheus_stack_values(validate_stack(example()))
+
+
 @pytest.mark.parametrize("engine", ["kai", "resourcequota"])
 def test_autopilot_pools_are_bounded_by_kueue_quotas_only(engine):
     problems = problems_of(autopilot_config(quotas=engine))

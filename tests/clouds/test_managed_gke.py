@@ -200,3 +200,80 @@ def test_the_plan_lists_the_priorities_and_what_a_sharing_change_does():
 
     assert sharing_change_note(stack.target, "cloud", None, False, compute_class=True).startswith("a sharing change updates the ComputeClass in place")
     assert "REPLACES this node pool" in sharing_change_note(stack.target, "cloud", None, False, compute_class=False)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Upgrades and repair of a class's node pools: each plan line from the object GKE takes it from
+
+
+def _pool_lines(stack, name: str) -> tuple[list[str], str]:
+    """(upgrade lines, repair line) the plan prints for one pool."""
+    from gpupools.health.repair import pool_repair
+    from gpupools.upgrades.policy import upgrade_lines
+
+    plan = next(p for p in plan_pools(stack) if p.name == name)
+    return upgrade_lines(stack, plan.pool, "cloud"), pool_repair(stack, plan, "cloud").then
+
+
+def test_the_classes_upgrade_by_the_cluster_s_node_auto_provisioning_default():
+    # GKE takes no upgrade strategy per ComputeClass: the cluster's autoProvisioningDefaults.upgradeSettings serve them all.
+    plan = plan_of(fallback_config(), "dev-gcp-fallback")
+    (cluster,) = plan.of_type("gcp:container/cluster:Cluster")
+    assert cluster.inputs["clusterAutoscaling"]["autoProvisioningDefaults"]["upgradeSettings"] == {
+        "strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+    stack = validate_stack(fallback_config())
+    infer, _ = _pool_lines(stack, "infer")
+    assert infer[1] == ("ComputeClass node pools: surge strategy: drains 1 node at a time, no surge; GKE respects PodDisruptionBudgets for "
+                        "up to an hour while draining a node, then evicts (the cluster's node auto-provisioning default, "
+                        "autoProvisioningDefaults.upgradeSettings: GKE takes no upgrade strategy per class)")
+    assert len(infer) == 2 and not any("blue-green" in line for line in infer)
+    # The flex-start priority's nodes are GKE's short-lived kind; the class's other priorities take the default.
+    h100, _ = _pool_lines(stack, "h100")
+    assert h100[1] == infer[1] and h100[2].startswith("flex-start priority: GKE's short-lived upgrades")
+    # A cluster gpupools does not create keeps its own default, and the plan says so.
+    existing = fallback_config()
+    existing["gpupools:cluster"] = {**existing["gpupools:cluster"], "create": False}
+    assert _pool_lines(validate_stack(existing), "infer")[0][1].startswith("ComputeClass node pools: the existing cluster's node "
+                                                                            "auto-provisioning default upgradeSettings (not changed")
+
+
+def test_the_class_upgrade_line_follows_the_cluster_setting(monkeypatch):
+    monkeypatch.setattr(gcp, "COMPUTE_CLASS_UPGRADES", {"strategy": "SURGE", "max_surge": 2, "max_unavailable": 0})
+    stack = validate_stack(fallback_config())
+    assert gcp.auto_provisioning_args(plan_pools(stack))["auto_provisioning_defaults"]["upgrade_settings"] == {
+        "strategy": "SURGE", "max_surge": 2, "max_unavailable": 0}
+    assert _pool_lines(stack, "infer")[0][1].startswith("ComputeClass node pools: surge strategy: surges 2 new nodes before draining one old;")
+    monkeypatch.setattr(gcp, "COMPUTE_CLASS_UPGRADES", {"strategy": "BLUE_GREEN"})
+    assert _pool_lines(stack, "infer")[0][1].startswith("ComputeClass node pools: standard blue-green: a second set of nodes")
+
+
+def test_a_class_pool_s_own_surge_settings_are_refused():
+    problems = problems_of(stack_config("gcp", pools=[classed(capacity=["spot", "on-demand"], upgrades={"kind": "inference", "maxSurge": 1})]))
+    assert [str(p) for p in problems] == [(
+        "error: pools[0].upgrades.maxSurge: 1, but GKE takes no upgrade settings per ComputeClass: every class's node pools take the "
+        "cluster's node auto-provisioning default (surge strategy: drains 1 node at a time, no surge); drop maxSurge, or make the pool "
+        "a node-pool")]
+    validate_stack(stack_config("gcp", pools=[classed(capacity=["spot", "on-demand"], upgrades="inference")]))
+    # A node pool keeps its own.
+    validate_stack(stack_config("gcp", pools=[{"name": "p", "instanceType": "g2-standard-8", "maxNodes": 2,
+                                               "upgrades": {"kind": "inference", "maxSurge": 1}}]))
+
+
+def test_the_class_repair_line_is_the_class_s_own_setting(monkeypatch):
+    stack = validate_stack(fallback_config())
+    # h100 lists flex-start: the class still tells GKE to repair the node pools it creates, and the plan says so.
+    (h100,) = [p for p in plan_pools(stack) if p.name == "h100"]
+    assert gcp.compute_class(h100, None)["spec"]["nodePoolConfig"]["autoRepair"] is True
+    assert _pool_lines(stack, "h100")[1].startswith("GKE auto-repair (the ComputeClass's nodePoolConfig.autoRepair: true")
+    off = fallback_config()
+    off["gpupools:pools"][0]["autoRepair"] = False
+    assert _pool_lines(validate_stack(off), "h100")[1] == "nothing: the ComputeClass sets nodePoolConfig.autoRepair: false; replace the node by hand"
+    # The line reads the object: a class that turned repair off would be said to, whatever the pool's setting.
+    real = gcp.compute_class
+
+    def without_repair(plan, location, service_account=None):
+        obj = real(plan, location, service_account)
+        obj["spec"]["nodePoolConfig"]["autoRepair"] = False
+        return obj
+    monkeypatch.setattr(gcp, "compute_class", without_repair)
+    assert _pool_lines(stack, "h100")[1].startswith("nothing: the ComputeClass sets nodePoolConfig.autoRepair: false")

@@ -61,6 +61,26 @@ def test_reserved_gke_pool_set_to_surge_is_reported():
     assert "blue-green" in message
 
 
+def test_gke_compact_placement_with_blue_green_is_refused():
+    plan = plan_of(stack_config("gcp", pools=[{"name": "train", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-a"]},
+                                              {"name": "free", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-a"],
+                                               "fabric": "none"}]))
+    compact, free = plan.get(GKE, "train").inputs, plan.get(GKE, "free").inputs
+    assert compact["placementPolicy"] == {"type": "COMPACT"} and compact["upgradeSettings"]["strategy"] == "SURGE"
+    assert free["upgradeSettings"]["strategy"] == "BLUE_GREEN" and "placementPolicy" not in free
+    assert resource_violations("gke-compact-placement-upgrades", GKE, compact) == []
+    assert resource_violations("gke-compact-placement-upgrades", GKE, free) == []  # blue-green alone is fine
+    forced = copy.deepcopy(compact)
+    forced["upgradeSettings"] = free["upgradeSettings"]
+    (message,) = resource_violations("gke-compact-placement-upgrades", GKE, forced)
+    assert "has compact placement and blue-green upgrades, which GKE does not take together" in message and "SURGE" in message
+    from pulumi_policy import EnforcementLevel
+
+    from gpupools.policies.pack import by_name
+
+    assert by_name()["gke-compact-placement-upgrades"].enforcement_level == EnforcementLevel.MANDATORY
+
+
 def test_capacity_block_node_group_launching_first_is_reported():
     plan = plan_of(stack_config("aws", autoscaler="cluster-autoscaler", pools=[
         {"name": "block", "instanceType": "p4d.24xlarge", "maxNodes": 2, "capacity": [BLOCK], "upgrades": "inference"}]))

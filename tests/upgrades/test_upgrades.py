@@ -219,15 +219,38 @@ GKE_RES = {"reservation": {"id": "h100-res", "zones": ["us-central1-a"], "nodes"
 
 
 def test_gke_upgrade_settings_by_kind_and_reservation():
-    plan = plan_of(gke([{"name": "train", **A3}, {"name": "res", **A3, "capacity": [GKE_RES]},
+    # `train` without its fabric: a fabric pool takes compact placement, and with it no blue-green (below).
+    plan = plan_of(gke([{"name": "train", **A3, "fabric": "none"}, {"name": "res", **A3, "capacity": [GKE_RES]},
                         {"name": "serve", "instanceType": "g2-standard-8", "maxNodes": 3, "upgrades": "inference"},
                         {"name": "flex", **A3, "capacity": ["flex-start"]}]))
     settings = {p: plan.get(GKE_POOL, p).inputs.get("upgradeSettings") for p in ("train", "res", "serve", "flex")}
     assert settings["train"] == {"strategy": "BLUE_GREEN", "blueGreenSettings": {"autoscaledRolloutPolicy": {"waitForDrainDuration": "86400s"}}}
+    assert "placementPolicy" not in plan.get(GKE_POOL, "train").inputs
     assert settings["res"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
     assert settings["serve"] == {"strategy": "SURGE", "maxSurge": 1, "maxUnavailable": 0}
     assert settings["flex"] is None
     assert plan.get(GKE_POOL, "res").inputs["nodeConfig"]["resourceLabels"] == {"gpupools-upgrades": "training", "gpupools-reserved-nodes": "2"}
+
+
+@pytest.mark.parametrize("pool, compact, settings", [
+    # One zone, on demand, whole GPUs: GPUDirect and compact placement, so surge (one node at a time, as training pools
+    # drain) instead of blue-green.
+    ({"name": "train", **A3}, True, {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}),
+    ({"name": "train", "instanceType": "a4-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]}, True,
+     {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}),
+    # Flex-start on A3 Ultra takes compact placement too; GKE upgrades it short-lived, with no settings of gpupools'.
+    ({"name": "train", "instanceType": "a3-ultragpu-8g", "maxNodes": 2, "zones": ["us-central1-b"], "capacity": ["flex-start"]}, True, None),
+    # No fabric, no compact placement: blue-green stays.
+    ({"name": "train", **A3, "fabric": "none"}, False,
+     {"strategy": "BLUE_GREEN", "blueGreenSettings": {"autoscaledRolloutPolicy": {"waitForDrainDuration": "86400s"}}}),
+    # Two zones: no fabric (it runs in one), no compact placement, blue-green.
+    ({"name": "train", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-a", "us-central1-b"]}, False,
+     {"strategy": "BLUE_GREEN", "blueGreenSettings": {"autoscaledRolloutPolicy": {"waitForDrainDuration": "86400s"}}}),
+])
+def test_gke_compact_placement_never_comes_with_blue_green(pool, compact, settings):
+    inputs = plan_of(gke([pool])).get(GKE_POOL, "train").inputs
+    assert (inputs.get("placementPolicy") == {"type": "COMPACT"}) is compact
+    assert inputs.get("upgradeSettings") == settings
 
 
 def test_gke_cluster_gets_the_window_and_exclusions():
@@ -442,7 +465,9 @@ def test_the_driver_version_is_refused_where_the_operator_installs_no_driver():
      ["reserved: drift starts a replacement before draining a node with pods, and a full reservation has no room for one"]),
     ("gcp", [{"name": "p", **A3, "capacity": [GKE_RES]}], ["reserved: never surges past the reservation (0 spare reserved nodes)",
                                                           "surge strategy: drains 1 node at a time, no surge"]),
-    ("gcp", [{"name": "p", **A3}], ["autoscaled blue-green (GKE Preview)", "after 24 h (waitForDrainDuration)"]),
+    ("gcp", [{"name": "p", **A3, "fabric": "none"}], ["autoscaled blue-green (GKE Preview)", "after 24 h (waitForDrainDuration)"]),
+    ("gcp", [{"name": "p", **A3}], ["surge strategy: drains 1 node at a time, no surge; GKE respects PodDisruptionBudgets for up to an "
+                                    "hour while draining a node, then evicts (no blue-green: GKE takes none beside compact placement)"]),
     ("azure", [{**AKS_POOL_CFG, "upgrades": "inference"}], ["inference: cluster patch upgrades and weekly node images",
                                                             "surges 1 new node before draining one old; draining waits up to 30 min"]),
     ("azure", [AKS_POOL_CFG], ["training: upgrades in the existing cluster's own maintenance schedule (not changed by gpupools)",
@@ -520,7 +545,7 @@ def test_against_says_a_gke_upgrade_goes_blue_green_and_a_label_change_drains_no
             resource["inputs"]["version"] = "1.34"
         if resource["type"] == GKE_POOL and resource["name"] == "res":
             resource["inputs"]["nodeConfig"]["labels"]["extra"] = "x"
-    text, doc = _against(tmp_path, gke([{"name": "train", **A3}, {"name": "res", **A3, "capacity": [GKE_RES]}],
+    text, doc = _against(tmp_path, gke([{"name": "train", **A3, "fabric": "none"}, {"name": "res", **A3, "capacity": [GKE_RES]}],
                                        cluster={"name": "ml-test", "location": "us-central1", "kubernetesVersion": "1.35"}), older)
     assert "DRAINS its nodes (version changed): blue-green: old nodes cordoned, each drained once empty or after 86400s" in text
     (res,) = [c for c in doc["changes"] if c["name"] == "res"]
