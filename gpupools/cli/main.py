@@ -128,8 +128,14 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
     if as_json:
         from gpupools.landing.check import landing_check
 
+        from gpupools.cli.planreport import plan_warnings
+
         # The verdicts the program exported, each with its whole chain of steps (the stack output leaves that out).
-        doc = {**result.as_json(), "landing": [v.as_json() for v in landing_check(typed)]}
+        warnings = plan_warnings(typed)
+        doc = {**result.as_json(), "landing": [v.as_json() for v in landing_check(typed)], "warnings": warnings}
+        # The JSON usually goes to a file: the warnings reach the terminal or CI log as well, as `check --json` does.
+        for warning in warnings:
+            typer.echo(f"warning: {warning}", err=True)
         if changes is not None:
             doc["changes"] = [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields),
                                **({"drains": list(c.rolls), "pace": c.pace} if c.rolls else {})} for c in changes]
