@@ -17,7 +17,7 @@ import yaml
 from gpupools.stack.errors import ConfigError, Problem
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Shared, monitored, policy-checked GPU node pools on EKS, AKS and GKE.")
+                  help="Shared, monitored, policy-checked GPU node pools on EKS, AKS, GKE and Gcore Managed Kubernetes.")
 
 EXIT_USAGE = 2
 
@@ -147,7 +147,7 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
 
 
 @app.command()
-def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azure | gcp"), as_json: bool = JsonOpt) -> None:
+def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azure | gcp | gcore"), as_json: bool = JsonOpt) -> None:
     """List the GPU instance types gpupools knows, with GPUs, MIG profiles and list prices."""
     from gpupools.core.catalog import CLOUDS
     from gpupools.cli.planreport import catalog_rows, print_catalog
