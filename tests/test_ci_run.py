@@ -6,14 +6,11 @@ own Prometheus listens on a port the kernel picks, which is never one a running 
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import stat
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from conftest import ROOT
 
