@@ -1,1 +1,1 @@
-"""gpupools: shared, monitored, policy-checked GPU node pools on EKS, AKS and GKE, as Pulumi components."""
+"""gpupools: shared, monitored, policy-checked GPU node pools on EKS, AKS, GKE and Gcore Managed Kubernetes, as Pulumi components."""

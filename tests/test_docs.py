@@ -201,3 +201,115 @@ def test_the_docs_give_the_idle_reports_answer_limit_the_code_uses():
         text = (ROOT / doc).read_text()
         stated = set(re.findall(r"more than (\d+ MiB)", text))
         assert stated == {limit}, f"{doc} says {sorted(stated)}, the code allows {limit}"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Every `gpupools ...` command the pages show, against the command line's real commands and options
+
+
+BLOCK = re.compile(r"^(```|~~~)[^\n]*\n(.*?)^\1", re.S | re.M)
+COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:\S*/)?gpupools\s+[a-z][a-z-]*(?:\s|$)")
+INLINE = re.compile(r"(`+)(.+?)\1")
+
+
+def shown_commands(text: str) -> list[tuple[str, bool]]:
+    """(command, inline) for every `gpupools <command> ...` a page shows: a line of a fenced block (continued by a
+    trailing backslash, or by indented lines that go on with options, as a usage summary wraps) and an inline code
+    span that starts with one. A line such as `gpupools plan: stack dev-aws ...` is output, not a command."""
+    found: list[tuple[str, bool]] = []
+    for block in BLOCK.finditer(text):
+        current: str | None = None
+        for line in block.group(2).splitlines():
+            if current is not None and (current.endswith("\\") or re.match(r"\s+[\[-]", line)):
+                current = current.removesuffix("\\").rstrip() + " " + line.strip()
+                continue
+            if current is not None:
+                found.append((current, False))
+            current = line.strip() if COMMAND.match(line) else None
+        if current is not None:
+            found.append((current, False))
+    found += [(span.group(2), True) for span in INLINE.finditer(FENCE.sub("", text)) if COMMAND.match(span.group(2))]
+    return found
+
+
+def command_problem(command: str, inline: bool) -> str | None:
+    """Why the command line would refuse `command` as written, by its own parser (no command runs): an unknown
+    command, an unknown option, an option without its value, a stray argument. Usage notation is read as such:
+    `[...]` and `|` around options, `...` for what is left out, `# comments`. An inline span may name an option
+    without its value (`gpupools workload --fraction`)."""
+    import shlex
+
+    from typer.main import get_command
+
+    from gpupools.cli.main import app
+
+    tokens = [t.strip("[]") for t in shlex.split(re.sub(r"^\s*\$\s+", "", command), comments=True)]
+    tokens = [t for t in tokens if t and t not in ("|", "...")]
+    group = get_command(app)
+    name, args = tokens[1], tokens[2:]
+    cmd = group.commands.get(name)
+    if cmd is None:
+        return f"no command {name!r} (gpupools has {', '.join(group.commands)})"
+    parser = cmd.make_parser(cmd.context_class(cmd, info_name=name))
+    for attempt in (args, args + ["VALUE"]):
+        try:
+            _, rest, _ = parser.parse_args(list(attempt))
+        except Exception as exc:  # click's usage errors: NoSuchOption, BadOptionUsage
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            if inline and attempt is args and "requires an argument" in message:
+                continue
+            return message
+        return f"unexpected argument {rest[0]!r}" if rest else None
+    return None
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_gpupools_command_a_page_shows_is_one_the_command_line_takes(page):
+    wrong = [f"{command}: {problem}" for command, inline in shown_commands(page.read_text())
+             if (problem := command_problem(command, inline))]
+    assert wrong == []
+
+
+def test_the_pages_show_commands_and_the_check_finds_what_is_wrong():
+    everything = [c for page in PAGES for c in shown_commands(page.read_text())]
+    assert len(everything) > 40 and {c.split()[1] for c, _ in everything} == {"plan", "render", "workload", "catalog", "check", "idle"}
+    # The Autopilot page shows its idle report as a whole command, so the check covers its options too.
+    autopilot = [c for c, _ in shown_commands((ROOT / "docs" / "managed-modes.md").read_text()) if "monitoring.googleapis.com" in c]
+    assert autopilot == ["gpupools idle --prometheus https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus "
+                         "--prometheus-auth gcp"]
+    page = ("```sh\ngpupools idle --prometheus URL [--window 24h]\n              [--json] [--plot FILE.png]\n"
+            "gpupools idle --prometheus http://x --auth gcp   # wrong\ngpupools plna --stack a\n$ gpupools workload --stack s --nodes\n"
+            "gpupools plan: stack dev-aws, output\n```\n\nInline: `gpupools workload --fraction`, `gpupools catalog --cloud`, "
+            "`gpupools check --stack <name> extra`, `--prometheus-auth gcp`, `gpupools:cloud`.\n")
+    shown = shown_commands(page)
+    assert [c for c, _ in shown] == [
+        "gpupools idle --prometheus URL [--window 24h] [--json] [--plot FILE.png]", "gpupools idle --prometheus http://x --auth gcp   # wrong",
+        "gpupools plna --stack a", "$ gpupools workload --stack s --nodes", "gpupools workload --fraction", "gpupools catalog --cloud",
+        "gpupools check --stack <name> extra"]
+    problems = [command_problem(c, inline) for c, inline in shown]
+    assert problems[0] is None and problems[4] is None and problems[5] is None
+    assert "--auth" in problems[1] and "no command 'plna'" in problems[2] and "requires an argument" in problems[3]
+    assert problems[6] == "unexpected argument 'extra'"
+
+
+def test_the_cli_help_names_every_cloud():
+    from typer.testing import CliRunner
+
+    from gpupools.cli.main import app
+    from gpupools.core.catalog import CLOUDS
+
+    runner = CliRunner()
+    top = " ".join(runner.invoke(app, ["--help"]).stdout.split())
+    assert "GPU node pools on EKS, AKS, GKE and Gcore Managed Kubernetes" in top
+    catalog = " ".join(runner.invoke(app, ["catalog", "--help"]).stdout.split())
+    assert " | ".join(CLOUDS) in catalog and CLOUDS == ("aws", "azure", "gcp", "gcore")
+    assert yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["description"].endswith("on EKS, AKS, GKE and Gcore Managed Kubernetes")
+
+
+def test_readme_and_dev_give_the_same_size_for_dev_test():
+    """What `./dev test` installs, as README says it and as `./dev` says while it installs (measured on a fresh clone
+    with `du -sh .venv`)."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    dev = (ROOT / "dev").read_text()
+    (said,) = re.findall(r"`\./dev test` every cloud and the test tools \(about ([\d.]+ GB)\)", readme)
+    assert re.search(rf"\.venv is about {re.escape(said)} with checkov and helm", dev), said

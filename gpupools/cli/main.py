@@ -17,7 +17,7 @@ import yaml
 from gpupools.stack.errors import ConfigError, Problem
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Shared, monitored, policy-checked GPU node pools on EKS, AKS and GKE.")
+                  help="Shared, monitored, policy-checked GPU node pools on EKS, AKS, GKE and Gcore Managed Kubernetes.")
 
 EXIT_USAGE = 2
 
@@ -128,8 +128,14 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
     if as_json:
         from gpupools.landing.check import landing_check
 
+        from gpupools.cli.planreport import plan_warnings
+
         # The verdicts the program exported, each with its whole chain of steps (the stack output leaves that out).
-        doc = {**result.as_json(), "landing": [v.as_json() for v in landing_check(typed)]}
+        warnings = plan_warnings(typed)
+        doc = {**result.as_json(), "landing": [v.as_json() for v in landing_check(typed)], "warnings": warnings}
+        # The JSON usually goes to a file: the warnings reach the terminal or CI log as well, as `check --json` does.
+        for warning in warnings:
+            typer.echo(f"warning: {warning}", err=True)
         if changes is not None:
             doc["changes"] = [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields),
                                **({"drains": list(c.rolls), "pace": c.pace} if c.rolls else {})} for c in changes]
@@ -141,7 +147,7 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
 
 
 @app.command()
-def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azure | gcp"), as_json: bool = JsonOpt) -> None:
+def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azure | gcp | gcore"), as_json: bool = JsonOpt) -> None:
     """List the GPU instance types gpupools knows, with GPUs, MIG profiles and list prices."""
     from gpupools.core.catalog import CLOUDS
     from gpupools.cli.planreport import catalog_rows, print_catalog

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from datetime import date
 
@@ -15,7 +16,7 @@ from gpupools.stack.config import StackConfig
 from gpupools.queues.kueue import CHART as KUEUE_CHART, QUEUE_LABEL
 from gpupools.cli.planrun import Plan
 from gpupools.stack.providers import provider_notes
-from gpupools.queues.engine import cohort_line, queue_tree_lines, team_rows
+from gpupools.queues.engine import cohort_line, queue_tree_lines, team_rows, unusable_quota_warnings
 from gpupools.queues import kai
 from gpupools.cli.replacement import PoolChange, sharing_change_note
 from gpupools.core.pools import PoolPlan
@@ -23,7 +24,7 @@ from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.pools.software import driver_plan
 from gpupools.autoscaling.scaleup import scale_ups
-from gpupools.queues.kueue import topology_aware, topology_guarantee
+from gpupools.queues.kueue import topology_aware, topology_enforced, topology_guarantee, topology_level_warnings
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.sharing import resolve_installer, units_per_pod
 from gpupools.fabric.plan import FabricPlan, catalog_fabric, fabric_off_reason, plan_fabrics
@@ -45,6 +46,16 @@ def version_warnings(stack: StackConfig, today: date) -> list[str]:
         return []
     return [f"Kubernetes {minor} left {module.SERVICE} standard support on {release.end_of_standard}"
             + (f"; extended support (billed extra) ends {release.end_of_extended}" if release.end_of_extended else "")]
+
+def plan_warnings(stack: StackConfig, plans: list[PoolPlan] | None = None, today: date | None = None) -> list[str]:
+    """What the plan knows will not work as the stack file says, each one line: printed as `warning: ...` lines by
+    `gpupools plan`, and the `warnings` list of `plan --json` (on stderr as well). They leave the exit status 0:
+    the stack is valid and `pulumi up` would create it, as with `gpupools check`'s warnings."""
+    plans = plan_pools(stack) if plans is None else plans
+    autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
+    return (version_warnings(stack, today or date.today()) + topology_level_warnings(stack, plans)
+            + unusable_quota_warnings(stack, plans, autoscaler))
+
 
 # Components that stand for a pool in a cloud's managed mode (a GKE ComputeClass).
 MANAGED_POOL_TYPES = ("gpupools:index:GkeComputeClass", "gpupools:index:EksAutoModePool", "gpupools:index:AksNapPool")
@@ -89,14 +100,18 @@ def fabric_lines(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) 
         rows.append(("local NVMe", f"{fabric.local_nvme_gb:,} GB {use}" if use else f"{fabric.local_nvme_gb:,} GB, unused"))
     else:
         rows.append(("local NVMe", "none"))
+    # A declared topologyLevel nothing enforces is said as such here, and as a warning (topology_level_warnings).
+    unenforced = (f"; topologyLevel {plan.pool.topology_level} is not enforced (see the warning)"
+                  if fabric.required_level and not topology_enforced(stack, plan, fabric) else "")
     if fabric.levels and topology_aware(stack, plan, fabric):
         levels = " > ".join(label for _, label in fabric.levels)
-        how = (f"jobs must fit in one {fabric.required_level}" if fabric.required_level
+        how = (f"jobs must fit in one {fabric.required_level}" if fabric.required_level and not unenforced
                else f"jobs packed as close as Kueue can (preferred {fabric.finest_level})")
-        rows.append(("topology", f"{levels}; {how}" + ("" if stack.quotas == "kueue" and stack.teams else " (used by Kueue team queues)")))
+        rows.append(("topology", f"{levels}; {how}" + ("" if stack.quotas == "kueue" and stack.teams else " (used by Kueue team queues)")
+                     + unenforced))
     elif fabric.levels:
         autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
-        rows.append(("topology", topology_guarantee(stack, plan, fabric, autoscaler) or ""))
+        rows.append(("topology", (topology_guarantee(stack, plan, fabric, autoscaler) or "") + unenforced))
     else:
         rows.append(("topology", "no topology labels on this cloud's nodes"))
     return rows
@@ -216,8 +231,6 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
                   "none (no autoscaler removes nodes)"), markup=False)
     if operator_installs_driver(stack):
         console.print(driver_upgrade_line(stack.pools), markup=False)
-    for warning in version_warnings(stack, date.today()):
-        console.print(f"[yellow]warning[/yellow]: {warning}")
     for note in provider_notes(stack.cloud, stack.providers) + module.plan_notes(stack.pools):
         console.print(f"note: {note}", markup=False)
     for line in cluster_control_lines(stack):
@@ -263,6 +276,9 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         console.print(cohort_line(stack, plans))
     for line in landing_lines(result.outputs.get("landing") or []):
         console.print(line, markup=False)
+    # Last, beside the count, where a terminal still shows them after the pools scrolled by; one line each, for grep.
+    for warning in plan_warnings(stack, plans):
+        console.print(Text.assemble(("warning", "yellow"), f": {warning}"), soft_wrap=True)
     console.print(f"{len(result.resources)} resources.")
 
 

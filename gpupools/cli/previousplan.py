@@ -18,7 +18,7 @@ from typing import Any
 
 from gpupools.cli.replacement import REPLACING, ROLLING
 from gpupools.stack.config import MAX_POOLS, MAX_TEAMS
-from gpupools.stack.errors import kind
+from gpupools.stack.errors import describe, kind
 from gpupools.stack.reading import MAX_DEPTH, ReadError, load_json
 
 # How large `plan --json` gets, per what a stack file may hold (the limits in gpupools.stack.config), measured on the
@@ -150,9 +150,25 @@ class _Skim:
         return {} if head == b"{" else [] if head == b"[" else f"<{kind('x' * (end - start))}>"
 
 
-def _resource(skim: _Skim, start: int, end: int, depth: int) -> Any:
+_EXPECTED = {str: "a string", list: "a list", dict: "an object"}
+
+
+def _typed(skim: _Skim, start: int, end: int, expected: type, where: str) -> Any:
+    """The value at `start` when it is of the type the replacement check reads it as; a ReadError naming the field
+    otherwise. Every field taken from the file goes through here before anything uses it: a list where a string
+    belongs is unhashable, and looking a resource type up with it ended the plan in a traceback."""
+    value = skim.small(start, end)
+    if not isinstance(value, expected):
+        got = describe(value, as_json=True) if end - start <= _SMALL else f"a value of {end - start:,} bytes"
+        raise ReadError(f"{where}: expected {_EXPECTED[expected]}, got {got}")
+    return value
+
+
+def _resource(skim: _Skim, start: int, end: int, depth: int, index: int) -> dict[str, Any]:
+    where = f"resources[{index}]"
     if skim.buf[start:start + 1] != b"{":
-        return skim.small(start, end)
+        got = describe(skim.small(start, end)) if end - start <= _SMALL else f"a value of {end - start:,} bytes"
+        raise ReadError(f"{where}: expected a resource object, got {got}")
     fields: dict[str, tuple[int, int]] = {}
     members = skim.members(start, depth)
     for member in members:
@@ -165,14 +181,18 @@ def _resource(skim: _Skim, start: int, end: int, depth: int) -> Any:
             fields[key] = (a, b)
     out: dict[str, Any] = {}
     for key in ("type", "name"):
-        if key in fields:
-            out[key] = skim.small(*fields[key])
+        if key not in fields:
+            raise ReadError(f"{where}.{key}: expected a string, got nothing (no {key!r} key)")
+        out[key] = _typed(skim, *fields[key], str, f"{where}.{key}")
     if "inputs" in fields:
         a, b = fields["inputs"]
-        if out.get("type") in REPLACING or out.get("type") in ROLLING:
-            out["inputs"] = load_json(skim.text(a, b))  # a pool's inputs, compared field by field
-        else:
-            out["inputs"] = {} if skim.buf[a:a + 1] == b"{" else skim.small(a, b)
+        if skim.buf[a:a + 4] == b"null":  # a resource without inputs
+            return out
+        if skim.buf[a:a + 1] != b"{":
+            _typed(skim, a, b, dict, f"{where}.inputs")
+        # A pool's inputs are compared field by field (`replacement._at` walks them checking each step's type);
+        # the rest are never read.
+        out["inputs"] = load_json(skim.text(a, b)) if out["type"] in REPLACING or out["type"] in ROLLING else {}
     return out
 
 
@@ -202,16 +222,15 @@ def read_previous_plan(path: str | Path) -> dict[str, Any]:
                 if key in doc:
                     raise ReadError(f"duplicate key {key!r}; a key may appear once per object")
                 if key == "stack":
-                    doc["stack"] = skim.small(a, b)
+                    doc["stack"] = _typed(skim, a, b, str, "stack")
                 elif key == "resources":
                     if buf[a:a + 1] != b"[":
-                        doc["resources"] = skim.small(a, b)
-                        continue
+                        _typed(skim, a, b, list, "resources")
                     resources = []
                     for item in skim.items(a, 1):
                         if isinstance(item, int):
                             break
-                        resources.append(_resource(skim, item[0], item[1], 2))
+                        resources.append(_resource(skim, item[0], item[1], 2, len(resources)))
                     doc["resources"] = resources
                 else:
                     doc[key] = None  # read past, not kept

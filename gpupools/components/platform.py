@@ -17,7 +17,7 @@ from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
 from gpupools.queues.engine import quota_plan, team_rows
 from gpupools.queues.kai import fraction_sharing
-from gpupools.queues.kueue import topology_guarantee
+from gpupools.queues.kueue import topology_aware, topology_enforced, topology_guarantee
 from gpupools.landing.check import landing_check
 from gpupools.fabric.plan import catalog_fabric, fabric_row, plan_fabrics
 from gpupools.fabric.software import rdma_pools, with_fabric_releases
@@ -83,7 +83,9 @@ class GpuPlatform(Component):
         autoscaler = resolve_autoscaler(self.stack.target, self.stack.cluster.create, self.stack.autoscaler)
         fabrics = plan_fabrics(self.stack, self.plans)
         return [{**pool_capacity(plan), "scaleUp": verdict.summary, "autoscaler": verdict.autoscaler,
-                 **fabric_row(fabrics.get(plan.name), catalog_fabric(self.stack.cloud, plan.pool.instance_type).local_nvme_gb),
+                 **fabric_row(fabrics.get(plan.name), catalog_fabric(self.stack.cloud, plan.pool.instance_type).local_nvme_gb,
+                              topology_aware(self.stack, plan, fabrics.get(plan.name)),
+                              topology_enforced(self.stack, plan, fabrics.get(plan.name))),
                  "topology": topology_guarantee(self.stack, plan, fabrics.get(plan.name), autoscaler),
                  "capacitySources": capacity_report(self.stack, plan, autoscaler),
                  "ready": readiness_summary(self.stack, plan, autoscaler), "repair": pool_repair(self.stack, plan, autoscaler).as_json(),

@@ -232,12 +232,15 @@ def pod_fabric_limits(fabric: FabricPlan | None) -> dict[str, int]:
     return {fabric.resource: fabric.resource_count}
 
 
-def fabric_row(fabric: FabricPlan | None, local_nvme_gb: int) -> dict:
-    """The plan's `--json` view of one pool's fabric."""
+def fabric_row(fabric: FabricPlan | None, local_nvme_gb: int, topology_aware: bool = False, enforced: bool = False) -> dict:
+    """The plan's `--json` view of one pool's fabric. `topology_aware`: the pool's Kueue flavors name the Topology;
+    `enforced`: its multi-node jobs are held to the stack's `topologyLevel` (gpupools.queues.kueue.topology_enforced),
+    so `requiredLevel` is the level they carry, and null where nothing enforces the `declaredLevel`."""
     if fabric is None:
         return {"fabric": None, "localNvmeGb": local_nvme_gb or None}
     return {"fabric": {"kind": fabric.kind, "devices": fabric.devices, "zone": fabric.zone, "placement": fabric.placement,
                        "resource": fabric.resource, "perPod": fabric.resource_count, "configured": fabric.configured,
-                       "topologyLevels": [label for _, label in fabric.levels], "requiredLevel": fabric.required_level,
+                       "topologyLevels": [label for _, label in fabric.levels], "topologyAware": topology_aware,
+                       "declaredLevel": fabric.required_level, "requiredLevel": fabric.required_level if enforced else None,
                        "gaps": list(fabric.gaps)},
             "localNvmeGb": fabric.local_nvme_gb or None}

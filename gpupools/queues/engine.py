@@ -12,6 +12,7 @@ from gpupools.queues import kai, kueue, resourcequota
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
 from gpupools.pools.software import Release
+from gpupools.capacity.sources import RESERVED, coverage, flavor_shares
 from gpupools.queues.teams import plan_teams, pool_totals
 
 ENGINES = {"kueue": "Kueue", "resourcequota": "ResourceQuota", "kai": "KAI Scheduler"}
@@ -98,3 +99,51 @@ def cohort_line(stack: StackConfig, plans: list[PoolPlan]) -> str | None:
         note = ("; over-subscribed: queued work waits for nodes up to maxNodes" if stack.quotas in ("kueue", "kai")
                 else "; over-subscribed (allowed; gpupools check warns above its maxRatio)")
     return f"team quotas ({what}) vs. units at maxNodes: {', '.join(parts) or 'none'}{note}"
+
+
+def unusable_quota_warnings(stack: StackConfig, plans: list[PoolPlan], autoscaler: str = "") -> list[str]:
+    """One line per team quota larger than every node it can ever be used on: the part above can never be used.
+
+    Teams together may be promised more than the pools hold (the cohort line says so: they rarely peak together);
+    one team promised more than exists is a mistake, counted as its engine keeps the promise. Kueue: per
+    ResourceFlavor and resource, a flavor's quota admitting only onto its own nodes (`pool_flavors`, split as the
+    ClusterQueue splits it, `flavor_shares`): a reserved flavor holds the reserved nodes within maxNodes, any other
+    the pool's maxNodes. So a pool with a reservation may be promised its reserved share on top of maxNodes, which
+    lets a gang the size of the pool be admitted on the hourly flavor. ResourceQuota: per resource, against the
+    team's pools that offer it (the quota is per namespace; the admission policy keeps the team's pods on its pools).
+    KAI Scheduler: one GPU quota per queue, against all of the team's pools. A pool its cloud does not bound
+    (`BOUNDS_POOL_NODES`, GKE Autopilot) has no ceiling to be above. `autoscaler`: the resolved one, which decides a
+    pool's flavors."""
+    if not stack.teams or not stack.target.BOUNDS_POOL_NODES:
+        return []
+    lines = []
+    for t in plan_teams(stack, plans):
+        who = f"team {t.team.name}"
+        if stack.quotas == "kai":
+            quota, held = sum(t.nominal.values()), sum(p.max_units for p in t.pools)
+            if quota > held:
+                lines.append(f"{who}: its quota of {quota} GPUs is more than its pools ({', '.join(p.name for p in t.pools)}) ever hold at "
+                             f"maxNodes ({held}); {quota - held} can never be used: lower its gpus or raise maxNodes")
+            continue
+        for resource in t.resources:
+            if stack.quotas == "kueue":
+                for pool in (p for p in t.pools if resource in p.node_resources):
+                    per_node = pool.node_resources[resource]
+                    flavors = kueue.pool_flavors(stack, pool, autoscaler)
+                    shares = flavor_shares(pool, t.nominal_of(pool, resource), flavors, per_node)
+                    for flavor in flavors:
+                        nodes = coverage(pool.pool).usable if flavor.kind == RESERVED else pool.pool.max_nodes
+                        units, held = shares[flavor.name], nodes * per_node
+                        if units > held:
+                            where = f"pool {pool.name}" + (f" (flavor {flavor.name})" if len(flavors) > 1 else "")
+                            lines.append(f"{who}: its quota of {units} {resource} on {where} is more than the pool ever holds "
+                                         f"({held} at maxNodes {pool.pool.max_nodes}); {units - held} can never be used: lower its gpus "
+                                         f"on {pool.name} or raise maxNodes")
+            else:
+                offering = [p for p in t.pools if resource in p.node_resources]
+                units, held = t.units_of(resource), sum(p.node_resources[resource] * p.pool.max_nodes for p in offering)
+                if units > held:
+                    lines.append(f"{who}: its ResourceQuota of {units} {resource} is more than its pools offering it "
+                                 f"({', '.join(p.name for p in offering)}) ever hold at maxNodes ({held}); {units - held} can never be "
+                                 f"used: lower its gpus or raise maxNodes")
+    return lines

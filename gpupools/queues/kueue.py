@@ -142,6 +142,42 @@ def topology_guarantee(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | 
             f"that exist, so its flavor is not topology-aware; {close}")
 
 
+def topology_enforced(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None) -> bool:
+    """Whether the pool's `topologyLevel` holds a multi-node job to that level: only Kueue reads it (a team Job's
+    `kueue.x-k8s.io/podset-required-topology`), so the stack needs Kueue team queues, and only a topology-aware
+    flavor takes the annotation (on any other Kueue refuses it: "does not support TopologyAwareScheduling", kueue
+    v0.19.2 pkg/scheduler/flavorassigner/tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS)."""
+    return (fabric is not None and fabric.required_level is not None and stack.quotas == "kueue" and bool(stack.teams)
+            and topology_aware(stack, plan, fabric))
+
+
+def topology_level_warnings(stack: StackConfig, plans: list[PoolPlan]) -> list[str]:
+    """One line per pool whose `topologyLevel` nothing enforces (`topology_enforced`): the stack declares a level its
+    multi-node jobs must fit in, and they will not be held to it."""
+    fabrics = plan_fabrics(stack, plans)
+    index = {p.name: i for i, p in enumerate(stack.pools)}
+    lines = []
+    for plan in plans:
+        fabric = fabrics.get(plan.name)
+        if fabric is None or fabric.required_level is None or topology_enforced(stack, plan, fabric):
+            continue
+        field = f"pools[{index[plan.name]}].topologyLevel"
+        close = (f"only {fabric.placement} keeps its nodes close" if fabric.keeps_close
+                 else f"nothing keeps its nodes close ({fabric.placement})")
+        if stack.quotas != "kueue" or not stack.teams:
+            lines.append(f"{field}: {plan.pool.topology_level} is not enforced: only Kueue team queues read it (gpupools:quotas: "
+                         f"kueue with teams), and this stack has none; {close}")
+            continue
+        # TAS counts only Ready, schedulable nodes that exist (kueue v0.19.2 site/content/en/docs/concepts/
+        # topology_aware_scheduling.md, "Capacity calculation"), so a pool whose nodes start on demand gets a flavor
+        # without the Topology (`topology_aware`), and its Jobs carry no required level.
+        lines.append(f"{field}: {plan.pool.topology_level} is not enforced: pool {plan.name} starts its nodes on demand (minNodes "
+                     f"{plan.pool.min_nodes}, maxNodes {plan.pool.max_nodes}) and Kueue's topology-aware scheduling counts only nodes "
+                     f"that exist, so its jobs carry no kueue.x-k8s.io/podset-required-topology; {close}; set minNodes to maxNodes "
+                     f"(the nodes then always run), or drop topologyLevel")
+    return lines
+
+
 def resource_flavor(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | None = None, flavor: Flavor | None = None) -> dict:
     """A fabric pool's flavor names the cluster's Topology where TAS can admit anything (`topology_aware`), so Kueue
     places a multi-node job's pods on nodes close together (beta and on by default since Kueue 0.14). `flavor`: which

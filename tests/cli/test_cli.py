@@ -27,7 +27,8 @@ def test_plan_json_contract(stack):
     result = invoke("plan", "--stack", stack, "--json")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"project", "stack", "cloud", "resources", "outputs", "landing"}
+    assert set(doc) == {"project", "stack", "cloud", "resources", "outputs", "landing", "warnings"}
+    assert doc["warnings"] == []  # the example stacks are meant as they are written
     # Whether each team's job lands: the stack output without the chain of steps, the top-level list with it.
     assert [{k: v for k, v in row.items() if k != "chain"} for row in doc["landing"]] == doc["outputs"]["landing"]
     assert all(row["lands"] and [s["step"] for s in row["chain"]][-4:] == ["schedule", "node", "ready", "device"] for row in doc["landing"])
