@@ -109,30 +109,44 @@ def guarded_levels(levels: Mapping[str, str], policies: list[Policy] | None = No
     return out
 
 
-class GuardedAnalyzer(_sdk._PolicyAnalyzerServicer):
-    """pulumi_policy's analyzer server, with the policy config the engine sends passed through `guarded_levels`
-    before pulumi_policy stores it."""
+def guarded_analyzer() -> type:
+    """pulumi_policy's analyzer server class, with the policy config the engine sends passed through `guarded_levels`
+    before pulumi_policy stores it. Built on demand, so that `gpupools check`, which never serves, does not depend on
+    the server's private class; serving without it is refused (`serve`).
 
-    def __init__(self, name: str, version: str, policies: list[Policy], *args: Any, **kwargs: Any) -> None:
-        super().__init__(name, version, policies, *args, **kwargs)
-        self.guarded_policies = policies
+    pulumi-policy v1.13.0 to v1.21.0 (the range pyproject.toml allows), sdk/python/lib/pulumi_policy/policy.py:
+    `PolicyPack.__init__` builds `_PolicyAnalyzerServicer(name, version, policies, ...)`, whose `Configure` stores
+    each policy's level from the request through `_convert_enforcement_level`."""
+    base = getattr(_sdk, "_PolicyAnalyzerServicer", None)
+    if not isinstance(base, type) or not all(hasattr(base, a) for a in ("Configure", "_convert_enforcement_level", "_map_enforcement_level")):
+        raise RuntimeError("this pulumi_policy has no _PolicyAnalyzerServicer of the form gpupools knows: the policy config guard "
+                           "cannot be installed; install pulumi-policy>=1.13,<2")
+    if getattr(base, "guards_policy_config", False):
+        return base
 
-    def Configure(self, request: Any, context: Any) -> Any:
-        config = request.policyConfig
-        levels = {name: self._convert_enforcement_level(entry.enforcementLevel).value for name, entry in config.items()}
-        for name, level in guarded_levels(levels, self.guarded_policies).items():
-            if name in config and level != levels[name]:
-                config[name].enforcementLevel = self._map_enforcement_level(EnforcementLevel(level))
-        return super().Configure(request, context)
+    class GuardedAnalyzer(base):  # type: ignore[misc, valid-type]
+        guards_policy_config = True
+
+        def __init__(self, name: str, version: str, policies: list[Policy], *args: Any, **kwargs: Any) -> None:
+            super().__init__(name, version, policies, *args, **kwargs)
+            self.guarded_policies = policies
+
+        def Configure(self, request: Any, context: Any) -> Any:
+            config = request.policyConfig
+            levels = {name: self._convert_enforcement_level(entry.enforcementLevel).value for name, entry in config.items()}
+            for name, level in guarded_levels(levels, self.guarded_policies).items():
+                if name in config and level != levels[name]:
+                    config[name].enforcementLevel = self._map_enforcement_level(EnforcementLevel(level))
+            return super().Configure(request, context)
+
+    return GuardedAnalyzer
 
 
 def serve() -> None:
     """Start the pack's analyzer server for `pulumi preview --policy-pack` and never return (policies/__main__.py).
 
-    `PolicyPack` builds its server around the class `_PolicyAnalyzerServicer` of pulumi_policy.policy (1.21.0,
-    PolicyPack.__init__); naming `GuardedAnalyzer` there makes it serve the guarded one, with everything else of its
-    start-up (the gRPC server, the port on stdout) unchanged."""
-    if not isinstance(getattr(_sdk, "_PolicyAnalyzerServicer", None), type):
-        raise RuntimeError("pulumi_policy has no _PolicyAnalyzerServicer: the policy config guard cannot be installed")
-    _sdk._PolicyAnalyzerServicer = GuardedAnalyzer
+    `PolicyPack` builds its server from the name `_PolicyAnalyzerServicer` of pulumi_policy.policy (`guarded_analyzer`);
+    binding the guarded class to that name makes it serve the guarded one, with everything else of its start-up (the
+    gRPC server, the port on stdout) unchanged."""
+    _sdk._PolicyAnalyzerServicer = guarded_analyzer()
     PolicyPack(name=PACK_NAME, policies=POLICIES, description=PACK_DESCRIPTION)
