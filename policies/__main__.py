@@ -1,11 +1,9 @@
 """Entry point of the policy pack for `pulumi preview --policy-pack policies`.
 
-Only builds the pack: `PolicyPack(...)` starts the analyzer server and blocks, so nothing may import this
-file. The policies live in importable modules (see pack.py).
+Only starts the pack: its server blocks, so nothing may import this file. The policies live in importable modules,
+and the pack serves them with the same policy-config guard as `gpupools check` (see gpupools/policies/pack.py).
 """
 
-from pulumi_policy import PolicyPack
+from gpupools.policies.pack import serve
 
-from gpupools.policies.pack import PACK_DESCRIPTION, PACK_NAME, POLICIES
-
-PolicyPack(name=PACK_NAME, policies=POLICIES, description=PACK_DESCRIPTION)
+serve()

@@ -72,13 +72,17 @@ def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
 
 
 def load(stack: str | None, config: Path | None):
-    """Read and validate a stack file once; everything after this works on typed objects."""
-    from gpupools.stack.config import read_stack_file
+    """Read and validate a stack file once, with the project-level config Pulumi merges into it; everything after
+    this works on typed objects."""
+    from gpupools.stack.project import project_file_of, read_stack
     from gpupools.validation.stack import validate_stack
 
     path, name = stack_path(stack, config)
     try:
-        raw = read_stack_file(path)
+        document = read_stack(path, project_file_of(path))
+        for line in document.warnings:
+            typer.echo(line, err=True)
+        raw = document.config
         return raw, validate_stack(raw), name
     except ConfigError as exc:
         fail(exc.problems)

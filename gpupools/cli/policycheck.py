@@ -23,7 +23,8 @@ from gpupools.stack.errors import ConfigError, Problem, describe, kind, name_lik
 from gpupools.stack.reading import ReadError, load_json, read_document
 from gpupools.cli.planrun import PROJECT, Plan, PlannedResource
 
-LEVELS = ("advisory", "mandatory", "remediate", "disabled")
+from gpupools.policies.pack import LEVELS, WEAK_LEVELS, engine_levels, guarded_levels
+
 STACK_TYPE = "pulumi:pulumi:Stack"
 
 
@@ -158,10 +159,6 @@ def _schema_problem(name: str, key: str, value: Any, schema: dict) -> str | None
     return None
 
 
-# Levels below mandatory: what `all` may not set for a security policy.
-WEAK_LEVELS = ("advisory", "disabled")
-
-
 def _security_policies() -> frozenset[str]:
     from gpupools.policies.pack import SECURITY_POLICIES
 
@@ -175,11 +172,12 @@ def _default_level(policy: Any) -> str:
 def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, PolicySettings]:
     """Every policy's enforcement level and config (schema defaults filled in), or ConfigError.
 
-    `all` sets the level of every policy except that it never lowers a security policy (SECURITY_POLICIES) below
-    its default: `{"all": "disabled"}` in a pull request's own policy config must not switch the gate off. A
-    security policy is lowered only by its own name, which `config_report` turns into a warning in every run."""
+    The levels are the ones the pack itself runs at under `pulumi preview --policy-pack-config` with the same file:
+    the engine's reconciliation of the file (`engine_levels`) through the pack's own guard (`guarded_levels`), so
+    `all` never lowers a security policy (SECURITY_POLICIES) below its default and `{"all": "disabled"}` in a pull
+    request's own policy config cannot switch the gate off. A security policy is lowered only by its own name at a
+    level other than `all`'s, which `config_report` turns into a warning in every run."""
     raw = raw or {}
-    security = _security_policies()
     problems: list[Problem] = []
     known = {p.name: p for p in policies}
 
@@ -206,9 +204,10 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
     for name in raw:
         if name != "all" and name not in known:
             bad(f"{_config_name(name)} is not a policy of this pack; policies: {', '.join(sorted(known))}")
-    settings = {}
+    named: dict[str, str | None] = {"all": all_level}
+    configs = {}
     for name, policy in known.items():
-        level, given = split(name, raw[name]) if name in raw else (None, {})
+        named[name], given = split(name, raw[name]) if name in raw else (None, {})
         schema = policy.config_schema.properties if policy.config_schema else {}
         config = {k: s["default"] for k, s in schema.items() if "default" in s}
         for key, value in given.items():
@@ -223,14 +222,11 @@ def policy_settings(raw: dict[str, Any] | None, policies: list) -> dict[str, Pol
         for key in (policy.config_schema.required or []) if policy.config_schema else []:
             if key not in config:
                 bad(f"{name}.{key}: required, but missing")
-        default = _default_level(policy)
-        wildcard = all_level
-        if name in security and wildcard in WEAK_LEVELS and default not in WEAK_LEVELS:
-            wildcard = None
-        settings[name] = PolicySettings(level or wildcard or default, config)
+        configs[name] = config
     if problems:
         raise ConfigError(problems)
-    return settings
+    levels = guarded_levels(engine_levels(named, policies), policies)
+    return {name: PolicySettings(levels[name], configs[name]) for name in known}
 
 
 def _weakens(key: str, default: Any, value: Any) -> bool | None:
@@ -282,17 +278,21 @@ def config_report(raw: dict[str, Any] | None, policies: list, settings: dict[str
             if effect is not False:
                 report.weakened.append(Weakening(name, key, setting.config.get(key), schema[key].get("default"), protected,
                                                  "weakens" if effect else "changes"))
-    all_level = raw.get("all")
-    all_level = all_level.get("enforcementLevel") if isinstance(all_level, dict) else all_level
+    all_level = _level_of(raw.get("all"))
     if all_level in WEAK_LEVELS:
-        def named_level(name: str) -> Any:
-            entry = raw.get(name)
-            return entry.get("enforcementLevel") if isinstance(entry, dict) else entry
-        kept = sorted(p.name for p in policies if p.name in security and named_level(p.name) is None and _default_level(p) not in WEAK_LEVELS)
+        # Kept by the guard: what the engine would hand the pack is `all`'s level, and the pack runs it at its default.
+        reconciled = engine_levels({name: _level_of(entry) for name, entry in raw.items()}, policies)
+        kept = sorted(p.name for p in policies if p.name in security and reconciled[p.name] == all_level
+                      and settings[p.name].level == _default_level(p) != all_level)
         if kept:
             report.notes.append(f"policy config: \"all\": \"{all_level}\" does not lower the security policies, which keep their "
-                                f"levels: {', '.join(kept)} (name one to change its level)")
+                                f"levels: {', '.join(kept)} (name one with a level other than \"{all_level}\" to change it)")
     return report
+
+
+def _level_of(entry: Any) -> Any:
+    """The enforcement level a policy config entry sets: the string itself, or its `enforcementLevel`."""
+    return entry.get("enforcementLevel") if isinstance(entry, dict) else entry
 
 
 def _config_value(value: Any) -> str:

@@ -281,15 +281,15 @@ def test_ci_workflow_checks_every_stack_and_previews_only_with_credentials():
     assert "pull_request" in triggers
     jobs = workflow["jobs"]
     assert any("pytest" in step.get("run", "") for step in jobs["tests"]["steps"])
-    assert any("gpupools check" in step.get("run", "") for step in jobs["check"]["steps"])
-    # Each stack's jobs install gpupools with that stack's cloud only (the extra named after it, through env).
-    for job in ("check", "preview"):
-        assert any('pip install -e ".[$CLOUD]"' in step.get("run", "") and step["env"]["CLOUD"] == "${{ matrix.cloud }}"
-                   for step in jobs[job]["steps"]), job
+    assert any('"$gate" check' in step.get("run", "") for step in jobs["check"]["steps"])
+    # Each stack's jobs install gpupools with that stack's cloud only (the extra named after it, through env): the
+    # base branch's as the gate, the change's as the program to preview (tests/cli/test_workflow.py runs them).
+    for job, install in (("check", 'pip" install "./base[$CLOUD]"'), ("preview", 'pip install -e "./change[$CLOUD]"')):
+        assert any(install in step.get("run", "") and step["env"]["CLOUD"] == "${{ matrix.cloud }}" for step in jobs[job]["steps"]), job
     preview = jobs["preview"]
     assert preview["strategy"]["matrix"] == jobs["check"]["strategy"]["matrix"]
     runs = [s for s in preview["steps"] if s.get("run", "").rstrip().endswith("pulumi preview \"${args[@]}\"")]
-    assert runs and "--policy-pack policies" in runs[0]["run"]
+    assert runs and '--policy-pack "$pack"' in runs[0]["run"]
     assert all("steps.creds.outputs.configured == 'true'" in s["if"] for s in preview["steps"][1:])
 
 

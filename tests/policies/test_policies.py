@@ -197,16 +197,18 @@ def test_policy_pack_project_files():
     assert ".." in requirements  # gpupools itself, installed from the project root
 
 
-def test_main_only_builds_the_pack_from_the_importable_list():
+def test_main_only_starts_the_pack_built_from_the_importable_list():
     tree = ast.parse((POLICY_DIR / "__main__.py").read_text())
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "PolicyPack"]
-    assert len(calls) == 1
-    keywords = {k.arg: k.value for k in calls[0].keywords}
-    assert getattr(keywords["policies"], "id", None) == "POLICIES"
+    assert [getattr(n.func, "id", None) for n in ast.walk(tree) if isinstance(n, ast.Call)] == ["serve"]
     imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
-    assert any(n.module == "gpupools.policies.pack" for n in imports)
-    # Nothing besides imports, the docstring and the one PolicyPack(...) statement.
+    assert [(n.module, [a.name for a in n.names]) for n in imports] == [("gpupools.policies.pack", ["serve"])]
+    # Nothing besides imports, the docstring and the one serve() statement.
     assert all(isinstance(n, (ast.Import, ast.ImportFrom, ast.Expr)) for n in tree.body)
+    # serve() builds the one PolicyPack, from the list `gpupools check` imports.
+    pack = ast.parse((ROOT / "gpupools" / "policies" / "pack.py").read_text())
+    serve = next(n for n in pack.body if isinstance(n, ast.FunctionDef) and n.name == "serve")
+    calls = [n for n in ast.walk(serve) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "PolicyPack"]
+    assert len(calls) == 1 and getattr({k.arg: k.value for k in calls[0].keywords}["policies"], "id", None) == "POLICIES"
 
 
 def test_check_never_imports_policies_main(tmp_path):
