@@ -424,36 +424,70 @@ def mock_region(config: dict) -> str | None:
 
 # TF2 resource.go poolNeedsReplace (lines 657-683): a new flavor, boot volume, public IPv4, server-group policy, CRI-O or
 # kubelet config means delete + create; poolNeedsUpdate (lines 697-716): node counts, auto-healing, labels and taints
-# change in place (PATCH, SDK PoolUpdateParams, which also takes security_group_ids). The name is the pool's identity
-# in the API's paths: a new name is a new pool.
+# change in place (PATCH, SDK PoolUpdateParams). The name is the pool's identity in the API's paths: a new name is a
+# new pool. Security groups are in neither list: TF2 schema.go declares the pool's security_group_ids Optional (not
+# Computed) and neither function compares it, and TF1 (v0.34.3 gcore/resource_gcore_k8sv2.go, the pool schema) has no
+# such field. gpupools sets none, so a pool keeps the groups Gcore or its owner gave it: the API reads them back on
+# every pool (SDK K8SClusterPool.security_group_ids), and a diff of them would PATCH them away (PoolUpdateParams:
+# an empty list clears them).
 POOL_REPLACE = ("name", "flavor_id", "boot_volume_type", "boot_volume_size", "is_public_ipv4", "servergroup_policy", "crio_config",
                 "kubelet_config")
-POOL_UPDATE = ("min_node_count", "max_node_count", "auto_healing_enabled", "labels", "taints", "security_group_ids")
+POOL_UPDATE = ("min_node_count", "max_node_count", "auto_healing_enabled", "labels", "taints")
+POOL_FIELDS = POOL_REPLACE + POOL_UPDATE
 # SPEC K8sClusterCreateV2Serializer vs ...UpdateV2Serializer (and TF2 schema.go RequiresReplace): what only a new cluster
 # changes; `version` goes through the upgrade call, the rest through the cluster PATCH (SDK ClusterUpdateParams).
+# `pools` (the cluster's own CPU pool) is compared pool by pool, as the pool resources are (cluster_pool_changes).
 CLUSTER_REPLACE = ("name", "keypair", "fixed_network", "fixed_subnet", "is_ipv6", "pods_ip_pool", "pods_ipv6_pool", "services_ip_pool",
                    "services_ipv6_pool", "csi")
 CLUSTER_UPGRADE = ("version",)
 CLUSTER_UPDATE = ("add_ons", "authentication", "autoscaler_config", "cni", "ddos_profile", "logging")
 # Map fields the API fills in when left out: unset and empty are the same pool (TF2 mapsEqualOrBothEmpty).
-EMPTY_AS_UNSET = ("labels", "taints", "crio_config", "kubelet_config", "security_group_ids")
+EMPTY_AS_UNSET = ("labels", "taints", "crio_config", "kubelet_config")
 
 
-def _same(field: str, old, new) -> bool:
-    if field in EMPTY_AS_UNSET and not old and not new:
-        return True
-    if field == "labels":
-        old = {k: v for k, v in (old or {}).items() if not k.startswith(SERVER_LABEL_PREFIX)}
-    return old == new
+def _unset(value) -> bool:
+    """Unset to Gcore's Terraform provider: TF2 poolNeedsReplace/poolNeedsUpdate compare ValueString(), ValueInt64() and
+    ValueBool(), which read an unset attribute as "", 0 and false, and mapsEqualOrBothEmpty takes an empty map for an
+    unset one; TF1 (v0.34.3 resource_gcore_k8sv2.go, the pool schema) makes boot_volume_type, boot_volume_size,
+    is_public_ipv4 and the maps Optional+Computed, so one left out takes what the API reads. The API reads every pool
+    with them all (SDK K8SClusterPool: boot_volume_size int, boot_volume_type str, required): a bare-metal pool, which
+    sets no boot volume, reads back 0 and ""."""
+    return value is None or value is False or value == 0 or value == "" or value == {} or value == []
+
+
+def normal_pool(pool: dict) -> dict:
+    """A pool in PoolCreateParams form, as the diff compares it: the fields Gcore's Terraform provider compares, the
+    unset ones (None, "", 0, false, empty) left out, and the server-managed labels too (TF2 model.go
+    FilterServerManagedLabels, TF1 resourceK8sV2FilteredPoolLabels)."""
+    out = {}
+    for field in POOL_FIELDS:
+        value = pool.get(field)
+        if field == "labels" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if not k.startswith(SERVER_LABEL_PREFIX)}
+        if not _unset(value):
+            out[field] = value
+    return out
 
 
 def changed(fields: tuple[str, ...], old: dict, new: dict) -> list[str]:
-    return [f for f in fields if not _same(f, old.get(f), new.get(f))]
+    return [f for f in fields if old.get(f) != new.get(f)]
 
 
 def pool_change(old: dict, new: dict) -> tuple[list[str], list[str]]:
     """(fields that replace the pool, fields updated in place) between two pools in PoolCreateParams form."""
+    old, new = normal_pool(old), normal_pool(new)
     return changed(POOL_REPLACE, old, new), changed(POOL_UPDATE, old, new)
+
+
+def unset_value(field: str):
+    """What the PATCH sends for a field the new pool leaves unset while the old one had it: an empty map clears a map
+    (a map left out of the PATCH means "unchanged"), false turns auto-healing off (the API's default, SPEC
+    auto_healing_enabled default false); None for a field the PATCH should not send."""
+    if field in EMPTY_AS_UNSET:
+        return {}
+    if field == "auto_healing_enabled":
+        return False
+    return None
 
 
 def resize_target(node_count: int, minimum: int, maximum: int) -> int | None:
@@ -469,6 +503,27 @@ def resize_target(node_count: int, minimum: int, maximum: int) -> int | None:
 def cluster_change(old: dict, new: dict) -> tuple[list[str], list[str], list[str]]:
     """(fields that replace the cluster, fields the upgrade call changes, fields the cluster PATCH changes)."""
     return changed(CLUSTER_REPLACE, old, new), changed(CLUSTER_UPGRADE, old, new), changed(CLUSTER_UPDATE, old, new)
+
+
+def cluster_pool_changes(old: list[dict] | None, new: list[dict] | None) -> dict[str, list[str]]:
+    """What changes the cluster's own pools (`pools` of ClusterCreateParams, gpupools' CPU pool), by pool name: `create`
+    (a name new to the list), `replace` and `update` (pool_change, Gcore's Terraform split), `delete` (a name gone).
+    TF2 resource.go Update, "Handle pool changes", applies them in this order: new pools first, then replacements
+    and updates, deletions last, so the cluster never runs out of pools."""
+    olds = {p["name"]: p for p in old or []}
+    news = {p["name"]: p for p in new or []}
+    out: dict[str, list[str]] = {"create": [], "replace": [], "update": [], "delete": []}
+    for name, pool in news.items():
+        if name not in olds:
+            out["create"].append(name)
+            continue
+        replaces, updates = pool_change(olds[name], pool)
+        if replaces:
+            out["replace"].append(name)
+        elif updates:
+            out["update"].append(name)
+    out["delete"] = [name for name in olds if name not in news]
+    return out
 
 
 def upgrade_problem(old: str, new: str) -> str | None:
@@ -495,6 +550,107 @@ def quota_problems(exceeded: dict) -> list[str]:
         out.append(f"{quota}: {exceeded.get(quota + '_requested')} requested, {exceeded.get(quota + '_usage')} in use, "
                    f"limit {exceeded[key]}")
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# How gpupools calls Gcore's API, and what the user reads when a call fails
+
+# Every call is bounded: the SDK's own client options (gcore 0.59.0 gcore/_client.py Gcore.__init__: `timeout`,
+# `max_retries`; its default is 120 s per attempt, DEFAULT_TIMEOUT in _constants.py). The SDK retries a timeout, a
+# failed connection and an answer of 408, 409, 429 or 5xx (_base_client.py `_should_retry`), waiting 0.5 s doubled per
+# retry up to 8 s, or what the API's Retry-After asks up to 60 s (`_calculate_retry_timeout`). Gcore's Terraform
+# provider raises its SDK's retries from 2 to 4 (TF2 internal/provider.go Configure: "The max delay is capped at 8
+# secs, so the maximum value for max retries is 4"); gpupools does the same. An API that never answers fails a call
+# after 5 attempts of API_TIMEOUT_SECONDS each and the backoff between them, about 2.6 minutes (the SDK alone: 3 of
+# 120 s, about 6).
+API_TIMEOUT_SECONDS = 30.0
+API_CONNECT_TIMEOUT_SECONDS = 10.0
+API_RETRIES = 4
+# How much of the API's own text an error line keeps.
+SERVER_TEXT_CHARS = 300
+# ANSI escape sequences (ECMA-48: CSI and OSC, 7- and 8-bit, and the other ESC sequences), then every other control or format
+# character (C0, DEL, C1, bidirectional and zero-width marks): a server's text may move the cursor, clear the screen or
+# reorder what the terminal shows.
+_ANSI = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[ -/]*[0-~]|\x1b")
+_CONTROL_CHAR = "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]"
+_CONTROL = re.compile(_CONTROL_CHAR + "+")
+# What a server may put between a key's characters (whitespace, control characters) without hiding it.
+_GAP = r"(?:\s|" + _CONTROL_CHAR + ")*"
+# Gcore's scheme is `Authorization: APIKey <key>` (SDK _client.py auth_headers); a server echoing a header shows it so.
+_AUTH_ECHO = re.compile(r"(?i)\b(apikey|bearer)(\s+)(?!\[redacted\])[^\s\"',;}\]]+")
+REDACTED = "[redacted]"
+
+
+def secret_forms(key: str | None) -> list[str]:
+    """The forms an API key may come back in: as sent, URL-encoded, JSON-escaped, and a permanent token's secret part
+    alone (Gcore's tokens read `<id>$<secret>`, DOCS account-settings/api-tokens.mdx, or `<id>_<secret>` from the V2
+    endpoint, DOCS api-reference/iam/api-tokens/create-api-token-1.mdx). Longest first, so a form inside another is
+    replaced after it."""
+    from urllib.parse import quote, quote_plus
+
+    if not key:
+        return []
+    forms = {key, quote(key, safe=""), quote_plus(key), key.replace("/", "\\/")}
+    token = re.match(r"^[0-9]+[$_](.{8,})$", key)
+    if token:
+        forms.add(token.group(1))
+    return sorted(forms, key=len, reverse=True)
+
+
+def clean_text(text: str, secrets: list[str], limit: int = SERVER_TEXT_CHARS) -> str:
+    """Text from Gcore's API as one bounded line: escape sequences out, the key (in any of `secrets`, also with
+    whitespace or control characters put between its characters) and any `APIKey <value>` replaced, the other control
+    characters out and whitespace collapsed, then cut to `limit` characters. The order matters: the key is looked for
+    before what could split it becomes a space, and it is gone before the cut."""
+    text = _ANSI.sub("", text)
+    for secret in secrets:
+        text = re.sub(_GAP.join(re.escape(c) for c in secret), REDACTED, text)
+    text = " ".join(_CONTROL.sub(" ", text).split())
+    text = _AUTH_ECHO.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    if len(text) > limit:
+        text = text[:limit - 1].rstrip() + "…"
+    return text
+
+
+def error_text(body) -> str:
+    """What an error answer says, as text: Gcore's errors are JSON with `exception_class`, `message` and `request_id`
+    (DOCS developer-tools/rest-api/error-handling.mdx), kept in that order; any other body as it came."""
+    import json
+
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        head = f"{body['exception_class']}: " if isinstance(body.get("exception_class"), str) else ""
+        tail = f" (request {body['request_id']})" if isinstance(body.get("request_id"), str) else ""
+        return f"{head}{body['message']}{tail}"
+    if isinstance(body, (dict, list)):
+        return json.dumps(body, separators=(",", ":"))[:100_000]
+    return "" if body is None else str(body)
+
+
+def retried(status: int, should_retry: str | None = None) -> bool:
+    """Whether the SDK retries an answer of this status (gcore 0.59.0 _base_client.py `_should_retry`: the API's
+    x-should-retry header first, then 408, 409, 429 and 5xx)."""
+    if should_retry in ("true", "false"):
+        return should_retry == "true"
+    return status in (408, 409, 429) or status >= 500
+
+
+def api_error_line(operation: str, call: str, secrets: list[str], *, status: int | None = None, text: str = "",
+                   location: str | None = None, attempts: int = 1, timeout: float | None = None) -> str:
+    """One line for a call to Gcore's API that failed: what gpupools was doing, the call (method and path), the HTTP
+    status or why there was none, and the API's own text, bounded and cleaned (clean_text)."""
+    call = clean_text(call, secrets, 200)
+    tries = f" after {attempts} attempts" if attempts > 1 else ""
+    said = clean_text(text, secrets)
+    said = f": {said}" if said else ""
+    if status is None and timeout is not None:
+        return f"{operation}: Gcore's API did not answer {call} within {timeout:g} s{tries}"
+    if status is None:
+        return f"{operation}: could not reach Gcore's API for {call}{tries}{said}"
+    if 300 <= status < 400 and location:
+        return (f"{operation}: Gcore's API answered {call} with HTTP {status}, a redirect to {clean_text(location, secrets, 200)}, which "
+                f"gpupools does not follow (the API key would go with it); check GCORE_BASE_URL")
+    hint = "; check GCORE_API_KEY" if status in (401, 403) else "; check GCORE_BASE_URL" if status < 400 else ""
+    return f"{operation}: Gcore's API answered {call} with HTTP {status}{tries}{said}{hint}"
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -192,11 +192,14 @@ def test_the_pool_diff_is_gcores_own():
     update = terraform_fields("poolNeedsUpdate")
     assert replace == ["flavor_id", "boot_volume_type", "boot_volume_size", "is_public_ipv4", "servergroup_policy", "crio_config", "kubelet_config"]
     assert set(decide.POOL_REPLACE) == {"name", *replace}
-    # In place: Terraform's fields, and security_group_ids, which the SDK's PoolUpdateParams takes too.
     from gcore.types.cloud.k8s.clusters import PoolUpdateParams
 
-    assert set(decide.POOL_UPDATE) == {*update, "security_group_ids"}
+    assert set(decide.POOL_UPDATE) == set(update)
     assert set(decide.POOL_UPDATE) <= set(PoolUpdateParams.__annotations__)
+    # Security groups: the SDK's PATCH takes them, Terraform compares them in neither function, nor does gpupools.
+    text = (ROOT / "tests/reference/terraform-provider-gcore/resource.go").read_text()
+    assert "SecurityGroup" not in text.split("func poolNeedsReplace(", 1)[1].split("// checkPoolQuotaLimits", 1)[0]
+    assert "security_group_ids" in PoolUpdateParams.__annotations__ and "security_group_ids" not in decide.POOL_FIELDS
     assert not set(decide.POOL_REPLACE) & set(PoolUpdateParams.__annotations__)
 
 
@@ -206,19 +209,22 @@ BASE_POOL = {"name": "infer", "flavor_id": VM, "min_node_count": 1, "max_node_co
 NEW_VALUES = {"name": "infer2", "flavor_id": "g3-ai-64-384-3000-l40s-48-2", "boot_volume_type": "standard", "boot_volume_size": 60,
               "is_public_ipv4": True, "servergroup_policy": "affinity", "crio_config": {"default-ulimits": "nofile=1024:2048"},
               "kubelet_config": {"podMaxPids": "4096"}, "min_node_count": 2, "max_node_count": 4, "auto_healing_enabled": False,
-              "labels": {"a": "c"}, "taints": {"x": "y:NoExecute"}, "security_group_ids": ["sg"]}
+              "labels": {"a": "c"}, "taints": {"x": "y:NoExecute"}}
 
 
 @pytest.mark.parametrize("field", sorted(NEW_VALUES))
-def test_every_pool_field_is_replaced_or_updated_in_place(field):
+def test_every_pool_field_is_replaced_or_updated_in_place(field, fake):
     replaces, updates = decide.pool_change(BASE_POOL, {**BASE_POOL, field: NEW_VALUES[field]})
     if field in decide.POOL_REPLACE:
         assert (replaces, updates) == ([field], [])
     else:
         assert (replaces, updates) == ([], [field])
-    diff = component.PoolProvider().diff("c/infer", props(BASE_POOL), props({**BASE_POOL, field: NEW_VALUES[field]}))
+    api, provider = fake
+    diff = provider.diff("c/infer", props(BASE_POOL), props({**BASE_POOL, field: NEW_VALUES[field]}))
     assert diff.changes is True and diff.replaces == ([f"pool.{field}"] if field in decide.POOL_REPLACE else [])
     assert diff.delete_before_replace is True
+    # A replacement's quota is asked before the engine deletes anything; an update's is not.
+    assert [c[1].rsplit("/", 1)[1] for c in api.calls] == (["check_limits"] if field in decide.POOL_REPLACE else [])
 
 
 def test_no_change_and_server_labels_are_no_diff():
@@ -226,6 +232,31 @@ def test_no_change_and_server_labels_are_no_diff():
     read = {**BASE_POOL, "labels": {"a": "b", "gcorecluster.x-k8s.io/pool": "infer"}, "crio_config": {}}
     assert decide.pool_change(read, BASE_POOL) == ([], [])
     assert component.PoolProvider().diff("c/infer", props(BASE_POOL), props(dict(BASE_POOL))).changes is False
+
+
+METAL_POOL = {"name": "train", "flavor_id": METAL, "min_node_count": 1, "max_node_count": 2, "labels": {"a": "b"},
+              "taints": {"nvidia.com/gpu": "present:NoSchedule"}, "auto_healing_enabled": False, "is_public_ipv4": False}
+
+
+@pytest.mark.parametrize("read, found", [
+    # What the API reads back of a pool that set none of these (SDK K8SClusterPool: boot_volume_size int, boot_volume_type
+    # str, security_group_ids list, all required): the same pool, as Gcore's Terraform provider takes it.
+    ({"boot_volume_size": 0, "boot_volume_type": "", "servergroup_policy": None}, ([], [])),
+    ({"crio_config": {}, "kubelet_config": {}, "security_group_ids": ["sg-default"]}, ([], [])),
+    ({"auto_healing_enabled": None, "is_public_ipv4": None, "labels": {"a": "b", "gcorecluster.x-k8s.io/pool": "train"}}, ([], [])),
+    # What differs still does.
+    ({"boot_volume_size": 50}, (["boot_volume_size"], [])),
+    ({"boot_volume_type": "standard"}, (["boot_volume_type"], [])),
+    ({"servergroup_policy": "affinity"}, (["servergroup_policy"], [])),
+    ({"is_public_ipv4": True}, (["is_public_ipv4"], [])),
+    ({"crio_config": {"x": "y"}}, (["crio_config"], [])),
+    ({"auto_healing_enabled": True}, ([], ["auto_healing_enabled"])),
+    ({"max_node_count": 3}, ([], ["max_node_count"])),
+    ({"taints": {}}, ([], ["taints"])),
+])
+def test_what_gcore_reads_back_for_unset_is_unset(read, found):
+    assert decide.pool_change({**METAL_POOL, **read}, METAL_POOL) == found
+    assert decide.pool_change(METAL_POOL, {**METAL_POOL, **read}) == found
 
 
 @pytest.mark.parametrize("running, bounds, target", [(1, (1, 3), None), (3, (1, 3), None), (1, (2, 4), 2), (5, (1, 3), 3), (0, (1, 1), 1)])
@@ -266,10 +297,11 @@ class FakeGcore:
         self.calls: list[tuple[str, str, dict]] = []
         self.auth: set[str] = set()
         self.exceeded = exceeded or {}  # what check_limits answers: the exceeded quotas only
+        self.groups: list[str] = []  # the security groups Gcore gives a pool it was created without
 
     def pool_json(self, name: str) -> dict:
         p = self.pools[name]
-        return {"id": f"id-{name}", "created_at": "2026-11-25T00:00:00", "status": "Running", "security_group_ids": [],
+        return {"id": f"id-{name}", "created_at": "2026-11-25T00:00:00", "status": "Running", "security_group_ids": self.groups,
                 "boot_volume_size": p.get("boot_volume_size", 0), "boot_volume_type": p.get("boot_volume_type", ""),
                 "crio_config": {}, "kubelet_config": {}, "is_public_ipv4": False, "auto_healing_enabled": False,
                 "max_node_count": p.get("max_node_count", p["min_node_count"]), **p,
@@ -280,7 +312,7 @@ class FakeGcore:
         body = json.loads(request.content) if request.content else {}
         path = request.url.path
         self.calls.append((request.method, path, body))
-        if path == "/cloud/v2/k8s/clusters/1234567/76/pools/check_limits":
+        if re.fullmatch(r"/cloud/v2/k8s/clusters/[0-9]+/[0-9]+/pools/check_limits", path):  # any project and region
             return httpx.Response(200, json=self.exceeded)
         if path.startswith("/cloud/v1/tasks/"):
             name = path.rsplit("/", 1)[1]
@@ -351,6 +383,83 @@ def test_read_leaves_out_server_labels_and_delete_removes_the_pool(fake):
     assert api.pools == {} and api.calls[-2][0] == "DELETE"
 
 
+def test_a_refreshed_bare_metal_pool_is_no_change(fake):
+    """The API reads a bare-metal pool back with boot_volume_size 0 and boot_volume_type "": a refresh must not make
+    that a new boot volume, which would replace the pool."""
+    _, provider = fake
+    pool = decide.pool_params(plan_for(instanceType=METAL, name="train")[0])
+    assert "boot_volume_size" not in pool
+    created = provider.create(props(pool))
+    read = provider.read(created.id, created.outs)
+    assert not {"boot_volume_size", "boot_volume_type", "security_group_ids"} & set(read.outs["pool"])
+    diff = provider.diff(created.id, read.outs, props(pool))
+    assert (diff.changes, diff.replaces) == (False, [])
+    # A state an earlier refresh wrote, the API's zeros in it: the same pool.
+    stale = {**read.outs, "pool": {**read.outs["pool"], "boot_volume_size": 0, "boot_volume_type": "", "security_group_ids": []}}
+    assert provider.diff(created.id, stale, props(pool)).changes is False
+    # A new flavor still replaces it.
+    assert provider.diff(created.id, read.outs, props({**pool, "flavor_id": "bm3-ai-1xlarge-a100-80-8"})).replaces == ["pool.flavor_id"]
+
+
+def test_refresh_and_update_leave_the_pools_security_groups_alone(fake):
+    api, provider = fake
+    api.groups = ["sg-cluster", "sg-ssh"]
+    created = provider.create(props(BASE_POOL))
+    read = provider.read(created.id, created.outs)
+    assert provider.diff(created.id, read.outs, props(BASE_POOL)).changes is False
+    new = {**BASE_POOL, "labels": {"a": "c"}}
+    diff = provider.diff(created.id, read.outs, props(new))
+    assert (diff.changes, diff.replaces) == (True, [])
+    provider.update(created.id, read.outs, props(new))
+    assert [c[2] for c in api.calls if c[0] == "PATCH"] == [{"labels": {"a": "c"}}]
+    assert api.pool_json("infer")["security_group_ids"] == ["sg-cluster", "sg-ssh"]
+
+
+def test_a_refresh_shows_what_was_changed_outside_and_the_update_puts_it_back(fake):
+    api, provider = fake
+    created = provider.create(props(BASE_POOL))
+    api.pools["infer"].update(auto_healing_enabled=False, labels={})
+    read = provider.read(created.id, created.outs)
+    diff = provider.diff(created.id, read.outs, props(BASE_POOL))
+    assert (diff.changes, diff.replaces) == (True, [])
+    provider.update(created.id, read.outs, props(BASE_POOL))
+    assert [c[2] for c in api.calls if c[0] == "PATCH"] == [{"auto_healing_enabled": True, "labels": {"a": "b"}}]
+    api.pools["infer"]["servergroup_policy"] = "affinity"
+    read = provider.read(created.id, created.outs)
+    assert provider.diff(created.id, read.outs, props(BASE_POOL)).replaces == ["pool.servergroup_policy"]
+
+
+def test_an_update_sends_what_the_new_pool_leaves_unset_as_unset(fake):
+    api, provider = fake
+    provider.create(props(BASE_POOL))
+    new = {k: v for k, v in BASE_POOL.items() if k not in ("taints", "auto_healing_enabled")}
+    provider.update("ml-test/infer", props(BASE_POOL), props(new))
+    assert [c[2] for c in api.calls if c[0] == "PATCH"] == [{"auto_healing_enabled": False, "taints": {}}]
+
+
+def test_a_replacement_beyond_the_quota_is_refused_before_the_old_pool_goes(fake):
+    """With delete_before_replace the engine deletes the old pool, then creates the new one; it asks Diff first, so the
+    quota of the new pool is checked there, while nothing has been deleted (Gcore's Terraform provider checks first)."""
+    api, provider = fake
+    created = provider.create(props(BASE_POOL))
+    new = {**BASE_POOL, "flavor_id": "g3-ai-64-384-3000-l40s-48-2"}
+    api.exceeded = {"gpu_virtual_l40s_count_limit": 4, "gpu_virtual_l40s_count_usage": 3, "gpu_virtual_l40s_count_requested": 6}
+    with pytest.raises(component.GcoreInputError) as exc:
+        provider.diff(created.id, created.outs, props(new))
+    assert str(exc.value).startswith("pool infer: the project's Gcore quota is too small (gpu_virtual_l40s_count: 6 requested")
+    assert "the pool it replaces still counts" in str(exc.value)
+    assert "infer" in api.pools and not [c for c in api.calls if c[0] == "DELETE"]
+    assert [c[2]["flavor_id"] for c in api.calls if c[1].endswith("/check_limits")][-1] == "g3-ai-64-384-3000-l40s-48-2"
+    api.exceeded = {}
+    diff = provider.diff(created.id, created.outs, props(new))
+    assert diff.replaces == ["pool.flavor_id"] and diff.delete_before_replace is True
+    # An in-place change, or none, asks Gcore nothing.
+    before = len(api.calls)
+    assert provider.diff(created.id, created.outs, props({**BASE_POOL, "max_node_count": 5})).replaces == []
+    assert provider.diff(created.id, created.outs, props(BASE_POOL)).changes is False
+    assert len(api.calls) == before
+
+
 def test_without_an_api_key_the_provider_says_which_variable(monkeypatch):
     monkeypatch.delenv("GCORE_API_KEY", raising=False)
     with pytest.raises(component.GcoreInputError, match="GCORE_API_KEY"):
@@ -400,20 +509,32 @@ def test_the_plan_says_to_check_gcores_own_device_plugin_beside_bare_metal_pools
 
 class FakeGcoreClusters:
     """Gcore's k8s cluster endpoints as the SDK calls them (gcore 0.59.0 resources/cloud/k8s/k8s.py create_versions,
-    clusters/clusters.py, clusters/kubeconfig.py), one region with the versions its documentation lists."""
+    clusters/clusters.py, clusters/kubeconfig.py, clusters/pools/pools.py), one region with the versions its
+    documentation lists, each cluster with its pools."""
 
     PREFIX = "/cloud/v2/k8s/clusters/1234567/76"
     VERSIONS = ["v1.33.10", "v1.34.6", "v1.35.3", "v1.35.1", "v1.36.1"]
 
     def __init__(self):
         self.clusters: dict[str, dict] = {}
+        self.pools: dict[str, dict[str, dict]] = {}  # cluster -> pool name -> pool
+        self.exceeded: dict = {}
         self.calls: list[tuple[str, str, dict]] = []
+
+    def pool_json(self, cluster: str, name: str) -> dict:
+        p = self.pools[cluster][name]
+        return {"id": f"id-{name}", "created_at": "2026-11-25T00:00:00", "status": "Running", "security_group_ids": ["sg-x"],
+                "boot_volume_size": 0, "boot_volume_type": "", "crio_config": {}, "kubelet_config": {}, "is_public_ipv4": False,
+                "auto_healing_enabled": False, "labels": {}, "taints": {}, "max_node_count": p["min_node_count"], **p}
 
     def cluster_json(self, name: str) -> dict:
         c = self.clusters[name]
         return {"id": f"id-{name}", "add_ons": {"slurm": {"enabled": False}}, "created_at": "2026-11-25", "csi": {"nfs": {"ddn_enabled": False,
-                "vast_enabled": False}}, "is_public": True, "keypair": c["keypair"], "name": name, "pools": [], "status": "Provisioned",
-                "version": c["version"], "cni": c.get("cni")}
+                "vast_enabled": False}}, "is_public": True, "keypair": c["keypair"], "name": name, "status": "Provisioned",
+                "pools": [self.pool_json(name, p) for p in self.pools.get(name, {})], "version": c["version"], "cni": c.get("cni")}
+
+    def task(self, kind: str, name: str) -> httpx.Response:
+        return httpx.Response(200, json={"tasks": [f"task-{kind}-{name}"]})
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else {}
@@ -421,29 +542,47 @@ class FakeGcoreClusters:
         self.calls.append((request.method, path, body))
         if path == "/cloud/v2/k8s/1234567/76/create_versions":
             return httpx.Response(200, json={"count": len(self.VERSIONS), "results": [{"version": v} for v in self.VERSIONS]})
+        if path == f"{self.PREFIX}/pools/check_limits":
+            return httpx.Response(200, json=self.exceeded)
         if path.startswith("/cloud/v1/tasks/"):
-            name = path.rsplit("/", 1)[1].removeprefix("task-")
+            kind, _, name = path.rsplit("/", 1)[1].removeprefix("task-").partition("-")
             return httpx.Response(200, json={"id": name, "state": "FINISHED", "task_type": "x", "user_id": 1,
-                                             "created_resources": {"k8s_clusters": [name]}})
+                                             "created_resources": {f"k8s_{kind}s": [name]}})
         if request.method == "POST" and path == self.PREFIX:
             self.clusters[body["name"]] = body
-            return httpx.Response(200, json={"tasks": [f"task-{body['name']}"]})
+            self.pools[body["name"]] = {p["name"]: {**p, "node_count": p["min_node_count"]} for p in body["pools"]}
+            return self.task("cluster", body["name"])
         name, _, rest = path.removeprefix(self.PREFIX + "/").partition("/")
+        if rest == "pools" and request.method == "POST":
+            self.pools[name][body["name"]] = {**body, "node_count": body["min_node_count"]}
+            return self.task("pool", body["name"])
+        if rest.startswith("pools/"):
+            pool, _, action = rest.removeprefix("pools/").partition("/")
+            if action == "resize":
+                self.pools[name][pool]["node_count"] = body["node_count"]
+                return self.task("pool", pool)
+            if request.method == "PATCH":
+                self.pools[name][pool].update(body)
+                return httpx.Response(200, json=self.pool_json(name, pool))
+            if request.method == "DELETE":
+                del self.pools[name][pool]
+                return self.task("pool", pool)
+            return httpx.Response(200, json=self.pool_json(name, pool)) if pool in self.pools[name] else httpx.Response(404, json={})
         if rest == "config":
             return httpx.Response(200, json={"config": f"kubeconfig of {name}", "client_certificate": "", "client_key": "",
                                              "cluster_ca_certificate": "", "created_at": "2026-11-25T00:00:00Z",
                                              "expires_at": "2027-11-25T00:00:00Z", "host": "https://k8s.example"})
         if rest == "upgrade":
             self.clusters[name]["version"] = body["version"]
-            return httpx.Response(200, json={"tasks": [f"task-{name}"]})
+            return self.task("cluster", name)
         if request.method == "PATCH":
             self.clusters[name].update(body)
-            return httpx.Response(200, json={"tasks": [f"task-{name}"]})
+            return self.task("cluster", name)
         if request.method == "GET":
             return httpx.Response(200, json=self.cluster_json(name))
         if request.method == "DELETE":
             del self.clusters[name]
-            return httpx.Response(200, json={"tasks": [f"task-{name}"]})
+            return self.task("cluster", name)
         return httpx.Response(400, json={})
 
 
@@ -505,6 +644,47 @@ def test_a_new_keypair_replaces_the_cluster_and_an_adopted_one_is_never_deleted(
     assert "ml-test" not in api.clusters
 
 
+def test_a_change_to_the_clusters_system_pool_is_made_in_place(clusters):
+    api, provider = clusters
+    old = cluster_props()
+    outs = {**old, **provider.create(old).outs}
+    system = old["cluster"]["pools"][0]
+    assert provider.diff("ml-test", outs, cluster_props()).changes is False
+    new = cluster_props(pools=[{**system, "max_node_count": 5, "labels": {**system["labels"], "team": "infra"}}])
+    diff = provider.diff("ml-test", outs, new)
+    assert (diff.changes, diff.replaces) == (True, [])
+    provider.update("ml-test", outs, new)
+    assert [(p, b) for m, p, b in api.calls if m == "PATCH"] == [
+        (f"{FakeGcoreClusters.PREFIX}/ml-test/pools/system", {"max_node_count": 5, "labels": {"gpupools.io/pool": "system", "team": "infra"}})]
+    assert not [c for c in api.calls if c[0] == "DELETE" or c[1].endswith("/resize")]
+    # The security groups Gcore gave the pool are not the stack's to change; a raised floor resizes the pool.
+    provider.update("ml-test", {**outs, **new}, cluster_props(pools=[{**new["cluster"]["pools"][0], "min_node_count": 2}]))
+    assert [b for m, p, b in api.calls if p.endswith("/system/resize")] == [{"node_count": 2}]
+    assert "security_group_ids" not in json.dumps([b for m, p, b in api.calls if m == "PATCH"])
+
+
+def test_a_system_pool_replacement_checks_the_quota_first_and_never_removes_the_only_pool(clusters):
+    api, provider = clusters
+    old = cluster_props()
+    outs = {**old, **provider.create(old).outs}
+    system = old["cluster"]["pools"][0]
+    new = cluster_props(pools=[{**system, "flavor_id": "g1-standard-8-16"}])
+    assert provider.diff("ml-test", outs, new).replaces == []  # the cluster stays; its pool is replaced by the update
+    with pytest.raises(component.GcoreInputError, match=r"^cluster.pools\[system\].flavor_id: Gcore replaces a pool .* the only pool"):
+        provider.update("ml-test", outs, new)
+    assert "system" in api.pools["ml-test"] and not [c for c in api.calls if c[0] == "DELETE"]
+    api.pools["ml-test"]["infer"] = {"name": "infer", "flavor_id": VM, "min_node_count": 1, "node_count": 1}  # a GPU pool
+    api.exceeded = {"cpu_count_limit": 8, "cpu_count_usage": 8, "cpu_count_requested": 8}
+    with pytest.raises(component.GcoreInputError, match="the pool it replaces still counts"):
+        provider.update("ml-test", outs, new)
+    assert api.pools["ml-test"]["system"]["flavor_id"] == "g1-standard-4-8" and not [c for c in api.calls if c[0] == "DELETE"]
+    api.exceeded = {}
+    provider.update("ml-test", outs, new)
+    changes = [(m, p.removeprefix(FakeGcoreClusters.PREFIX)) for m, p, b in api.calls if "/pools" in p and m != "GET"][-3:]
+    assert changes == [("POST", "/pools/check_limits"), ("DELETE", "/ml-test/pools/system"), ("POST", "/ml-test/pools")]
+    assert api.pools["ml-test"]["system"]["flavor_id"] == "g1-standard-8-16" and "infer" in api.pools["ml-test"]
+
+
 def test_gcore_capacity_repair_and_existing_cluster_lines():
     plan, _ = plan_for(instanceType=METAL, name="train")
     assert decide.capacity_lines(plan.pool, "cloud") == [f"on-demand: flavor {METAL}"]
@@ -545,9 +725,11 @@ def test_a_pool_beyond_the_projects_quota_is_refused_before_anything_is_created(
 
 
 @pytest.mark.parametrize("key, value", [("cluster_name", "other"), ("project_id", 7654321), ("region_id", 8)])
-def test_a_pool_moved_to_another_cluster_project_or_region_is_a_new_pool(key, value):
-    diff = component.PoolProvider().diff("ml-test/infer", props(BASE_POOL), {**props(BASE_POOL), key: value})
+def test_a_pool_moved_to_another_cluster_project_or_region_is_a_new_pool(key, value, fake):
+    api, provider = fake
+    diff = provider.diff("ml-test/infer", props(BASE_POOL), {**props(BASE_POOL), key: value})
     assert diff.changes and diff.replaces == [key]
+    assert len([c for c in api.calls if c[1].endswith("/check_limits")]) == 1
     assert component.PoolProvider().diff("ml-test/infer", props(BASE_POOL), {**props(BASE_POOL), key: str(props(BASE_POOL)[key])}).changes is False
 
 
