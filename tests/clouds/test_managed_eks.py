@@ -373,7 +373,7 @@ def test_the_node_pools_pass_the_crd_and_the_policy_pack(lifetimes):
         if grace is None:
             del wrong["spec"]["template"]["spec"]["terminationGracePeriod"]
         (message,) = resource_violations("training-pool-upgrades", NODE_POOL, wrong)
-        assert "exceeds the 21 days Auto Mode gives a node" in message, expire
+        assert "on EKS Auto Mode (Karpenter): expireAfter" in message and "exceeds the 21 days it gives a node" in message, expire
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -144,6 +144,32 @@ def test_a_node_pool_s_durations_and_budgets_read_as_karpenter_takes_them():
     assert at_once([{"nodes": "0", "schedule": "@daily", "duration": "1h"}, {"nodes": "1"}]).startswith("outside the NodePool's scheduled budgets")
 
 
+def test_a_node_pool_s_lifetime_grace_and_consolidation_read_as_karpenter_takes_them():
+    from gpupools.upgrades import nodepool
+
+    def lines(template: dict, disruption: dict | None = None, **cloud) -> list[str]:
+        obj = {"metadata": {"name": "gpupools-p", "labels": {"gpupools.io/upgrades": "training"}},
+               "spec": {"template": {"spec": template}, "disruption": disruption or {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m"}}}
+        return nodepool.node_pool_lines(obj, window(), "changes", **cloud)
+
+    # Karpenter's default lifetime, and no grace period: an expiring node with a Job on it drains until the Job ends.
+    assert lines({})[1] == ("every node expires 720h (30 days) after it starts (expireAfter), at any hour: expiry ignores the budgets and "
+                            "karpenter.sh/do-not-disrupt and starts no replacement first; a node running a Job stays draining until the Job ends")
+    # The cloud's default grace period and lifetime cap are said only where the cloud has them.
+    capped = lines({"expireAfter": "480h"}, default_grace="24h", lifetime_cap="the cap")
+    assert capped[1].endswith("a running Job gets 24h to finish (the cap)") and "the cloud's default" in capped[0]
+    assert "(the cap)" not in lines({"expireAfter": "480h"})[1]
+    assert lines({"expireAfter": "Never"}, {"consolidateAfter": "Never", "consolidationPolicy": "WhenEmpty"})[2] == \
+        "empty nodes are kept (consolidateAfter Never); a node running pods is never consolidated (WhenEmpty)"
+    assert lines({"expireAfter": "Never"}, {"consolidateAfter": "30s"})[2].startswith(
+        "an empty node goes after 30s (consolidateAfter); underused nodes are consolidated too (WhenEmptyOrUnderutilized)")
+    assert nodepool.repair_threshold({"spec": {"limits": {"nodes": "5"}}}) == (5, 1)
+    assert nodepool.repair_threshold({"spec": {"limits": {"nodes": "6"}}}) == (6, 2)
+    assert nodepool.repair_threshold({"spec": {}}) is None
+    assert nodepool.repair_line({"metadata": {"name": "np"}, "spec": {}}, "Repair") == (
+        "Repair deletes the node at once, without draining it: a running Job's pods are killed, no terminationGracePeriod applies")
+
+
 def test_open_hours_in_the_least_open_32_days():
     assert window().min_hours_in(32) == 48
     assert window(hours=6).min_hours_in(32) == 24
