@@ -253,13 +253,14 @@ EC2_NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass"}
 
 
 def node_pool(plan: PoolPlan, node_class: str, window: Window | None = None, class_ref: dict[str, str] = EC2_NODE_CLASS_REF,
-              zones: list[str] | None = None) -> dict:
+              zones: list[str] | None = None, lifetime: dict | None = None) -> dict:
     """One NodePool per GPU pool: only its instance type and capacity type, the pool's labels and GPU taint, capped
     at the pool's node count, never consolidating a node that runs pods, and drifting and expiring nodes as the pool's
     kind allows (`window`: the stack's maintenance window; its default when not given). `class_ref`: the node class's
     group and kind; `zones`: the zone label's values where they are not the pool's zone names (AKS nodes carry
-    `<location>-<n>`)."""
-    lifetime = karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
+    `<location>-<n>`); `lifetime`: expireAfter, terminationGracePeriod and disruption as the cloud's own Karpenter takes
+    them (a managed mode's `karpenter_disruption`: EKS Auto Mode caps a node's life), Karpenter on EKS's otherwise."""
+    lifetime = lifetime or karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
     kind = pool_upgrade(plan.pool).kind
     return {
         "apiVersion": NODE_POOL_API, "kind": "NodePool",

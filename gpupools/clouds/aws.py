@@ -22,6 +22,7 @@ from gpupools.core.pools import NodeTemplate, PoolPlan, spell_taint
 from gpupools.stack.targets import ProviderFacts, Setting
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, pool_upgrade, wait_text
+from gpupools.upgrades.nodepool import cron, drift_budgets, duration  # noqa: F401 (cron, duration: the budgets' format)
 from gpupools.clouds.common import (KIND, STANDARD_ONLY, Control, KubernetesRelease, endpoint_control, hardware_of, on_off, shared_cluster_problems, newest, reject_fields,
                                     resolve_listed, zone_letter_problems, too_open)
 from gpupools.clouds.standard import (ADMITS_HOST_AGENTS, BOUNDS_POOL_NODES, MANAGED_GPU_METRICS, REFUSED_QUOTAS,  # noqa: F401
@@ -1285,28 +1286,13 @@ def karpenter_disruption(pool: Pool, window: Window) -> dict:
     empty = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": KARPENTER_CONSOLIDATE_AFTER}
     if not policy.training:
         return {"expireAfter": KARPENTER_EXPIRE_AFTER, "terminationGracePeriod": f"{policy.wait_minutes}m",
-                "disruption": {**empty, "budgets": [{"nodes": str(max(1, policy.max_unavailable, policy.max_surge)), "reasons": ["Drifted"]}]}}
-    budgets = [{"nodes": "0", "reasons": ["Drifted"], "schedule": cron(start), "duration": duration(length)} for start, length in window.closed_spans()]
-    budgets.append({"nodes": str(max(1, policy.max_unavailable)), "reasons": ["Drifted"]})
-    return {"expireAfter": "Never", "disruption": {**empty, "budgets": budgets}}
+                "disruption": {**empty, "budgets": drift_budgets(policy, window)}}
+    return {"expireAfter": "Never", "disruption": {**empty, "budgets": drift_budgets(policy, window)}}
 
 
 # Karpenter's own node lifetime (the NodePool CRD's default) and how long an empty GPU node is kept.
 KARPENTER_EXPIRE_AFTER = "720h"
 KARPENTER_CONSOLIDATE_AFTER = "10m"
-# Cron's day of week counts from Sunday (0); the window's from Monday.
-_CRON_DAY = (1, 2, 3, 4, 5, 6, 0)
-
-
-def cron(week_minute: int) -> str:
-    day, rest = divmod(week_minute, 24 * 60)
-    return f"{rest % 60} {rest // 60} * * {_CRON_DAY[day]}"
-
-
-def duration(total: int) -> str:
-    """A budget's duration: hours and minutes only (the CRD's pattern)."""
-    hours, mins = divmod(total, 60)
-    return f"{hours}h{mins}m" if hours and mins else (f"{hours}h" if hours else f"{mins}m")
 
 
 def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Cluster, autoscaler: str) -> list[str]:

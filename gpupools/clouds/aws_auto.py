@@ -16,12 +16,15 @@ import json
 
 from gpupools.clouds.aws import *  # noqa: F401,F403 (the standard cluster's answers; those below replace them)
 from gpupools.clouds import aws as standard
+from gpupools.capacity import sources as capacity
 from gpupools.clouds.common import Control
 from gpupools.core.catalog import Hardware
 from gpupools.core.pools import PoolPlan
 from gpupools.core.sharing import GPU_RESOURCE, Mechanism
-from gpupools.stack.config import Cluster, Pool, Sharing
+from gpupools.stack.config import Cluster, MaintenanceWindow, Pool, Sharing
 from gpupools.stack.errors import Problem
+from gpupools.upgrades import nodepool
+from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, options as upgrade_options, pool_upgrade
 
 MODE = standard.AUTO_MODE
 # Fabric: no placement groups or per-device EFA settings on Auto Mode, and the EFA device plugin chart keeps off its
@@ -65,6 +68,39 @@ CLUSTER_POLICIES = (*standard.CLUSTER_POLICIES, "arn:aws:iam::aws:policy/AmazonE
                     "arn:aws:iam::aws:policy/AmazonEKSLoadBalancingPolicy", "arn:aws:iam::aws:policy/AmazonEKSNetworkingPolicy")
 NODE_POLICIES = ("arn:aws:iam::aws:policy/AmazonEKSWorkerNodeMinimalPolicy", "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly")
 BUILTIN_NODE_POOLS = ["general-purpose", "system"]
+
+
+# Tags of gpupools' own on every NodeClass (`node_class`): the managed Auto Mode policies "do not permit applying user
+# defined tags to Auto Mode provisioned AWS resources"; the cluster role needs more for that (EKS user guide,
+# automode/auto-learn-iam.adoc, "Custom AWS tags for EKS Auto resources", awsdocs/amazon-eks-user-guide @4d52b4d0 and the
+# fork snapshot @883e41ac), and without it a NodeClass with tags launches nothing ("Error getting launch template
+# configs", automode/auto-troubleshoot.adoc). terraform-aws-modules/terraform-aws-eks attaches the guide's policy to the
+# cluster role by default (main.tf, data "aws_iam_policy_document" "custom", `enable_auto_mode_custom_tags = true`,
+# v21.19.0 @bef29c4d). Here: its three statements for what a NodeClass's tags land on (instances, launch templates and
+# fleets; their volumes and snapshots; network interfaces), each scoped as there to requests that tag the resource with
+# this cluster's own name (`${aws:PrincipalTag/eks:eks-cluster-name}`, the tag Auto Mode's session carries:
+# sts:TagSession below) and, for launches, with a NodeClass and NodePool. The load balancer and Shield statements are
+# left out: gpupools tags no load balancer. The interface statement matches the CNI node name with StringLike, as the
+# guide does (terraform-aws-eks writes StringEquals "*", which would match only a literal "*").
+CUSTOM_TAG_ACTIONS = {
+    "Compute": ["ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate"],
+    "Storage": ["ec2:CreateVolume", "ec2:CreateSnapshot"],
+    "Networking": ["ec2:CreateNetworkInterface"],
+}
+
+
+def custom_tag_policy(partition: str) -> str:
+    """The cluster role's inline policy that lets Auto Mode put a NodeClass's `tags` on what it launches."""
+    this_cluster = {"aws:RequestTag/eks:eks-cluster-name": "${aws:PrincipalTag/eks:eks-cluster-name}"}
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Sid": "Compute", "Effect": "Allow", "Action": CUSTOM_TAG_ACTIONS["Compute"], "Resource": "*",
+         "Condition": {"StringEquals": this_cluster, "StringLike": {"aws:RequestTag/eks:kubernetes-node-class-name": "*",
+                                                                    "aws:RequestTag/eks:kubernetes-node-pool-name": "*"}}},
+        {"Sid": "Storage", "Effect": "Allow", "Action": CUSTOM_TAG_ACTIONS["Storage"],
+         "Resource": [f"arn:{partition}:ec2:*:*:volume/*", f"arn:{partition}:ec2:*:*:snapshot/*"], "Condition": {"StringEquals": this_cluster}},
+        {"Sid": "Networking", "Effect": "Allow", "Action": CUSTOM_TAG_ACTIONS["Networking"], "Resource": "*",
+         "Condition": {"StringEquals": this_cluster, "StringLike": {"aws:RequestTag/eks:kubernetes-cni-node-name": "*"}}},
+    ]})
 
 
 def cluster_role_trust_policy() -> str:
@@ -136,19 +172,24 @@ def managed_pool_problems(pool: Pool, path: str, installer: str, cluster: Cluste
     return problems
 
 
-def node_class(plan: PoolPlan, role: str, subnet_ids: list[str], security_group_ids: list[str]) -> dict:
+def node_class(plan: PoolPlan, role: str, subnet_ids: list[str], security_group_ids: list[str], tagged: bool = True) -> dict:
     """The pool's NodeClass: the node role by name, the cluster's subnets and security group by id, the data volume sized
     by `diskSizeGb`, and the pool's reservations (capacityReservationSelectorTerms, as create-node-class.adoc documents it:
     Capacity Blocks are used only through it, and nodes launched into one are labelled karpenter.sh/capacity-type:
-    reserved)."""
+    reserved; a tag term's account is `owner` there, Karpenter's EC2NodeClass says `ownerID`).
+
+    `tagged`: the pool's tag on what Auto Mode launches, which needs the cluster role's `custom_tag_policy`; gpupools
+    attaches it to the clusters it creates, and leaves the tag off on an existing cluster, whose role it does not know:
+    a tag the role may not apply would stop every launch."""
     spec: dict = {
         "role": role,
         "subnetSelectorTerms": [{"id": s} for s in subnet_ids],
         "securityGroupSelectorTerms": [{"id": g} for g in security_group_ids],
         "ephemeralStorage": {"size": f"{plan.pool.disk_size_gb or DEFAULT_EPHEMERAL_GB}Gi"},
-        "tags": {"gpupools.io/pool": plan.name},
     }
-    terms = reservation_selector_terms(plan.pool)
+    if tagged:
+        spec["tags"] = {"gpupools.io/pool": plan.name}
+    terms = [{("owner" if k == "ownerID" else k): v for k, v in term.items()} for term in reservation_selector_terms(plan.pool)]
     if terms:
         spec["capacityReservationSelectorTerms"] = terms
     return {"apiVersion": NODE_CLASS_API, "kind": "NodeClass",
@@ -160,9 +201,11 @@ def node_class_name(pool: str) -> str:
 
 
 def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
-    """Auto Mode's node monitoring agent and node repair; no knob of either is documented for Auto Mode."""
+    """Auto Mode's node monitoring agent and node repair. No knob of either is documented for Auto Mode; what the repair
+    does is Karpenter's, which Auto Mode runs (its troubleshooting page lists Karpenter's NodeRepairBlocked event,
+    automode/auto-troubleshoot.adoc), read from the pool's NodePool (`nodepool.repair_line`)."""
     detects = f"{NODE_MONITORING_AGENT}, part of every Auto Mode cluster (DCGM health, XID, double-bit ECC), sets AcceleratedHardwareReady=False"
-    return detects, "EKS Auto Mode's node repair replaces the node (Auto Mode's own timing; it takes no settings)"
+    return detects, nodepool.repair_line(node_pool_lifetime(plan.pool, Window.of(MaintenanceWindow())), "EKS Auto Mode's node repair")
 
 
 def capacity_lines(pool: Pool, autoscaler: str) -> list[str]:
@@ -190,3 +233,79 @@ def node_disk_line(plan: PoolPlan) -> str:
 def driver_installer(installer: str, os: str | None) -> str | None:
     """The node image's driver (auto-accelerated.adoc: Auto Mode "includes the drivers and device plugins required")."""
     return "EKS Auto Mode's node image (the driver and device plugin it manages)"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Day two: what takes Auto Mode nodes away, and when (docs/managed-modes.md)
+#
+# "EC2 managed instances operated by EKS Auto Mode have maximum lifetime of 21 days. Amazon EKS Auto Mode automatically
+# terminates instances exceeding this lifetime" (EKS user guide security/auto-security.adoc, "Instance lifecycle
+# management"; automode/automode.adoc: "a maximum lifetime of 21 days (which you can reduce)"), and "when a
+# terminationGracePeriod is not explicitly defined on an EKS Auto NodePool, the system automatically applies a default
+# 24-hour termination grace period" (automode/create-node-pool.adoc, "Termination Grace Period"; both at the fork
+# snapshot sheetaljoshi/amazon-eks-user-guide @883e41ac). Auto Mode's admission refuses a NodePool whose expireAfter plus
+# terminationGracePeriod exceeds the 21 days ("the sum of expireAfter and terminationGracePeriod (defaulted to 24h) may
+# not exceed 21 days", quoted in aws-controllers-k8s/test-infra PR #1000 from an Auto Mode cluster), so Karpenter's
+# `expireAfter: Never` and its 720h default are both refused there.
+#
+# So a pool's nodes always expire, and a drifted or expiring node always drains under a grace period. gpupools makes the
+# grace period explicit, the pool's `waitForJobs` (24h for training, 30m for inference: what a running Job gets once its
+# node drains), and lets nodes live the whole days that remain of the 21 (20 days at 24h). Drift keeps the standard
+# cluster's budgets: training nodes drift only inside the maintenance window. What this does to a running Job is said
+# per pool by `upgrade_lines`, read from the NodePool.
+MAX_NODE_LIFETIME_MINUTES = 21 * 24 * 60
+DEFAULT_GRACE = "24h"
+# The longest wait a pool may ask for: nodes then still live 14 days (336h, the built-in pools' expireAfter,
+# automode/create-node-pool.adoc "Disruption": "Terminates instances after 336 hours").
+MAX_WAIT_MINUTES = 7 * 24 * 60
+DRIFT_SOURCES = "new Auto Mode AMIs (about weekly), Kubernetes version upgrades and NodePool or NodeClass changes"
+LIFETIME_CAP = "EKS Auto Mode ends every instance by 21 days, and expireAfter plus terminationGracePeriod must fit in them"
+
+
+def grace_text(total: int) -> str:
+    return f"{total // 60}h" if total % 60 == 0 else f"{total}m"
+
+
+def karpenter_disruption(pool: Pool, window: Window) -> dict:
+    """The NodePool's lifetime on Auto Mode: terminationGracePeriod the pool's wait for jobs, expireAfter the whole days
+    of the 21 that remain, and the standard cluster's drift budgets and consolidation."""
+    wait = pool_upgrade(pool).wait_minutes
+    days = max(1, (MAX_NODE_LIFETIME_MINUTES - wait) // (24 * 60))
+    return {"expireAfter": f"{days * 24}h", "terminationGracePeriod": grace_text(wait),
+            "disruption": standard.karpenter_disruption(pool, window)["disruption"]}
+
+
+def node_pool_lifetime(pool: Pool, window: Window) -> dict:
+    """The fields of the pool's NodePool that decide when its nodes go, where the NodePool has them (karpenter.node_pool
+    writes them from `karpenter_disruption` too): the plan's lines are read from these."""
+    lifetime = karpenter_disruption(pool, window)
+    return {"metadata": {"name": node_class_name(pool.name), "labels": {UPGRADES_LABEL: pool_upgrade(pool).kind}},
+            "spec": {"template": {"spec": {"expireAfter": lifetime["expireAfter"], "terminationGracePeriod": lifetime["terminationGracePeriod"]}},
+                     "limits": {"nodes": str(pool.max_nodes - pool.min_nodes)}, "disruption": lifetime["disruption"]}}
+
+
+def pool_upgrade_problems(pool: Pool, policy: PoolUpgrade, path: str, autoscaler: str) -> list[Problem]:
+    chosen = upgrade_options(pool)
+    if chosen.wait_for_jobs is not None and policy.wait_minutes > MAX_WAIT_MINUTES:
+        return [Problem(f"{path}.waitForJobs", f"{chosen.wait_for_jobs}: on EKS Auto Mode it is the NodePool's terminationGracePeriod, which with "
+                                               f"expireAfter must fit in the 21 days Auto Mode gives a node; at most 168h (7 days), so that "
+                                               f"nodes still live 14")]
+    return []
+
+
+def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Cluster, autoscaler: str) -> list[str]:
+    """Read from the pool's NodePool; then the standard cluster's words on full reservations and Capacity Blocks."""
+    lines = nodepool.node_pool_lines(node_pool_lifetime(pool, window), window, DRIFT_SOURCES, DEFAULT_GRACE, LIFETIME_CAP)
+    return lines + standard.upgrade_lines(pool, policy, window, cluster, "karpenter")[1:]
+
+
+def plan_notes(pools: list[Pool]) -> list[str]:
+    """A NodeClass that selects capacity reservations changes what every NodeClass of the cluster may launch into: "If
+    you configure capacityReservationSelectorTerms on a NodeClass in a cluster, EKS Auto Mode will no longer
+    automatically use open ODCRs for any NodeClass in the cluster" (EKS user guide automode/auto-odcr.adoc)."""
+    reserving = [p.name for p in pools if capacity.reservations(p)]
+    if not reserving:
+        return []
+    return [f"the NodeClasses of {', '.join(reserving)} select capacity reservations (capacityReservationSelectorTerms): from then on EKS "
+            f"Auto Mode launches no node of this cluster into an open ODCR by itself, built-in pools and other NodeClasses included; "
+            f"an open reservation others counted on must be selected by their own NodeClass"]

@@ -18,8 +18,10 @@ from gpupools.clouds import azure as standard
 from gpupools.capacity import sources as capacity
 from gpupools.core.catalog import Hardware
 from gpupools.core.pools import PoolPlan
-from gpupools.stack.config import Cluster, Pool, Sharing
+from gpupools.stack.config import Cluster, MaintenanceWindow, Pool, Sharing
 from gpupools.stack.errors import Problem
+from gpupools.upgrades import nodepool
+from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, pool_upgrade
 
 MODE = standard.NODE_AUTO_PROVISIONING
 
@@ -112,9 +114,13 @@ def local_nvme_use(pool: Pool, fabric_on: bool) -> str | None:
 
 
 def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
+    """AKS documents node auto-repair for agent pools only, and whether its Karpenter runs node repair (an alpha feature
+    gate, off in the provider's own chart: Azure/karpenter-provider-azure v1.14.2 charts/karpenter/values.yaml
+    `nodeRepair: false`) is not documented. What a node deleted by hand does to a running Job is the NodePool's."""
     detects, _ = standard.repair_facts(plan, autoscaler)
+    deleted = nodepool.deleted_node_line(node_pool_lifetime(plan.pool, Window.of(MaintenanceWindow())))
     return detects, ("what repairs a node auto-provisioning node is AKS's to decide (its docs describe repair for agent pools); a GPU fault "
-                     "that leaves the node Ready is alerted to the platform team, not repaired")
+                     f"that leaves the node Ready is alerted to the platform team, not repaired; a node deleted to replace it (kubectl delete node): {deleted}")
 
 
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
@@ -126,3 +132,57 @@ def extra_tolerations(plan: PoolPlan) -> list[dict]:
 def driver_installer(installer: str, os: str | None) -> str | None:
     """AKS's driver under AKSNodeClass gpu.mode Driver; None: the GPU Operator's (gpu.mode None)."""
     return "AKS (AKSNodeClass gpu.mode Driver: the node image's driver)" if gpu_mode(installer) == "Driver" else None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Day two: what takes NAP nodes away, and when (docs/managed-modes.md)
+#
+# No agent pool upgrade settings reach a NAP node: "The upgrade mechanism and decision criteria are specific to
+# NAP/Karpenter and are evaluated by NAP's drift logic. NAP respects Karpenter Node Disruption Budgets and Pod
+# Disruption Budgets", and the aksManagedNodeOSUpgradeSchedule "determines the window during which NAP picks up a new
+# image. This configuration doesn't necessarily determine when existing nodes are disrupted"
+# (MicrosoftDocs/azure-aks-docs articles/aks/node-auto-provisioning-upgrade-image.md @fb060abe). Its Karpenter drifts a
+# node on a new image, a new Kubernetes version and a changed NodePool or AKSNodeClass (Azure/karpenter-provider-azure
+# v1.14.2 pkg/cloudprovider/drift.go: ImageDrift, K8sVersionDrift, NodeClassDrift). Expiry is forceful and ignores the
+# budgets; "to confine NAP disruptions to a maintenance window, set expireAfter: Never and rely on
+# disruption-budget-gated drift and consolidation" (articles/aks/node-auto-provisioning-disruption.md @fb060abe), which
+# NAP's own default NodePool does (node-auto-provisioning-node-pools.md). So every gpupools NAP pool is `expireAfter:
+# Never`: nodes get new images by drift, and expiry would only add a drain at any hour that starts no replacement first.
+# Training: drift inside the maintenance window, no terminationGracePeriod, so a node running a Job (karpenter.sh/do-
+# not-disrupt) waits for it. Inference: drift at any time, pods get `waitForJobs` (terminationGracePeriod, which
+# "bypasses PodDisruptionBudgets and the karpenter.sh/do-not-disrupt annotation"). The plan's lines are read from the
+# NodePool (`upgrade_lines`).
+
+
+def karpenter_disruption(pool: Pool, window: Window) -> dict:
+    policy = pool_upgrade(pool)
+    lifetime: dict = {"expireAfter": "Never", "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": nodepool.CONSOLIDATE_EMPTY_AFTER,
+                                                             "budgets": nodepool.drift_budgets(policy, window)}}
+    if not policy.training:
+        lifetime["terminationGracePeriod"] = f"{policy.wait_minutes}m"
+    return lifetime
+
+
+def node_pool_lifetime(pool: Pool, window: Window) -> dict:
+    """The fields of the pool's NodePool that decide when its nodes go, where the NodePool has them (karpenter.node_pool
+    writes them from `karpenter_disruption` too): the plan's lines are read from these."""
+    lifetime = karpenter_disruption(pool, window)
+    template = {k: lifetime[k] for k in ("expireAfter", "terminationGracePeriod") if k in lifetime}
+    return {"metadata": {"name": node_class_name(pool.name), "labels": {UPGRADES_LABEL: pool_upgrade(pool).kind}},
+            "spec": {"template": {"spec": template}, "limits": {"nodes": str(pool.max_nodes)}, "disruption": lifetime["disruption"]}}
+
+
+def pool_upgrade_problems(pool: Pool, policy: PoolUpgrade, path: str, autoscaler: str) -> list[Problem]:
+    """None of an agent pool's: `waitForJobs` is the NodePool's terminationGracePeriod here, not a drain timeout."""
+    return []
+
+
+def upgrade_lines(pool: Pool, policy: PoolUpgrade, window: Window, cluster: Cluster, autoscaler: str) -> list[str]:
+    """Read from the pool's NodePool: what drifts its nodes, when, and what a running Job gets."""
+    if cluster.create:
+        sources = (f"new node images (NAP picks them up only {window.text}: aksManagedNodeOSUpgradeSchedule), Kubernetes patch upgrades "
+                   f"(aksManagedAutoUpgradeSchedule) and NodePool or AKSNodeClass changes")
+    else:
+        sources = ("new node images and Kubernetes upgrades (in the existing cluster's own schedules, not changed by gpupools) and NodePool or "
+                   "AKSNodeClass changes")
+    return nodepool.node_pool_lines(node_pool_lifetime(pool, window), window, sources)

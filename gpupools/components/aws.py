@@ -14,7 +14,7 @@ from gpupools.autoscaling.choice import CLUSTER_AUTOSCALER, KARPENTER, resolve_a
 from gpupools.autoscaling.templates import node_group_labels
 from gpupools.capacity.sources import placement_zones
 from gpupools.clouds import aws as decide
-from gpupools.stack.config import StackConfig
+from gpupools.stack.config import MaintenanceWindow, StackConfig
 from gpupools.core.pools import PoolPlan
 from gpupools.pools.software import Release
 from gpupools.pools.planning import plan_pools
@@ -59,6 +59,10 @@ class EksCluster(Component):
                 subnet_ids = self._network(decide.pool_zones(stack.pools))
             cluster_role = (iam_role(self, "cluster-role", mode.cluster_role_trust_policy(), mode.CLUSTER_POLICIES) if auto else
                             self._role("cluster-role", "eks.amazonaws.com", decide.CLUSTER_POLICIES))
+            if auto:  # the pools' NodeClass tags need it (clouds.aws_auto, custom_tag_policy); the cluster waits for it, destroy drops it last
+                partition = invoke("aws:index/getPartition:getPartition", {}, self).apply(lambda r: r["partition"])
+                cluster_role.attachments.append(resource("iam/rolePolicy:RolePolicy", "cluster-role-custom-tags", {
+                    "role": cluster_role.id, "policy": partition.apply(mode.custom_tag_policy)}, self.child(parent=cluster_role.role)))
             before: list[pulumi.Resource] = list(cluster_role.ready)
             logs = decide.log_group_args(cluster)
             if logs is not None:
@@ -374,14 +378,18 @@ class EksAutoModePool(Component):
 
     TYPE = "EksAutoModePool"
 
-    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, mode, opts: pulumi.ResourceOptions | None = None, window: Window | None = None):
+    def __init__(self, plan: PoolPlan, cluster: ClusterHandle, mode, opts: pulumi.ResourceOptions | None = None, window: Window | None = None,
+                 tagged: bool = True):
         super().__init__(plan.name, opts)
         name = mode.node_class_name(plan.name)
         spec = pulumi.Output.all(cluster.details["node_role_arn"], pool_subnets(plan, cluster, self), cluster.details["security_group_id"]).apply(
-            lambda a: mode.node_class(plan, a[0].rsplit("/", 1)[-1], list(a[1]), [a[2]])["spec"])
-        node_class = kube.apply({**mode.node_class(plan, "-", [], []), "spec": spec},
+            lambda a: mode.node_class(plan, a[0].rsplit("/", 1)[-1], list(a[1]), [a[2]], tagged)["spec"])
+        node_class = kube.apply({**mode.node_class(plan, "-", [], [], tagged), "spec": spec},
                                 self.child(provider=cluster.kubernetes, depends_on=cluster.details["node_role_ready"]))
-        kube.apply(karpenter.node_pool(plan, name, window, class_ref=mode.NODE_CLASS_REF), self.child(provider=cluster.kubernetes, depends_on=[node_class]))
+        # Auto Mode's node lifetime (clouds.aws_auto, karpenter_disruption): its admission refuses Karpenter's own.
+        lifetime = mode.karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
+        kube.apply(karpenter.node_pool(plan, name, window, class_ref=mode.NODE_CLASS_REF, lifetime=lifetime),
+                   self.child(provider=cluster.kubernetes, depends_on=[node_class]))
         self.register_outputs({"nodeClass": name, "nodePool": karpenter.node_pool_name(plan)})
 
 
@@ -404,7 +412,8 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, installer: str, autoscaler: Component | None,
                opts: pulumi.ResourceOptions | None = None) -> Component:
     if stack.cluster.managed_mode == decide.AUTO_MODE:
-        return EksAutoModePool(plan, cluster, stack.target, opts, window_of(stack))
+        # A new cluster's role may tag what Auto Mode launches; an existing cluster's role is not gpupools' to know.
+        return EksAutoModePool(plan, cluster, stack.target, opts, window_of(stack), tagged=stack.cluster.create)
     kind = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     return EksGpuNodePool(plan, cluster, stack.cluster.kubernetes_version, kind, autoscaler if isinstance(autoscaler, Karpenter) else None, opts,
                           window_of(stack))

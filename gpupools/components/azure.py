@@ -10,13 +10,13 @@ import pulumi_kubernetes as k8s
 
 from gpupools.autoscaling import karpenter
 from gpupools.clouds import azure as decide
-from gpupools.stack.config import StackConfig
+from gpupools.stack.config import MaintenanceWindow, StackConfig
 from gpupools.core.pools import PoolPlan
 from gpupools.fabric import software as fabric_software
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
 from gpupools.pools.software import gpu_tolerations, namespace as software_namespace, runs_nfd
-from gpupools.upgrades.policy import window_of
+from gpupools.upgrades.policy import Window, window_of
 
 from gpupools.components import kube
 from gpupools.components.base import ClusterHandle, Component
@@ -140,8 +140,10 @@ class AksNapPool(Component):
     def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, mode, opts: pulumi.ResourceOptions | None = None, window=None):
         super().__init__(plan.name, opts)
         node_class = kube.apply(mode.node_class(plan, installer), self.child(provider=cluster.kubernetes))
+        # NAP's node lifetime (clouds.azure_nap, karpenter_disruption).
+        lifetime = mode.karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
         node_pool = karpenter.node_pool(plan, mode.node_class_name(plan.name), window, class_ref=mode.NODE_CLASS_REF,
-                                        zones=mode.zone_values(plan.pool, cluster.details["location"]))
+                                        zones=mode.zone_values(plan.pool, cluster.details["location"]), lifetime=lifetime)
         kube.apply(node_pool, self.child(provider=cluster.kubernetes, depends_on=[node_class]))
         self.register_outputs({"nodeClass": mode.node_class_name(plan.name), "nodePool": karpenter.node_pool_name(plan)})
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, StackValidationArgs, StackValidationPolicy
 
 from gpupools.capacity.sources import RESERVED_NODES_KEY
+from gpupools.clouds.registry import MANAGED
 from gpupools.clouds.gcp import RESERVED_NODES_LABEL, UPGRADES_RESOURCE_LABEL
 from gpupools.policies._fleet import (AKS_AGENT_POOL, AKS_CLUSTER, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, KARPENTER_NODE_POOL,
-                                      _chart_name, is_gpu_pool)
+                                      _chart_name, is_gpu_pool, karpenter_target)
 from gpupools.policies._props import as_int, get, is_unknown, items
+from gpupools.upgrades.nodepool import DEFAULT_EXPIRE_AFTER, minutes_of
 from gpupools.upgrades.policy import UPGRADES_LABEL
 
 AKS_MAINTENANCE = "azure-native:containerservice:MaintenanceConfiguration"
@@ -48,11 +50,24 @@ def validate_training_upgrades(args: ResourceValidationArgs, report: ReportViola
         return
     spec = get(props, "spec", "template", "spec")
     expire = get(spec, "expireAfter")
-    if not is_unknown(expire) and expire != "Never":
+    grace = get(spec, "terminationGracePeriod")
+    # A mode whose Karpenter ends every node after a while and always drains under a grace period (EKS Auto Mode: 21
+    # days, 24h by default; clouds.aws_auto, karpenter_disruption): Never and an unset grace period are not to be had
+    # there, only a lifetime that fits.
+    mode = MANAGED.get(karpenter_target(props))
+    capped = getattr(mode, "MAX_NODE_LIFETIME_MINUTES", None)
+    if capped is not None:
+        if is_unknown(expire) or is_unknown(grace):
+            return
+        life, wait = minutes_of(str(expire or DEFAULT_EXPIRE_AFTER)), minutes_of(str(grace or mode.DEFAULT_GRACE))
+        if life is None or wait is None or life + wait > capped:
+            report(f"training NodePool {args.name!r} on {mode.AUTOSCALER_NAME}: expireAfter {expire or '720h (the default)'} plus "
+                   f"terminationGracePeriod {grace or mode.DEFAULT_GRACE} exceeds the {capped // 1440} days it gives a node, and it "
+                   f"refuses the NodePool", None)
+    elif not is_unknown(expire) and expire != "Never":
         report(f"training NodePool {args.name!r} expires its nodes after {expire or '720h (the default)'}: expiry ignores disruption "
                f"budgets and karpenter.sh/do-not-disrupt, so a job longer than that is killed; set expireAfter: Never", None)
-    grace = get(spec, "terminationGracePeriod")
-    if grace is not None and not is_unknown(grace):
+    if capped is None and grace is not None and not is_unknown(grace):
         report(f"training NodePool {args.name!r} sets terminationGracePeriod {grace}: a drifted node's running Job is deleted when it runs "
                f"out, karpenter.sh/do-not-disrupt or not; leave it unset", None)
     budgets = get(props, "spec", "disruption", "budgets")

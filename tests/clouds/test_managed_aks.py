@@ -163,3 +163,119 @@ def test_the_plan_names_aks_s_driver_or_the_operator_s():
     assert stack.target.driver_installer("gpu-operator", None) is None
     assert stack.target.capacity_lines(plan_pools(stack)[0].pool, "karpenter") == ["spot: NodePool capacity type spot",
                                                                                    "on-demand: NodePool capacity type on-demand"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Day two: the NodePool, not agent-pool upgrade settings, decides when NAP nodes go
+
+@pytest.fixture(scope="module")
+def day_two():
+    return plan_of(nap_config([{"name": "train", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2},
+                               {"name": "serve", "instanceType": "Standard_NC8as_T4_v3", "maxNodes": 4, "upgrades": "inference"}]))
+
+
+def node_pool_of(plan, name: str) -> dict:
+    return manifest(plan.get(NODE_POOL, f"nodepool-gpupools-{name}"))
+
+
+def nap_sources(window, cluster) -> str:
+    """The drift sources azure_nap.upgrade_lines names, taken from its own line for the same window and cluster."""
+    from gpupools.stack.config import Pool
+    from gpupools.upgrades.policy import pool_upgrade
+
+    pool = Pool.model_validate({"name": "x", "instanceType": "Standard_NC8as_T4_v3", "maxNodes": 1})
+    first = azure_nap.upgrade_lines(pool, pool_upgrade(pool), window, cluster, "karpenter")[0]
+    return first.removeprefix("training: ").split(" reach the nodes by drift")[0]
+
+
+def test_nap_node_pools_never_expire_and_keep_training_drift_in_the_window(day_two):
+    docs = (needs_reference() / "aks-docs" / "node-auto-provisioning-disruption.md").read_text()
+    assert "To confine NAP disruptions to a maintenance window, set `expireAfter: Never`" in docs
+    train, serve = node_pool_of(day_two, "train"), node_pool_of(day_two, "serve")
+    assert train["spec"]["template"]["spec"]["expireAfter"] == "Never" and "terminationGracePeriod" not in train["spec"]["template"]["spec"]
+    assert {"nodes": "0", "reasons": ["Drifted"], "schedule": "0 12 * * 6", "duration": "156h"} in train["spec"]["disruption"]["budgets"]
+    # Inference: no expiry at any hour either (NAP refreshes images by drift); its pods get their wait to leave.
+    assert serve["spec"]["template"]["spec"]["expireAfter"] == "Never" and serve["spec"]["template"]["spec"]["terminationGracePeriod"] == "30m"
+    assert serve["spec"]["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m",
+                                           "budgets": [{"nodes": "1", "reasons": ["Drifted"]}]}
+    jsonschema = pytest.importorskip("jsonschema")
+    for obj in (train, serve):  # the schema (its CEL rules use Kubernetes' own regex functions, which cel-python lacks)
+        jsonschema.validate(obj, crd_schema("karpenter.sh_nodepools.yaml", "v1"))
+
+
+def test_the_upgrade_lines_are_read_from_the_node_pool_and_speak_of_no_agent_pool(day_two, tmp_path):
+    from typer.testing import CliRunner
+
+    from conftest import write_stack
+    from gpupools.cli.main import app
+    from gpupools.upgrades import nodepool
+    from gpupools.upgrades.policy import upgrade_lines, window_of
+
+    config = nap_config([{"name": "train", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2},
+                         {"name": "serve", "instanceType": "Standard_NC8as_T4_v3", "maxNodes": 4, "upgrades": "inference"}])
+    stack = validate_stack(config)
+    window = window_of(stack)
+    sources = nap_sources(window, stack.cluster)
+    assert sources == ("new node images (NAP picks them up only Sat 00:00-12:00 UTC (12 h): aksManagedNodeOSUpgradeSchedule), Kubernetes "
+                       "patch upgrades (aksManagedAutoUpgradeSchedule) and NodePool or AKSNodeClass changes")
+    for pool in stack.pools:
+        assert upgrade_lines(stack, pool, "karpenter") == nodepool.node_pool_lines(node_pool_of(day_two, pool.name), window, sources), pool.name
+    train = node_pool_of(day_two, "train")
+    first, expiry, empty = nodepool.node_pool_lines(train, window, sources)
+    assert first.endswith("reach the nodes by drift only Sat 00:00-12:00 UTC (12 h), 1 node at a time; a node running a Job "
+                          "(karpenter.sh/do-not-disrupt) is not drifted until the Job ends (no terminationGracePeriod)")
+    assert expiry == "nodes never expire (expireAfter Never)"
+    assert empty == "an empty node goes after 10m (consolidateAfter); a node running pods is never consolidated (WhenEmpty)"
+    # Changing the object changes the lines.
+    changed = copy.deepcopy(train)
+    changed["spec"]["template"]["spec"]["terminationGracePeriod"] = "1h"
+    assert "drift may take a node running a Job too: it drains, and pods still running 1h later, the Job's included, are deleted " \
+           "(terminationGracePeriod)" in nodepool.node_pool_lines(changed, window, sources)[0]
+    changed["spec"]["template"]["spec"]["expireAfter"] = "720h"
+    assert nodepool.node_pool_lines(changed, window, sources)[1].startswith("every node expires 720h (30 days) after it starts (expireAfter), "
+                                                                           "at any hour")
+    changed["spec"]["disruption"]["budgets"] = [b for b in changed["spec"]["disruption"]["budgets"] if "schedule" not in b]
+    assert "reach the nodes by drift at any time, 1 node at a time" in nodepool.node_pool_lines(changed, window, sources)[0]
+    # The plan says it, and none of an agent pool's drain timeout or Quarantined nodes.
+    result = CliRunner().invoke(app, ["plan", "--config", str(write_stack(tmp_path, example(), "dev-azure-nap"))], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Quarantined" not in text and "drain timeout" not in text and "surges" not in text
+    assert "nodes never expire (expireAfter Never)" in text and "is not drifted until the Job ends (no terminationGracePeriod)" in text
+
+
+def test_an_existing_cluster_s_schedules_are_its_own():
+    from gpupools.stack.config import Cluster, MaintenanceWindow
+    from gpupools.upgrades.policy import Window
+
+    window = Window.of(MaintenanceWindow())
+    assert nap_sources(window, Cluster.model_validate({**NAP, "create": False})).startswith(
+        "new node images and Kubernetes upgrades (in the existing cluster's own schedules, not changed by gpupools)")
+
+
+def test_a_nap_wait_is_a_grace_period_not_an_agent_pool_drain_timeout():
+    from gpupools.stack.errors import ConfigError
+    from gpupools.upgrades.policy import window_of
+
+    pools = [{"name": "serve", "instanceType": "Standard_NC8as_T4_v3", "maxNodes": 2, "upgrades": {"kind": "inference", "waitForJobs": "48h"}}]
+    stack = validate_stack(nap_config(pools))
+    assert azure_nap.karpenter_disruption(stack.pools[0], window_of(stack))["terminationGracePeriod"] == "2880m"
+    with pytest.raises(ConfigError) as caught:  # an agent pool's drain timeout stops at 24 hours
+        validate_stack(stack_config("azure", pools=pools))
+    assert any(p.path == "pools[0].upgrades.waitForJobs" and "drain timeout" in p.message for p in caught.value.problems)
+
+
+def test_the_repair_line_says_what_deleting_a_node_does_to_a_job_from_the_node_pool(day_two):
+    from gpupools.health.repair import pool_repair
+    from gpupools.upgrades import nodepool
+
+    stack = validate_stack(nap_config([{"name": "train", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2},
+                                       {"name": "serve", "instanceType": "Standard_NC8as_T4_v3", "maxNodes": 4, "upgrades": "inference"}]))
+    train, serve = plan_pools(stack)
+    for plan in (train, serve):
+        then = pool_repair(stack, plan, "karpenter").then
+        assert then.endswith("a node deleted to replace it (kubectl delete node): " + nodepool.deleted_node_line(node_pool_of(day_two, plan.name)))
+    assert pool_repair(stack, train, "karpenter").then.endswith("it drains, and waits for a running Job (karpenter.sh/do-not-disrupt) to end "
+                                                                "(no terminationGracePeriod)")
+    assert pool_repair(stack, serve, "karpenter").then.endswith("it drains, and pods still running 30 min later, a Job's included, are deleted "
+                                                                "(terminationGracePeriod)")

@@ -111,6 +111,65 @@ def test_two_windows_leave_two_closed_stretches_and_a_window_may_run_past_sunday
     assert aws.duration(90) == "1h30m" and aws.duration(45) == "45m"
 
 
+@pytest.mark.parametrize("days, start, hours", [(["sat"], "00:00", 12), (["sat", "sun"], "02:00", 6), (["sun"], "20:00", 8),
+                                                  (["mon", "wed", "fri"], "22:30", 5),
+                                                  (["mon", "tue", "wed", "thu", "fri", "sat", "sun"], "00:00", 24)])
+def test_the_budgets_written_for_a_window_read_back_as_that_window(days, start, hours):
+    """What a NodePool's budgets say is read back to the same window (upgrades.nodepool), whatever wraps past midnight or
+    Sunday; a budget moved by an hour no longer reads as the window."""
+    from gpupools.upgrades import nodepool
+
+    w = window(days=days, start=start, hours=hours)
+    budgets = nodepool.drift_budgets(pool_upgrade(pool()), w)
+    obj = {"spec": {"disruption": {"budgets": budgets}}}
+    assert nodepool.drift_when(obj, w) == (f"only {w.text}, 1 node at a time" if w.closed_spans() else "at any time, 1 node at a time")
+    if w.closed_spans():
+        start = w.closed_spans()[0][0]
+        moved = [{**budgets[0], "schedule": nodepool.cron(start + 60)}, *budgets[1:]]
+        assert nodepool.drift_when({"spec": {"disruption": {"budgets": moved}}}, w).startswith("outside the NodePool's scheduled budgets")
+    assert [nodepool.cron(s) for s, _ in w.closed_spans()] == [aws.cron(s) for s, _ in w.closed_spans()]
+
+
+def test_a_node_pool_s_durations_and_budgets_read_as_karpenter_takes_them():
+    from gpupools.upgrades import nodepool
+
+    assert [nodepool.minutes_of(t) for t in ("480h", "24h0m0s", "90m", "1h30m", "59s", "Never", "", "12x")] == [28800, 1440, 90, 90, 0, None, None, None]
+    assert [nodepool.hours_text(m) for m in (28800, 1440, 30, 90, 2880)] == ["480h (20 days)", "24h", "30 min", "90 min", "48h (2 days)"]
+    at_once = lambda budgets: nodepool.drift_when({"spec": {"disruption": {"budgets": budgets}}}, window())
+    assert at_once([]) == "at any time, 10% of the nodes at a time"  # Karpenter's default budget
+    assert at_once([{"nodes": "3"}, {"nodes": "2", "reasons": ["Drifted"]}, {"nodes": "1", "reasons": ["Empty"]}]) == "at any time, 2 nodes at a time"
+    assert at_once([{"nodes": "20%"}, {"nodes": "5%", "reasons": ["Drifted", "Empty"]}]) == "at any time, 5% of the nodes at a time"
+    assert at_once([{"nodes": "1", "reasons": ["Empty"]}]) == "at any time, any number of nodes at a time"
+    assert at_once([{"nodes": "0", "schedule": "0 0 * * 1", "duration": "168h"}, {"nodes": "1"}]) == "never (a budget of 0 nodes holds all week)"
+    assert at_once([{"nodes": "0", "schedule": "@daily", "duration": "1h"}, {"nodes": "1"}]).startswith("outside the NodePool's scheduled budgets")
+
+
+def test_a_node_pool_s_lifetime_grace_and_consolidation_read_as_karpenter_takes_them():
+    from gpupools.upgrades import nodepool
+
+    def lines(template: dict, disruption: dict | None = None, **cloud) -> list[str]:
+        obj = {"metadata": {"name": "gpupools-p", "labels": {"gpupools.io/upgrades": "training"}},
+               "spec": {"template": {"spec": template}, "disruption": disruption or {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "10m"}}}
+        return nodepool.node_pool_lines(obj, window(), "changes", **cloud)
+
+    # Karpenter's default lifetime, and no grace period: an expiring node with a Job on it drains until the Job ends.
+    assert lines({})[1] == ("every node expires 720h (30 days) after it starts (expireAfter), at any hour: expiry ignores the budgets and "
+                            "karpenter.sh/do-not-disrupt and starts no replacement first; a node running a Job stays draining until the Job ends")
+    # The cloud's default grace period and lifetime cap are said only where the cloud has them.
+    capped = lines({"expireAfter": "480h"}, default_grace="24h", lifetime_cap="the cap")
+    assert capped[1].endswith("a running Job gets 24h to finish (the cap)") and "the cloud's default" in capped[0]
+    assert "(the cap)" not in lines({"expireAfter": "480h"})[1]
+    assert lines({"expireAfter": "Never"}, {"consolidateAfter": "Never", "consolidationPolicy": "WhenEmpty"})[2] == \
+        "empty nodes are kept (consolidateAfter Never); a node running pods is never consolidated (WhenEmpty)"
+    assert lines({"expireAfter": "Never"}, {"consolidateAfter": "30s"})[2].startswith(
+        "an empty node goes after 30s (consolidateAfter); underused nodes are consolidated too (WhenEmptyOrUnderutilized)")
+    assert nodepool.repair_threshold({"spec": {"limits": {"nodes": "5"}}}) == (5, 1)
+    assert nodepool.repair_threshold({"spec": {"limits": {"nodes": "6"}}}) == (6, 2)
+    assert nodepool.repair_threshold({"spec": {}}) is None
+    assert nodepool.repair_line({"metadata": {"name": "np"}, "spec": {}}, "Repair") == (
+        "Repair deletes the node at once, without draining it: a running Job's pods are killed, no terminationGracePeriod applies")
+
+
 def test_open_hours_in_the_least_open_32_days():
     assert window().min_hours_in(32) == 48
     assert window(hours=6).min_hours_in(32) == 24
