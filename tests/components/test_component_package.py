@@ -632,11 +632,11 @@ def plugin_and_engine(config: dict):
         with grpc.insecure_channel(f"127.0.0.1:{plugin_port}") as channel:
             stub = provider_pb2_grpc.ResourceProviderStub(channel)
 
-            def call(component: str, inputs: dict, name: str = "gpu"):
+            def call(component: str, inputs: dict | struct_pb2.Struct, name: str = "gpu"):
+                struct = inputs if isinstance(inputs, struct_pb2.Struct) else json_format.ParseDict(inputs, struct_pb2.Struct())
                 request = provider_pb2.ConstructRequest(
                     project="gpupools", stack="test", organization="organization", config=to_pulumi_values(config), dryRun=True,
-                    monitorEndpoint=f"127.0.0.1:{port}", type=f"gpupools:index:{component}", name=name,
-                    inputs=json_format.ParseDict(inputs, struct_pb2.Struct()))
+                    monitorEndpoint=f"127.0.0.1:{port}", type=f"gpupools:index:{component}", name=name, inputs=struct)
                 return stub.Construct(request, timeout=120), plan
 
             yield stub, call, engine.logs
