@@ -167,8 +167,9 @@ class TeamQueues(Component):
 
     def __init__(self, name: str, args: TeamQueuesArgs, opts: pulumi.ResourceOptions | None = None):
         config, secret = stack_inputs(args, TeamQueuesArgs)
-        if config.get("teams") == []:
-            raise ConfigError([Problem("teams", f"at least one team is required (a {self.TYPE} without teams deploys nothing)")])
+        if config.get("teams") in (None, []):  # the provider refuses a missing one; a program in Python may leave it out
+            raise ConfigError([Problem("teams", "required, but missing" if config.get("teams") is None else
+                                                f"at least one team is required (a {self.TYPE} without teams deploys nothing)")])
         stack = on_existing_cluster(config, secret, self.TYPE)
         super().__init__(name, opts)
         cluster = platform.cloud_components(stack.cloud).build_cluster(stack, self.child())

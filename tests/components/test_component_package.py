@@ -205,8 +205,10 @@ OPTIONAL_HERE = {"instanceType"}
 
 @pytest.mark.parametrize("args, model", MIRRORS, ids=lambda c: c.__name__)
 def test_the_arguments_mirror_the_stack_file_keys(args, model):
-    keys = {camel_case(k) for k in typing.get_type_hints(args)}
-    stack_keys = {f.alias or n for n, f in model.model_fields.items() if n != "providers"}
+    """In the same order too: a key neither has is refused with the list of the others, by the provider before the
+    component is built or by the stack file's validation, and both lists read the same."""
+    keys = [camel_case(k) for k in typing.get_type_hints(args)]
+    stack_keys = [f.alias or n for n, f in model.model_fields.items() if n != "providers"]
     assert keys == stack_keys
     required = {camel_case(k) for k in args.__required_keys__}
     assert required == {f.alias or n for n, f in model.model_fields.items() if f.is_required()} - OPTIONAL_HERE
@@ -475,6 +477,19 @@ def test_what_is_not_an_integer_is_refused_where_an_integer_belongs(value, line)
     lines = refusal("GpuPool", pool_inputs(maxNodes=value), AWS)
     assert lines == [line]
     assert TOKEN not in "\n".join(lines)
+
+
+def test_a_key_given_twice_is_refused_as_the_stack_file_refuses_it():
+    """By the schema's name and by its Python name, which the stack file's models also take (pydantic's
+    populate_by_name): one of the two would be left unread."""
+    alone = {"name": "infer", "instanceType": "g5.2xlarge", "max_nodes": 3}
+    plan = construct("GpuPool", {"cloud": "aws", "cluster": {"name": "prod"}, "pool": alone}, AWS)
+    assert plan.get("aws:eks/nodeGroup:NodeGroup", "infer").inputs["scalingConfig"]["maxSize"] == 3
+    for pool in ({**POOL, "max_nodes": 3}, {"max_nodes": 3, **POOL}):
+        inputs = {"cloud": "aws", "cluster": {"name": "prod"}, "pool": pool}
+        lines = refusal("GpuPool", inputs, AWS)
+        assert lines == [text.replace("pools[0]", "pool") for text in stack_errors(as_pool_stack(pool))]
+        assert lines[0].startswith("error: pool.max_nodes: unknown key 'max_nodes'; allowed keys: name, instanceTypes, instanceType, ")
 
 
 def test_the_same_integer_as_a_number_is_taken():
