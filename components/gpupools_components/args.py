@@ -106,10 +106,10 @@ class Pool(TypedDict):
 
     name: str
     """Pool name: a DNS label, unique in the stack, not system."""
-    instance_type: NotRequired[str]
-    """AWS instance type, Azure VM size, GCP machine type or Gcore flavor from gpupools' catalog; required unless instanceTypes."""
     instance_types: NotRequired[list[str]]
     """EKS only, instead of instanceType: 2-20 instance types of one GPU model the pool's nodes may be."""
+    instance_type: NotRequired[str]
+    """AWS instance type, Azure VM size, GCP machine type or Gcore flavor from gpupools' catalog; required unless instanceTypes."""
     gpu: NotRequired[str]
     """gcp N1 only (required there): the accelerator, nvidia-tesla-t4, nvidia-tesla-v100 or nvidia-tesla-p100."""
     gpu_count: NotRequired[int]

@@ -9,8 +9,13 @@ raised by `construct` itself is answered as INVALID_ARGUMENT with its message al
 one-line errors, one per problem, nothing else. No property paths go with them (an empty list of them): the engine prints the value at
 each path it is given (pkg/resource/deploy/source_eval.go `errorToMessage`), and a value in the wrong place may be
 a credential.
+
+The inputs reach a component through `map_inputs` (component.py `construct`, before the constructor and outside its
+`try`), which this provider does itself (inputs.py `provider_inputs` says what Pulumi's mapping loses); the problems
+found there leave the same way.
 """
 
+import inspect
 from importlib.metadata import PackageNotFoundError, version
 
 from pulumi.errors import InputPropertiesError
@@ -19,6 +24,7 @@ from pulumi.provider.server import ComponentInitError
 
 from gpupools.stack.errors import ConfigError
 
+from gpupools_components.inputs import provider_inputs
 from gpupools_components.resources import COMPONENTS
 
 NAME = "gpupools"
@@ -32,15 +38,26 @@ def package_version() -> str:
 
 
 class GpuPoolsProvider(ComponentProvider):
+    def __init__(self, components, name, version):
+        super().__init__(components, name, version=version)
+        # Each component's argument class, found as the analyzer finds it (analyzer.py `analyze_component`).
+        self._arguments = {c.__name__: inspect.get_annotations(c.__init__)["args"] for c in components}
+
+    def map_inputs(self, inputs, component_def):
+        return provider_inputs(inputs, self._arguments[component_def.name])
+
     def construct(self, name, resource_type, inputs, options=None):
         try:
             return super().construct(name, resource_type, inputs, options)
+        except ConfigError as exc:  # from map_inputs
+            problems = exc
         except ComponentInitError as exc:
-            if isinstance(exc.inner, ConfigError):
-                # An empty list, not None: without property errors the servicer builds a status with no trailing
-                # metadata, which grpc's abort_with_status then fails on (server.py `create_grpc_invalid_properties_status`).
-                raise InputPropertiesError(f"invalid inputs of {resource_type} {name}:\n{exc.inner}", []) from None
-            raise
+            if not isinstance(exc.inner, ConfigError):
+                raise
+            problems = exc.inner
+        # An empty list, not None: without property errors the servicer builds a status with no trailing metadata,
+        # which grpc's abort_with_status then fails on (server.py `create_grpc_invalid_properties_status`).
+        raise InputPropertiesError(f"invalid inputs of {resource_type} {name}:\n{problems}", []) from None
 
 
 def provider() -> GpuPoolsProvider:

@@ -30,7 +30,7 @@ from gpupools.stack.errors import ConfigError, Problem
 
 from gpupools_components.args import (Cluster, GpuPlatformArgs, GpuSoftware, Health, MonitoringSettings, Pool, Sharing,
                                       Team)
-from gpupools_components.inputs import validated
+from gpupools_components.inputs import stack_inputs, validate, validated
 
 # Who adds nodes is the cluster's business, installed once per cluster (GpuPlatform does it); a pool added on its own
 # can name the autoscaler that runs there but not ask for one its NodePool would need installed with it.
@@ -65,16 +65,17 @@ class GpuPlatform(platform.GpuPlatform):
         self.landing_verdicts = self.verdicts
 
 
-def on_existing_cluster(inputs: dict, args: type, component: str, fixed: dict[str, Any] | None = None) -> StackConfig:
-    """Validate the inputs of a component that joins a running cluster: `cluster.create` is false unless given, and
-    true is refused, since a new cluster comes with everything GpuPlatform builds."""
-    cluster = inputs.get("cluster")
+def on_existing_cluster(config: dict[str, Any], secret: set[str], component: str, fixed: dict[str, Any] | None = None) -> StackConfig:
+    """Validate the inputs of a component that joins a running cluster (as `stack_inputs` gives them): `cluster.create`
+    is false unless given, and true is refused, since a new cluster comes with everything GpuPlatform builds. Any
+    other value of it is left for validation to refuse."""
+    cluster = config.get("cluster")
     if isinstance(cluster, dict) and cluster.get("create") is True:
         raise ConfigError([Problem("cluster.create", f"a {component} joins a cluster that runs already (create: false, the default here); "
                                                      f"GpuPlatform creates a cluster with its pools")])
-    if isinstance(cluster, dict):
-        inputs = {**inputs, "cluster": {**cluster, "create": False}}
-    return validated(inputs, args, fixed or {})
+    if isinstance(cluster, dict) and "create" not in cluster:
+        config = {**config, "cluster": {**cluster, "create": False}}
+    return validate(config, secret, fixed or {})
 
 
 class GpuPoolArgs(TypedDict):
@@ -109,15 +110,17 @@ class GpuPool(Component):
     """GPU, resource, units per node and at maxNodes, sharing."""
 
     def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None):
-        inputs = {key: value for key, value in dict(args).items() if key != "pool"}
-        inputs["pools"] = [args["pool"]] if "pool" in args else []
-        if args.get("autoscaler") == KARPENTER:
+        config, secret = stack_inputs(args, GpuPoolArgs)
+        if config.get("autoscaler") == KARPENTER:
             raise ConfigError([Problem("autoscaler", "a GpuPool joins the cluster's running autoscaler: cluster-autoscaler or none; "
                                                      "Karpenter pools come with GpuPlatform, which installs Karpenter")])
+        if "pool" in config:  # the stack's one pool
+            config["pools"] = [config.pop("pool")]
+            secret = {"pools" if key == "pool" else key for key in secret}
         try:
-            stack = on_existing_cluster(inputs, _PoolStack, self.TYPE, {"monitoring": {"enabled": False}})
+            stack = on_existing_cluster(config, secret, self.TYPE, {"monitoring": {"enabled": False}})
         except ConfigError as exc:  # the stack's one pool is this component's `pool`
-            raise ConfigError([replace(p, path=re.sub(r"^pools\[0\]", "pool", p.path)) for p in exc.problems]) from None
+            raise ConfigError([replace(p, path=re.sub(r"^pools(\[0\])?(?=$|[.\[])", "pool", p.path)) for p in exc.problems]) from None
         super().__init__(name, opts)
         module = platform.cloud_components(stack.cloud)
         cluster = module.build_cluster(stack, self.child())
@@ -126,12 +129,6 @@ class GpuPool(Component):
         self.cluster_name = cluster.name
         self.pool_details = platform.pool_capacity(plan)
         self.register_outputs({"clusterName": cluster.name, "poolDetails": self.pool_details})
-
-
-class _PoolStack(GpuPoolArgs):
-    """GpuPool's inputs with its pool as the stack's one pool (the shape `validated` maps back to stack keys)."""
-
-    pools: list[Pool]
 
 
 class TeamQueuesArgs(TypedDict):
@@ -169,13 +166,17 @@ class TeamQueues(Component):
     """Per team: namespace, queue, priority, quota per pool, borrowing and lending."""
 
     def __init__(self, name: str, args: TeamQueuesArgs, opts: pulumi.ResourceOptions | None = None):
-        stack = on_existing_cluster(dict(args), TeamQueuesArgs, self.TYPE)
+        config, secret = stack_inputs(args, TeamQueuesArgs)
+        if config.get("teams") in (None, []):  # the provider refuses a missing one; a program in Python may leave it out
+            raise ConfigError([Problem("teams", "required, but missing" if config.get("teams") is None else
+                                                f"at least one team is required (a {self.TYPE} without teams deploys nothing)")])
+        stack = on_existing_cluster(config, secret, self.TYPE)
         super().__init__(name, opts)
         cluster = platform.cloud_components(stack.cloud).build_cluster(stack, self.child())
         plans = plan_pools(stack)
         quotas = quota_plan(stack, plans, monitoring.service_monitor_labels(stack),
                             resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
-        assert quotas is not None  # teams are required
+        assert quotas is not None  # teams are required, and there is one
         TeamQuotas("team-quotas", quotas, cluster.kubernetes, [], self.child())
         self.engine = quotas.engine
         self.namespaces = [obj["metadata"]["name"] for obj in quotas.objects if obj["kind"] == "Namespace"]
@@ -216,7 +217,7 @@ class Monitoring(Component):
     """Grafana's admin password, where Grafana is installed (a secret)."""
 
     def __init__(self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None):
-        stack = on_existing_cluster(dict(args), MonitoringArgs, self.TYPE)
+        stack = on_existing_cluster(*stack_inputs(args, MonitoringArgs), self.TYPE)
         plan = monitoring.monitoring_plan(stack, plan_pools(stack))
         if plan is None:
             raise ConfigError([Problem("monitoring.enabled", "false leaves a Monitoring component nothing to deploy; leave it out or true")])

@@ -40,6 +40,7 @@ PACKAGE = ROOT / "components"
 SCHEMA = PACKAGE / "schema.json"
 SECRET_SIG = {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270"}
 OUTPUT_SIG = {"4dabf18193072939515e22adb298388d": "d0e6a833031e9bbcd3f4e8bde6ca49a4"}
+RESOURCE_SIG = {"4dabf18193072939515e22adb298388d": "5cf8f73096256a8f31e491e813e4eb8e"}
 WEBHOOK = "https://hooks.slack.com/services/T000/B000/XXXX"
 
 
@@ -204,8 +205,10 @@ OPTIONAL_HERE = {"instanceType"}
 
 @pytest.mark.parametrize("args, model", MIRRORS, ids=lambda c: c.__name__)
 def test_the_arguments_mirror_the_stack_file_keys(args, model):
-    keys = {camel_case(k) for k in typing.get_type_hints(args)}
-    stack_keys = {f.alias or n for n, f in model.model_fields.items() if n != "providers"}
+    """In the same order too: a key neither has is refused with the list of the others, by the provider before the
+    component is built or by the stack file's validation, and both lists read the same."""
+    keys = [camel_case(k) for k in typing.get_type_hints(args)]
+    stack_keys = [f.alias or n for n, f in model.model_fields.items() if n != "providers"]
     assert keys == stack_keys
     required = {camel_case(k) for k in args.__required_keys__}
     assert required == {f.alias or n for n, f in model.model_fields.items() if f.is_required()} - OPTIONAL_HERE
@@ -410,6 +413,152 @@ def test_a_plaintext_smtp_password_is_told_to_come_as_a_secret_output():
     assert "hunter2" not in "\n".join(lines)
 
 
+# What other languages send that a stack file cannot hold: each refused as the stack file refuses the same shape, in
+# one line naming the field, with no value shown that could be a credential.
+TOKEN = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"  # the form of a GitHub token, pasted where it does not belong
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's unknown value (pulumi/runtime/rpc.py UNKNOWN)
+POOL = {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}
+AWS = {"aws:region": "eu-central-1"}
+UNKNOWN_LINE = ("is known only after deployment (an output of a resource not created yet); gpupools plans pools, quotas and "
+                "software from its inputs, so give a value known at preview")
+
+
+def pool_inputs(**change) -> dict:
+    return {"cloud": "aws", "cluster": {"name": "prod"}, "pool": {**POOL, **change}}
+
+
+def as_pool_stack(pool: dict, cluster: dict | None = None) -> dict:
+    """The stack file a GpuPool's inputs stand for: its pool as the one pool, on a cluster that runs already."""
+    return {**stack_config("aws", pools=[pool]), "gpupools:cluster": cluster or {"name": "prod", "create": False}}
+
+
+@pytest.mark.parametrize("change, line", [
+    ({"sharing": ["x"]}, "error: pool.sharing: expected a mapping, got a list of 1 item"),
+    ({"sharing": TOKEN}, "error: pool.sharing: expected a mapping, got a string of 40 characters"),
+    ({"labels": ["team"]}, "error: pool.labels: expected a mapping, got a list of 1 item"),
+    ({"sharing": {"mode": "mig", "migLayout": "x"}}, "error: pool.sharing.migLayout: expected a list, got a string of 1 character"),
+    ({"spott": True}, "error: pool.spott: unknown key 'spott'; allowed keys: name, instanceTypes, instanceType, gpu, gpuCount, minNodes, "
+                      "maxNodes, spot, diskSizeGb, os, labels, sharing, zones, capacity, fabric, topologyLevel, autoRepair, upgrades, "
+                      "placement, provisioning"),
+], ids=["list-for-mapping", "token-for-mapping", "list-for-labels", "string-for-list", "unknown-key"])
+def test_a_wrong_nested_input_is_refused_as_the_stack_file_refuses_it(change, line):
+    """Pulumi's own mapping of inputs (component.py `map_input_properties`) makes a mapping of anything that is not one
+    and drops keys the schema lacks: the pool was built with whole GPUs."""
+    lines = refusal("GpuPool", pool_inputs(**change), AWS)
+    assert lines == [line]
+    assert lines == [text.replace("pools[0]", "pool") for text in stack_errors(as_pool_stack({**POOL, **change}))]
+    assert TOKEN not in "\n".join(lines)
+
+
+@pytest.mark.parametrize("inputs, line", [
+    ({**pool_inputs(), "cluster": "prod"}, "error: cluster: expected a mapping, got a string of 4 characters"),
+    ({**pool_inputs(), "cluster": UNKNOWN}, f"error: cluster: {UNKNOWN_LINE}"),
+    ({**pool_inputs(), "cluster": {"name": "prod", "create": "yes"}}, "error: cluster.create: input should be a valid boolean (got 'yes')"),
+    ({"cloud": "aws", "cluster": {"name": "prod"}}, "error: pool: required, but missing"),
+    ({**pool_inputs(), "teams": [{"name": "research", "gpus": 2}]},
+     "error: teams: unknown key 'teams'; allowed keys: cloud, cluster, pool, sharing, gpuSoftware, autoscaler, health"),
+], ids=["string-for-cluster", "unknown-cluster", "string-for-create", "no-pool", "input-of-another-component"])
+def test_a_wrong_component_input_is_refused_in_one_line(inputs, line):
+    assert refusal("GpuPool", inputs, AWS) == [line]
+
+
+@pytest.mark.parametrize("value, line", [
+    ([1], "error: pool.maxNodes: input should be a valid integer (got a list of 1 item)"),
+    (TOKEN, "error: pool.maxNodes: input should be a valid integer (got a string of 40 characters)"),
+    (True, "error: pool.maxNodes: input should be a valid integer (got true)"),
+    (2.5, "error: pool.maxNodes: input should be a valid integer (got 2.5)"),
+    (UNKNOWN, f"error: pool.maxNodes: {UNKNOWN_LINE}"),
+    (OUTPUT_SIG, f"error: pool.maxNodes: {UNKNOWN_LINE}"),
+    ({**SECRET_SIG, "value": TOKEN}, "error: pool.maxNodes: input should be a valid integer (got a string of 40 characters)"),
+], ids=["list", "token", "boolean", "fraction", "unknown", "unknown-output", "secret-token"])
+def test_what_is_not_an_integer_is_refused_where_an_integer_belongs(value, line):
+    """Pulumi's mapping calls int() on an integer input: a list or an unknown value ended in a TypeError's traceback,
+    and a string in its message quoting the string."""
+    lines = refusal("GpuPool", pool_inputs(maxNodes=value), AWS)
+    assert lines == [line]
+    assert TOKEN not in "\n".join(lines)
+
+
+def test_a_key_given_twice_is_refused_as_the_stack_file_refuses_it():
+    """By the schema's name and by its Python name, which the stack file's models also take (pydantic's
+    populate_by_name): one of the two would be left unread."""
+    alone = {"name": "infer", "instanceType": "g5.2xlarge", "max_nodes": 3}
+    plan = construct("GpuPool", {"cloud": "aws", "cluster": {"name": "prod"}, "pool": alone}, AWS)
+    assert plan.get("aws:eks/nodeGroup:NodeGroup", "infer").inputs["scalingConfig"]["maxSize"] == 3
+    for pool in ({**POOL, "max_nodes": 3}, {"max_nodes": 3, **POOL}):
+        inputs = {"cloud": "aws", "cluster": {"name": "prod"}, "pool": pool}
+        lines = refusal("GpuPool", inputs, AWS)
+        assert lines == [text.replace("pools[0]", "pool") for text in stack_errors(as_pool_stack(pool))]
+        assert lines[0].startswith("error: pool.max_nodes: unknown key 'max_nodes'; allowed keys: name, instanceTypes, instanceType, ")
+
+
+def test_the_same_integer_as_a_number_is_taken():
+    plan = construct("GpuPool", pool_inputs(maxNodes=3.0), AWS)
+    assert plan.get("aws:eks/nodeGroup:NodeGroup", "infer").inputs["scalingConfig"]["maxSize"] == 3
+
+
+@pytest.mark.parametrize("cluster", [{"name": {**SECRET_SIG, "value": "prod"}}, {**SECRET_SIG, "value": {"name": "prod"}},
+                                     {"name": {**OUTPUT_SIG, "value": "prod", "secret": True}}],
+                         ids=["secret-name", "secret-cluster", "secret-output-name"])
+def test_a_mapping_holding_a_secret_is_taken(cluster):
+    """The engine marks the whole mapping secret when anything in it is (rpc.py `deserialize_property`); Pulumi's
+    mapping took that Output for no mapping at all and refused the cluster's name as missing."""
+    plan = construct("GpuPool", {**pool_inputs(), "cluster": cluster}, AWS)
+    assert plan.get("aws:eks/nodeGroup:NodeGroup", "infer").inputs["clusterName"] == "prod"
+
+
+def monitoring_inputs(monitoring: dict) -> dict:
+    return {"cloud": "aws", "cluster": {"name": "prod"}, "pools": [POOL], "monitoring": monitoring}
+
+
+def test_monitoring_settings_beside_a_secret_password_are_kept():
+    """A secret SMTP password made all of `monitoring` one secret Output, which Pulumi's mapping dropped: Grafana was
+    installed although the settings said no."""
+    smtp = {"smarthost": "smtp.example.com:587", "from": "gpus@example.com", "password": {**SECRET_SIG, "value": "hunter2hunter2"}}
+    releases = {}
+    for settings in ({"grafana": False, "smtp": smtp}, {"grafana": True, "smtp": smtp}):
+        plan = construct("Monitoring", monitoring_inputs(settings), AWS)
+        (stack,) = [r for r in plan.of_type("kubernetes:helm.sh/v3:Release") if r.name == "kube-prometheus-stack"]
+        releases[settings["grafana"]] = stack.inputs["values"]["grafana"]["enabled"]
+        assert "hunter2hunter2" not in json.dumps([r.inputs for r in plan.resources])
+    assert releases == {False: False, True: True}
+
+
+def test_team_queues_without_teams_is_refused_in_one_line():
+    inputs = {"cloud": "aws", "cluster": {"name": "prod"}, "pools": [POOL]}
+    assert refusal("TeamQueues", {**inputs, "teams": []}, AWS) == ["error: teams: at least one team is required (a TeamQueues without teams deploys nothing)"]
+    assert refusal("TeamQueues", inputs, AWS) == ["error: teams: required, but missing"]
+
+
+class ExternalModule(pulumi.runtime.ResourceModule):
+    """A resource module as another package's SDK registers it, so that a reference to its resources arrives as the
+    resource itself (rpc.py `deserialize_resource`), not as its id or URN."""
+
+    def version(self):
+        return None
+
+    def construct(self, name, typ, urn):
+        return pulumi.resource.DependencyResource(urn)
+
+
+@pytest.mark.parametrize("value, what", [
+    ({**RESOURCE_SIG, "urn": "urn:pulumi:test::p::ext:index:Cluster::c"}, "a resource reference"),
+    ({"4dabf18193072939515e22adb298388d": "c44067f5952c0a294b673a41bacd8c17", "text": TOKEN}, "an asset or archive"),
+], ids=["resource", "asset"])
+def test_a_resource_or_asset_where_a_plain_value_belongs_is_refused(value, what, monkeypatch):
+    monkeypatch.setitem(pulumi.runtime.rpc._RESOURCE_MODULES, "ext:index", [ExternalModule()])
+    lines = refusal("GpuPool", pool_inputs(labels={"team": value}), AWS)
+    assert lines == [f"error: pool.labels.team: expected a plain value (text, a number, true or false, a list or a mapping), got {what}"]
+
+
+def test_a_reference_to_a_resource_of_no_known_package_is_its_id():
+    """What Pulumi's Python SDK makes of a reference it cannot construct: the resource's id (rpc.py
+    `deserialize_resource`), here a name the cluster takes."""
+    name = {**RESOURCE_SIG, "urn": "urn:pulumi:test::p::aws:eks/cluster:Cluster::c", "id": "prod"}
+    plan = construct("GpuPool", {**pool_inputs(), "cluster": {"name": name}}, AWS)
+    assert plan.get("aws:eks/nodeGroup:NodeGroup", "infer").inputs["clusterName"] == "prod"
+
+
 def test_a_value_known_only_after_deployment_is_refused():
     inputs = {"cloud": "aws", "cluster": {"name": {**OUTPUT_SIG, "dependencies": ["urn:pulumi:test::p::aws:eks/cluster:Cluster::c"]}},
               "pool": {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}}
@@ -498,11 +647,11 @@ def plugin_and_engine(config: dict):
         with grpc.insecure_channel(f"127.0.0.1:{plugin_port}") as channel:
             stub = provider_pb2_grpc.ResourceProviderStub(channel)
 
-            def call(component: str, inputs: dict, name: str = "gpu"):
+            def call(component: str, inputs: dict | struct_pb2.Struct, name: str = "gpu"):
+                struct = inputs if isinstance(inputs, struct_pb2.Struct) else json_format.ParseDict(inputs, struct_pb2.Struct())
                 request = provider_pb2.ConstructRequest(
                     project="gpupools", stack="test", organization="organization", config=to_pulumi_values(config), dryRun=True,
-                    monitorEndpoint=f"127.0.0.1:{port}", type=f"gpupools:index:{component}", name=name,
-                    inputs=json_format.ParseDict(inputs, struct_pb2.Struct()))
+                    monitorEndpoint=f"127.0.0.1:{port}", type=f"gpupools:index:{component}", name=name, inputs=struct)
                 return stub.Construct(request, timeout=120), plan
 
             yield stub, call, engine.logs
