@@ -2,14 +2,16 @@
 
 Two steps. `provider_inputs` takes the place of Pulumi's own mapping of inputs to a component's argument class
 (pulumi/provider/experimental/component.py, pulumi 3.272: `ComponentProvider.construct` calls `map_inputs`, which
-`map_input_properties` implements), which fits for typed programs and loses what other languages can send: a
-nested input that is not a mapping, or that is an Output (a secret anywhere in a mapping makes the whole mapping one,
-rpc.py `deserialize_property`), becomes an empty mapping; a list item that is not a mapping too; a key the schema
-lacks is dropped; an integer input goes through `int()`, whose TypeError on a list or an unknown value leaves the
-provider as a traceback and whose ValueError message quotes the value. Here every value stays as it was sent (with
-only the argument names mapped), so gpupools' own validation sees the shape another language sent and refuses it
-with the stack file's one-line error; what a stack file cannot hold (a value known only after deployment, a
-resource, an asset) is refused the same way, before it.
+`map_input_properties` implements), which fits typed programs and loses what other languages can send: a nested
+input that is not a mapping, or that is an Output (a secret anywhere in a mapping makes the whole mapping one,
+pulumi/runtime/rpc.py `deserialize_property`), becomes an empty mapping (line 214, `input_val if isinstance(input_val,
+dict) else {}`), and so does a list item that is not one (lines 229-243); a key the schema lacks is dropped (only the
+schema's properties are read, lines 156-158); an integer input goes through `int()` (lines 276-285), whose TypeError on a
+list or an unknown value leaves the provider as a traceback and whose ValueError message quotes the value (the
+result is then overwritten with the value as sent, line 287, so a fraction was never cut to an integer). Here every
+value stays as it was sent, with only the argument names mapped, so gpupools' own validation sees the shape another
+language sent and refuses it with the stack file's one-line error; what a stack file cannot hold (a value known only
+after deployment, a resource, an asset) is refused in the same form, before it.
 
 `stack_inputs` and `validate` then turn the argument names back into the stack file's keys and validate them as the
 stack file `gpupools:<key>: <value>` (gpupools.validation.stack), so the answer is the stack file's, paths spelled as
