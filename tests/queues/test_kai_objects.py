@@ -6,6 +6,8 @@ ServiceMonitors that scrape KAI, and the fraction pools' teams the platform comp
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import plan_of, stack_config
@@ -253,3 +255,16 @@ def test_a_department_within_its_limit_and_over_it(stack):
     assert short == ["departments[0].gpus: 8 is less than its teams' quotas add up to (9); a department's quota is what its teams "
                      "are guaranteed together: raise gpus or lower the teams'"]
     validate_stack(config(departments=[{**DEPARTMENTS[0], "gpus": 9}]))  # equal: fine
+
+
+def test_the_priority_classes_are_kais_own_as_its_chart_creates_them():
+    """The --priority refusal names KAI's priority classes: those of the pinned chart's templates/priorityclasses, each
+    with its value (below 100 is preemptible)."""
+    from conftest import ROOT
+
+    found = {}
+    for path in sorted((ROOT / "tests/charts/kai-scheduler/templates/priorityclasses").glob("*.yaml")):
+        text = path.read_text()
+        found[re.search(r"^  name: (\S+)$", text, re.M).group(1)] = int(re.search(r"^value: (\d+)$", text, re.M).group(1))
+    assert kai.PRIORITY_CLASSES == found
+    assert {name for name, value in found.items() if value < kai.PREEMPTIBLE_BELOW} == {"train", "build-preemptible"}
