@@ -17,11 +17,10 @@ Each plan is computed once per session (`plans`)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import pytest
 import yaml
-
 from conftest import ROOT, plan_of, stack_config
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -51,7 +50,7 @@ KINDS = [
 OPERATOR = [{"name": "infer", "instanceType": "g2-standard-8", "maxNodes": 3, "autoRepair": False}]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plan(name: str):
     if name == "kinds":
         config = stack_config("gcp", pools=KINDS, cluster={"name": "ml-test", "location": "us-central1", "kubernetesVersion": "1.35"})

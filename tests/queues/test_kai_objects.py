@@ -265,6 +265,6 @@ def test_the_priority_classes_are_kais_own_as_its_chart_creates_them():
     found = {}
     for path in sorted((ROOT / "tests/charts/kai-scheduler/templates/priorityclasses").glob("*.yaml")):
         text = path.read_text()
-        found[re.search(r"^  name: (\S+)$", text, re.M).group(1)] = int(re.search(r"^value: (\d+)$", text, re.M).group(1))
+        found[re.search(r"^  name: (\S+)$", text, re.MULTILINE).group(1)] = int(re.search(r"^value: (\d+)$", text, re.MULTILINE).group(1))
     assert kai.PRIORITY_CLASSES == found
     assert {name for name, value in found.items() if value < kai.PREEMPTIBLE_BELOW} == {"train", "build-preemptible"}
