@@ -138,10 +138,22 @@ def node_role_args(role: str, member: Any, project: Any) -> dict:
     return {"project": project, "role": role, "member": member}
 
 
+# The node pool GKE creates with every new Standard cluster. The provider deletes it right after creating the cluster
+# when `remove_default_node_pool` is set (terraform-provider-google, which pulumi-gcp wraps:
+# google/services/container/resource_container_cluster.go, resourceContainerClusterCreate, deletes
+# `<cluster>/nodePools/default-pool`), and an existing cluster may still run it: a gpupools pool of that name would
+# collide with it or be taken for it.
+GKE_DEFAULT_POOL = "default-pool"
+
+
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
     problems = reject_fields(pool, path, NAME, {"os": ("os", "aws"), "placement": ("placement", "gcore virtual-machine flavors")})
     if len(pool.name) > 40 or not pool.name[0].isalpha():
         problems.append(Problem(f"{path}.name", f"{pool.name!r} cannot name a GKE node pool: start with a letter, at most 40 characters"))
+    if pool.name == GKE_DEFAULT_POOL:
+        problems.append(Problem(f"{path}.name", f"{GKE_DEFAULT_POOL!r} is the node pool GKE creates with every cluster (gpupools deletes it from "
+                                                f"a cluster it creates: remove_default_node_pool; an existing cluster may still run it); "
+                                                f"pick another pool name"))
     return problems
 
 

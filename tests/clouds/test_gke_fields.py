@@ -1,0 +1,329 @@
+"""The GKE resources' own fields, read from the plan (the mock engine's registered resources), for every GKE example
+stack (stacks/Pulumi.dev-gcp*.yaml) and a stack of the pool kinds the examples leave out. Each expectation names what it
+protects, so that a flipped comparison, a negated condition, a dropped line or a misspelled key in
+gpupools/clouds/gcp.py fails here:
+
+- management: auto-repair on unless the pool turns it off or runs flex-start or queued (GKE's recipes run those with
+  --no-enable-autorepair); a wrong test there takes auto-repair from every pool.
+- network config: a GPUDirect pool's extra NICs (NodeNetworkConfig.additionalNodeNetworkConfigs); a misspelled key
+  leaves the pool without them.
+- upgrade settings: none for flex-start and queued pools (GKE's short-lived upgrades), surge for inference, reserved
+  and compact fabric pools, autoscaled blue-green for other training pools.
+- placement: COMPACT only where GKE takes it (not beside a reservation or queued provisioning, with flex-start only on
+  A3 Ultra, A4 and H4D).
+- reservation affinity, flex-start and queued provisioning, Spot, taints and labels.
+
+Each plan is computed once per session (`plans`)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+import yaml
+from conftest import ROOT, plan_of, stack_config
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
+MISSING = object()
+
+GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+ON = {"autoRepair": True, "autoUpgrade": True}
+REPAIR_OFF = {"autoRepair": False, "autoUpgrade": True}
+BLUE_GREEN = {"strategy": "BLUE_GREEN", "blueGreenSettings": {"autoscaledRolloutPolicy": {"waitForDrainDuration": "86400s"}}}
+SURGE_FIRST = {"strategy": "SURGE", "maxSurge": 1, "maxUnavailable": 0}  # inference: a new node, then the old one drained
+ONE_AT_A_TIME = {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+ALL_ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
+
+# The pool kinds the example stacks leave out, on one cluster that takes flex-start (GKE 1.33 or later).
+KINDS = [
+    {"name": "mega", "instanceType": "a3-megagpu-8g", "zones": ["us-central1-a"], "maxNodes": 2},
+    {"name": "ultra", "instanceType": "a3-ultragpu-8g", "zones": ["us-central1-b"], "maxNodes": 2,
+     "capacity": [{"flexStart": {"maxRunDuration": "12h"}}]},
+    {"name": "highflex", "instanceType": "a3-highgpu-8g", "zones": ["us-central1-a"], "maxNodes": 2, "capacity": ["flex-start"]},
+    {"name": "anyres", "instanceType": "g2-standard-8", "maxNodes": 2, "capacity": ["any-reservation", "on-demand"]},
+    {"name": "norepair", "instanceType": "g2-standard-8", "maxNodes": 2, "autoRepair": False},
+    {"name": "spotty", "instanceType": "g2-standard-8", "maxNodes": 2, "capacity": ["spot"]},
+    {"name": "fixed", "instanceType": "g2-standard-8", "minNodes": 1, "maxNodes": 4, "autoRepair": True, "diskSizeGb": 200},
+]
+OPERATOR = [{"name": "infer", "instanceType": "g2-standard-8", "maxNodes": 3, "autoRepair": False}]
+
+
+@cache
+def _plan(name: str):
+    if name == "kinds":
+        config = stack_config("gcp", pools=KINDS, cluster={"name": "ml-test", "location": "us-central1", "kubernetesVersion": "1.35"})
+    elif name == "operator":
+        config = stack_config("gcp", pools=OPERATOR, gpuSoftware={"installer": "gpu-operator"})
+    else:
+        config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"]
+    return plan_of(config)
+
+
+@pytest.fixture(scope="session")
+def plans():
+    """The plans by stack, each computed the first time a test asks for it."""
+    return _plan
+
+
+def field(inputs: dict, path: str):
+    node = inputs
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return MISSING
+        node = node[key]
+    return node
+
+
+def pools_of(plan) -> dict[str, dict]:
+    return {r.inputs["name"]: r.inputs for r in plan.of_type(NODE_POOL)}
+
+
+def test_every_gke_example_stack_is_covered_here():
+    examples = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.dev-gcp*.yaml"))
+    assert examples == ["dev-gcp", "dev-gcp-autopilot", "dev-gcp-dws", "dev-gcp-fallback"]
+
+
+# (stack, pool) -> the fields that pool's kind decides; MISSING: the field must not be set.
+EXPECTED = {
+    # inference, GKE's time-sharing: surge first, auto-repair on by default, no reservation, no extra NICs
+    ("dev-gcp", "infer"): {
+        "management": ON, "upgradeSettings": SURGE_FIRST, "networkConfig": MISSING, "placementPolicy": MISSING,
+        "nodeConfig.reservationAffinity": MISSING, "nodeConfig.spot": False, "nodeConfig.flexStart": MISSING,
+        "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 5, "locationPolicy": "BALANCED"}, "initialNodeCount": 0,
+        "nodeConfig.taints": GPU_TAINT, "nodeConfig.labels": {"gpupools.io/gpu": "L4", "gpupools.io/pool": "infer"},
+        "nodeConfig.resourceLabels": {"gpupools-upgrades": "inference"}, "nodeLocations": ALL_ZONES,
+        "nodeConfig.guestAccelerators": [{"type": "nvidia-l4", "count": 1, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"},
+                                          "gpuSharingConfig": {"gpuSharingStrategy": "TIME_SHARING", "maxSharedClientsPerGpu": 3}}],
+        "nodeConfig.imageType": "COS_CONTAINERD", "nodeConfig.shieldedInstanceConfig": {"enableSecureBoot": True, "enableIntegrityMonitoring": True},
+    },
+    # N1 with two T4s on Spot: location policy ANY, blue-green (a training pool with room to grow)
+    ("dev-gcp", "dev"): {
+        "management": ON, "upgradeSettings": BLUE_GREEN, "nodeConfig.spot": True, "networkConfig": MISSING, "placementPolicy": MISSING,
+        "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 2, "locationPolicy": "ANY"},
+        "nodeConfig.reservationAffinity": MISSING, "nodeConfig.taints": GPU_TAINT,
+        "nodeConfig.labels": {"gpupools.io/gpu": "T4", "gpupools.io/pool": "dev"},
+        "nodeConfig.guestAccelerators": [{"type": "nvidia-tesla-t4", "count": 2, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}],
+    },
+    # GKE's MIG partitions
+    ("dev-gcp", "train"): {
+        "management": ON, "upgradeSettings": BLUE_GREEN, "networkConfig": MISSING, "nodeConfig.spot": False,
+        "nodeConfig.guestAccelerators": [{"type": "nvidia-tesla-a100", "count": 1, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"},
+                                          "gpuPartitionSize": "2g.10gb"}],
+        "nodeConfig.labels": {"gpupools.io/gpu": "A100-40GB", "gpupools.io/pool": "train"},
+    },
+    # GPUDirect-TCPXO on a specific reservation: 8 extra NICs, gVNIC, the reservation's own placement (no COMPACT), surge
+    # one node at a time (no spare reserved node), local SSDs as ephemeral storage
+    ("dev-gcp", "pretrain"): {
+        "management": ON, "upgradeSettings": ONE_AT_A_TIME, "placementPolicy": MISSING,
+        "networkConfig": {"additionalNodeNetworkConfigs": [{"network": f"ml-dev-pretrain-net-{i}", "subnetwork": f"ml-dev-pretrain-net-{i}"}
+                                                           for i in range(1, 9)]},
+        "nodeConfig.gvnic": {"enabled": True},
+        "nodeConfig.reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+                                           "values": ["a3mega-us-central1-a"]},
+        "nodeConfig.resourceLabels": {"gpupools-upgrades": "training", "gpupools-reserved-nodes": "2"},
+        "nodeConfig.ephemeralStorageLocalSsdConfig": {"localSsdCount": 16}, "nodeLocations": ["us-central1-a"],
+        "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 2, "locationPolicy": "BALANCED"},
+        "nodeConfig.taints": GPU_TAINT, "nodeConfig.spot": False,
+    },
+    # queued provisioning: flex-start VMs through ProvisioningRequests, from zero, no reservation, auto-repair off, no
+    # upgrade settings (short-lived upgrades), no compact placement
+    ("dev-gcp-dws", "h100"): {
+        "management": REPAIR_OFF, "upgradeSettings": MISSING, "placementPolicy": MISSING, "queuedProvisioning": {"enabled": True},
+        "nodeConfig.flexStart": True, "nodeConfig.maxRunDuration": "86400s",
+        "nodeConfig.reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
+        "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 1, "locationPolicy": "ANY"}, "initialNodeCount": 0,
+        "nodeConfig.taints": GPU_TAINT, "nodeConfig.labels": {"gpupools.io/gpu": "H100-80GB", "gpupools.io/pool": "h100"},
+        "version": "1.35",
+    },
+    ("dev-gcp-dws", "infer"): {
+        "management": ON, "upgradeSettings": SURGE_FIRST, "queuedProvisioning": MISSING, "nodeConfig.flexStart": MISSING,
+        "nodeConfig.reservationAffinity": MISSING, "version": "1.35",
+    },
+    # a compact GPUDirect-TCPXO pool on demand: COMPACT, and therefore surge rather than blue-green
+    ("kinds", "mega"): {
+        "management": ON, "placementPolicy": {"type": "COMPACT"}, "upgradeSettings": ONE_AT_A_TIME,
+        "networkConfig": {"additionalNodeNetworkConfigs": [{"network": f"ml-test-mega-net-{i}", "subnetwork": f"ml-test-mega-net-{i}"}
+                                                           for i in range(1, 9)]},
+        "nodeConfig.reservationAffinity": MISSING, "nodeConfig.gvnic": {"enabled": True}, "nodeLocations": ["us-central1-a"],
+    },
+    # flex-start on A3 Ultra: RDMA networks (one gVNIC network, eight RoCE subnets of one network), COMPACT (GKE takes it
+    # with flex-start there), no upgrade settings, auto-repair off, its run bounded
+    ("kinds", "ultra"): {
+        "management": REPAIR_OFF, "placementPolicy": {"type": "COMPACT"}, "upgradeSettings": MISSING, "queuedProvisioning": MISSING,
+        "networkConfig": {"additionalNodeNetworkConfigs": [{"network": "ml-test-ultra-gvnic", "subnetwork": "ml-test-ultra-gvnic"}]
+                          + [{"network": "ml-test-ultra-rdma", "subnetwork": f"ml-test-ultra-rdma-{i}"} for i in range(8)]},
+        "nodeConfig.flexStart": True, "nodeConfig.maxRunDuration": "43200s",
+        "nodeConfig.reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
+        "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 2, "locationPolicy": "ANY"},
+    },
+    # flex-start on A3 High: GPUDirect-TCPX's 4 NICs, but no COMPACT (not offered with flex-start there); GKE's own run limit
+    ("kinds", "highflex"): {
+        "management": REPAIR_OFF, "placementPolicy": MISSING, "upgradeSettings": MISSING, "nodeConfig.maxRunDuration": MISSING,
+        "networkConfig": {"additionalNodeNetworkConfigs": [{"network": f"ml-test-highflex-net-{i}", "subnetwork": f"ml-test-highflex-net-{i}"}
+                                                           for i in range(1, 5)]},
+        "nodeConfig.flexStart": True, "nodeConfig.reservationAffinity": {"consumeReservationType": "NO_RESERVATION"},
+    },
+    ("kinds", "anyres"): {
+        "management": ON, "upgradeSettings": BLUE_GREEN, "nodeConfig.reservationAffinity": {"consumeReservationType": "ANY_RESERVATION"},
+        "nodeConfig.spot": False, "nodeConfig.flexStart": MISSING, "placementPolicy": MISSING, "networkConfig": MISSING,
+        "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 2, "locationPolicy": "BALANCED"},
+    },
+    ("kinds", "norepair"): {"management": REPAIR_OFF, "upgradeSettings": BLUE_GREEN, "nodeConfig.reservationAffinity": MISSING},
+    ("kinds", "spotty"): {
+        "management": ON, "nodeConfig.spot": True, "upgradeSettings": BLUE_GREEN,
+        "autoscaling": {"totalMinNodeCount": 0, "totalMaxNodeCount": 2, "locationPolicy": "ANY"},
+    },
+    ("kinds", "fixed"): {
+        "management": ON, "initialNodeCount": 1, "nodeConfig.diskSizeGb": 200,
+        "autoscaling": {"totalMinNodeCount": 1, "totalMaxNodeCount": 4, "locationPolicy": "BALANCED"},
+    },
+    # the GPU Operator's pools: Ubuntu, GKE's driver and device plugin off, secure boot off (NVIDIA's driver is unsigned)
+    ("operator", "infer"): {
+        "management": REPAIR_OFF, "nodeConfig.imageType": "UBUNTU_CONTAINERD",
+        "nodeConfig.guestAccelerators": [{"type": "nvidia-l4", "count": 1, "gpuDriverInstallationConfig": {"gpuDriverVersion": "INSTALLATION_DISABLED"}}],
+        "nodeConfig.shieldedInstanceConfig": {"enableSecureBoot": False, "enableIntegrityMonitoring": True},
+        "nodeConfig.labels": {"gpupools.io/gpu": "L4", "gpupools.io/pool": "infer", "gke-no-default-nvidia-gpu-device-plugin": "true",
+                              "nvidia.com/device-plugin.config": "no-sharing"},
+    },
+}
+
+
+@pytest.mark.parametrize("stack, pool", list(EXPECTED), ids=[f"{s}-{p}" for s, p in EXPECTED])
+def test_a_gke_node_pools_fields_follow_its_kind(plans, stack, pool):
+    pools = pools_of(plans(stack))
+    inputs = pools[pool]
+    wrong = {path: field(inputs, path) for path, want in EXPECTED[(stack, pool)].items() if field(inputs, path) != want}
+    assert not wrong, {path: (got if got is not MISSING else "<missing>", EXPECTED[(stack, pool)][path]) for path, got in wrong.items()}
+
+
+@pytest.mark.parametrize("stack", ["dev-gcp", "dev-gcp-dws", "kinds", "operator"])
+def test_every_node_pool_of_a_standard_stack_is_checked_above_and_its_system_pool_is_gkes_default(plans, stack):
+    pools = pools_of(plans(stack))
+    assert set(pools) - {"system"} == {p for s, p in EXPECTED if s == stack}
+    system = pools["system"]
+    assert system["management"] == ON and system["autoscaling"] == {"totalMinNodeCount": 1, "totalMaxNodeCount": 3}
+    assert field(system, "upgradeSettings") is MISSING and field(system, "nodeConfig.taints") is MISSING
+    assert system["nodeConfig"]["labels"] == {"gpupools.io/pool": "system"} and system["nodeConfig"]["machineType"] == "e2-standard-4"
+
+
+@pytest.mark.parametrize("stack, private_endpoint", [("dev-gcp", False), ("dev-gcp-dws", False), ("dev-gcp-fallback", False),
+                                                      ("kinds", True)])  # the examples list authorized ranges; kinds none
+def test_a_standard_cluster_drops_gkes_default_pool_and_keeps_its_controls(plans, stack, private_endpoint):
+    (cluster,) = plans(stack).of_type(CLUSTER)
+    inputs = cluster.inputs
+    assert inputs["removeDefaultNodePool"] is True and inputs["initialNodeCount"] == 1
+    assert field(inputs, "enableAutopilot") is MISSING
+    assert inputs["enableShieldedNodes"] is True and inputs["datapathProvider"] == "ADVANCED_DATAPATH"
+    assert inputs["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": private_endpoint}
+    # Only a stack with a GPUDirect pool turns on multi-networking.
+    fabric = any(field(p, "networkConfig") is not MISSING for p in pools_of(plans(stack)).values())
+    assert field(inputs, "enableMultiNetworking") == (True if fabric else MISSING)
+
+
+def test_the_dev_gcp_cluster_keeps_its_maintenance_window_and_exclusion(plans):
+    (cluster,) = plans("dev-gcp").of_type(CLUSTER)
+    assert cluster.inputs["maintenancePolicy"] == {
+        "recurringWindow": {"startTime": "2026-01-10T02:00:00Z", "endTime": "2026-01-10T08:00:00Z", "recurrence": "FREQ=WEEKLY;BYDAY=SA,SU"},
+        "maintenanceExclusions": [{"exclusionName": "year-end-run", "startTime": "2026-12-15T00:00:00Z", "endTime": "2027-01-11T00:00:00Z",
+                                   "exclusionOptions": {"scope": "NO_MINOR_OR_NODE_UPGRADES"}}]}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The managed modes: ComputeClass pools (dev-gcp-fallback) and Autopilot (dev-gcp-autopilot)
+
+
+def test_computeclass_pools_make_no_node_pool_and_the_cluster_provisions_their_gpus(plans):
+    plan = plans("dev-gcp-fallback")
+    assert set(pools_of(plan)) == {"system"}
+    (cluster,) = plan.of_type(CLUSTER)
+    scaling = cluster.inputs["clusterAutoscaling"]
+    assert scaling["enabled"] is True
+    defaults = scaling["autoProvisioningDefaults"]
+    # Every node pool GKE creates for a class: auto-repair on, surge one node at a time, the node account, shielded.
+    assert defaults["management"] == ON and defaults["upgradeSettings"] == ONE_AT_A_TIME
+    assert defaults["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableIntegrityMonitoring": True}
+    assert defaults["serviceAccount"] == "ml-fallback-nodes@ml-platform-dev.iam.gserviceaccount.com"
+    limits = {r["resourceType"]: (r["minimum"], r["maximum"]) for r in scaling["resourceLimits"]}
+    # h100: 1 node x 8 GPUs; infer: 6 nodes x 1 L4
+    assert limits["nvidia-h100-80gb"] == (0, 8) and limits["nvidia-l4"] == (0, 6)
+    assert set(limits) == {"cpu", "memory", "nvidia-h100-80gb", "nvidia-l4"} and limits["cpu"][1] > 0 and limits["memory"][1] > 0
+
+
+def test_a_computeclass_lists_the_pools_capacity_in_order(plans):
+    classes = {r.inputs["metadata"]["name"]: r.inputs for r in plans("dev-gcp-fallback").of_type(COMPUTE_CLASS)}
+    assert set(classes) == {"gpupools-h100", "gpupools-infer"}
+    spec = classes["gpupools-h100"]["spec"]
+    gpu = {"type": "nvidia-h100-80gb", "count": 8, "driverVersion": "latest"}
+    assert spec["priorities"] == [
+        {"machineType": "a3-highgpu-8g", "gpu": gpu, "reservations": {"affinity": "Specific", "specific": [{"name": "h100-reserved"}]},
+         "spot": False, "location": {"zones": ["us-central1-a"]}},
+        {"machineType": "a3-highgpu-8g", "gpu": gpu, "flexStart": {"enabled": True}, "maxRunDurationSeconds": 86400, "location": {"zones": ALL_ZONES}},
+        {"machineType": "a3-highgpu-8g", "gpu": gpu, "spot": True, "location": {"zones": ALL_ZONES}},
+        {"machineType": "a3-highgpu-8g", "gpu": gpu, "spot": False, "location": {"zones": ALL_ZONES}},
+    ]
+    assert spec["whenUnsatisfiable"] == "DoNotScaleUp" and spec["nodePoolAutoCreation"] == {"enabled": True}
+    assert spec["nodePoolConfig"] == {
+        "imageType": "cos_containerd", "nodeLabels": {"gpupools.io/gpu": "H100-80GB", "gpupools.io/pool": "h100"},
+        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}], "autoRepair": True, "autoUpgrade": True,
+        "serviceAccount": "ml-fallback-nodes@ml-platform-dev.iam.gserviceaccount.com"}
+    infer = classes["gpupools-infer"]["spec"]["priorities"]
+    assert [p["spot"] for p in infer] == [True, False]
+    assert all(p["gpu"]["gpuSharing"] == {"sharingStrategy": "TIME_SHARING", "maxSharedClientsPerGPU": 4} for p in infer)
+
+
+def test_an_autopilot_cluster_has_no_node_pool_of_gpupools(plans):
+    plan = plans("dev-gcp-autopilot")
+    assert pools_of(plan) == {} and plan.of_type(COMPUTE_CLASS) == []
+    (cluster,) = plan.of_type(CLUSTER)
+    inputs = cluster.inputs
+    assert inputs["enableAutopilot"] is True
+    for key in ("removeDefaultNodePool", "initialNodeCount", "enableShieldedNodes"):
+        assert field(inputs, key) is MISSING, key
+    assert inputs["monitoringConfig"] == {"enableComponents": ["SYSTEM_COMPONENTS", "DCGM"], "managedPrometheus": {"enabled": True}}
+    assert inputs["clusterAutoscaling"] == {"autoProvisioningDefaults": {
+        "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"],
+        "serviceAccount": "ml-autopilot-nodes@ml-platform-dev.iam.gserviceaccount.com"}}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The plan's upgrade lines say the same as the upgrade settings above
+
+SHORT_LIVED = ("flex-start/queued: GKE's short-lived upgrades: running nodes keep their version until their run ends, new nodes start on "
+               "the new one; no node is drained for an upgrade")
+PDB = "GKE respects PodDisruptionBudgets for up to an hour while draining a node, then evicts"
+BLUE_GREEN_LINE = ("autoscaled blue-green (GKE Preview): the old nodes are cordoned and new Jobs start on new nodes; an old node is drained "
+                   "once empty or after 24 h (waitForDrainDuration)")
+CLASS_LINE = (f"ComputeClass node pools: surge strategy: drains 1 node at a time, no surge; {PDB} (the cluster's node auto-provisioning "
+              f"default, autoProvisioningDefaults.upgradeSettings: GKE takes no upgrade strategy per class)")
+UPGRADE_LINES = {
+    ("dev-gcp", "infer"): [f"surge strategy: surges 1 new node before draining one old; {PDB}"],
+    ("dev-gcp", "dev"): [BLUE_GREEN_LINE],
+    ("dev-gcp", "pretrain"): [f"surge strategy: drains 1 node at a time, no surge; {PDB}", "reserved: never surges past the reservation (0 spare reserved nodes)"],
+    ("dev-gcp-dws", "h100"): [SHORT_LIVED],
+    ("dev-gcp-dws", "infer"): [f"surge strategy: surges 1 new node before draining one old; {PDB}"],
+    ("dev-gcp-fallback", "h100"): [CLASS_LINE, "flex-start priority: GKE's short-lived upgrades: running nodes keep their version until their "
+                                               "run ends, new nodes start on the new one"],
+    ("dev-gcp-fallback", "infer"): [CLASS_LINE],
+    ("kinds", "mega"): [f"surge strategy: drains 1 node at a time, no surge; {PDB} (no blue-green: GKE takes none beside compact placement)"],
+    ("kinds", "ultra"): [SHORT_LIVED],
+}
+
+
+@pytest.mark.parametrize("stack, pool", list(UPGRADE_LINES), ids=[f"{s}-{p}" for s, p in UPGRADE_LINES])
+def test_the_plans_upgrade_lines_follow_the_pools_kind(stack, pool):
+    from gpupools.fabric.plan import plan_fabrics
+    from gpupools.pools.planning import plan_pools
+    from gpupools.upgrades.policy import upgrade_lines
+    from gpupools.validation.stack import validate_stack
+
+    if stack == "kinds":
+        config = stack_config("gcp", pools=KINDS, cluster={"name": "ml-test", "location": "us-central1", "kubernetesVersion": "1.35"})
+    else:
+        config = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    validated = validate_stack(config)
+    (plan,) = [p for p in plan_pools(validated) if p.name == pool]
+    lines = upgrade_lines(validated, plan.pool, "", fabric=pool in plan_fabrics(validated, [plan]))
+    assert lines[0].startswith(f"{plan.pool.upgrades or 'training'}: GKE auto-upgrades nodes (REGULAR channel; it cannot be turned off) only ")
+    assert lines[1:] == UPGRADE_LINES[(stack, pool)]
