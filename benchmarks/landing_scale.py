@@ -44,7 +44,7 @@ def grid_stack(teams: int, pools: int, quotas: str = "kueue") -> dict:
 
 def plan_once(raw: dict, with_landing: bool) -> float:
     from gpupools.cli.planrun import run_program
-    from gpupools.components import platform
+    from gpupools.deploy import platform
 
     real = platform.landing_check
     if not with_landing:

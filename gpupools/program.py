@@ -9,7 +9,7 @@ from gpupools.stack.config import NAMESPACE, StackConfig, from_pulumi_values, ma
 from gpupools.stack.targets import provider_namespaces
 from gpupools.validation.stack import validate_stack
 from gpupools.stack.errors import ConfigError
-from gpupools.components.platform import GpuPlatform
+from gpupools.deploy.platform import GpuPlatform
 
 
 def config_from_pulumi(namespaces: tuple[str, ...] | None = None) -> tuple[dict, set[str]]:

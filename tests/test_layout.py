@@ -32,7 +32,7 @@ def test_the_import_contracts_hold():
 @pytest.mark.parametrize("module, wrong", [
     ("core/catalog.py", "from gpupools.cli import main"),  # core reaching up to the CLI
     ("clouds/aws.py", "from gpupools.autoscaling import karpenter"),  # the cloud asking the autoscaler
-    ("idle/report.py", "from gpupools.components import base"),  # the idle report knowing the components
+    ("idle/report.py", "from gpupools.deploy import base"),  # the idle report knowing the components
 ])
 def test_a_wrong_way_import_breaks_a_contract(tmp_path, module, wrong):
     shutil.copytree(ROOT / "gpupools", tmp_path / "gpupools", ignore=shutil.ignore_patterns("__pycache__"))
@@ -60,7 +60,7 @@ def test_no_module_is_left_beside_the_capability_folders():
 
 CLOUD_NAMES = {"aws", "gcp", "azure", "gcore"}
 # Where a cloud's name may be spelled out and compared: the clouds themselves and the per-cloud Pulumi components.
-OWN_CLOUD = ("gpupools/clouds/", "gpupools/components/")
+OWN_CLOUD = ("gpupools/clouds/", "gpupools/deploy/")
 
 
 def _names_a_cloud(node: ast.AST) -> bool:
@@ -205,4 +205,4 @@ def test_the_component_package_imports_one_way():
 ])
 def test_the_component_package_import_check_sees_a_wrong_import(source, forbidden):
     assert wrong_imports(source, forbidden) != []
-    assert wrong_imports("from gpupools.components import platform\nimport pulumi", forbidden) == []
+    assert wrong_imports("from gpupools.deploy import platform\nimport pulumi", forbidden) == []

@@ -17,10 +17,10 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 
 from gpupools.autoscaling.choice import resolve_autoscaler
-from gpupools.components import platform
-from gpupools.components.base import Component
-from gpupools.components.monitoring import GpuMonitoring
-from gpupools.components.teams import TeamQuotas
+from gpupools.deploy import platform
+from gpupools.deploy.base import Component
+from gpupools.deploy.monitoring import GpuMonitoring
+from gpupools.deploy.teams import TeamQuotas
 from gpupools.monitoring import plan as monitoring
 from gpupools.pools.planning import plan_pools
 from gpupools.core.sharing import resolve_installer

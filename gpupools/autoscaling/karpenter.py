@@ -248,7 +248,7 @@ def requirements(plan: PoolPlan, zones: list[str] | None) -> list[dict]:
     return reqs
 
 
-# The node class a NodePool launches from: Karpenter's EC2NodeClass, or EKS Auto Mode's NodeClass (clouds.aws_auto).
+# The node class a NodePool launches from: Karpenter's EC2NodeClass, or EKS Auto Mode's NodeClass (clouds.aws.auto_mode).
 EC2_NODE_CLASS_REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass"}
 
 

@@ -2,7 +2,7 @@
 
 Every cloud module offers the same functions (see `aws.py` for the full set), so callers pick a module by name
 and never branch on the cloud themselves. Adding a cloud means adding a module here and to `MODULES`, a component
-module under `gpupools.components`, and its instance types in the catalog; importing this module registers every
+module under `gpupools.deploy`, and its instance types in the catalog; importing this module registers every
 cloud and its Pulumi provider (`PROVIDER`) with the stack layer (gpupools.stack.targets), which names none. The cloud
 modules are pure Python: no cloud SDK is imported here.
 """
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpupools.clouds import aws, aws_auto, azure, azure_nap, gcore, gcp, gcp_autopilot
+from gpupools.clouds import aws, azure, gcore, gcp
+from gpupools.clouds.aws import auto_mode as aws_auto
+from gpupools.clouds.azure import node_auto_provisioning as azure_nap
+from gpupools.clouds.gcp import autopilot as gcp_autopilot
 from gpupools.stack.targets import register_cloud, register_cloud_resolver
 
 MODULES: dict[str, ModuleType] = {"aws": aws, "azure": azure, "gcp": gcp, "gcore": gcore}

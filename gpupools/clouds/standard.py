@@ -1,6 +1,6 @@
 """What a cluster whose GPU pools are gpupools' own (standard mode) answers to the managed-mode questions of the Cloud
 protocol (gpupools.core.cloud.Cloud), in one place: each cloud module imports these by name, and a managed mode's
-module (aws_auto, azure_nap, gcp_autopilot) replaces the answers its mode changes.
+module (aws.auto_mode, azure.node_auto_provisioning, gcp.autopilot) replaces the answers its mode changes.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each cloud is one pure module in gpupools/clouds/ (no SDK imports) that answers all of these; `stack.target` is the
 stack's own, resolved from `gpupools:cloud` on first use (gpupools/clouds/registry.py registers the resolver). A
 capability asks the object and never compares the cloud's name: tests/test_layout.py refuses such comparisons
-outside gpupools/clouds/ and gpupools/components/ (an AST check).
+outside gpupools/clouds/ and gpupools/deploy/ (an AST check).
 
 The protocol lists what is asked through `stack.target` today; the modules document each answer and its source.
 """

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
 
 from gpupools.core.catalog import load_catalog
-from gpupools.policies._fleet import GKE_CLUSTER, GKE_COMPUTE_CLASS, HOURS_PER_MONTH, class_priorities, fleet, stack_resources
+from gpupools.policies._readback import GKE_CLUSTER, GKE_COMPUTE_CLASS, HOURS_PER_MONTH, class_priorities, fleet, stack_resources
 from gpupools.policies._props import get, plain
 
 PLATFORM = "gpupools:index:GpuPlatform"

@@ -8,7 +8,7 @@ from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidation
 
 from gpupools.capacity.sources import CAPACITY_BLOCK_KEY, RESERVED_NODES_KEY
 from gpupools.clouds.gcp import RESERVED_NODES_LABEL
-from gpupools.policies._fleet import (AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_COMPUTE_CLASS, GKE_NODE_POOL, KARPENTER_NODE_POOL, class_priorities,
+from gpupools.policies._readback import (AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_COMPUTE_CLASS, GKE_NODE_POOL, KARPENTER_NODE_POOL, class_priorities,
                                       gpu_pool)
 from gpupools.policies.fabric import pool_fabrics
 from gpupools.policies._props import as_int, get, is_unknown, items

@@ -18,7 +18,7 @@ from gpupools.clouds.common import too_open
 from gpupools.clouds.gcp import PRODUCTION_LABEL
 from gpupools.stack.config import EKS_LOG_TYPES, GKE_RELEASE_CHANNELS as RELEASE_CHANNELS
 
-from gpupools.policies._fleet import AKS_CLUSTER, EKS_CLUSTER, GKE_CLUSTER
+from gpupools.policies._readback import AKS_CLUSTER, EKS_CLUSTER, GKE_CLUSTER
 from gpupools.policies._props import get, is_unknown, items
 
 EKS_ADDON = "aws:eks/addon:Addon"

@@ -16,7 +16,7 @@ from gpupools.capacity.sources import CAPACITY_BLOCK_KEY
 from gpupools.clouds.aws import BLOCK_PLACEMENT, HUGE_PAGE_MI, allocated_hugepages
 from gpupools.core.catalog import load_catalog
 from gpupools.fabric import gpudirect
-from gpupools.policies._fleet import (
+from gpupools.policies._readback import (
     AKS_AGENT_POOL,
     EC2_NODE_CLASS,
     EKS_NODE_GROUP,

@@ -14,7 +14,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from gpupools.policies._fleet import (
+from gpupools.policies._readback import (
     AKS_AGENT_POOL,
     BOTTLEROCKET_GPU_BY_KEY,
     CONFIG_MAP,

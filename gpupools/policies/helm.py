@@ -13,7 +13,7 @@ import re
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 
-from gpupools.policies._fleet import HELM_RELEASE, _chart_name
+from gpupools.policies._readback import HELM_RELEASE, _chart_name
 from gpupools.policies._props import get, is_unknown
 
 OFFICIAL_REPOSITORIES: dict[str, str] = {

@@ -24,7 +24,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, StackValidationArgs, StackValidationPolicy
 
-from gpupools.policies._fleet import EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_NODE_POOL
+from gpupools.policies._readback import EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_NODE_POOL
 from gpupools.policies._props import get, is_unknown, items, plain
 
 IAM_ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"

@@ -8,7 +8,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationA
 from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL
 from gpupools.health.readiness import CHART_NAME as READINESS_CHART, READINESS_TAINT
 from gpupools.policies.capacity import dws_mode
-from gpupools.policies._fleet import EKS_NODE_GROUP, GKE_NODE_POOL, HELM_RELEASE, KARPENTER_NODE_POOL, _chart_name, is_gpu_pool, node_labels
+from gpupools.policies._readback import EKS_NODE_GROUP, GKE_NODE_POOL, HELM_RELEASE, KARPENTER_NODE_POOL, _chart_name, is_gpu_pool, node_labels
 from gpupools.policies._props import get, is_unknown, items
 
 # --------------------------------------------------------------------------------------------------------------------

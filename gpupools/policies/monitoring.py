@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs, StackValidationPolicy
 
-from gpupools.policies._fleet import HELM_RELEASE, _chart_name, gpu_pool
+from gpupools.policies._readback import HELM_RELEASE, _chart_name, gpu_pool
 from gpupools.policies._props import get, is_unknown, items
 
 GKE_CLUSTER = "gcp:container/cluster:Cluster"

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy,
                            StackValidationArgs, StackValidationPolicy)
 
-from gpupools.policies._fleet import GPU_TAINT_KEY, POOL_LABEL, RESOURCE_QUOTA, fleet, quota_requests
+from gpupools.policies._readback import GPU_TAINT_KEY, POOL_LABEL, RESOURCE_QUOTA, fleet, quota_requests
 from gpupools.policies._props import UNKNOWN, as_int, get, items, text
 
 DEFAULT_MAX_RATIO = 1.5

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Secret
 
-from gpupools.policies._fleet import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
+from gpupools.policies._readback import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
 from gpupools.clouds.common import MAX_OPEN_IPV4, MAX_OPEN_IPV6
 from gpupools.policies._props import SECRET_MARKER, as_int, entries, get, is_unknown, items, plain
 

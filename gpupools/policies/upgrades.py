@@ -9,7 +9,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationA
 from gpupools.capacity.sources import RESERVED_NODES_KEY
 from gpupools.clouds.registry import MANAGED
 from gpupools.clouds.gcp import RESERVED_NODES_LABEL, UPGRADES_RESOURCE_LABEL
-from gpupools.policies._fleet import (AKS_AGENT_POOL, AKS_CLUSTER, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, KARPENTER_NODE_POOL,
+from gpupools.policies._readback import (AKS_AGENT_POOL, AKS_CLUSTER, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, KARPENTER_NODE_POOL,
                                       _chart_name, is_gpu_pool, karpenter_target)
 from gpupools.policies._props import as_int, get, is_unknown, items
 from gpupools.upgrades.nodepool import DEFAULT_EXPIRE_AFTER, minutes_of
@@ -52,7 +52,7 @@ def validate_training_upgrades(args: ResourceValidationArgs, report: ReportViola
     expire = get(spec, "expireAfter")
     grace = get(spec, "terminationGracePeriod")
     # A mode whose Karpenter ends every node after a while and always drains under a grace period (EKS Auto Mode: 21
-    # days, 24h by default; clouds.aws_auto, karpenter_disruption): Never and an unset grace period are not to be had
+    # days, 24h by default; clouds.aws.auto_mode, karpenter_disruption): Never and an unset grace period are not to be had
     # there, only a lifetime that fits.
     mode = MANAGED.get(karpenter_target(props))
     capped = getattr(mode, "MAX_NODE_LIFETIME_MINUTES", None)

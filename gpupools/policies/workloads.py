@@ -14,7 +14,7 @@ from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation,
 
 from gpupools.core.sharing import VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE
 
-from gpupools.policies._fleet import GPU_TAINT_KEY
+from gpupools.policies._readback import GPU_TAINT_KEY
 from gpupools.policies._props import UNKNOWN, get, is_unknown, plain
 
 # Where each workload kind keeps its pod spec.

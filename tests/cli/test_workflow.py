@@ -263,7 +263,7 @@ def test_a_cloud_gpupools_does_not_know_is_refused(tmp_path, cloud):
 
 
 def test_the_gcore_key_reaches_the_preview_of_gcore_stacks_only():
-    """The Gcore resources read GCORE_API_KEY when they run (gpupools/components/gcore.py, client)."""
+    """The Gcore resources read GCORE_API_KEY when they run (gpupools/deploy/gcore.py, client)."""
     preview = steps("preview")
     step = next(s for s in preview if PREVIEW in s.get("run", ""))
     assert step["env"]["GCORE_API_KEY"] == "${{ matrix.cloud == 'gcore' && secrets.GCORE_API_KEY || '' }}"

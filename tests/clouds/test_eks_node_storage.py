@@ -158,7 +158,7 @@ def test_the_stack_size_keeps_the_class_performance_as_far_as_gp3_allows(monkeyp
     allows on 20 GiB (500 IOPS per GiB)."""
     (plan,) = plan_pools(validate_stack(stack_config("aws", pools=[{"name": "x", "instanceType": "g6.xlarge", "maxNodes": 2, "diskSizeGb": 500}])))
     assert aws.node_disk(plan.pool) == aws.NodeDisk(500, 3000, 125, "the instance store")
-    monkeypatch.setattr(aws, "pool_local_nvme_gb", lambda pool: 0)
+    monkeypatch.setattr(aws.pools, "pool_local_nvme_gb", lambda pool: 0)
     assert not aws.instance_store_raid0(plan.pool)
     assert aws.node_disk(plan.pool) == aws.NodeDisk(500, 16000, 1000, "EBS")
     small = plan.pool.model_copy(update={"disk_size_gb": 20})

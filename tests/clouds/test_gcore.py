@@ -16,7 +16,7 @@ from gpupools.validation.stack import validate_stack
 
 pytest.importorskip("gcore")
 
-from gpupools.components import gcore as component  # noqa: E402  (needs the SDK)
+from gpupools.deploy import gcore as component  # noqa: E402  (needs the SDK)
 
 VM = "g3-ai-32-192-1500-l40s-48-1"
 METAL = "bm3-ai-1xlarge-h100-80-8"
@@ -700,7 +700,7 @@ def test_the_policy_pack_judges_gcore_pools_as_gcore_sells_them(gcore_plan):
     not publish, a fabric it does not offer on Kubernetes or capacity a Gcore pool cannot buy ahead; a flavor the catalog
     does not know still cannot be budgeted."""
     from gpupools.cli.policycheck import run_policies
-    from gpupools.policies._fleet import fleet
+    from gpupools.policies._readback import fleet
     from gpupools.policies.budget import fleet_totals
 
     _, result = gcore_plan

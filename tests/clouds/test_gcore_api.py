@@ -22,7 +22,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from gpupools.components import gcore as component  # noqa: E402  (needs the SDK)
+from gpupools.deploy import gcore as component  # noqa: E402  (needs the SDK)
 
 # A permanent token in Gcore's form, <id>$<secret> (DOCS account-settings/api-tokens.mdx).
 KEY = "7711$eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9-s3cr3t"
@@ -306,7 +306,7 @@ def test_the_engine_reads_one_line_and_other_errors_keep_their_traceback(api, mo
     monkeypatch.setattr(sys, "tracebacklimit", 1000, raising=False)
     api.answer = json_answer(401, {"exception_class": "Unauthorized", "message": f"bad key {KEY}", "request_id": "r-9"})
     _, details = through_engine("Create", PROPS)
-    assert details == (f"gpupools.components.gcore.GcoreApiError: creating Gcore pool ml-test/infer: Gcore's API answered "
+    assert details == (f"gpupools.deploy.gcore.GcoreApiError: creating Gcore pool ml-test/infer: Gcore's API answered "
                        f"{CHECK_LIMITS} with HTTP 401: Unauthorized: bad key [redacted] (request r-9); check GCORE_API_KEY\n"), details
     assert sys.tracebacklimit == 0
     _, broken = through_engine("Create", {k: v for k, v in PROPS.items() if k != "pool"})

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, crd_rule_failures, needs_reference, plan_of, stack_config, config_problems as problems_of
-from gpupools.clouds import azure_nap
+from gpupools.clouds.azure import node_auto_provisioning as azure_nap
 from gpupools.core.catalog import load_catalog
 from gpupools.landing.check import cluster_of, land, landing_check
 from gpupools.pools.planning import plan_pools

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, plan_of, stack_config, config_problems as problems_of
-from gpupools.clouds import gcp, gcp_autopilot
+from gpupools.clouds import gcp
+from gpupools.clouds.gcp import autopilot as gcp_autopilot
 from gpupools.clouds.registry import cloud_module
 from gpupools.landing.check import cluster_of, land, landing_check
 from gpupools.pools.planning import plan_pools
@@ -224,7 +225,7 @@ def test_an_existing_cluster_must_run_the_mode_the_stack_names():
     plan = plan_of(autopilot_config(cluster={"create": False}))
     assert plan.of_type(CLUSTER) == [] and plan.of_type(NODE_POOL) == []
     pulumi = pytest.importorskip("pulumi")
-    from gpupools.components.gcp import _checked
+    from gpupools.deploy.gcp import _checked
 
     assert _checked(gcp_autopilot, "c", [{"workload_pool": "p.svc.id.goog"}], True) == "c"
     with pytest.raises(pulumi.RunError, match="is a Standard cluster"):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, crd_rule_failures, needs_reference, plan_of, stack_config, config_problems as problems_of
-from gpupools.clouds import aws_auto
+from gpupools.clouds.aws import auto_mode as aws_auto
 from gpupools.clouds.registry import cloud_module
 from gpupools.landing.check import cluster_of, land, landing_check
 from gpupools.pools.planning import plan_pools
@@ -182,7 +182,7 @@ def test_an_existing_auto_mode_cluster_lends_its_node_role_and_one_without_auto_
     assert node_class.inputs["spec"]["role"] == "ml-test-auto-mode-node"  # the role the cluster's computeConfig names
     assert not plan.of_type("aws:iam/role:Role") and not plan.of_type("aws:eks/cluster:Cluster")
     pulumi = pytest.importorskip("pulumi")
-    from gpupools.components.aws import _auto_mode_node_role
+    from gpupools.deploy.aws import _auto_mode_node_role
 
     assert _auto_mode_node_role("c", [{"enabled": True, "node_role_arn": "arn:aws:iam::1:role/path/r"}]) == "arn:aws:iam::1:role/path/r"
     with pytest.raises(pulumi.RunError, match="does not run Auto Mode"):

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, plan_of, stack_config
 from gpupools.cli import planrun
 from gpupools.cli.planrun import run_program
-from gpupools.components.wire import provider_inputs
+from gpupools.deploy.wire import provider_inputs
 from gpupools.stack.config import read_stack_file
 
 # type token -> (SDK module, class)
@@ -197,7 +197,7 @@ def test_every_name_the_sdks_spell_otherwise_is_known():
     import importlib.util
     from pathlib import Path
 
-    from gpupools.components.wire import PROVIDER_NAMES, _provider_name
+    from gpupools.deploy.wire import PROVIDER_NAMES, _provider_name
 
     found: dict[str, set[str]] = {}
     files = {(SDK_PACKAGES[t.split(":", 1)[0]], *SDK_CLASSES[t]) for t in FROM_SNAKE_CASE}
@@ -290,7 +290,7 @@ def test_an_existing_cluster_read_by_token_answers_what_the_sdks_typed_result_sa
 
     import pulumi
 
-    from gpupools.components.wire import invoke, python_names
+    from gpupools.deploy.wire import invoke, python_names
 
     token, module, function, args = read
     cloud = token.split(":", 1)[0]

@@ -356,7 +356,7 @@ def test_policies_read_the_layout_and_refuse_what_does_not_fit(change, policy, w
 
 
 def test_plan_json_names_every_resource_of_a_layout():
-    from gpupools.components.platform import pool_capacity
+    from gpupools.deploy.platform import pool_capacity
 
     (plan,) = plan_pools(validate_stack(layout_stack()))
     got = pool_capacity(plan)

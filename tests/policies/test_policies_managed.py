@@ -123,7 +123,7 @@ def test_the_budget_counts_autopilot_pools_from_what_their_pods_select(autopilot
 
 
 def test_an_autopilot_pool_s_time_sharing_counts_its_units():
-    from gpupools.policies._fleet import gpu_pool, resolve_sharing
+    from gpupools.policies._readback import gpu_pool, resolve_sharing
 
     plan = planned("dev-gcp-autopilot")
     infer = plan.get(AUTOPILOT_POOL, "infer").inputs

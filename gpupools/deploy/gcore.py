@@ -24,7 +24,7 @@ from gpupools.core.pools import PoolPlan
 from gpupools.stack.config import StackConfig
 from gpupools.stack.providers import provider_value
 
-from gpupools.components.base import ClusterHandle, Component
+from gpupools.deploy.base import ClusterHandle, Component
 
 # SPEC K8sClusterPoolCreateV2Serializer.taints: "<value>:<Effect>" per key.
 TAINT_VALUE = re.compile(r"^[A-Za-z0-9._-]{0,63}:(NoSchedule|PreferNoSchedule|NoExecute)$")

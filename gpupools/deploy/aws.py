@@ -22,10 +22,10 @@ from gpupools.fabric.plan import FabricPlan, plan_fabrics
 from gpupools.fabric.software import efa_device_plugin_release
 from gpupools.upgrades.policy import Window, window_of
 
-from gpupools.components import kube
-from gpupools.components.base import ClusterHandle, Component
-from gpupools.components.gpu_software import helm_release
-from gpupools.components.wire import CloudResource, invoke, provider_inputs, python_names
+from gpupools.deploy import kube
+from gpupools.deploy.base import ClusterHandle, Component
+from gpupools.deploy.gpu_software import helm_release
+from gpupools.deploy.wire import CloudResource, invoke, provider_inputs, python_names
 
 
 def resource(token: str, name: str, inputs: dict, opts: pulumi.ResourceOptions, outputs: tuple[str, ...] = ()) -> CloudResource:
@@ -47,7 +47,7 @@ class EksCluster(Component):
         cluster = stack.cluster
         region = stack.providers.get("aws:region")
         autoscaler = resolve_autoscaler(stack.target, cluster.create, stack.autoscaler)
-        # EKS Auto Mode: its own Cloud object (clouds.aws_auto) answers the cluster's arguments, roles and add-ons.
+        # EKS Auto Mode: its own Cloud object (clouds.aws.auto_mode) answers the cluster's arguments, roles and add-ons.
         auto = cluster.managed_mode == decide.AUTO_MODE
         mode = stack.target
         self.node_role = self._role("node-role", "ec2.amazonaws.com", mode.NODE_POLICIES) if cluster.create or not auto else None
@@ -59,7 +59,7 @@ class EksCluster(Component):
                 subnet_ids = self._network(decide.pool_zones(stack.pools))
             cluster_role = (iam_role(self, "cluster-role", mode.cluster_role_trust_policy(), mode.CLUSTER_POLICIES) if auto else
                             self._role("cluster-role", "eks.amazonaws.com", decide.CLUSTER_POLICIES))
-            if auto:  # the pools' NodeClass tags need it (clouds.aws_auto, custom_tag_policy); the cluster waits for it, destroy drops it last
+            if auto:  # the pools' NodeClass tags need it (clouds.aws.auto_mode, custom_tag_policy); the cluster waits for it, destroy drops it last
                 partition = invoke("aws:index/getPartition:getPartition", {}, self).apply(lambda r: r["partition"])
                 cluster_role.attachments.append(resource("iam/rolePolicy:RolePolicy", "cluster-role-custom-tags", {
                     "role": cluster_role.id, "policy": partition.apply(mode.custom_tag_policy)}, self.child(parent=cluster_role.role)))
@@ -386,7 +386,7 @@ class EksAutoModePool(Component):
             lambda a: mode.node_class(plan, a[0].rsplit("/", 1)[-1], list(a[1]), [a[2]], tagged)["spec"])
         node_class = kube.apply({**mode.node_class(plan, "-", [], [], tagged), "spec": spec},
                                 self.child(provider=cluster.kubernetes, depends_on=cluster.details["node_role_ready"]))
-        # Auto Mode's node lifetime (clouds.aws_auto, karpenter_disruption): its admission refuses Karpenter's own.
+        # Auto Mode's node lifetime (clouds.aws.auto_mode, karpenter_disruption): its admission refuses Karpenter's own.
         lifetime = mode.karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
         kube.apply(karpenter.node_pool(plan, name, window, class_ref=mode.NODE_CLASS_REF, lifetime=lifetime),
                    self.child(provider=cluster.kubernetes, depends_on=[node_class]))

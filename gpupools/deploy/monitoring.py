@@ -7,10 +7,10 @@ import pulumi_kubernetes as k8s
 
 from gpupools.monitoring.plan import GRAFANA_PASSWORD_KEY, GRAFANA_USER_KEY, NAMESPACE, MonitoringPlan
 
-from gpupools.components import kube
-from gpupools.components.base import Component
-from gpupools.components.gpu_software import helm_release
-from gpupools.components.wire import CloudResource
+from gpupools.deploy import kube
+from gpupools.deploy.base import Component
+from gpupools.deploy.gpu_software import helm_release
+from gpupools.deploy.wire import CloudResource
 
 
 class GpuMonitoring(Component):

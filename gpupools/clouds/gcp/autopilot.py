@@ -42,7 +42,7 @@ from gpupools.clouds.gcp import *  # noqa: F401,F403 (the standard cluster's ans
 from gpupools.clouds import gcp as standard
 from gpupools.capacity import sources as capacity
 from gpupools.clouds.common import Control
-from gpupools.core.catalog import Hardware
+from gpupools.core.catalog import Hardware, zone_region
 from gpupools.core.pools import POOL_LABEL, NodeTemplate, PoolPlan, Taint, toleration
 from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.stack.config import Cluster, Pool, Sharing
@@ -159,7 +159,7 @@ def managed_plan(plan: PoolPlan) -> PoolPlan:
 
 def pool_record(plan: PoolPlan) -> dict:
     """What the pool's component records of it (its props), since nothing GKE-side stands for an Autopilot pool: the
-    policy pack reads its GPUs, node count and price from it (gpupools.policies._fleet)."""
+    policy pack reads its GPUs, node count and price from it (gpupools.policies._readback)."""
     return {"pool": plan.name, "instanceType": plan.pool.instance_type, "maxNodes": plan.pool.max_nodes,
             "nodeSelector": dict(plan.node_selector), "tolerations": [toleration(t) for t in plan.taints]}
 

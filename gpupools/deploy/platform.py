@@ -22,15 +22,15 @@ from gpupools.landing.check import landing_check
 from gpupools.fabric.plan import catalog_fabric, fabric_row, plan_fabrics
 from gpupools.fabric.software import rdma_pools, with_fabric_releases
 
-from gpupools.components import monitoring as gpu_monitoring
-from gpupools.components.base import Component
-from gpupools.components.gpu_software import GpuSoftware
-from gpupools.components.teams import TeamQuotas
+from gpupools.deploy import monitoring as gpu_monitoring
+from gpupools.deploy.base import Component
+from gpupools.deploy.gpu_software import GpuSoftware
+from gpupools.deploy.teams import TeamQuotas
 
 
 def cloud_components(cloud: str):
     """Only the chosen cloud's SDK is imported."""
-    return importlib.import_module(f"gpupools.components.{cloud}")
+    return importlib.import_module(f"gpupools.deploy.{cloud}")
 
 
 class GpuPlatform(Component):

@@ -7,9 +7,9 @@ import pulumi_kubernetes as k8s
 
 from gpupools.queues.engine import QuotaPlan
 
-from gpupools.components import kube
-from gpupools.components.base import Component
-from gpupools.components.gpu_software import helm_release
+from gpupools.deploy import kube
+from gpupools.deploy.base import Component
+from gpupools.deploy.gpu_software import helm_release
 
 # Objects whose admission needs another object first: bindings their policy, custom resources their CRDs
 # (and Kueue's webhooks), which the engine's Helm release brings.

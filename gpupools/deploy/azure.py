@@ -18,10 +18,10 @@ from gpupools.pools.planning import plan_pools
 from gpupools.pools.software import gpu_tolerations, namespace as software_namespace, runs_nfd
 from gpupools.upgrades.policy import Window, window_of
 
-from gpupools.components import kube
-from gpupools.components.base import ClusterHandle, Component
-from gpupools.components.gpu_software import helm_release
-from gpupools.components.wire import CloudResource, invoke, provider_inputs, python_names
+from gpupools.deploy import kube
+from gpupools.deploy.base import ClusterHandle, Component
+from gpupools.deploy.gpu_software import helm_release
+from gpupools.deploy.wire import CloudResource, invoke, provider_inputs, python_names
 
 # Registered by type token, as pulumi_azure_native's classes register them: its container service, authorization and
 # managed identity modules are a fifth of a second of every plan. The classes' aliases name the API-versioned types
@@ -45,7 +45,7 @@ class AksCluster(Component):
         after: list[pulumi.Resource] = []
         self.reservation_access: list[pulumi.Resource] = []
         if cluster.create:
-            # The stack's Cloud object: with node auto-provisioning (clouds.azure_nap), NAP is on.
+            # The stack's Cloud object: with node auto-provisioning (clouds.azure.node_auto_provisioning), NAP is on.
             args = stack.target.managed_cluster_args(cluster)
             scopes = decide.reservation_group_scopes(stack.pools)
             identity = None
@@ -140,7 +140,7 @@ class AksNapPool(Component):
     def __init__(self, plan: PoolPlan, cluster: ClusterHandle, installer: str, mode, opts: pulumi.ResourceOptions | None = None, window=None):
         super().__init__(plan.name, opts)
         node_class = kube.apply(mode.node_class(plan, installer), self.child(provider=cluster.kubernetes))
-        # NAP's node lifetime (clouds.azure_nap, karpenter_disruption).
+        # NAP's node lifetime (clouds.azure.node_auto_provisioning, karpenter_disruption).
         lifetime = mode.karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
         node_pool = karpenter.node_pool(plan, mode.node_class_name(plan.name), window, class_ref=mode.NODE_CLASS_REF,
                                         zones=mode.zone_values(plan.pool, cluster.details["location"]), lifetime=lifetime)

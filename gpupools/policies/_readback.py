@@ -19,7 +19,7 @@ import yaml
 
 from gpupools.core.catalog import Catalog, GpuModel, load_catalog, mig_config_name, mig_resource_name
 from gpupools.clouds.aws import BOTTLEROCKET_MIG_GPU_KEY
-from gpupools.clouds.gcp_autopilot import ACCELERATOR_COUNT_LABEL, ACCELERATOR_LABEL, MAX_SHARED_CLIENTS_LABEL, MODE as AUTOPILOT
+from gpupools.clouds.gcp.autopilot.import ACCELERATOR_COUNT_LABEL, ACCELERATOR_LABEL, MAX_SHARED_CLIENTS_LABEL, MODE as AUTOPILOT
 from gpupools.clouds.registry import MANAGED, cloud_module
 from gpupools.autoscaling.karpenter import EC2_NODE_CLASS_REF
 from gpupools.core.miglayout import entries_resources
@@ -36,13 +36,13 @@ GKE_CLUSTER = "gcp:container/cluster:Cluster"
 # Karpenter's NodePool is an EKS GPU pool too: Karpenter starts its nodes from its requirements and limits.
 KARPENTER_NODE_POOL = "kubernetes:karpenter.sh/v1:NodePool"
 EC2_NODE_CLASS = "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"
-# Gcore pools are Pulumi dynamic resources (gpupools.components.gcore): every dynamic resource has this type, and a
+# Gcore pools are Pulumi dynamic resources (gpupools.deploy.gcore): every dynamic resource has this type, and a
 # pool is the one whose props hold a pool's flavor and its cluster.
 GCORE_POOL = "pulumi-python:dynamic:Resource"
 # A GKE ComputeClass is a GKE GPU pool too: node auto-provisioning starts its nodes down its priorities.
 GKE_COMPUTE_CLASS = "kubernetes:cloud.google.com/v1:ComputeClass"
 # A GKE Autopilot pool has nothing GKE-side: its component records what its pods select and how far it may grow
-# (gpupools.clouds.gcp_autopilot.pool_record), and Autopilot makes a node of that accelerator for each pod.
+# (gpupools.clouds.gcp.autopilot.pool_record), and Autopilot makes a node of that accelerator for each pod.
 GKE_AUTOPILOT_POOL = "gpupools:index:GkeAutopilotPool"
 NODE_POOL_TYPES = (EKS_NODE_GROUP, AKS_AGENT_POOL, GKE_NODE_POOL, KARPENTER_NODE_POOL, GCORE_POOL, GKE_COMPUTE_CLASS, GKE_AUTOPILOT_POOL)
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"

@@ -9,9 +9,9 @@ from gpupools.clouds import gcp as decide
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan
 
-from gpupools.components.base import ClusterHandle, Component
-from gpupools.components import kube
-from gpupools.components.wire import CloudResource, invoke, provider_inputs, python_names
+from gpupools.deploy.base import ClusterHandle, Component
+from gpupools.deploy import kube
+from gpupools.deploy.wire import CloudResource, invoke, provider_inputs, python_names
 from gpupools.fabric import gpudirect
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
@@ -29,7 +29,7 @@ class GkeCluster(Component):
     def __init__(self, name: str, stack: StackConfig, opts: pulumi.ResourceOptions | None = None):
         super().__init__(name, opts)
         cluster = stack.cluster
-        mode = stack.target  # the standard cluster's answers, or GKE Autopilot's (clouds.gcp_autopilot)
+        mode = stack.target  # the standard cluster's answers, or GKE Autopilot's (clouds.gcp.autopilot)
         project = stack.providers.get("gcp:project")
         self.location = cluster.location
         self.project = project
@@ -204,7 +204,7 @@ def build_autoscaler(stack: StackConfig, cluster: ClusterHandle, plans: list[Poo
 
 class GkeAutopilotPool(Component):
     """A pool on GKE Autopilot: nothing to create, since Autopilot makes a node for each pod that selects the pool
-    (clouds.gcp_autopilot); the component carries what the pool's pods select."""
+    (clouds.gcp.autopilot); the component carries what the pool's pods select."""
 
     TYPE = "GkeAutopilotPool"
 

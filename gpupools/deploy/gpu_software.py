@@ -7,8 +7,8 @@ import pulumi_kubernetes as k8s
 
 from gpupools.pools.software import Release, SoftwarePlan
 
-from gpupools.components import kube
-from gpupools.components.base import Component
+from gpupools.deploy import kube
+from gpupools.deploy.base import Component
 
 
 def helm_release(release: Release, opts: pulumi.ResourceOptions) -> kube.HelmRelease:

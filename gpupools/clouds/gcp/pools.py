@@ -1,0 +1,232 @@
+"""GKE: a GPU pool's nodes: machine types, node pool inputs, zones, taints and labels, the node template the
+autoscaler sees, local disks.
+"""
+
+from __future__ import annotations
+
+
+from typing import Any
+
+from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
+from gpupools.core.facts import load_facts
+from gpupools.stack.config import Cluster, Pool
+from gpupools.stack.errors import Problem
+from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
+from gpupools.core.sharing import GPU_RESOURCE
+from gpupools.capacity import sources as capacity
+from gpupools.upgrades.policy import pool_upgrade
+from gpupools.clouds.common import KIND, hardware_of, lookup_instance, reject_fields, zone_letter_problems
+from gpupools.clouds.gcp.capacity import apply_capacity, compute_class_name, pod_node_selector, uses_compute_class
+from gpupools.clouds.gcp.cluster import GKE_DEFAULT_POOL
+from gpupools.clouds.gcp.provider import NAME, TAINT_STYLE, node_locations
+from gpupools.clouds.gcp.software import NO_DEFAULT_DEVICE_PLUGIN_LABEL, guest_accelerator
+from gpupools.clouds.gcp.upgrades import UPGRADES_RESOURCE_LABEL, upgrade_settings
+
+
+def pool_problems(pool: Pool, path: str) -> list[Problem]:
+    problems = reject_fields(pool, path, NAME, {"os": ("os", "aws"), "placement": ("placement", "gcore virtual-machine flavors")})
+    if len(pool.name) > 40 or not pool.name[0].isalpha():
+        problems.append(Problem(f"{path}.name", f"{pool.name!r} cannot name a GKE node pool: start with a letter, at most 40 characters"))
+    if pool.name == GKE_DEFAULT_POOL:
+        problems.append(Problem(f"{path}.name", f"{GKE_DEFAULT_POOL!r} is the node pool GKE creates with every cluster (gpupools deletes it from "
+                                                f"a cluster it creates: remove_default_node_pool; an existing cluster may still run it); "
+                                                f"pick another pool name"))
+    return problems
+
+
+def resolve(pool: Pool, catalog: Catalog, path: str) -> tuple[Hardware | None, list[Problem]]:
+    """A2/A3/G2 machine types imply their GPUs; N1 machine types take them from `gpu` and `gpuCount`."""
+    instance, problems = lookup_instance(NAME, pool, catalog, path)
+    if instance is None:
+        return None, problems
+    if instance.gpu is not None:
+        problems = []
+        if pool.gpu is not None and pool.gpu != instance.accelerator:
+            problems.append(Problem(f"{path}.gpu", f"{pool.gpu!r} does not fit {instance.name}, which always carries {instance.gpus} x {instance.accelerator}; remove gpu"))
+        if pool.gpu_count is not None and pool.gpu_count != instance.gpus:
+            problems.append(Problem(f"{path}.gpuCount", f"{pool.gpu_count} does not fit {instance.name}, which always carries {instance.gpus} GPUs; remove gpuCount"))
+        return (hardware_of(instance) if not problems else None), problems
+    accelerators = catalog.gcp_accelerators
+    if pool.gpu is None:
+        return None, [Problem(f"{path}.gpu", f"required for N1 {KIND[NAME]} {instance.name}: one of {', '.join(accelerators)}")]
+    accelerator = accelerators.get(pool.gpu)
+    if accelerator is None:
+        return None, [Problem(f"{path}.gpu", f"unknown GPU {pool.gpu!r} for N1 machine types; allowed: {', '.join(accelerators)}")]
+    count = pool.gpu_count or 1
+    if count not in accelerator.counts:
+        return None, [Problem(f"{path}.gpuCount", f"{count} x {pool.gpu} is not offered on N1; allowed counts: {', '.join(map(str, accelerator.counts))}")]
+    shape_problems = n1_shape_problems(instance.name, accelerator.name, count, path)
+    if shape_problems:
+        return None, shape_problems
+    price = instance.price + accelerator.price_per_gpu * count
+    return Hardware(instance.name, accelerator.gpu, count, round(price, 4), min(instance.price_read, accelerator.price_read), accelerator.name), []
+
+
+# A local SSD of Compute Engine holds 375 GiB ("About Local SSD disks"); the catalog's localNvmeGb is the machine type's.
+LOCAL_SSD_GB = 375
+
+
+def local_ssds(instance_type: str) -> int:
+    """The local SSDs a machine type comes with, which GKE puts under the kubelet's ephemeral storage
+    (NodeConfig.ephemeralStorageLocalSsdConfig.localSsdCount), as Google's node pools do for A3 and A4: 16 on A3 High and
+    Mega, 32 on A3 Ultra and A4 (GoogleCloudPlatform/cluster-toolkit v1.95.0 modules/compute/gke-node-pool/disk_definitions.tf
+    lines 24-28, main.tf lines 206-211). Unset, ephemeral storage stays on the boot disk and the SSDs go unused."""
+    return load_catalog().fabric_of(NAME, instance_type).local_nvme_gb // LOCAL_SSD_GB
+
+
+def local_nvme_use(pool: Pool, fabric_on: bool) -> str | None:
+    """How the pool's nodes use their local SSDs, in the plan's words; None: unused (a ComputeClass's nodes get GKE's
+    default for the machine type)."""
+    ssds = local_ssds(pool.instance_type) if not uses_compute_class(pool) else 0
+    return f"as the kubelet's ephemeral storage ({ssds} local SSDs, ephemeralStorageLocalSsdConfig)" if ssds else None
+
+
+def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, project: str | None, kubernetes_version: str | None,
+                   service_account: Any = None) -> dict:
+    pool = plan.pool
+    labels = dict(plan.labels)
+    operator_owned = installer != "cloud"
+    if operator_owned:
+        labels[NO_DEFAULT_DEVICE_PLUGIN_LABEL] = "true"
+    node_config = {
+        # The pool's kind, on the node pool's VMs (GCP label keys take no dots or slashes).
+        "resource_labels": {UPGRADES_RESOURCE_LABEL: pool_upgrade(pool).kind},
+        "machine_type": pool.instance_type,
+        "spot": capacity.spot_only(pool),
+        # GKE installs signed drivers only on COS; NVIDIA's driver container needs Ubuntu.
+        "image_type": "UBUNTU_CONTAINERD" if operator_owned else "COS_CONTAINERD",
+        "labels": labels,
+        "taints": [spell_taint(t, TAINT_STYLE) for t in plan.taints],
+        "guest_accelerators": [guest_accelerator(plan, installer)],
+        # IAM decides what the node can do: the cloud-platform scope with a least-privilege account, as GKE advises.
+        "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        # Secure boot admits only signed kernel modules: GKE's drivers are signed, NVIDIA's driver container is not.
+        "shielded_instance_config": {"enable_secure_boot": not operator_owned, "enable_integrity_monitoring": True},
+        "metadata": {"disable-legacy-endpoints": "true"},
+    }
+    if service_account is not None:
+        node_config["service_account"] = service_account
+    if pool.disk_size_gb:
+        node_config["disk_size_gb"] = pool.disk_size_gb
+    ssds = local_ssds(pool.instance_type)
+    if ssds:
+        node_config["ephemeral_storage_local_ssd_config"] = {"local_ssd_count": ssds}
+    locations = node_locations(pool, plan.hardware.accelerator, location)
+    args = {
+        "name": pool.name,
+        "cluster": cluster_name,
+        "location": location,
+        "initial_node_count": pool.min_nodes,
+        # total_* bound the whole pool, whatever number of zones a regional cluster spans.
+        "autoscaling": {"total_min_node_count": pool.min_nodes, "total_max_node_count": pool.max_nodes,
+                        "location_policy": "ANY" if capacity.spot_only(pool) else "BALANCED"},
+        # Unset: on (GKE's default for Standard pools); a pool may turn it off (autoRepair: false).
+        "management": {"auto_repair": pool.auto_repair is not False, "auto_upgrade": True},
+        "node_config": node_config,
+    }
+    args = apply_capacity(pool, args)
+    settings = upgrade_settings(pool)
+    if settings is not None:
+        args["upgrade_settings"] = settings
+    if locations:
+        args["node_locations"] = locations
+    if project:
+        args["project"] = project
+    if kubernetes_version:
+        args["version"] = kubernetes_version
+    return args
+
+
+# GKE taints the nodes of a queued-provisioning pool (GoogleCloudPlatform/cluster-toolkit, GKE consumption options
+# guide, "DWS Flex Start + Queued Provisioning": workloads need a toleration for cloud.google.com/gke-queued:NoSchedule;
+# ai-on-gke's DWS examples tolerate it). Kueue's provisioning controller adds no toleration to the pods it admits
+# (kueue v0.19.2 pkg/controller/admissionchecks/provisioning/controller.go, podSetUpdates: node selector only), so
+# the pool's ResourceFlavor, its Jobs and its DaemonSets carry it.
+QUEUED_TAINT = Taint("cloud.google.com/gke-queued", "true", "NoSchedule")
+
+
+def node_taints(plan: PoolPlan) -> tuple[Taint, ...]:
+    """Taints GKE itself puts on the pool's nodes, beside those of the pool config."""
+    return (QUEUED_TAINT,) if capacity.has(plan.pool, capacity.QUEUED) else ()
+
+
+def extra_tolerations(plan: PoolPlan) -> list[dict]:
+    return [{"key": t.key, "operator": "Exists", "effect": t.effect} for t in node_taints(plan)]
+
+
+def zone_problems(pool: Pool, path: str, cluster: Cluster | None, providers: dict, hardware: Hardware | None) -> list[Problem]:
+    problems = []
+    for s in capacity.sources(pool):  # a reservation's zone pins the pool there: it must be the region's, with the GPU
+        if s.reservation is not None and s.reservation.zones and not pool.zones:
+            problems += _zone_problems(pool.model_copy(update={"zones": s.reservation.zones}), f"{s.path(path)}.reservation", cluster, hardware)
+    return problems + _zone_problems(pool, path, cluster, hardware)
+
+
+def _zone_problems(pool: Pool, path: str, cluster: Cluster | None, hardware: Hardware | None) -> list[Problem]:
+    if cluster is None or cluster.location is None:
+        return []
+    region = zone_region(cluster.location)
+    problems = zone_letter_problems(pool, path, region, f"{region}-a")
+    if problems or hardware is None or hardware.accelerator is None:
+        return problems
+    offered = load_catalog().gcp_zones_in(hardware.accelerator, region)
+    if offered is None:
+        return []
+    wanted = pool.zones or ([cluster.location] if cluster.location != region else None)
+    if wanted is None:
+        if not offered:
+            return [Problem(f"{path}.instanceType", f"{hardware.accelerator} ({pool.instance_type}) is offered in no zone of {region}; "
+                                                    f"choose another machine type or region (gpupools catalog --cloud gcp)")]
+        return []
+    where = f"{path}.zones" if pool.zones else "cluster.location"
+    return [Problem(f"{where}[{i}]" if pool.zones else where, f"{zone!r} does not offer {hardware.accelerator}; zones of {region} that do: "
+                    f"{', '.join(offered) or 'none'}") for i, zone in enumerate(wanted) if zone not in offered]
+
+
+def node_template(plan: PoolPlan) -> NodeTemplate:
+    """GKE's autoscaler builds an empty pool's node from the pool's config: its labels and taints, and
+    `nvidia.com/gpu` from the accelerator count. GKE's own sharing and partitions are part of that config
+    (GKE documents scale-from-zero for time-sharing, MPS and GPU partitions); what the GPU Operator advertises
+    (MIG `nvidia.com/mig-*`, shares) is not."""
+    gke_shares = plan.mechanism.installer == "cloud"
+    gpus = plan.units_per_node if gke_shares else plan.hardware.gpus_per_node
+    sharing = f" ({plan.mechanism.description})" if gke_shares and plan.mechanism.mode != "none" else ""
+    if uses_compute_class(plan.pool):
+        # Node auto-provisioning builds the node from the class's priority it is trying: the machine type and GPUs, the
+        # nodePoolConfig's labels and taints; GKE adds the class label (and names the node pool it creates itself).
+        labels = {**plan.labels, "node.kubernetes.io/instance-type": plan.pool.instance_type}
+        order = " > ".join(s.kind for s in capacity.sources(plan.pool))
+        source = f"ComputeClass {compute_class_name(plan.name)} ({order}){sharing}"
+        return NodeTemplate("GKE node auto-provisioning", source, labels, plan.taints + node_taints(plan), {GPU_RESOURCE: gpus},
+                            requires=pod_node_selector(plan.pool))
+    labels = {**plan.labels, "cloud.google.com/gke-nodepool": plan.name, "node.kubernetes.io/instance-type": plan.pool.instance_type}
+    source = f"node pool {plan.name}'s accelerator config" + sharing
+    return NodeTemplate("the GKE cluster autoscaler", source, labels, plan.taints + node_taints(plan), {GPU_RESOURCE: gpus})
+def n1_shape_problems(machine_type: str, accelerator: str, count: int, path: str) -> list[Problem]:
+    """Compute Engine attaches N GPUs of a type only to N1 machines up to a vCPU and memory size (facts_gcp.yaml)."""
+    facts = load_facts()
+    shape, limits = facts.n1_machines.get(machine_type), facts.n1_limits.get(accelerator, {})
+    limit = limits.get(count)
+    if shape is None or limit is None or (shape.vcpus <= limit.vcpus and shape.memory_gb <= limit.memory_gb):
+        return []
+    fits = [n for n, lim in sorted(limits.items()) if shape.vcpus <= lim.vcpus and shape.memory_gb <= lim.memory_gb]
+    hint = f"use gpuCount {fits[0]} or more, or a smaller N1 machine type" if fits else "use a smaller N1 machine type"
+    return [Problem(f"{path}.gpuCount" if fits else f"{path}.instanceType",
+                    f"{machine_type} ({shape.vcpus} vCPUs, {shape.memory_gb:g} GB) is too large for {count} x {accelerator}: Compute Engine "
+                    f"allows at most {limit.vcpus} vCPUs and {limit.memory_gb:g} GB with that many; {hint}")]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Answers to the questions every capability asks a cloud (gpupools/core/cloud.py)
+
+# `installer: auto`: GKE installs the driver and its own device plugin (gpuDriverInstallationConfig), which also
+# serves GKE's time-sharing, MPS and partitions.
+# The service scales GPU pools with its own cluster autoscaler; gpupools installs none (EKS: Karpenter or
+# cluster-autoscaler, gpupools' choice).
+OWN_AUTOSCALER = True
+
+
+def plan_notes(pools: list) -> list[str]:
+    """What the plan tells the user to check on the cluster itself: nothing here."""
+    return []
