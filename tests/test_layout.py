@@ -31,7 +31,10 @@ def test_the_import_contracts_hold():
 
 @pytest.mark.parametrize("module, wrong", [
     ("core/catalog.py", "from gpupools.cli import main"),  # core reaching up to the CLI
-    ("clouds/aws.py", "from gpupools.autoscaling import karpenter"),  # the cloud asking the autoscaler
+    ("clouds/aws/pools.py", "from gpupools.autoscaling import karpenter"),  # the cloud asking the autoscaler
+    ("clouds/aws/fabric.py", "from gpupools.clouds.gcp import fabric"),  # one cloud's package reaching into another's
+    ("fabric/plan.py", "from gpupools.fabric import gpudirect"),  # an import cycle inside a capability
+    ("clouds/gcp/capacity.py", "from gpupools.clouds.gcp import pools"),  # an import cycle inside a cloud's package
     ("idle/report.py", "from gpupools.deploy import base"),  # the idle report knowing the components
 ])
 def test_a_wrong_way_import_breaks_a_contract(tmp_path, module, wrong):
@@ -43,11 +46,80 @@ def test_a_wrong_way_import_breaks_a_contract(tmp_path, module, wrong):
     assert "BROKEN" in result.stdout
 
 
+CLOUD_PACKAGES = sorted(p.parent for p in (ROOT / "gpupools" / "clouds").glob("*/__init__.py"))
+
+
 def test_package_inits_hold_only_a_docstring():
     for init in (ROOT / "gpupools").rglob("__init__.py"):
+        if init.parent in CLOUD_PACKAGES:
+            continue
         tree = ast.parse(init.read_text())
         assert len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant), init
         assert "\n" not in tree.body[0].value.value.strip(), f"{init}: one line"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Each cloud a package of the same shape: one module per question, the managed mode beside them
+
+
+def cloud_init_strays(source: str, package: str) -> list[int]:
+    """Lines of a cloud package's __init__ that are more than its Cloud object: the docstring, imports of its own
+    modules and of the standard mode's answers, and __all__."""
+    own = (f"{package}.", "gpupools.clouds.standard")
+    strays = []
+    for node in ast.parse(source).body[1:]:
+        if isinstance(node, ast.ImportFrom) and (node.module == "__future__" or node.module.startswith(own)):
+            continue
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            continue
+        strays.append(node.lineno)
+    return strays
+
+
+def test_a_cloud_packages_init_is_its_cloud_object_and_nothing_else():
+    assert [p.name for p in CLOUD_PACKAGES] == ["aws", "azure", "gcore", "gcp"]
+    for package in CLOUD_PACKAGES:
+        assert cloud_init_strays((package / "__init__.py").read_text(), f"gpupools.clouds.{package.name}") == [], package
+    # and the check sees a stray line
+    assert cloud_init_strays('"""doc."""\nimport json\nX = 1\n', "gpupools.clouds.aws") == [2, 3]
+
+
+def managed_mode_files() -> dict[str, set[str]]:
+    """Each cloud package's managed-mode modules, as the registry resolves them."""
+    from gpupools.clouds import registry
+
+    modes: dict[str, set[str]] = {p.name: set() for p in CLOUD_PACKAGES}
+    for (cloud, _mode), module in registry.MANAGED.items():
+        package, _, name = module.__name__.rpartition(".")
+        assert package == f"gpupools.clouds.{cloud}", f"{module.__name__}: a managed mode lives in its cloud's package"
+        modes[cloud].add(f"{name}.py")
+    return modes
+
+
+def test_every_cloud_package_has_the_same_modules():
+    """A reader who knows clouds/aws/ finds the same file for the same question in every other cloud's package; a
+    managed mode is the one module a package may add."""
+    modes = managed_mode_files()
+    shapes = {p.name: sorted({f.name for f in p.glob("*.py")} - modes[p.name]) for p in CLOUD_PACKAGES}
+    expected = ["__init__.py", "capacity.py", "cluster.py", "fabric.py", "health.py", "pools.py", "provider.py", "software.py", "upgrades.py"]
+    assert shapes == {name: expected for name in shapes}
+    assert {cloud: sorted(files) for cloud, files in modes.items()} == {
+        "aws": ["auto_mode.py"], "azure": ["node_auto_provisioning.py"], "gcore": [], "gcp": ["autopilot.py"]}
+
+
+def test_no_module_of_gpupools_is_too_long_to_read_in_one_sitting():
+    """Data tables aside (the catalog and facts are YAML), a module stays under about 700 lines."""
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "gpupools").rglob("*.py") if (n := len(p.read_text().splitlines())) > 720}
+    assert long == {}
+
+
+def test_there_is_one_independence_contract_over_the_cloud_packages():
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    independent = [set(c["modules"]) for c in contracts if c["type"] == "independence"]
+    assert {f"gpupools.clouds.{p.name}" for p in CLOUD_PACKAGES} in independent
+    assert any(c["type"] == "acyclic_siblings" and c["ancestors"] == ["gpupools"] for c in contracts)
 
 
 def test_no_module_is_left_beside_the_capability_folders():

@@ -19,6 +19,7 @@ from typing import Mapping
 from gpupools.clouds import gcp
 from gpupools.core.catalog import load_catalog, zone_region
 from gpupools.core.pools import POOL_LABEL
+from gpupools.fabric.nccl import INSTALLER, NEEDS_NRI, NRI_INJECTOR, flavour, node_software  # noqa: F401 (asked here too)
 from gpupools.fabric.plan import FabricPlan
 from gpupools.stack.config import StackConfig
 
@@ -34,7 +35,6 @@ NAMESPACE = "kube-system"  # where Google's manifests run them, as system-node-c
 PAUSE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
 # The NRI device injector, at the commit cluster-toolkit v1.95.0 pins for A3 High (modules/compute/gke-node-pool/
 # gpu_direct.tf line 31; examples/gke-a3-megagpu/nri-device-injector.yaml line 52 has the same digest).
-NRI_INJECTOR = "device-injector"
 NRI_IMAGE = "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970"
 # The NCCL plugin installers, one per GPUDirect flavour, and the image and version each blueprint pins:
 # TCPX: container-engine-accelerators @ 204a57c gpudirect-tcpx/nccl-tcpx-installer.yaml (gpu_direct.tf line 29,
@@ -44,33 +44,15 @@ NRI_IMAGE = "gcr.io/gke-release/nri-device-injector@sha256:6e79483d52abdc28454bf
 # RDMA: cluster-toolkit v1.95.0 examples/gke-a3-ultragpu/nccl-installer.yaml.tftpl with the blueprint's template
 #   variables (gke-a3-ultragpu.yaml lines 264-269: version v1.1.0, 8 accelerators; the image and maxUnavailable are
 #   modules/management/kubectl-apply/variables.tf lines 227 and 241).
-INSTALLER = {"tcpx": "nccl-tcpx-installer", "tcpxo": "nccl-tcpxo-installer", "rdma": "nccl-rdma-installer"}
 TCPX_PLUGIN = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev:v3.1.9"
 TCPXO_PLUGIN = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.15"
 GIB_PLUGIN = "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.0"
-# The flavours whose pods run a receive-datapath daemon that the NRI device injector hands the GPUs: both that
-# gpu_direct.tf installs it for (lines 31 and 46).
-NEEDS_NRI = ("tcpx", "tcpxo")
-
-
-def flavour(kind: str) -> str | None:
-    """tcpx | tcpxo | rdma for a GPUDirect fabric kind; None for any other fabric."""
-    name = kind.removeprefix("gpudirect-")
-    return name if kind.startswith("gpudirect-") and name in INSTALLER else None
 
 
 def installer_for(cloud: str, instance_type: str | None) -> str | None:
     """The NCCL plugin installer an instance type's GPUDirect NICs need (the catalog's gpudirect); None without."""
     name = load_catalog().fabric_of(cloud, instance_type or "").gpudirect
     return INSTALLER.get(name or "")
-
-
-def node_software(kind: str) -> tuple[str, ...]:
-    """The DaemonSets a multi-node pod of this fabric relies on running on its node (none outside GPUDirect)."""
-    name = flavour(kind)
-    if name is None:
-        return ()
-    return (INSTALLER[name],) + ((NRI_INJECTOR,) if name in NEEDS_NRI else ())
 
 
 def gpu_networks(stack: StackConfig, fabrics: Mapping[str, FabricPlan]) -> dict[str, list[dict]]:

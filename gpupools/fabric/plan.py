@@ -15,6 +15,7 @@ from gpupools.capacity.sources import placement_zones
 from gpupools.core.catalog import Fabric, Hardware, load_catalog
 from gpupools.core.cloud import Cloud
 from gpupools.core.pools import PoolPlan
+from gpupools.fabric.nccl import node_software
 from gpupools.stack.config import Cluster, Pool, Sharing, StackConfig
 from gpupools.stack.errors import Problem
 
@@ -182,8 +183,6 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
     count = stack.target.fabric_resource_count(fabric)
     configured, gaps = module.fabric_readiness(stack.cluster, plan)
     placement, group, close = module.fabric_placement(stack.cluster.name, plan.pool)
-    from gpupools.fabric.gpudirect import node_software
-
     return FabricPlan(pool=plan.name, cloud=stack.cloud, name=module.FABRIC_NAME, kind=fabric.kind or "", devices=fabric.efa or fabric.extra_networks,
                       zone=fabric_zone(stack.target, plan.pool, stack.cluster), placement=placement, target=stack.target,
                       placement_group=group,
