@@ -277,7 +277,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
             fail(Problem("--units", "a multi-node job takes every GPU of each node; drop --units, --gpu-memory and --gpu-cores"))
         try:
             if jobset:
-                from gpupools.landing.jobset import multinode_jobset
+                from gpupools.landing.jobs import multinode_jobset
 
                 docs = [multinode_jobset(typed, plan_pool(typed, typed.pool(pool)), nodes, image if image != WORKLOAD_IMAGE else None, team, priority)]
             else:

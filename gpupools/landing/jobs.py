@@ -14,6 +14,7 @@ from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import gpu_memory_problem, units_per_pod
+from gpupools.landing.jobset import REPLICATED_JOB, as_jobset
 from gpupools.landing.names import fit_job, fit_jobset
 from gpupools.pools.pods import gpu_limits, pod_spec
 from gpupools.queues.kueue import PRIORITY_LABEL, QUEUE_LABEL, allowed_priorities
@@ -262,7 +263,6 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
     The name is `<base>-<pool>`, shortened where a name built from it would go over its limit (`landing.names`); `jobset`:
     to the JobSet's limits, which are tighter, as `landing.jobset.as_jobset` turns the Job into a JobSet of that name."""
     from gpupools.fabric.plan import fabric_pod, plan_fabric, with_fabric_pod
-    from gpupools.landing.jobset import REPLICATED_JOB
     from gpupools.queues.kueue import podset_topology
 
     problems = multinode_problems(stack, plan, nodes)
@@ -348,3 +348,9 @@ def disruption_budget(plan: PoolPlan, job: dict) -> dict | None:
 # The labels Kubernetes' Job controller and the JobSet controller put on their pods.
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+def multinode_jobset(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | None = None, team: str | None = None,
+                     priority: str | None = None, team_plans: list[TeamPlan] | None = None) -> dict:
+    """`multinode_job`'s job as a JobSet; the same refusals (ConfigError naming the option)."""
+    return as_jobset(multinode_job(stack, plan, nodes, image, team, priority, team_plans, jobset=True))

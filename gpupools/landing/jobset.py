@@ -31,10 +31,7 @@ from __future__ import annotations
 
 import copy
 
-from gpupools.core.pools import PoolPlan
 from gpupools.queues import kai
-from gpupools.queues.teams import TeamPlan
-from gpupools.stack.config import StackConfig
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"
@@ -89,14 +86,6 @@ def as_jobset(docs: list[dict]) -> dict:
     if "ttlSecondsAfterFinished" in owned:
         spec["ttlSecondsAfterFinished"] = owned["ttlSecondsAfterFinished"]
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
-
-
-def multinode_jobset(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | None = None, team: str | None = None,
-                     priority: str | None = None, team_plans: list[TeamPlan] | None = None) -> dict:
-    """`multinode_job`'s job as a JobSet; the same refusals (ConfigError naming the option)."""
-    from gpupools.landing.jobs import multinode_job
-
-    return as_jobset(multinode_job(stack, plan, nodes, image, team, priority, team_plans, jobset=True))
 
 
 def podsets(workload: dict) -> list[tuple[str, dict]]:

@@ -19,7 +19,7 @@ import yaml
 
 from gpupools.core.catalog import Catalog, GpuModel, load_catalog, mig_config_name, mig_resource_name
 from gpupools.clouds.aws import BOTTLEROCKET_MIG_GPU_KEY
-from gpupools.clouds.gcp.autopilot.import ACCELERATOR_COUNT_LABEL, ACCELERATOR_LABEL, MAX_SHARED_CLIENTS_LABEL, MODE as AUTOPILOT
+from gpupools.clouds.gcp.autopilot import ACCELERATOR_COUNT_LABEL, ACCELERATOR_LABEL, MAX_SHARED_CLIENTS_LABEL, MODE as AUTOPILOT
 from gpupools.clouds.registry import MANAGED, cloud_module
 from gpupools.autoscaling.karpenter import EC2_NODE_CLASS_REF
 from gpupools.core.miglayout import entries_resources

@@ -23,7 +23,7 @@ import yaml
 from gpupools.landing import names
 from gpupools.landing.check import cluster_of, land
 from gpupools.landing.jobs import disruption_budget, job_manifest, multinode_job, multinode_problems, team_job
-from gpupools.landing.jobset import multinode_jobset
+from gpupools.landing.jobs import multinode_jobset
 from gpupools.landing.nccltest import nccl_test, test_image as nccl_image
 from gpupools.pools.planning import plan_pools
 from gpupools.queues.teams import plan_teams

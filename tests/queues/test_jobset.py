@@ -20,7 +20,8 @@ from charts.chartrender import chart_dir, chart_version, need_helm, render
 from conftest import ROOT, _plain_cel, cel_value, crd_rule_failures, has_path, needs_reference, plan_of, stack_config, value_paths
 from gpupools.cli.main import app
 from gpupools.fabric.software import JOBSET, JOBSET_CONTROLLER_USER, jobset_values
-from gpupools.landing.jobset import COORDINATOR_KEY, hostname, multinode_jobset, podsets
+from gpupools.landing.jobs import multinode_jobset
+from gpupools.landing.jobset import COORDINATOR_KEY, hostname, podsets
 from gpupools.pools.planning import plan_pool, plan_pools
 from gpupools.queues import kueue
 from gpupools.stack.config import read_stack_file

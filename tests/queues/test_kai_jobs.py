@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from gpupools.cli.main import app
 from gpupools.landing.check import cluster_of, land, landing_check
 from gpupools.landing.jobs import multinode_job
-from gpupools.landing.jobset import multinode_jobset, podsets
+from gpupools.landing.jobs import multinode_jobset
+from gpupools.landing.jobset import podsets
 from gpupools.landing.nccltest import nccl_test
 from gpupools.pools.planning import plan_pools
 from gpupools.queues import kai

@@ -114,6 +114,6 @@ def mock_cluster_facts(config: dict) -> dict:
 # of the ComputeClass schema GKE serves (`cloud.google.com/v1`, tests/reference/gke/computeclass_v1.schema.json).
 
 # The cluster modes GKE offers gpupools: Standard clusters, whose pools may each be a node pool or a ComputeClass, and
-# Autopilot clusters, whose GPU nodes are GKE's own (gpupools.clouds.gcp.autopilot..
+# Autopilot clusters, whose GPU nodes are GKE's own (gpupools.clouds.gcp.autopilot).
 AUTOPILOT = "autopilot"
 CLUSTER_MODES = ("standard", AUTOPILOT)
