@@ -238,12 +238,12 @@ def test_the_classes_upgrade_by_the_cluster_s_node_auto_provisioning_default():
 
 
 def test_the_class_upgrade_line_follows_the_cluster_setting(monkeypatch):
-    monkeypatch.setattr(gcp, "COMPUTE_CLASS_UPGRADES", {"strategy": "SURGE", "max_surge": 2, "max_unavailable": 0})
+    monkeypatch.setattr(gcp.upgrades, "COMPUTE_CLASS_UPGRADES", {"strategy": "SURGE", "max_surge": 2, "max_unavailable": 0})
     stack = validate_stack(fallback_config())
     assert gcp.auto_provisioning_args(plan_pools(stack))["auto_provisioning_defaults"]["upgrade_settings"] == {
         "strategy": "SURGE", "max_surge": 2, "max_unavailable": 0}
     assert _pool_lines(stack, "infer")[0][1].startswith("ComputeClass node pools: surge strategy: surges 2 new nodes before draining one old;")
-    monkeypatch.setattr(gcp, "COMPUTE_CLASS_UPGRADES", {"strategy": "BLUE_GREEN"})
+    monkeypatch.setattr(gcp.upgrades, "COMPUTE_CLASS_UPGRADES", {"strategy": "BLUE_GREEN"})
     assert _pool_lines(stack, "infer")[0][1].startswith("ComputeClass node pools: standard blue-green: a second set of nodes")
 
 
@@ -275,5 +275,5 @@ def test_the_class_repair_line_is_the_class_s_own_setting(monkeypatch):
         obj = real(plan, location, service_account)
         obj["spec"]["nodePoolConfig"]["autoRepair"] = False
         return obj
-    monkeypatch.setattr(gcp, "compute_class", without_repair)
+    monkeypatch.setattr(gcp.health, "compute_class", without_repair)
     assert _pool_lines(stack, "h100")[1].startswith("nothing: the ComputeClass sets nodePoolConfig.autoRepair: false")
