@@ -240,7 +240,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         if profile is None:
             return job
         from gpupools.core.catalog import mig_resource_name
-        from gpupools.landing.check import asking_for
+        from gpupools.landing.shapes import asking_for
 
         target = plan_pool(typed, typed.pool(pool))
         offered = [r.removeprefix("nvidia.com/mig-") for r in target.node_resources if r.startswith("nvidia.com/mig-")]
