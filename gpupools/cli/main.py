@@ -240,7 +240,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         if profile is None:
             return job
         from gpupools.core.catalog import mig_resource_name
-        from gpupools.landing.check import asking_for
+        from gpupools.landing.shapes import asking_for
 
         target = plan_pool(typed, typed.pool(pool))
         offered = [r.removeprefix("nvidia.com/mig-") for r in target.node_resources if r.startswith("nvidia.com/mig-")]
@@ -340,10 +340,13 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
          ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="PEM bundle of a private CA for an https --prometheus")) -> None:
     """Find GPUs held idle over a window: who holds them, for how long, in physical GPU-hours, and the waste at list price."""
     gc.enable()  # a report may run for minutes over many answers: the collector stays on (see main)
-    from gpupools.idle.report import (PLOT_HINT, ReportError, by_team, format_table, format_teams, idle_report, parse_below, parse_by, parse_min_idle,
-                       parse_timeout, parse_window, plot_available)
-    from gpupools.idle.report import plot as draw
-    from gpupools.idle.promapi import parse_url, redact
+    from gpupools.idle.options import parse_below, parse_min_idle, parse_timeout, parse_window
+    from gpupools.idle.plotting import PLOT_HINT, plot_available
+    from gpupools.idle.plotting import plot as draw
+    from gpupools.idle.promapi import ReportError, parse_url, redact
+    from gpupools.idle.report import idle_report
+    from gpupools.idle.teams import by_team, format_teams, parse_by
+    from gpupools.idle.text import format_table
     from gpupools.idle.promauth import AuthOptions, connect
 
     teams = None

@@ -10,7 +10,8 @@ import pytest
 from charts.chartrender import chart_dir, example_stacks, need_helm, render, stack_plan, stack_releases
 from gpupools.clouds.registry import cloud_module
 from gpupools.landing.agents import rendered_agents
-from gpupools.landing.check import cluster_of, land, landing_check, shapes
+from gpupools.landing.check import cluster_of, land, landing_check
+from gpupools.landing.shapes import shapes
 
 # Agents that no chart renders: gpupools' own DaemonSets and policies, and what the image or the cloud brings.
 NOT_FROM_CHARTS = ("DaemonSet", "NicClusterPolicy", "node image", "GKE", "the cloud", "node image and user data")

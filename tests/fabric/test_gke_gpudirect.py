@@ -289,7 +289,8 @@ def test_installers_and_the_injector_are_googles_manifests_on_the_fabric_pools(f
 
 
 def test_each_daemonset_runs_on_its_pools_nodes_and_on_no_other(fabric_stack):
-    from gpupools.landing.check import cluster_of, pool_node
+    from gpupools.landing.check import cluster_of
+    from gpupools.landing.nodes import pool_node
 
     cluster = cluster_of(fabric_stack)
     nodes = {p.name: pool_node(cluster, p) for p in cluster.plans}

@@ -133,7 +133,7 @@ def counted(asked: str) -> bytes:
 
 
 def test_a_well_formed_answer_still_reports(server, monkeypatch):
-    import gpupools.idle.report as idle
+    import gpupools.idle.counting as idle
 
     monkeypatch.setattr(idle, "SPLIT", 1)  # every piece would get the same answer
     Answers.body, Answers.declared = counted, None
@@ -174,7 +174,9 @@ def test_bad_timeout_is_exit_2():
 
 
 def test_reserved_nodes_left_unused_are_waste_at_list_price():
-    from gpupools.idle.report import Report, format_table, reserved_idle
+    from gpupools.idle.reserved import reserved_idle
+    from gpupools.idle.rows import Report
+    from gpupools.idle.text import format_table
 
     class Prom:
         def __init__(self):

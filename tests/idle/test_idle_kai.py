@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpupools.idle.report import IdleGpu, Report, Sharer, attribute_fractions, by_team, gpu_groups
+from gpupools.idle.kai_fractions import Sharer, attribute_fractions, gpu_groups
+from gpupools.idle.rows import IdleGpu, Report
+from gpupools.idle.teams import by_team
 from gpupools.monitoring.promql import KAI_RESERVATION_NAMESPACE
 from gpupools.queues import kai
 

@@ -308,7 +308,7 @@ def rows_of(report) -> dict:
 
 def test_pieces_add_up_to_the_whole_window(prometheus, end, monkeypatch):
     """A window cut into pieces (as long windows are, to stay within Prometheus' limits) gives the same report."""
-    import gpupools.idle.report as idle
+    import gpupools.idle.questions as idle
 
     whole = rows_of(exact_report(prometheus, end, min_idle=0))
     monkeypatch.setattr(idle, "CHUNK_STEPS", 97)  # 1,440 steps in 15 pieces, the last one short
@@ -318,7 +318,7 @@ def test_pieces_add_up_to_the_whole_window(prometheus, end, monkeypatch):
 
 def test_recorded_pieces_add_up_to_the_whole_window(recorded, end, monkeypatch):
     """Recorded steps over a long window are read in pieces of a day; cut finer, the report is the same."""
-    import gpupools.idle.report as idle
+    import gpupools.idle.questions as idle
 
     whole = exact_report(recorded, end, min_idle=0)
     monkeypatch.setattr(idle, "CHUNK_STEPS", 97)
@@ -330,7 +330,8 @@ def test_recorded_pieces_add_up_to_the_whole_window(recorded, end, monkeypatch):
 def test_gpu_lists_too_long_for_a_request_ask_for_every_gpu(prometheus, end, monkeypatch):
     """The second round asks only about the listed holders' GPUs; where that list would not fit the request (Google's
     API takes queries in the URL), it asks about every GPU instead and keeps the same rows."""
-    import gpupools.idle.report as idle
+    import gpupools.idle.counting as idle
+    from gpupools.idle import questions
 
     listed = rows_of(exact_report(prometheus, end, min_idle=0))
     asked: list[str] = []
@@ -341,8 +342,8 @@ def test_gpu_lists_too_long_for_a_request_ask_for_every_gpu(prometheus, end, mon
     assert asked and not any("UUID=~" in expr for expr in asked)
     assert idle.gpu_regex(["GPU-1", "GPU-2"], 40) == "GPU-1|GPU-2" and idle.gpu_regex(["GPU-1"] * 10, 40) is None
     # Regex metacharacters escaped for RE2, then backslashes and quotes escaped for the PromQL string.
-    assert (idle._literal("GPU-a.b"), idle._literal('x"y'), idle._literal("a\\b")) == (r"GPU-a\\.b", r'x\"y', r"a\\\\b")
-    assert [idle._literal(c) for c in ".+*?()|[]{}^$-_"] == ["\\\\" + c for c in ".+*?()|[]{}^$"] + ["-", "_"]
+    assert (questions._literal("GPU-a.b"), questions._literal('x"y'), questions._literal("a\\b")) == (r"GPU-a\\.b", r'x\"y', r"a\\\\b")
+    assert [questions._literal(c) for c in ".+*?()|[]{}^$-_"] == ["\\\\" + c for c in ".+*?()|[]{}^$"] + ["-", "_"]
 
 
 def test_gap_filling_only_changes_gpus_scraped_slower_than_the_step(prometheus, end, monkeypatch):
@@ -369,8 +370,9 @@ def test_steps_are_judged_only_where_a_holder_may_be_idle_and_not(prometheus, en
     before the window, which the peak does not cover, so only the first shortcut applies. Judging every holder, as
     the report did before, gives the same rows; counting a judged holder as idle throughout does not."""
     import gpupools.idle.report as idle
+    from gpupools.idle import counting
 
-    choose, kind_of = idle.grid_for, idle.kind_of
+    choose, kind_of = idle.grid_for, counting.kind_of
     monkeypatch.setattr(idle, "grid_for", lambda *args: dataclasses.replace(choose(*args), fill=fill))
     asked: list[str] = []
     ask = idle.Prometheus.query
@@ -396,10 +398,10 @@ def test_steps_are_judged_only_where_a_holder_may_be_idle_and_not(prometheus, en
     assert (uuid["notebook-1"] in judged) == (uuid["restarted"] in judged) == fill  # idle throughout
     assert shortcut[("team-n", "no-data")][:2] == (12, 24) and shortcut[("team-q", "restarted")][:2] == (24, 24)
 
-    monkeypatch.setattr(idle, "kind_of", lambda *args: "judged")  # every holder's steps judged one by one
+    monkeypatch.setattr(counting, "kind_of", lambda *args: "judged")  # every holder's steps judged one by one
     assert rows_of(exact_report(prometheus, end, min_idle=0)) == shortcut
 
-    monkeypatch.setattr(idle, "kind_of", lambda *args: "idle" if kind_of(*args) == "judged" else kind_of(*args))
+    monkeypatch.setattr(counting, "kind_of", lambda *args: "idle" if kind_of(*args) == "judged" else kind_of(*args))
     wrong = rows_of(exact_report(prometheus, end, min_idle=0))
     differ = {holder for holder in set(wrong) | set(shortcut) if wrong.get(holder) != shortcut.get(holder)}
     assert {("team-b", "stuck"), ("team-p", "dip"), ("team-q", "restarted-busy"), ("team-t", "at-threshold")} <= differ
@@ -434,7 +436,7 @@ def test_peaks_and_lows_asked_ahead_or_with_the_grid_give_the_same_rows(promethe
 def test_a_gpu_is_low_only_below_the_threshold_in_its_metrics_unit():
     """The lowest sample marks a GPU as one to look at when below the threshold as the step questions write it
     (`< 0.05` for the engine ratio): exactly at it is not below; -Inf is below anything and NaN below nothing."""
-    from gpupools.idle.report import below_in, low_gpus
+    from gpupools.idle.questions import below_in, low_gpus
 
     assert (below_in(1, 5), below_in(100, 5), below_in(100, 100 / 3)) == (5, 0.05, 0.333333)
     values = {"at": ("min 1", 5.0), "under": ("min 1", 4.999), "nan": ("min 1", math.nan), "minus": ("min 1", -math.inf),
@@ -484,7 +486,8 @@ def test_recorded_idle_steps_give_the_same_report(recorded, end):
     others = lambda r: sum(g.exact_usd or 0 for g in r.idle if g.pod != "gappy")  # noqa: E731
     assert others(report) == pytest.approx(others(raw_report), abs=0.01)
     # Peaks read from raw samples (the cheaper source when GPUs are scraped less than once a minute) are the same.
-    from gpupools.idle.report import Steps, collect
+    from gpupools.idle.counting import collect
+    from gpupools.idle.questions import Steps
 
     grid = Steps(last["value"], 60, 1440)
     peaks = [{tuple(sorted(h.labels.items())): (h.peak, h.idle, h.seen, h.share) for h in collect(Prometheus(recorded), grid, 5.0, 60, True, raw_peaks=raw_peaks)}
@@ -632,7 +635,7 @@ def team_stack(tmp_path):
 
 
 def test_by_team_totals_exact(prometheus, end):
-    from gpupools.idle.report import by_team
+    from gpupools.idle.teams import by_team
 
     report = exact_report(prometheus, end, min_idle=3600)
     teams = {t["name"]: t["namespace"] for t in TEAMS}
@@ -711,7 +714,7 @@ def test_plot_without_matplotlib_is_a_hint_exit_2(monkeypatch, tmp_path):
 
 
 def test_prometheus_error_is_one_line_exit_1(prometheus, monkeypatch):
-    import gpupools.idle.report as idle
+    import gpupools.idle.questions as idle
 
     monkeypatch.setattr(idle, "step_sample", lambda metric, grid, offset: "sum(")  # Prometheus rejects this with a parse error
     result = run("idle", "--prometheus", prometheus)

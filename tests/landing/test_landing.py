@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from gpupools.core.pools import Taint
-from gpupools.landing import check
-from gpupools.landing.check import Cluster, cluster_of, land, landing_check
+from gpupools.landing import check, nodes
+from gpupools.landing.check import cluster_of, land, landing_check
+from gpupools.landing.cluster import Cluster
 from gpupools.landing.scheduling import runs_on, selects, tolerates, untolerated
 from gpupools.pools.planning import plan_pools
 from gpupools.queues import kueue
@@ -376,7 +377,7 @@ def test_a_topology_aware_flavor_counts_the_nodes_a_gang_needs_against_the_nodes
 
 @pytest.mark.parametrize("quantity, mib", [("5120Mi", 5120), ("2Gi", 2048), (str(3 * 1024 * 1024), 3), (1048576, 1)])
 def test_huge_page_quantities(quantity, mib):
-    assert check._mebibytes(quantity) == mib
+    assert nodes._mebibytes(quantity) == mib
 
 
 def test_hamis_own_resources_need_no_device_plugin_only_under_hamis_scheduler():

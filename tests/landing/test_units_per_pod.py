@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from gpupools.cli.main import app
 from gpupools.core.sharing import BOTTLEROCKET, Mechanism, device_plugin_config_entry, units_per_pod
-from gpupools.landing.check import cluster_of, job_for, land, landing_check, shapes
+from gpupools.landing.check import cluster_of, land, landing_check
 from gpupools.landing.jobs import job_manifest
+from gpupools.landing.shapes import job_for, shapes
 from gpupools.stack.config import Sharing
 from gpupools.validation.stack import validate_stack
 

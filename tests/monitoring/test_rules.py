@@ -557,7 +557,7 @@ def test_idle_report_reads_unused_reserved_nodes_as_averages(tmp_path):
     """The idle report's question, evaluated by promtool on the recorded reservation series: h100 holds 2 reserved
     nodes and runs none for the first hour of two, one in the second: 1.5 unused on average (to the tenth: the
     window's points at both ends count); a100 runs its one node."""
-    from gpupools.idle.report import reserved_question
+    from gpupools.idle.reserved import reserved_question
     from gpupools.monitoring.promql import RESERVED_NODE_PRICE
 
     rules = write_rules_with_reservations(tmp_path, {"h100": (2, 55.04), "a100": (1, 32.77)})

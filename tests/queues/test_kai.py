@@ -377,7 +377,8 @@ def test_a_job_beyond_its_queues_limit_stops_at_the_queue():
 
 
 def test_a_job_for_a_department_queue_or_without_kais_scheduler_is_refused():
-    from gpupools.landing.check import job_for, land
+    from gpupools.landing.check import land
+    from gpupools.landing.shapes import job_for
 
     cluster = _cluster()
     team, plan = _team(cluster, "vision"), _plan(cluster, "train")
@@ -393,7 +394,8 @@ def test_a_job_for_a_department_queue_or_without_kais_scheduler_is_refused():
 
 
 def test_a_fraction_needs_a_fraction_pool_and_the_node_scale_adjuster():
-    from gpupools.landing.check import job_for, land
+    from gpupools.landing.check import land
+    from gpupools.landing.shapes import job_for
 
     cluster = _cluster()
     team = _team(cluster, "vision")
