@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from gpupools.core import packaged
+from gpupools.stack.errors import close_matches
 
 CLOUDS = ("aws", "azure", "gcp", "gcore")
 
@@ -138,7 +138,7 @@ class Catalog:
         return self.refused.get(cloud, {}).get(name)
 
     def closest(self, cloud: str, name: str, n: int = 3) -> list[str]:
-        return difflib.get_close_matches(name, list(self.instances.get(cloud, {})), n=n, cutoff=0.5)
+        return close_matches(name, self.instances.get(cloud, {}), n=n, cutoff=0.5)
 
     def gpu_by_device_name(self, device_name: str) -> GpuModel | None:
         """Map NVML's model string (dcgm-exporter's `modelName`) to a catalog GPU."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import unicodedata
@@ -109,12 +110,21 @@ def _token_like(run: str) -> bool:
 
 def _visible(text: str) -> str:
     """Without format, control and separator characters other than the plain space."""
+    if text.isprintable():  # false for any of those (and unassigned or private-use ones): the common case, at C speed
+        return text
     return "".join(c for c in text if c == " " or unicodedata.category(c)[0] not in "CZ")
+
+
+# A name holds at most 200 visible characters (`_NAME`); a longer string is not one, however many invisible ones it
+# holds, and is not looked at character by character.
+_LONGEST_NAME = 4 * 200
 
 
 def name_like(text: str) -> bool:
     """Whether a string has the form of a name, id or size rather than of a credential. Invisible characters do not
     count: the problem that names them must still say which key holds them."""
+    if len(text) > _LONGEST_NAME:
+        return False
     text = _visible(text)
     return bool(_NAME.fullmatch(text)) and "://" not in text and not any(_token_like(run) for run in _RUN.findall(text))
 
@@ -165,6 +175,19 @@ def kind(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return f"a list of {count(len(value), 'item', 'items')}" if value else "an empty list"
     return f"a value of type {type(value).__name__}"
+
+
+def close_matches(word: str, possibilities: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """`difflib.get_close_matches`, without reading a word too long to come close to any possibility. difflib first
+    indexes every character of the word (a second for a megabyte), yet a ratio is at most 2·min(a, b) / (a + b),
+    below `cutoff` once the word is longer than the longest possibility times (2 - cutoff) / cutoff."""
+    import difflib
+
+    possibilities = list(possibilities)
+    longest = max(map(len, possibilities), default=0)
+    if len(word) * cutoff > longest * (2 - cutoff):
+        return []
+    return difflib.get_close_matches(word, possibilities, n=n, cutoff=cutoff)
 
 
 def shown(loc: Iterable, value: Any) -> str:
@@ -234,51 +257,119 @@ def _hidden_values(config: Any) -> list[tuple[str, str]]:
 def _spellings(text: str) -> set[str]:
     """How a message may spell a value: as it is, escaped as Python's repr or JSON does, or escaped to one line."""
     forms = {text, repr(text)[1:-1], json.dumps(text)[1:-1], text.encode("unicode_escape").decode("ascii", "replace")}
-    return {f.translate(_ONE_LINE) for f in forms} | forms
+    # The escaped spellings hold none of the characters `_ONE_LINE` escapes; only the value itself may.
+    return forms | {text.translate(_ONE_LINE)} if not text.isprintable() and _BREAKS.search(text) else forms
+
+
+_BREAKS = re.compile(f"[{re.escape(''.join(map(chr, _ONE_LINE)))}]")
 
 
 class _Hider:
     """Finds, in a message, each hidden value in any of its spellings, whole or shortened (its first `_PREFIX` or more
     characters, as `describe` and the reader quote long values), and replaces it, with its quotes and any "...", by
-    the value's description."""
+    the value's description.
+
+    Linear in the message: the message is read once, left to right. At each position two lookups say whether a
+    spelling may start there: the next `_PREFIX` characters among the first `_PREFIX` of the long spellings, the next
+    `_MIN_HIDDEN` among the first `_MIN_HIDDEN` of the short ones (found whole only, not inside a longer word). How far
+    a long spelling goes on matching is measured with slices of doubling length, so a match costs the characters it
+    covers (at C speed) and the reading resumes after it; spellings sharing a start are kept sorted and narrowed by
+    bisection, so many of them cost no more than one. A value of a megabyte in a message of a megabyte costs a few
+    milliseconds, where trying every spelling at every position cost minutes."""
 
     def __init__(self, hidden: list[tuple[str, str]]):
-        self.forms: list[tuple[str, str]] = sorted(((form, description) for text, description in hidden for form in _spellings(text)),
-                                                   key=lambda f: -len(f[0]))
-        self.prefixes: dict[str, list[tuple[str, str]]] = {}
-        for form, description in self.forms:
-            if len(form) > _PREFIX:
-                self.prefixes.setdefault(form[:_PREFIX], []).append((form, description))
+        self.short: dict[str, str] = {}  # a whole spelling shorter than _PREFIX -> its description
+        long: dict[str, dict[str, str]] = {}  # first _PREFIX characters -> {spelling: description}
+        for text, description in hidden:
+            for form in _spellings(text):
+                if len(form) < _PREFIX:
+                    self.short.setdefault(form, description)
+                else:
+                    long.setdefault(form[:_PREFIX], {}).setdefault(form, description)
+        self.long = {head: sorted(forms.items()) for head, forms in long.items()}
+        self.short_heads = {form[:_MIN_HIDDEN] for form in self.short}
+        self.short_lengths = sorted({len(form) for form in self.short}, reverse=True)
 
     def _spans(self, message: str) -> list[tuple[int, int, str]]:
         spans: list[tuple[int, int, str]] = []
-
-        def free(start: int, end: int) -> bool:
-            return not any(a < end and start < b for a, b, _ in spans)
-
-        for form, description in self.forms:  # whole values, longest first
-            for match in re.finditer(rf"(?<![A-Za-z0-9]){re.escape(form)}(?![A-Za-z0-9])" if len(form) < _PREFIX else re.escape(form), message):
-                if free(match.start(), match.end()):
-                    spans.append((match.start(), match.end(), description))
-        for start in range(len(message) - _PREFIX + 1):  # shortened ones
-            for form, description in self.prefixes.get(message[start:start + _PREFIX], ()):
-                end = start + _PREFIX
-                while end < len(message) and end - start < len(form) and message[end] == form[end - start]:
-                    end += 1
-                if free(start, end):
-                    spans.append((start, end, description))
+        at, size = 0, len(message)
+        while at <= size - _MIN_HIDDEN:
+            end, description = at, ""
+            bucket = self.long.get(message[at:at + _PREFIX])
+            if bucket is not None:
+                end, description = _longest(message, at, bucket)
+            elif message[at:at + _MIN_HIDDEN] in self.short_heads and not (at and _word(message[at - 1])):
+                for length in self.short_lengths:  # longest first
+                    form = message[at:at + length]
+                    if len(form) == length and form in self.short and not (at + length < size and _word(message[at + length])):
+                        end, description = at + length, self.short[form]
+                        break
+            if end > at:
+                spans.append((at, end, description))
+                at = end
+            else:
+                at += 1
         return spans
 
     def __call__(self, message: str) -> str:
-        if not self.forms:
+        if not self.short and not self.long:
             return message
-        for start, end, description in sorted(self._spans(message), reverse=True):
+        out, done = [], 0
+        for start, end, description in self._spans(message):
             if message[end:end + 3] == "...":
                 end += 3
-            if start > 0 and end < len(message) and message[start - 1] == message[end] and message[end] in "'\"":
+            if start > done and end < len(message) and message[start - 1] == message[end] and message[end] in "'\"":
                 start, end = start - 1, end + 1
-            message = message[:start] + description + message[end:]
-        return message
+            out += [message[done:start], description]
+            done = end
+        out.append(message[done:])
+        return "".join(out)
+
+
+def _word(char: str) -> bool:
+    """A character that continues a word: a short value found next to one is part of a longer word, not the value."""
+    return char.isascii() and char.isalnum()
+
+
+def _longest(message: str, at: int, forms: list[tuple[str, str]]) -> tuple[int, str]:
+    """Where the longest match at `at` of any of `forms` (sorted, all sharing the message's next `_PREFIX` characters)
+    ends, and that spelling's description. Bisection narrows the forms to those sharing twice as many characters
+    until one is left or none shares the next stretch; the longest match is then that one's or, among the rest, one
+    of the two the message's text would sort between."""
+    lo, hi, known = 0, len(forms), _PREFIX
+    while hi - lo > 1:
+        width = known * 2
+        head = message[at:at + width]
+        first = bisect.bisect_left(forms, head, lo, hi, key=lambda f: f[0][:width])
+        last = bisect.bisect_right(forms, head, first, hi, key=lambda f: f[0][:width])
+        if first == last or len(head) < width:
+            candidates = [i for i in (first - 1, first) if lo <= i < hi]
+            break
+        lo, hi, known = first, last, width
+    else:
+        candidates = [lo]
+    best = max(candidates, key=lambda i: _common(message, at, forms[i][0], known))
+    return at + _common(message, at, forms[best][0], known), forms[best][1]
+
+
+def _common(message: str, at: int, form: str, known: int) -> int:
+    """How many characters of `form` the message holds from `at` on, knowing the first `known` match: slices of
+    doubling length, then halving, so the cost is that of comparing the characters that match."""
+    limit = min(len(form), len(message) - at)
+    good, step = known, max(known, 1)
+    while good < limit:
+        probe = min(limit, good + step)
+        if message[at + good:at + probe] != form[good:probe]:
+            bad = probe  # the first difference lies in (good, bad]
+            while bad - good > 1:
+                middle = (good + bad) // 2
+                if message[at + good:at + middle] == form[good:middle]:
+                    good = middle
+                else:
+                    bad = middle
+            return good
+        good, step = probe, step * 2
+    return good
 
 
 def redact(problems: list[Problem], config: Any) -> list[Problem]:

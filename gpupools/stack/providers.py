@@ -9,7 +9,6 @@ gpupools.stack.targets); anything else in these namespaces is reported by name.
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import os
 import re
@@ -20,7 +19,7 @@ from typing import Any
 
 from gpupools.stack.config import SecretPlaceholder, SecretText
 from gpupools.stack.targets import Setting, cloud_names, cloud_of_namespace, provider_of
-from gpupools.stack.errors import Problem, shown
+from gpupools.stack.errors import Problem, close_matches, shown
 
 
 def _settings(cloud: str | None) -> Mapping[str, Setting]:
@@ -101,7 +100,7 @@ def provider_problems(cloud: str | None, providers: Mapping[str, Any], environ: 
                 problems.append(Problem(key, f"not read by gpupools: the Kubernetes provider is configured from the cluster the stack "
                                              f"creates or finds, so {namespace}: settings would be ignored"))
             elif cloud is not None and key.partition(":")[2] not in provider_sdk_keys(namespace):
-                close = difflib.get_close_matches(key, [*own, *(f"{namespace}:{k}" for k in provider_sdk_keys(namespace))], n=1, cutoff=0.8)
+                close = close_matches(key, [*own, *(f"{namespace}:{k}" for k in provider_sdk_keys(namespace))], n=1, cutoff=0.8)
                 hint = f"; did you mean {close[0]}?" if close else ""
                 problems.append(Problem(key, f"unknown {namespace} setting: neither gpupools nor the {namespace} provider reads it{hint} "
                                              f"(gpupools reads {', '.join(own)})"))

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from yaml.composer import ComposerError
+from yaml.composer import Composer, ComposerError
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 from yaml.events import AliasEvent, ScalarEvent
 from yaml.nodes import MappingNode, ScalarNode
 
@@ -117,17 +119,36 @@ class _Refused(yaml.YAMLError):
         self.message, self.mark = message, mark
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader with the limits above; one instance reads one document."""
+try:
+    # libyaml's scanner and parser, which PyYAML's wheels carry: PyYAML's own, in Python, take 2 to 7 seconds to
+    # read a value of a megabyte (up to 7 µs a character, in quoted text with spaces); libyaml takes milliseconds.
+    # Composing and constructing, where every limit above is kept, stay in Python either way.
+    from yaml._yaml import CParser as _Parser
+except ImportError:  # a PyYAML built without libyaml: the same reading, only slower
+    class _Parser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):  # type: ignore[no-redef]
+        def __init__(self, stream: str):
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+
+
+class _Loader(Composer, _Parser, SafeConstructor, Resolver):
+    """yaml.SafeLoader's parts with the limits above; one instance reads one document. Composer comes first, so its
+    composing (with the limits) is used rather than libyaml's own."""
 
     yaml_constructors = {f"tag:yaml.org,2002:{t}": yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{t}"] for t in _SAFE_TAGS}
     yaml_constructors[None] = yaml.SafeLoader.yaml_constructors[None]
-    # Pulumi reads `2026-01-01` as a string; PyYAML's YAML 1.1 resolver would make it a date.
-    yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    # Pulumi reads `2026-01-01` as a string; PyYAML's YAML 1.1 resolver would make it a date. It reads a lone `=` as
+    # the string "=" too (go-yaml v3, resolve.go `resolve`: no resolver hint for '='), where YAML 1.1 has the "value
+    # key" type, for which PyYAML has no constructor at all.
+    yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value")]
                                for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
     def __init__(self, stream: str):
-        super().__init__(stream)
+        _Parser.__init__(self, stream)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
         self._depth = 0
         self._nodes = 0
         self._weight: dict[int, int] = {}  # id(node) -> values in it with aliases expanded
@@ -162,7 +183,7 @@ class _Loader(yaml.SafeLoader):
 
     def compose_scalar_node(self, anchor: Any) -> ScalarNode:
         event = self.peek_event()
-        if isinstance(event, ScalarEvent) and event.tag is None and event.implicit[0] and event.style is None:
+        if isinstance(event, ScalarEvent) and event.tag is None and event.implicit[0] and not event.style:  # plain: None, or "" from libyaml
             yaml11_tag = self.resolve(ScalarNode, event.value, (True, False))
             if yaml_versions_disagree(event.value, yaml11_tag):
                 node = super().compose_scalar_node(anchor)
@@ -175,7 +196,19 @@ class _Loader(yaml.SafeLoader):
         yaml11 = self.yaml_constructors[node.yaml11_tag](self, ScalarNode(node.yaml11_tag, node.value, node.start_mark, node.end_mark))
         return Disputed(node.value, _core_value(node.value), yaml11, why, advice, node.start_mark.line + 1)
 
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        # A tag written out on a value it cannot hold (`!!int 1.5`, `!!bool maybe`, `!!float` on nothing) makes
+        # PyYAML's own constructors raise ValueError, KeyError or IndexError rather than a YAMLError.
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, KeyError, IndexError, TypeError):
+            what = (_short(node.value) if node.value else "an empty value") if isinstance(node, ScalarNode) else "the value"
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")  # one of _SAFE_TAGS: no other tag has a constructor
+            raise _Refused(f"{what} cannot be read as {tag}, the tag written on it; drop the tag or fix the value", node.start_mark) from None
+
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
+        if not isinstance(node, MappingNode):  # `!!map [1]`: the parent refuses it, saying what it found
+            return super().construct_mapping(node, deep)
         for key, _ in node.value:
             if isinstance(key, ScalarNode) and key.tag == DISPUTED_TAG:
                 why, advice = yaml_versions_disagree(key.value, key.yaml11_tag)
@@ -277,6 +310,14 @@ def _short(text: str, limit: int = 40) -> str:
     return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
 
+def _within(text: str, mark: Any) -> Any:
+    """`mark`, or the end of the last line where it points past it: libyaml puts the end of a file without a final
+    line break at the start of a line after it."""
+    if mark is None or mark.line <= text.count("\n"):
+        return mark
+    return yaml.Mark(mark.name, len(text), text.count("\n"), len(text) - (text.rfind("\n") + 1), None, None)
+
+
 def load_yaml(text: str) -> Any:
     """One YAML document as plain data, or ReadError."""
     loader = None
@@ -287,12 +328,22 @@ def load_yaml(text: str) -> Any:
         raise ReadError(exc.message + _where(exc.mark)) from None
     except yaml.MarkedYAMLError as exc:
         what = exc.problem or exc.context or "unreadable"
+        mark = exc.problem_mark or exc.context_mark
         if isinstance(exc, ComposerError) and "expected a single document" in str(exc.context):
             what = "more than one YAML document (---); a stack file is one document"
-        raise ReadError(f"not valid YAML{_where(exc.problem_mark or exc.context_mark)}: {what}") from None
+        elif "maximum nesting depth" in what:  # libyaml's own limit (1,000 levels), met before ours when it scans ahead
+            raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}") from None
+        raise ReadError(f"not valid YAML{_where(_within(text, mark))}: {what}") from None
     except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
-        raise ReadError(f"not valid YAML: character U+{exc.character:04X} at line {line} (character {exc.position}) is not "
+        # The first place of the character: the reader stops at the first one it refuses (libyaml counts bytes).
+        position = text.find(chr(exc.character)) if isinstance(exc.character, int) and 0 <= exc.character <= 0x10FFFF else -1
+        position = exc.position if position < 0 else position
+        line = text.count("\n", 0, position) + 1
+        raise ReadError(f"not valid YAML: character U+{exc.character:04X} at line {line} (character {position}) is not "
+                        f"allowed in YAML") from None
+    except UnicodeEncodeError as exc:  # a str that is not Unicode text (a lone surrogate), which libyaml cannot take
+        line = text.count("\n", 0, exc.start) + 1
+        raise ReadError(f"not valid YAML: character U+{ord(text[exc.start]):04X} at line {line} (character {exc.start}) is not "
                         f"allowed in YAML") from None
     except yaml.YAMLError as exc:
         raise ReadError(f"not valid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None

@@ -11,7 +11,7 @@ from gpupools.capacity.sources import capacity_key_problems, has as has_capacity
 from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import version_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, Department, GpuSoftware, Pool, Sharing, Team
-from gpupools.stack.errors import Problem
+from gpupools.stack.errors import Problem, describe
 from gpupools.core.miglayout import layout_problems, placement_problems
 from gpupools.core.sharing import BOTTLEROCKET, HAMI_NODE_SELECTOR, installer_problems, resolve_installer, sharing_problems
 from gpupools.queues.kueue import CHART as KUEUE
@@ -170,16 +170,16 @@ def _label_problems(pool: Pool, path: str, cloud: Cloud | None = None) -> list[P
     for key, value in pool.labels.items():
         where = f"{path}.labels.{key}"
         if not LABEL_KEY.fullmatch(key):
-            problems.append(Problem(where, f"{key!r} is not a valid Kubernetes label key ([prefix/]name, name at most 63 characters)"))
+            problems.append(Problem(where, f"{describe(key)} is not a valid Kubernetes label key ([prefix/]name, name at most 63 characters)"))
         elif (domain := reserved_label_domain(key, cloud)) is not None:
-            problems.append(Problem(where, f"{key!r} is under {domain}, a label domain the platform reserves for the labels it sets "
+            problems.append(Problem(where, f"{describe(key)} is under {domain}, a label domain the platform reserves for the labels it sets "
                                            f"itself; pick a key under your own domain, such as example.com/team"))
         elif key in HAMI_NODE_SELECTOR:
-            problems.append(Problem(where, f"{key!r} is the label HAMi's device plugin selects nodes by; gpupools sets it on vgpu pools only"))
+            problems.append(Problem(where, f"{describe(key)} is the label HAMi's device plugin selects nodes by; gpupools sets it on vgpu pools only"))
         elif key.startswith(RESERVED_LABEL_PREFIXES):
-            problems.append(Problem(where, f"{key!r} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved"))
+            problems.append(Problem(where, f"{describe(key)} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved"))
         if not LABEL_VALUE.fullmatch(value):
-            problems.append(Problem(where, f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"))
+            problems.append(Problem(where, f"{describe(value)} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"))
     return problems
 
 

@@ -8,6 +8,7 @@ Imports flow one way: this module imports those, none of them imports this.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args
@@ -184,11 +185,17 @@ def _invisible(text: str) -> tuple[int, str] | None:
     the plain space. `eu-central-1\u2060` looks like a region and is a different string to every API."""
     import unicodedata
 
-    for i, char in enumerate(text):
+    if text.isprintable():  # false for each character looked for below: most strings are passed at C speed
+        return None
+    for found in _BEYOND_ASCII_PRINTABLE.finditer(text):
+        char = found.group()
         kind = unicodedata.category(char)
         if kind in ("Cf", "Cc", "Zl", "Zp") or (kind == "Zs" and char != " "):
-            return i, char
+            return found.start(), char
     return None
+
+
+_BEYOND_ASCII_PRINTABLE = re.compile(r"[^ -~]")
 
 
 def invisible_problems(values: Any, top: bool = False) -> list[Problem]:

@@ -5,13 +5,12 @@ what a plan's mocks answer for the region and an existing cluster.
 from __future__ import annotations
 
 
-import difflib
 from datetime import date
 
 from gpupools.core.catalog import Hardware
 from gpupools.core.facts import load_facts
 from gpupools.stack.config import Cluster, Pool
-from gpupools.stack.errors import Problem
+from gpupools.stack.errors import Problem, close_matches
 from gpupools.clouds.common import KIND, STANDARD_ONLY, KubernetesRelease, newest
 from gpupools.stack.targets import ProviderFacts, Setting
 
@@ -70,7 +69,7 @@ def region_problems(providers: dict) -> list[Problem]:
     regions = load_facts().azure_regions
     if not isinstance(location, str) or location in regions:
         return []
-    close = difflib.get_close_matches(location, regions, n=1, cutoff=0.85)
+    close = close_matches(location, regions, n=1, cutoff=0.85)
     return [Problem("azure-native:location", f"{location!r} is not an Azure region; did you mean {close[0]}?")] if close else []
 
 
