@@ -11,6 +11,8 @@ import ipaddress
 from contextvars import ContextVar
 import json
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -18,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Dis
 from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
-from gpupools.stack.errors import ConfigError, Problem, field_path, kind, name_like, quotable, shown
+from gpupools.stack.errors import ConfigError, Problem, field_path, kind, name_like, quotable, shown, shown_wrong_type
 from gpupools.stack.reading import ReadError, load_json, read_document
 from gpupools.stack.targets import cloud_names, provider_namespaces, resolve_cloud
 
@@ -805,6 +807,43 @@ def allowed_keys(model: type[BaseModel], loc: tuple) -> list[str] | None:
     return None
 
 
+def field_words(model: type[BaseModel], loc: tuple) -> frozenset[str]:
+    """The words (Literal values) the field at `loc` of `model` takes, in any branch of its type; pydantic's
+    union tags (`<word>`) in `loc` are skipped, list items and mapping values followed."""
+    current = [model]
+    for part in loc:
+        if isinstance(part, str) and part.startswith("<"):
+            continue
+        found = []
+        for annotation in _branches(current):
+            origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(part, str):
+                field = next((f for n, f in annotation.model_fields.items() if (f.alias or n) == part or n == part), None)
+                found += [field.annotation] if field is not None else []
+            elif origin in (list, tuple) and args and isinstance(part, int):
+                found.append(args[0])
+            elif origin is dict and len(args) == 2 and isinstance(part, str):
+                found.append(args[1])
+        current = found
+    return frozenset(word for annotation in _branches(current) if typing.get_origin(annotation) is Literal
+                     for word in typing.get_args(annotation) if isinstance(word, str))
+
+
+def _branches(annotations: list) -> list:
+    """The types a value of these annotations may take: Annotated unwrapped, unions split."""
+    out, todo = [], list(annotations)
+    while todo:
+        annotation = todo.pop()
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            todo.append(typing.get_args(annotation)[0])
+        elif origin in (Union, types.UnionType):
+            todo.extend(typing.get_args(annotation))
+        else:
+            out.append(annotation)
+    return out
+
+
 def _model_in(annotation: Any) -> Any:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
@@ -813,6 +852,18 @@ def _model_in(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
+
+
+# pydantic's errors for a value of a type the field does not take (pydantic_core's ErrorType: bool_type,
+# int_parsing, string_type, literal_error, model_type, ...), as opposed to a value of the right type out of range.
+_WRONG_TYPE = re.compile(r"[a-z_]+_(type|parsing)|literal_error|enum|int_from_float|union_tag_(invalid|not_found)|is_instance_of|none_required")
+
+
+# Text that reads as what the field takes once unquoted (`minNodes: "2"`, `spot: "true"`): the message says so,
+# which tells nothing of the value but its form.
+_QUOTED_FORMS = {"int_type": (re.compile(r"[-+]?[0-9]{1,20}"), "a number"),
+                 "float_type": (re.compile(r"[-+]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})"), "a number"),
+                 "bool_type": (re.compile(r"true|false|True|False|TRUE|FALSE"), "true or false")}
 
 
 def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tuple = ()) -> list[Problem]:
@@ -824,7 +875,10 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
         loc = prefix + tuple(part for part in err["loc"] if not (isinstance(part, str) and part.startswith("<")))
         kind_ = err["type"]
         given = err.get("input")
-        got = shown(loc, given)
+        if _WRONG_TYPE.fullmatch(kind_):
+            got = shown_wrong_type(loc, given, field_words(model, tuple(err["loc"])))
+        else:
+            got = shown(loc, given)
         if kind_ == "missing":
             message = "required, but missing"
         elif kind_ == "extra_forbidden":
@@ -861,5 +915,7 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel], prefix: tupl
         else:
             text = err["msg"]
             message = f"{text[0].lower()}{text[1:]} (got {got})"
+            if isinstance(given, str) and kind_ in _QUOTED_FORMS and _QUOTED_FORMS[kind_][0].fullmatch(given):
+                message += f"; {_QUOTED_FORMS[kind_][1]} in quotes is text: write it without them"
         problems.append(Problem(field_path(loc), message))
     return problems

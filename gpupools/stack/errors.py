@@ -196,6 +196,19 @@ def shown(loc: Iterable, value: Any) -> str:
     return describe(value) if quotable(loc, value) else kind(value)
 
 
+def shown_wrong_type(loc: Iterable, value: Any, words: Iterable[str] = ()) -> str:
+    """A value its field does not take at all (text where a boolean, a number or one of a few words belongs), as a
+    message may show it. Being refused, it may be anything, a pasted token as easily as a typo; so it is quoted
+    only in the form that cannot be a credential: null, a boolean, a number of at most `MAX_QUOTED_NUMBER`
+    characters, or one of the field's own `words`; anything else is described by its type and length, however
+    much it looks like a name."""
+    if isinstance(value, str):
+        safe = value in set(words)
+    else:
+        safe = value is None or isinstance(value, (bool, int, float)) and _safe_form(value)
+    return describe(value) if safe and quoted_field(loc) else kind(value)
+
+
 # Shorter strings are not worth hiding (no credential is this short) and would match ordinary words of messages.
 _MIN_HIDDEN = 6
 # A message that quotes a value shortened (`describe` keeps the first 57 characters, the reader's `_short` 37) still

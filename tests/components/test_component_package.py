@@ -733,7 +733,7 @@ def test_the_typescript_recorder_sees_a_wrong_argument():
     source = (EXAMPLES / "typescript" / "index.ts").read_text().replace('spot: true', 'spot: "yes"')
     args = typescript_calls(source)[0]["args"]
     lines = refusal_of("GpuPlatform", args, "gpupools")
-    assert lines[0] == "error: pools[0].spot: input should be a valid boolean (got 'yes')"
+    assert lines[0] == "error: pools[0].spot: input should be a valid boolean (got a string of 3 characters)"
     assert lines == stack_errors({"aws:region": "eu-central-1", **{f"gpupools:{k}": v for k, v in args.items()}})
 
 

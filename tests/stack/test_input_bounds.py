@@ -73,7 +73,7 @@ def test_a_lone_equals_sign_where_a_boolean_belongs_is_one_line(tmp_path):
     path.write_text(text)
     result = runner.invoke(app, ["plan", "--config", str(path)])
     assert result.exit_code == 2 and "Traceback" not in result.stdout + result.stderr
-    assert result.stderr.splitlines() == ["error: pools[0].spot: input should be a valid boolean (got '=')"]
+    assert result.stderr.splitlines() == ["error: pools[0].spot: input should be a valid boolean (got a string of 1 character)"]
 
 
 @pytest.mark.parametrize("value, expected", [

@@ -313,3 +313,140 @@ def test_redact_hides_a_value_a_check_quoted_by_itself():
     assert not leaked(text), text
     assert "unknown aws GPU instance type <a string of 78 characters, not shown>; closest known: g5.2xlarge" in text
     assert 'user <a string of 30 characters, not shown> is odd' in text
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A value of a type its field does not take
+
+# Shaped like a name (few switches between cases and digits, as `name_like` measures), so only the type rule keeps
+# it out: a token of this form pasted into a boolean field was printed back.
+NAME_SHAPED = "ghp_abcdefghijklmnop1234567890ABCDEFGH"
+
+
+def _one_refusal(config: dict, path: str) -> str:
+    with pytest.raises(ConfigError) as exc:
+        validate_stack(config, {})
+    lines = [str(p) for p in exc.value.problems if p.path == path]
+    assert len(lines) == 1, [str(p) for p in exc.value.problems]
+    return lines[0]
+
+
+# (kind of field, where in WIDE["aws"], a value of another type that cannot be a credential, how the message shows it)
+FIELD_KINDS = [
+    ("boolean", ("gpupools:health", "readinessGate"), 7, "input should be a valid boolean (got 7)"),
+    ("boolean of a pool", ("gpupools:pools", 0, "spot"), None, "input should be a valid boolean (got null)"),
+    ("integer", ("gpupools:pools", 0, "maxNodes"), True, "input should be a valid integer (got true)"),
+    ("number", ("gpupools:monitoring", "idle", "forHours"), False, "input should be a valid number (got false)"),
+    ("word", ("gpupools:pools", 0, "os"), 2, "input should be 'al2023' or 'bottlerocket' (got 2)"),
+    ("word at the top", ("gpupools:quotas",), 3, "input should be 'kueue', 'resourcequota' or 'kai' (got 3)"),
+    ("word in a list", ("gpupools:cluster", "controlPlaneLogs", 0), 1.5,
+     "input should be 'api', 'audit', 'authenticator', 'controllerManager' or 'scheduler' (got 1.5)"),
+    ("word or integer", ("gpupools:teams", 0, "borrow"), None, "input should be a valid integer (got null)"),  # text: the words' error
+    ("integer or mapping", ("gpupools:teams", 0, "gpus"), 2.5, "input should be a valid integer (got 2.5)"),
+    ("list", ("gpupools:pools", 0, "zones"), 4, "expected a list, got a number of 1 digit"),
+    ("mapping", ("gpupools:pools", 0, "sharing"), 5, "expected a mapping, got a number of 1 digit"),
+    ("text given a number", ("gpupools:pools", 0, "instanceType"), 6,
+     "expected text, got the number 6: YAML read the value as a number; quote it"),
+]
+
+
+@pytest.mark.parametrize("what, path, safe, shown", FIELD_KINDS, ids=[k[0] for k in FIELD_KINDS])
+def test_a_value_of_the_wrong_type_is_described_unless_it_cannot_be_a_credential(what, path, safe, shown):
+    """A field that takes no free text (a boolean, a number, a word of its own, a list or a mapping) shows a value of
+    another type only where it cannot be a credential: null, a boolean, a short number. Text, however much it looks
+    like a name, is described by its length, which tells the reader what went wrong without repeating it."""
+    from gpupools.stack.errors import field_path
+
+    where = field_path((str(path[0]).removeprefix("gpupools:"), *path[1:]))
+    assert name_like(NAME_SHAPED)
+    if what != "text given a number":  # where text belongs, a name-shaped value has the right type: QUOTED_FIELDS decide
+        config = copy.deepcopy(WIDE["aws"])
+        _at(config, path[:-1])[path[-1]] = NAME_SHAPED
+        line = _one_refusal(config, where)
+        assert NAME_SHAPED[:6] not in line and f"got a string of {len(NAME_SHAPED)} characters" in line, line
+    config = copy.deepcopy(WIDE["aws"])
+    _at(config, path[:-1])[path[-1]] = safe
+    assert _one_refusal(config, where) == f"error: {where}: {shown}"
+
+
+def test_no_field_that_takes_no_text_echoes_text():
+    """Every position of every wide stack, given the name-shaped token: a refusal for the wrong type (pydantic's
+    `input should be ...`, `expected a list`, `expected a mapping`) never holds it. Where it is shown, the field takes
+    text and QUOTED_FIELDS allow the form."""
+    for base in WIDE.values():
+        for path in list(tree_paths(base))[1:]:
+            config = copy.deepcopy(base)
+            _at(config, path[:-1])[path[-1]] = NAME_SHAPED
+            try:
+                validate_stack(config, {})
+            except ConfigError as exc:
+                for problem in exc.problems:
+                    text = str(problem)
+                    if NAME_SHAPED[:6] in text:
+                        assert "input should be" not in text and "expected a " not in text, (path, text)
+                        assert quoted_field_of(problem.path), (path, text)
+
+
+def quoted_field_of(path: str) -> bool:
+    """Whether a problem's path (`pools[0].labels.team`) names a field on QUOTED_FIELDS."""
+    import re
+
+    from gpupools.stack.errors import quoted_field
+
+    return quoted_field(tuple(int(step[1:-1]) if step.startswith("[") else step for step in re.findall(r"\[\d+\]|[^.\[\]]+", path)))
+
+
+@pytest.mark.parametrize("loc, value, words, expected", [
+    (("health", "readinessGate"), NAME_SHAPED, (), f"a string of {len(NAME_SHAPED)} characters"),
+    (("health", "readinessGate"), "true", (), "a string of 4 characters"),
+    (("health", "readinessGate"), 1, (), "1"),
+    (("health", "readinessGate"), None, (), "null"),
+    (("pools", 0, "maxNodes"), 1234567890, (), "1234567890"),
+    (("pools", 0, "maxNodes"), 12345678901, (), "a number of 11 digits"),  # MAX_QUOTED_NUMBER: no longer a size
+    (("pools", 0, "maxNodes"), 1.5, (), "1.5"),
+    (("teams", 0, "borrow"), "all", ("all", "none"), "'all'"),
+    (("teams", 0, "borrow"), "alll", ("all", "none"), "a string of 4 characters"),
+    (("teams", 0, "borrow"), "none", ("all",), "a string of 4 characters"),
+    (("monitoring", "smtp", "username"), 5, (), "a number of 1 digit"),  # off QUOTED_FIELDS: nothing is quoted
+    (("monitoring", "smtp", "username"), "all", ("all",), "a string of 3 characters"),
+])
+def test_what_a_value_of_the_wrong_type_shows(loc, value, words, expected):
+    from gpupools.stack.errors import shown_wrong_type
+
+    assert shown_wrong_type(loc, value, words) == expected
+
+
+@pytest.mark.parametrize("loc, words", [
+    (("teams", 0, "borrow", "<word>"), {"all", "none"}),
+    (("teams", 0, "borrow"), {"all", "none"}),
+    (("cluster", "controlPlaneLogs", 0), {"api", "audit", "authenticator", "controllerManager", "scheduler"}),
+    (("pools", 0, "capacity", 0, "<word>"), {"on-demand", "spot", "flex-start", "queued", "any-reservation"}),
+    (("quotas",), {"kueue", "resourcequota", "kai"}),
+    (("health", "readinessGate"), set()),
+    (("teams", 0, "gpus", "<per-pool>", "infer"), set()),
+    (("pools", 0, "labels", "team"), set()),
+    (("nonsense", 3), set()),
+])
+def test_the_words_of_a_field_are_read_from_its_model(loc, words):
+    from gpupools.stack.config import field_words
+
+    assert field_words(StackConfig, loc) == words
+
+
+@pytest.mark.parametrize("path, value, hint", [
+    (("gpupools:health", "readinessGate"), "true", "; true or false in quotes is text: write it without them"),
+    (("gpupools:pools", 0, "maxNodes"), "64", "; a number in quotes is text: write it without them"),
+    (("gpupools:monitoring", "idle", "forHours"), "4.5", "; a number in quotes is text: write it without them"),
+    (("gpupools:monitoring", "idle", "forHours"), "4.5h", ""),
+    (("gpupools:health", "readinessGate"), "yes", ""),
+    (("gpupools:pools", 0, "maxNodes"), "6 nodes", ""),
+])
+def test_a_quoted_number_or_boolean_is_told_to_lose_its_quotes(path, value, hint):
+    """Described like any text, yet its form is safe to name: the message says what to write instead."""
+    from gpupools.stack.errors import field_path
+
+    config = copy.deepcopy(WIDE["aws"])
+    _at(config, path[:-1])[path[-1]] = value
+    where = field_path((str(path[0]).removeprefix("gpupools:"), *path[1:]))
+    line = _one_refusal(config, where)
+    assert line.endswith(f"(got a string of {len(value)} characters){hint}"), line

@@ -44,7 +44,7 @@ def test_a_registered_cloud_is_a_cloud_a_stack_may_name(fifth_cloud):
 def test_an_unregistered_cloud_is_refused_naming_the_registered_ones():
     with pytest.raises(ConfigError) as raised:
         validate_stack(stack_config("aws", cloud="othercloud"))
-    assert "cloud: input should be 'aws', 'azure', 'gcp' or 'gcore' (got 'othercloud')" in str(raised.value)
+    assert "cloud: input should be 'aws', 'azure', 'gcp' or 'gcore' (got a string of 10 characters)" in str(raised.value)
     _, _, problems = split_namespaces({"othercloud:region": "north1"})
     assert [p.path for p in problems] == ["othercloud:region"]
 
