@@ -286,6 +286,9 @@ def yaml_versions_disagree(value: str, yaml11_tag: str) -> tuple[str, str] | Non
         leading_zero = core == "tag:yaml.org,2002:int" and re.fullmatch(r"[-+]?0[0-9]+", value)
         if not leading_zero:
             return None
+        if len(value) > MAX_INT_DIGITS + 1:  # Python refuses to convert 4,300 digits and more; the reader refuses 20 and more anyway
+            return (f"{_short(value)} is an octal number in YAML 1.1 but a decimal one in YAML 1.2, which Pulumi reads",
+                    "write it without the leading zero, or quote it as a string")
         return (f"{_short(value)} is the octal number {int(value, 8)} in YAML 1.1 but {int(value, 10)} in YAML 1.2, which Pulumi reads",
                 "write it without the leading zero, or quote it as a string")
     names = {"tag:yaml.org,2002:int": "a number", "tag:yaml.org,2002:float": "a number", "tag:yaml.org,2002:bool": "a boolean",

@@ -111,6 +111,19 @@ def test_a_tagged_value_in_a_stack_file_names_the_file_and_line(tmp_path):
                                  f"at line 4, column 40"]
 
 
+@pytest.mark.parametrize("digits", [23, 4_300, 10_000])
+def test_a_long_number_with_a_leading_zero_is_refused_like_any_long_number(digits):
+    """YAML 1.1 reads it as octal, 1.2 as decimal: the message about that converted it both ways, and Python refuses
+    to convert 4,300 digits or more (a ValueError out of the reader); the reader's own limit speaks first."""
+    with pytest.raises(ReadError, match=f"an integer of {digits} digits; gpupools reads integers of at most 20 digits at line 1"):
+        load_yaml("x: 0" + "7" * (digits - 1))
+
+
+def test_a_short_number_with_a_leading_zero_still_names_both_readings():
+    (dispute,) = load_yaml("x: 0" + "7" * 19).values()
+    assert dispute.why == f"'0{'7' * 19}' is the octal number {int('7' * 19, 8)} in YAML 1.1 but {'7' * 19} in YAML 1.2, which Pulumi reads"
+
+
 def test_text_that_is_not_unicode_is_one_line():
     """libyaml takes UTF-8 bytes: a lone surrogate in a str (only a caller can make one; files are decoded
     strictly) is refused like any character YAML does not allow."""
@@ -343,6 +356,7 @@ def _example(old: str, new: str) -> bytes:
 @example(_example("labels: {team: search}", "labels: !!map [team, search]"))
 @example(_example("labels: {team: search}", "labels: {team: " + "a" * 100_000 + "}"))
 @example(_example("instanceType: g5.2xlarge", "instanceType: " + "A1b2" * 250_000))
+@example(_example("aws:region: eu-central-1", "aws:region: " + "0" * 10_000))
 def test_fuzzed_stack_files_end_in_error_lines_in_bounded_time(data):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "Pulumi.fuzz.yaml"
