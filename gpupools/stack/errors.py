@@ -317,6 +317,8 @@ class _Hider:
                     if len(form) == length and form in self.short and not (at + length < size and _word(message[at + length])):
                         end, description = at + length, self.short[form]
                         break
+                # A long value that starts inside this short one goes on after it: the short one ends where it starts.
+                end = next((inner for inner in range(at + 1, end) if message[inner:inner + _PREFIX] in self.long), end)
             if end > at:
                 spans.append((at, end, description))
                 at = end

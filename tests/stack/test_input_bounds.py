@@ -235,6 +235,17 @@ def test_redaction_still_finds_every_spelling_whole_or_shortened():
                                "<a string of 9 characters, not shown> and #ops-Zx9Qa")
 
 
+def test_a_long_value_that_starts_inside_a_short_one_is_hidden_whole():
+    """A short value is found as a whole word; a long one that begins inside it and goes on after it is hidden from
+    where it begins, not left to show its rest."""
+    short, long = "abc-Zq8", "Zq8.PLANTEDz8Kq3Vw7Lm2Xr9Tb4Nc"
+    config = {"gpupools:health": {"alerts": {"a": short, "b": long}}}
+    (problem,) = redact([Problem("health.alerts", "x abc-Zq8.PLANTEDz8Kq3Vw7Lm2Xr9Tb4Nc y")], config)
+    assert problem.message == "x <a string of 7 characters, not shown><a string of 30 characters, not shown> y", problem.message
+    (problem,) = redact([Problem("health.alerts", f"x {short} y")], config)
+    assert problem.message == "x <a string of 7 characters, not shown> y"
+
+
 def test_redaction_picks_the_longest_of_values_that_start_alike():
     """Spellings sharing their first characters are narrowed by bisection: the longest that the message holds wins,
     whichever way they sort."""
