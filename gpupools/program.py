@@ -5,7 +5,8 @@ from __future__ import annotations
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
-from gpupools.stack.config import NAMESPACE, StackConfig, from_pulumi_values, mark_secrets
+from gpupools.stack.config import NAMESPACE, StackConfig
+from gpupools.stack.values import from_pulumi_values, mark_secrets
 from gpupools.stack.targets import provider_namespaces
 from gpupools.validation.stack import validate_stack
 from gpupools.stack.errors import ConfigError

@@ -27,7 +27,8 @@ from pulumi.output import Unknown, _OutputData
 from pulumi.provider.experimental.util import camel_case
 
 from gpupools.program import config_from_pulumi
-from gpupools.stack.config import COMPONENT_SECRETS, NAMESPACE, SECRET_ADVICE, StackConfig, mark_secrets
+from gpupools.stack.config import COMPONENT_SECRETS, NAMESPACE, SECRET_ADVICE, StackConfig
+from gpupools.stack.values import mark_secrets
 from gpupools.stack.targets import provider_namespaces
 from gpupools.stack.errors import ConfigError, Problem, field_path, kind, name_like
 from gpupools.validation.stack import validate_stack

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from google.protobuf import json_format
 
-from gpupools.stack.config import to_pulumi_values
+from gpupools.stack.values import to_pulumi_values
 from gpupools.clouds.registry import MODULES
 
 PROJECT = "gpupools"

@@ -169,7 +169,7 @@ def _shown(path: Path) -> str:
 
 def read_stack(path: str | Path, project: Path | None) -> StackDocument:
     """A stack file's config merged with its project file's (None: no project file), with a warning per ESC
-    environment it imports; or ConfigError. The stack file is read as `gpupools.stack.config.read_stack_file` reads
+    environment it imports; or ConfigError. The stack file is read as `gpupools.stack.values.read_stack_file` reads
     it, with the same limits and messages; the project file with the same limits."""
     path = Path(path)
     doc = _document(path, "stack file")

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from gpupools.monitoring.alerting import alerting_problems
 from gpupools.validation.checks import semantic_problems
-from gpupools.stack.config import NAMESPACE, Autoscaler, Cluster, Department, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team, allowed_keys, pydantic_problems, read_stack_file, split_namespaces
+from gpupools.stack.config import NAMESPACE, Autoscaler, Cluster, Department, GpuSoftware, Pool, QuotaEngine, Sharing, StackConfig, Team
+from gpupools.stack.values import allowed_keys, pydantic_problems, read_stack_file, split_namespaces
 from gpupools.stack.errors import ConfigError, Problem, field_path, name_like, redact
 from gpupools.stack.reading import Disputed
 from gpupools.stack.providers import missing_sdk_problem, provider_problems

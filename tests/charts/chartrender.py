@@ -136,7 +136,7 @@ def stack_config(stack: str, config: dict | None = None):
 
 @functools.lru_cache(maxsize=None)
 def _read_stack(stack: str) -> dict:
-    from gpupools.stack.config import read_stack_file
+    from gpupools.stack.values import read_stack_file
 
     return read_stack_file(STACKS / f"Pulumi.{stack}.yaml")
 

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpupools.cli.main import app
-from gpupools.stack.config import read_stack_file
+from gpupools.stack.values import read_stack_file
 from gpupools.stack.errors import ConfigError, describe
 from gpupools.stack.reading import MAX_BYTES, MAX_DEPTH, MAX_INT_DIGITS, MAX_NODES, ReadError, load_json, load_yaml
 from gpupools.validation.stack import validate_stack

@@ -123,7 +123,7 @@ def test_the_monitor_answers_as_the_sdks_mock_monitor(stack, monkeypatch):
     """The mock monitor's own answers (no round trip through Python values, on the loop's thread) against the SDK's
     MockMonitor's (on worker threads): for every registration the same URN and ID and the same outputs once the SDK
     has read them, secrets included (the Grafana password is one); for every invoke the same answer; the same plan."""
-    from gpupools.stack.config import read_stack_file
+    from gpupools.stack.values import read_stack_file
 
     config = read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
     sdk_registrations, sdk_invokes, sdk_plan = answers_of(config, stack, True, monkeypatch)

@@ -15,7 +15,7 @@ from gpupools.fabric.plan import plan_fabrics
 from gpupools.pools.planning import plan_pools
 from gpupools.queues.engine import unusable_quota_warnings
 from gpupools.queues.kueue import topology_enforced, topology_level_warnings
-from gpupools.stack.config import read_stack_file
+from gpupools.stack.values import read_stack_file
 from gpupools.validation.stack import validate_stack
 
 from conftest import ROOT, stack_config, write_stack

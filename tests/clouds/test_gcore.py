@@ -766,7 +766,7 @@ def _dynamic(plan, key: str) -> list[dict]:
 def test_every_request_a_plan_makes_passes_the_providers_check(stack):
     import runpy
 
-    from gpupools.stack.config import read_stack_file
+    from gpupools.stack.values import read_stack_file
 
     wide = runpy.run_path(str(ROOT / "tests" / "stack" / "wide_stacks.py"))["WIDE"]["gcore"]
     plan = plan_of(wide if stack == "wide-gcore" else read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml"))
@@ -779,7 +779,7 @@ def test_every_request_a_plan_makes_passes_the_providers_check(stack):
 
 
 def test_the_providers_check_names_the_field_the_sdk_types_refuse():
-    from gpupools.stack.config import read_stack_file
+    from gpupools.stack.values import read_stack_file
 
     plan = plan_of(read_stack_file(ROOT / "stacks" / "Pulumi.dev-gcore.yaml"))
     pool, cluster = _dynamic(plan, "pool")[0], _dynamic(plan, "cluster")[0]

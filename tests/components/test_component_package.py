@@ -29,7 +29,7 @@ from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grp
 from conftest import ROOT, reference_dir, stack_config
 from gpupools.cli.planrun import run_program
 from gpupools.stack import config as stack_models
-from gpupools.stack.config import to_pulumi_values
+from gpupools.stack.values import to_pulumi_values
 from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 from gpupools_components import args as component_args

@@ -12,7 +12,7 @@ from conftest import ROOT, plan_of, stack_config
 from gpupools.cli import planrun
 from gpupools.cli.planrun import run_program
 from gpupools.deploy.wire import provider_inputs
-from gpupools.stack.config import read_stack_file
+from gpupools.stack.values import read_stack_file
 
 # type token -> (SDK module, class)
 SDK_CLASSES = {

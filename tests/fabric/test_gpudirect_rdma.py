@@ -19,7 +19,7 @@ from charts.chartrender import chart_dir, need_helm, render
 from conftest import ROOT, crd_rule_failures, has_path, needs_reference, plan_of, stack_config, value_paths
 from gpupools.clouds import azure
 from gpupools.pools.planning import plan_pools
-from gpupools.stack.config import read_stack_file
+from gpupools.stack.values import read_stack_file
 from gpupools.validation.stack import validate_stack
 
 ND = {"name": "nd", "instanceType": "Standard_ND96isr_H100_v5", "maxNodes": 2}

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from gpupools.monitoring import alerting
 from gpupools.monitoring import plan as monitoring
 from gpupools.cli.main import app
-from gpupools.stack.config import SecretText, mark_secrets
+from gpupools.stack.config import SecretText
+from gpupools.stack.values import mark_secrets
 from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 

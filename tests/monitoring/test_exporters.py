@@ -16,7 +16,7 @@ from gpupools.core.sharing import DEPLOY_OPERANDS_LABEL
 from gpupools.monitoring import plan as monitoring
 from gpupools.monitoring.plan import OPERATOR_EXPORTER, STANDALONE_EXPORTER, exporter_per_pool
 from gpupools.pools.planning import plan_pools
-from gpupools.stack.config import read_stack_file
+from gpupools.stack.values import read_stack_file
 from gpupools.validation.stack import validate_stack
 
 from conftest import ROOT, needs_reference, plan_of, stack_config

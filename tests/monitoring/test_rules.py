@@ -81,7 +81,7 @@ def test_rules_file_passes_promtool_check(tmp_path, idle):
 
 @needs_promtool
 def test_rendered_rules_for_each_example_stack_pass_promtool(tmp_path):
-    from gpupools.stack.config import read_stack_file
+    from gpupools.stack.values import read_stack_file
     from gpupools.validation.stack import validate_stack
 
     from conftest import ROOT

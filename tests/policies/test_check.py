@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpupools.cli.main import app
-from gpupools.stack.config import read_stack_file
+from gpupools.stack.values import read_stack_file
 from gpupools.cli.planrun import run_program
 from gpupools.cli.policycheck import policy_settings, run_policies
 from gpupools.policies.pack import POLICIES

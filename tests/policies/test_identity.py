@@ -16,7 +16,7 @@ from gpupools.cli.planrun import PlannedResource, run_program
 from gpupools.cli.policycheck import policy_settings, run_policies
 from gpupools.clouds import gcp
 from gpupools.policies.pack import POLICIES, by_name
-from gpupools.stack.config import read_stack_file
+from gpupools.stack.values import read_stack_file
 
 from conftest import ROOT, stack_config
 

@@ -24,7 +24,7 @@ from gpupools.landing.jobs import multinode_jobset
 from gpupools.landing.jobset import COORDINATOR_KEY, hostname, podsets
 from gpupools.pools.planning import plan_pool, plan_pools
 from gpupools.queues import kueue
-from gpupools.stack.config import read_stack_file
+from gpupools.stack.values import read_stack_file
 from gpupools.validation.stack import validate_stack
 
 # A fabric pool that keeps its two nodes, so Kueue's flavor for it is topology-aware.

@@ -116,7 +116,8 @@ def test_team_on_all_pools_gets_no_pool_admission_policy():
 
 def test_no_admission_policy_before_kubernetes_1_30():
     # No cloud still offers 1.29, so validation refuses it; the models alone still describe such a cluster.
-    from gpupools.stack.config import StackConfig, split_namespaces
+    from gpupools.stack.config import StackConfig
+    from gpupools.stack.values import split_namespaces
 
     raw = stack_config("aws", pools=POOLS, teams=[{"name": "research", "gpus": 8, "pools": ["infer"]}], quotas="resourcequota",
                        cluster={"name": "old", "create": False, "kubernetesVersion": "1.29"})

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpupools.stack.config import StackConfig, read_stack_file
+from gpupools.stack.config import StackConfig
+from gpupools.stack.values import read_stack_file
 from gpupools.validation.stack import validate_stack
 from gpupools.stack.errors import ConfigError
 
@@ -171,7 +172,7 @@ def test_secure_values_are_placeholders(tmp_path):
     path.write_text("config:\n  gpupools:cloud: aws\n  aws:secretKey:\n    secure: v1:abc\n")
     raw = read_stack_file(path)
     assert raw["aws:secretKey"] == {"secure": "v1:abc"}
-    from gpupools.stack.config import split_namespaces
+    from gpupools.stack.values import split_namespaces
 
     _, providers, _ = split_namespaces(raw)
     assert providers["aws:secretKey"] == "[secret]"

@@ -428,7 +428,7 @@ def test_what_a_value_of_the_wrong_type_shows(loc, value, words, expected):
     (("nonsense", 3), set()),
 ])
 def test_the_words_of_a_field_are_read_from_its_model(loc, words):
-    from gpupools.stack.config import field_words
+    from gpupools.stack.values import field_words
 
     assert field_words(StackConfig, loc) == words
 

@@ -13,7 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gpupools.cli.main import app
-from gpupools.stack.config import SecretText, from_pulumi_values, mark_secrets, to_pulumi_values
+from gpupools.stack.config import SecretText
+from gpupools.stack.values import from_pulumi_values, mark_secrets, to_pulumi_values
 from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 

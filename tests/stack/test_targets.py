@@ -7,7 +7,8 @@ import pytest
 
 from gpupools.clouds import registry
 from gpupools.stack import targets
-from gpupools.stack.config import SecretPlaceholder, SecretText, StackConfig, split_namespaces
+from gpupools.stack.config import SecretPlaceholder, SecretText, StackConfig
+from gpupools.stack.values import split_namespaces
 from gpupools.stack.errors import ConfigError
 from gpupools.stack.providers import missing_sdk_problem, provider_notes, provider_problems, provider_value, sdk_package
 from gpupools.stack.targets import ProviderFacts, Setting
