@@ -120,6 +120,8 @@ from gpupools.clouds.aws.software import (  # noqa: F401
     image_device_plugin,
 )
 from gpupools.clouds.aws.upgrades import (  # noqa: F401
+    cron,
+    duration,
     NODE_GROUP_DRAIN_MINUTES,
     node_group_update_config,
     pool_upgrade_problems,
@@ -209,6 +211,8 @@ from gpupools.clouds.aws.cluster import (  # noqa: F401
 
 
 __all__ = [
+    "cron",
+    "duration",
     "ADDONS_NEEDING_NODES",
     "ADMITS_HOST_AGENTS",
     "AMI_TYPES",

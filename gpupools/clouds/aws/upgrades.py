@@ -11,7 +11,7 @@ from gpupools.stack.config import Cluster, Pool
 from gpupools.stack.errors import Problem
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import PoolUpgrade, Window, pool_upgrade, wait_text
-from gpupools.upgrades.nodepool import drift_budgets  # noqa: F401 (cron, duration: the budgets' format)
+from gpupools.upgrades.nodepool import cron, drift_budgets, duration  # noqa: F401 (cron, duration: the budgets' format)
 from gpupools.clouds.aws.capacity import BLOCK_DRAIN_MINUTES, _is_karpenter
 
 
