@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from pathlib import Path
 
@@ -10,6 +11,73 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# yaml.safe_load, kept per text for the test run. PyYAML's SafeLoader parses in Python: a pinned CRD takes most of a
+# second, a chart's values.yaml tens of milliseconds, and the tests read the same upstream files again and again (a
+# fifth of the CPU time of the capability tests went there). The same text parses to the same data, so each call gets
+# a deep copy of the first parse, its own to change. Short texts (what gpupools parses while it runs) and streams go to
+# PyYAML as before, and a text that does not parse raises every time (lru_cache keeps no exception).
+_SAFE_LOAD = yaml.safe_load
+_KEPT_FROM = 4096  # characters
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_once(text: str):
+    return _SAFE_LOAD(text)
+
+
+def _safe_load(stream):
+    if isinstance(stream, str) and len(stream) >= _KEPT_FROM:
+        return copy.deepcopy(_parsed_once(stream))
+    return _SAFE_LOAD(stream)
+
+
+_safe_load.__doc__ = _SAFE_LOAD.__doc__
+yaml.safe_load = _safe_load
+
+
+# jsonschema.validate, with each schema checked against its metaschema once per test run. The function checks the
+# schema at every call before it validates the instance (jsonschema 4.26.0, jsonschema/validators.py, validate), and
+# the tests validate many objects against the same pinned CRD schemas: that check was a tenth of their CPU time. Below
+# is the same function body; a schema that fails the check fails it at every call (only schemas that pass are kept).
+try:
+    import jsonschema
+except ImportError:  # the test extra brings it; without it the tests that need it skip (pytest.importorskip)
+    jsonschema = None
+
+if jsonschema is not None:
+    _SCHEMAS_CHECKED: set = set()
+
+    def _validate(instance, schema, cls=None, *args, **kwargs):
+        import json
+
+        if cls is None:
+            cls = jsonschema.validators.validator_for(schema)
+        key = (cls, json.dumps(schema, sort_keys=True, default=repr))
+        if key not in _SCHEMAS_CHECKED:
+            cls.check_schema(schema)
+            _SCHEMAS_CHECKED.add(key)
+        validator = cls(schema, *args, **kwargs)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+        if error is not None:
+            raise error
+
+    _validate.__doc__ = jsonschema.validate.__doc__
+    jsonschema.validate = _validate
+
+
+# kubernetes-validate reads the JSON schema of the object's kind and all of its `_definitions.json` (megabytes) from
+# its package at every validate() (kubernetes-validate 1.37.0, kubernetes_validate/utils.py, validate and
+# schema_contents), and only reads them: each file is read once per test run. A file that is missing raises every time.
+try:
+    import kubernetes_validate.utils as _kubernetes_validate
+except ImportError:
+    _kubernetes_validate = None
+
+if _kubernetes_validate is not None and hasattr(_kubernetes_validate, "schema_contents"):
+    _kubernetes_validate.schema_contents = functools.lru_cache(maxsize=None)(_kubernetes_validate.schema_contents)
 
 
 REFERENCE = Path(__file__).resolve().parent / "reference"

@@ -5,6 +5,7 @@ constructs them, against what the Python program builds for the same stack."""
 # annotations as objects.
 import concurrent.futures
 import contextlib
+import functools
 import json
 import os
 import re
@@ -218,11 +219,18 @@ def test_the_arguments_mirror_the_stack_file_keys(args, model):
 # Construct: through the provider, as the engine calls it for a TypeScript or YAML program
 
 
+@functools.cache
+def shared_provider():
+    """The provider, made once: making one analyses every component's source for the schema (a tenth of a second), and
+    a construct changes nothing in it (pulumi/provider/experimental/component.py, ComponentProvider.construct)."""
+    return provider()
+
+
 def construct(component: str, inputs: dict, config: dict, name: str = "gpu"):
     """Construct a component under the mock engine, with `inputs` as the engine sends them (a protobuf Struct: every
     number a double, secrets and output values by their signatures) and the calling program's stack `config`."""
     struct = json_format.ParseDict(inputs, struct_pb2.Struct())
-    package = provider()
+    package = shared_provider()
 
     async def program():
         given = await ProviderServicer._construct_inputs(struct, {})

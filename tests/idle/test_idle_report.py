@@ -153,32 +153,57 @@ def end() -> int:
 
 @contextlib.contextmanager
 def serving(data: Path, log: Path):
-    """A Prometheus on 127.0.0.1 over `data`, stopped afterwards; yields its URL."""
+    """A Prometheus on 127.0.0.1 over `data`, stopped afterwards; yields its URL.
+
+    The port is free when picked, but until Prometheus binds it another process may take it (the tests run in
+    parallel, and each test process starts its own Prometheus): then this one stops with "address already in use" and
+    another port is tried. Whoever answers on the port must be this server, over this `data`, not the one that took it."""
     (data.parent / "prometheus.yml").write_text("global:\n  evaluation_interval: 1m\n  scrape_interval: 1m\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={data.parent / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "w"))
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail("prometheus did not start: " + log.read_text()[-2000:])
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
+    for _ in range(5):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen([PROMETHEUS, f"--config.file={data.parent / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
+                                 f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
+                                stdout=subprocess.DEVNULL, stderr=open(log, "w"))
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            if _started(proc, url, data, log):
+                yield url
+                return
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    pytest.fail("prometheus found no free port in 5 tries: " + log.read_text()[-2000:])
+
+
+def _started(proc: subprocess.Popen, url: str, data: Path, log: Path) -> bool:
+    """True once this Prometheus serves on `url`; False when another process holds the port."""
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                # Prometheus' flags (GET /api/v1/status/flags) name the data directory of the server that answered.
+                if r.status == 200 and _tsdb_path(url) == str(data):
+                    return True
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            if "address already in use" in log.read_text():
+                return False
+            pytest.fail("prometheus did not start: " + log.read_text()[-2000:])
+        if time.time() > deadline:
+            pytest.fail("prometheus did not start: " + log.read_text()[-2000:])
+        time.sleep(0.3)
+
+
+def _tsdb_path(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/status/flags", timeout=2) as r:
+            return json.load(r)["data"]["storage.tsdb.path"]
+    except (OSError, ValueError, KeyError, TypeError):  # not a Prometheus, or not yet answering
+        return None
 
 
 def history_blocks(work: Path, end: int) -> Path:
