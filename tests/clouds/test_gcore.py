@@ -800,7 +800,7 @@ def test_a_plan_takes_no_time_to_import_the_sdk():
 
     code = ("import sys; sys.argv[0] = 'gpupools'\n"
             "from gpupools.cli.planrun import run_program\n"
-            "from gpupools.stack.config import read_stack_file\n"
+            "from gpupools.stack.values import read_stack_file\n"
             "run_program(read_stack_file('stacks/Pulumi.dev-gcore.yaml'), 'dev-gcore')\n"
             "print(sorted(m for m in sys.modules if m == 'gcore' or m.startswith('gcore.')))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
