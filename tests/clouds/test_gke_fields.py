@@ -425,3 +425,42 @@ def test_flex_start_needs_gke_1_33_or_later(minor, ok):
     cluster = stack.cluster.model_copy(update={"kubernetes_version": minor})
     found = [f"{p.path}: {p.message}" for p in gcp.capacity_problems(stack.pools[0], "pools[0]", "", cluster, None)]
     assert found == ([] if ok else [f"cluster.kubernetesVersion: {minor}: flex-start needs GKE 1.33 or later (1.33.0-gke.1712000)"])
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# GPUDirect: the zone a fabric pool lands in, and the NCCL settings its pods get
+
+
+@pytest.mark.parametrize("location, machine, zone", [
+    ("us-central1-b", "a3-ultragpu-8g", "us-central1-b"),    # a zonal cluster: its zone
+    ("us-central1", "a3-ultragpu-8g", "us-central1-b"),      # H200 in one zone of the region: that zone
+    ("us-central1", "a3-megagpu-8g", None),                  # H100 Mega in three: the stack must say which
+    ("asia-southeast1", "a3-ultragpu-8g", None),             # in none
+])
+def test_a_fabric_pool_goes_to_the_only_zone_that_offers_its_gpu(location, machine, zone):
+    from gpupools.clouds import gcp
+    from gpupools.stack.config import Cluster, Pool
+
+    pool = Pool(name="p", instanceType=machine, maxNodes=1)
+    assert gcp.fabric_zone_of_cluster(pool, Cluster(name="ml", location=location)) == zone
+    assert gcp.fabric_zone_of_cluster(pool, None) is None
+
+
+def test_a_tcpx_pod_gets_googles_nccl_settings_for_a3_high():
+    """Every NCCL setting of Google's TCPX test (container-engine-accelerators @ 204a57c gpudirect-tcpx/nccl-config.yaml,
+    run-nccl.sh) but the debug ones, with the same value, and the NICs the pool's networks give the pod."""
+    import json
+    import re as regex
+
+    from conftest import reference_dir
+    from gpupools.clouds import gcp
+
+    script = (reference_dir() / "container-engine-accelerators" / "gpudirect-tcpx-nccl-config.yaml").read_text()
+    google = {k: v.strip('"') for k, v in regex.findall(r"-x (NCCL_\w+)=(\S+)", script) if not k.startswith("NCCL_DEBUG")}
+    assert len(google) >= 20
+    pod = gcp.fabric_pod(8, "train", "gpudirect-tcpx", 4)
+    assert {k: pod["env"].get(k) for k in google} == google
+    assert json.loads(pod["annotations"]["networking.gke.io/interfaces"]) == [{"interfaceName": "eth0", "network": "default"}] + [
+        {"interfaceName": f"eth{i}", "network": f"train-vpc{i}"} for i in range(1, 5)]
+    assert [m["mountPath"] for m in pod["mounts"]] == ["/tmp", "/usr/local/nvidia/lib64"] and pod["capabilities"] == ["IPC_LOCK"]
+    assert gcp.fabric_pod(8, "train", "gpudirect-tcpx", 0)["annotations"] == {}  # no GPU networks: nothing to attach
