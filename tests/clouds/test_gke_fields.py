@@ -464,3 +464,12 @@ def test_a_tcpx_pod_gets_googles_nccl_settings_for_a3_high():
         {"interfaceName": f"eth{i}", "network": f"train-vpc{i}"} for i in range(1, 5)]
     assert [m["mountPath"] for m in pod["mounts"]] == ["/tmp", "/usr/local/nvidia/lib64"] and pod["capabilities"] == ["IPC_LOCK"]
     assert gcp.fabric_pod(8, "train", "gpudirect-tcpx", 0)["annotations"] == {}  # no GPU networks: nothing to attach
+
+
+def test_messages_that_ask_for_a_zone_name_one_of_the_stacks_region():
+    from gpupools.clouds import gcp
+    from gpupools.stack.config import Cluster
+
+    assert gcp.example_zone(Cluster(name="ml", location="europe-west4"), {}) == "europe-west4-a"
+    assert gcp.example_zone(Cluster(name="ml", location="europe-west4-b"), {}) == "europe-west4-a"
+    assert gcp.example_zone(None, {}) is None and gcp.example_zone(Cluster(name="ml"), {}) is None
