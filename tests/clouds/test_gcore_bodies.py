@@ -284,5 +284,8 @@ def test_repair_follows_auto_healing_and_capacity_is_the_flavor():
     assert gcore.repair_facts(metal, "")[1].startswith("nothing: auto-healing is off on this pool")
     assert gcore.capacity_lines(metal.pool, "") == [f"on-demand: flavor {METAL}"]
     assert gcore.max_nodes(vm.pool, None, None) == (200, "per Gcore pool")
+    # No fabric on Managed Kubernetes: a multi-node pod gets nothing beside its GPUs.
+    assert gcore.fabric_pod(2, "train", "infiniband", 8) == {"limits": {}, "env": {}, "capabilities": []}
+    assert gcore.fabric_refusal(metal.pool, None) == gcore.FABRIC_OFFERED and gcore.fabric_readiness(None, metal) == (False, (gcore.FABRIC_OFFERED,))
     template = gcore.node_template(metal)
     assert template.labels == {**metal.labels, "node.kubernetes.io/instance-type": METAL} and template.taints == metal.taints

@@ -327,3 +327,149 @@ def test_the_plans_upgrade_lines_follow_the_pools_kind(stack, pool):
     lines = upgrade_lines(validated, plan.pool, "", fabric=pool in plan_fabrics(validated, [plan]))
     assert lines[0].startswith(f"{plan.pool.upgrades or 'training'}: GKE auto-upgrades nodes (REGULAR channel; it cannot be turned off) only ")
     assert lines[1:] == UPGRADE_LINES[(stack, pool)]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The node identity, the cluster's version, the kubeconfig, and what a GKE stack may not ask
+
+
+def test_the_nodes_run_as_an_account_of_their_own_with_node_roles_only(plans):
+    plan = plans("dev-gcp")
+    (account,) = plan.of_type("gcp:serviceaccount/account:Account")
+    assert account.inputs == {"accountId": "ml-dev-nodes", "displayName": "GKE nodes of ml-dev", "project": "ml-platform-dev",
+                              "description": "The identity of the cluster's nodes (logs, metrics, image pulls); created by gpupools"}
+    grants = [r.inputs for r in plan.of_type("gcp:projects/iAMMember:IAMMember")]
+    assert sorted(g["role"] for g in grants) == ["roles/artifactregistry.reader", "roles/container.defaultNodeServiceAccount"]
+    assert all(g["project"] == "ml-platform-dev" and g["member"] == "serviceAccount:ml-dev-nodes@ml-platform-dev.iam.gserviceaccount.com"
+               for g in grants)
+    for pool in pools_of(plan).values():
+        assert pool["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"} and pool["cluster"] == "ml-dev"
+        assert pool["nodeConfig"]["serviceAccount"] == "ml-dev-nodes@ml-platform-dev.iam.gserviceaccount.com"
+        assert pool["nodeConfig"]["oauthScopes"] == ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+@pytest.mark.parametrize("stack, version", [("dev-gcp", MISSING), ("dev-gcp-dws", "1.35"), ("dev-gcp-autopilot", "1.35")])
+def test_the_clusters_minimum_version_is_the_stacks_minor(plans, stack, version):
+    (cluster,) = plans(stack).of_type(CLUSTER)
+    assert field(cluster.inputs, "minMasterVersion") == version
+    assert all(field(p, "version") == version for name, p in pools_of(plans(stack)).items() if name != "system")
+
+
+def test_the_kubeconfig_asks_gkes_auth_plugin_and_holds_no_token():
+    import json
+
+    from gpupools.clouds import gcp
+
+    config = json.loads(gcp.kubeconfig("ml", "203.0.113.7", "Q0E="))
+    assert config["current-context"] == "ml"
+    assert config["clusters"] == [{"name": "ml", "cluster": {"server": "https://203.0.113.7", "certificate-authority-data": "Q0E="}}]
+    assert config["contexts"] == [{"name": "ml", "context": {"cluster": "ml", "user": "ml"}}]
+    (user,) = config["users"]
+    assert user["name"] == "ml" and user["user"]["exec"]["command"] == "gke-gcloud-auth-plugin" and user["user"]["exec"]["provideClusterInfo"] is True
+    assert "token" not in json.dumps(config)
+
+
+def test_mps_pools_ask_gke_for_mps_sharing():
+    plan = plan_of(stack_config("gcp", pools=[{"name": "mps", "instanceType": "g2-standard-8", "maxNodes": 2,
+                                               "sharing": {"mode": "mps", "replicas": 4}}]))
+    (accelerator,) = pools_of(plan)["mps"]["nodeConfig"]["guestAccelerators"]
+    assert accelerator["gpuSharingConfig"] == {"gpuSharingStrategy": "MPS", "maxSharedClientsPerGpu": 4}
+
+
+def gke_problems(pools, **keys) -> list[str]:
+    from conftest import config_problems
+
+    return [f"{p.path}: {p.message}" for p in config_problems(stack_config("gcp", pools=pools, **keys))]
+
+
+def test_a_regional_pool_takes_1000_nodes_per_zone_that_offers_its_gpu():
+    from gpupools.validation.stack import validate_stack
+
+    validate_stack(stack_config("gcp", pools=[{"name": "big", "instanceType": "g2-standard-8", "maxNodes": 3000}]))
+    assert gke_problems([{"name": "big", "instanceType": "g2-standard-8", "maxNodes": 3001}]) == [
+        "pools[0].maxNodes: 3001 is above the limit of 3,000 nodes per GKE node pool in 3 zones; lower maxNodes or split the pool"]
+    assert gke_problems([{"name": "big", "instanceType": "g2-standard-8", "maxNodes": 1001, "zones": ["us-central1-a"]}]) == [
+        "pools[0].maxNodes: 1001 is above the limit of 1,000 nodes per GKE node pool in 1 zone; lower maxNodes or split the pool"]
+
+
+def test_an_n1_machine_too_large_for_its_gpus_says_how_many_it_takes():
+    found = gke_problems([{"name": "n1", "instanceType": "n1-standard-32", "gpu": "nvidia-tesla-v100", "gpuCount": 1, "maxNodes": 1}])
+    assert found == ["pools[0].gpuCount: n1-standard-32 (32 vCPUs, 120 GB) is too large for 1 x nvidia-tesla-v100: Compute Engine allows at "
+                     "most 12 vCPUs and 78 GB with that many; use gpuCount 4 or more, or a smaller N1 machine type"]
+    from gpupools.validation.stack import validate_stack
+
+    validate_stack(stack_config("gcp", pools=[{"name": "n1", "instanceType": "n1-standard-32", "gpu": "nvidia-tesla-v100", "gpuCount": 4,
+                                               "maxNodes": 1}]))
+
+
+@pytest.mark.parametrize("capacity, cluster, path, says", [
+    ([{"reservation": {"id": "r1", "zones": ["us-central1-a"], "nodes": 1}}, "on-demand"], {}, "pools[0].capacity",
+     "a GKE node pool consumes one named reservation and nothing else (SPECIFIC_RESERVATION fails when it is full)"),
+    (["any-reservation"], {}, "pools[0].capacity", "GKE starts on-demand nodes when no reservation matches; write [any-reservation, on-demand]"),
+    (["spot", "on-demand"], {}, "pools[0].capacity", "spot, on-demand: a GKE node pool takes one of [on-demand], [spot]"),
+])
+def test_capacity_a_gke_node_pool_cannot_take_is_one_line(capacity, cluster, path, says):
+    found = gke_problems([{"name": "p", "instanceType": "a3-highgpu-8g", "maxNodes": 1, "capacity": capacity}],
+                         cluster={"name": "ml-test", "location": "us-central1", **cluster})
+    assert any(p.startswith(f"{path}: {says}") for p in found), found
+
+
+@pytest.mark.parametrize("minor, ok", [("1.32", False), ("1.33", True), ("1.35", True)])
+def test_flex_start_needs_gke_1_33_or_later(minor, ok):
+    # Asked of the decision itself: which minors a stack may name moves with GKE's support calendar.
+    from gpupools.clouds import gcp
+    from gpupools.validation.stack import validate_stack
+
+    stack = validate_stack(stack_config("gcp", pools=[{"name": "p", "instanceType": "a3-highgpu-8g", "maxNodes": 1, "capacity": ["flex-start"]}],
+                                        cluster={"name": "ml-test", "location": "us-central1", "kubernetesVersion": "1.35"}))
+    cluster = stack.cluster.model_copy(update={"kubernetes_version": minor})
+    found = [f"{p.path}: {p.message}" for p in gcp.capacity_problems(stack.pools[0], "pools[0]", "", cluster, None)]
+    assert found == ([] if ok else [f"cluster.kubernetesVersion: {minor}: flex-start needs GKE 1.33 or later (1.33.0-gke.1712000)"])
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# GPUDirect: the zone a fabric pool lands in, and the NCCL settings its pods get
+
+
+@pytest.mark.parametrize("location, machine, zone", [
+    ("us-central1-b", "a3-ultragpu-8g", "us-central1-b"),    # a zonal cluster: its zone
+    ("us-central1", "a3-ultragpu-8g", "us-central1-b"),      # H200 in one zone of the region: that zone
+    ("us-central1", "a3-megagpu-8g", None),                  # H100 Mega in three: the stack must say which
+    ("asia-southeast1", "a3-ultragpu-8g", None),             # in none
+])
+def test_a_fabric_pool_goes_to_the_only_zone_that_offers_its_gpu(location, machine, zone):
+    from gpupools.clouds import gcp
+    from gpupools.stack.config import Cluster, Pool
+
+    pool = Pool(name="p", instanceType=machine, maxNodes=1)
+    assert gcp.fabric_zone_of_cluster(pool, Cluster(name="ml", location=location)) == zone
+    assert gcp.fabric_zone_of_cluster(pool, None) is None
+
+
+def test_a_tcpx_pod_gets_googles_nccl_settings_for_a3_high():
+    """Every NCCL setting of Google's TCPX test (container-engine-accelerators @ 204a57c gpudirect-tcpx/nccl-config.yaml,
+    run-nccl.sh) but the debug ones, with the same value, and the NICs the pool's networks give the pod."""
+    import json
+    import re as regex
+
+    from conftest import reference_dir
+    from gpupools.clouds import gcp
+
+    script = (reference_dir() / "container-engine-accelerators" / "gpudirect-tcpx-nccl-config.yaml").read_text()
+    google = {k: v.strip('"') for k, v in regex.findall(r"-x (NCCL_\w+)=(\S+)", script) if not k.startswith("NCCL_DEBUG")}
+    assert len(google) >= 20
+    pod = gcp.fabric_pod(8, "train", "gpudirect-tcpx", 4)
+    assert {k: pod["env"].get(k) for k in google} == google
+    assert json.loads(pod["annotations"]["networking.gke.io/interfaces"]) == [{"interfaceName": "eth0", "network": "default"}] + [
+        {"interfaceName": f"eth{i}", "network": f"train-vpc{i}"} for i in range(1, 5)]
+    assert [m["mountPath"] for m in pod["mounts"]] == ["/tmp", "/usr/local/nvidia/lib64"] and pod["capabilities"] == ["IPC_LOCK"]
+    assert gcp.fabric_pod(8, "train", "gpudirect-tcpx", 0)["annotations"] == {}  # no GPU networks: nothing to attach
+
+
+def test_messages_that_ask_for_a_zone_name_one_of_the_stacks_region():
+    from gpupools.clouds import gcp
+    from gpupools.stack.config import Cluster
+
+    assert gcp.example_zone(Cluster(name="ml", location="europe-west4"), {}) == "europe-west4-a"
+    assert gcp.example_zone(Cluster(name="ml", location="europe-west4-b"), {}) == "europe-west4-a"
+    assert gcp.example_zone(None, {}) is None and gcp.example_zone(Cluster(name="ml"), {}) is None

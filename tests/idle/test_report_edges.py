@@ -14,17 +14,18 @@ import re
 import pytest
 
 from gpupools.idle.counting import Holder, _Tally, _key, collect, collect_raw, kind_of
-from gpupools.idle.kai_fractions import Sharer, attribute_fractions
+from gpupools.idle.kai_fractions import Sharer, attribute_fractions, gpu_groups
 from gpupools.idle.options import parse_below, parse_min_idle, parse_timeout, parse_window
+from gpupools.idle.plotting import namespace_series
 from gpupools.idle.promapi import ReportError
 from gpupools.idle.questions import Steps, below_in, gpu_regex, low_gpus
 from gpupools.idle.report import grid_for, raw_peaks_cheaper, step_for, whole_steps
-from gpupools.idle.reserved import ReservedIdle
-from gpupools.idle.rows import IdleGpu, Report, build_report
+from gpupools.idle.reserved import ReservedIdle, reserved_idle
+from gpupools.idle.rows import IdleGpu, Report, build_report, node_pools, vgpus_per_gpu
 from gpupools.idle.teams import by_team, parse_by
 from gpupools.idle.text import format_table, fraction, human_window, total_line
 from gpupools.monitoring.prices import gpu_list_prices
-from gpupools.monitoring.promql import KAI_RESERVATION_NAMESPACE as KAI_RESERVATIONS
+from gpupools.monitoring.promql import KAI_RESERVATION_NAMESPACE as KAI_RESERVATIONS, KSM_GPU_FRACTION, KSM_GPU_GROUP
 
 L4 = gpu_list_prices()["L4"].usd_per_hour
 A100 = gpu_list_prices()["A100-40GB"].usd_per_hour
@@ -83,6 +84,8 @@ def test_holders_never_idle_or_never_seen_are_not_rows_but_their_gpus_are_counte
     also = holder(idle=3, seen=60, node="n2", uuid="U4", ns="c", pod="y")  # the same GPU, another holder
     report = build_report([busy, unseen, bare, twice, also], GRID, 3600, 5.0)
     assert set(rows(report)) == {"x", "y"} and report.gpus_seen == 4
+    # A GPU is its node and its UUID: two nodes whose exporters report no UUID are two GPUs.
+    assert build_report([Holder({"Hostname": "n1"}), Holder({"Hostname": "n2"})], GRID, 3600, 5.0).gpus_seen == 2
 
 
 def test_a_time_sliced_gpu_is_split_among_its_holders_and_a_lone_holder_keeps_all_of_it():
@@ -445,3 +448,72 @@ def test_recorded_steps_ask_seen_steps_and_shares_only_of_listed_and_shared_gpus
     got = by_pod(collect(prom, GRID, 5.0, least=61, recorded=True))
     assert all(seen == 0 for _, seen, _ in got.values()) and not any("gpupools:gpu_utilization_step_max" in a and "count_over_time" in a
                                                                      for a in prom.asked)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The other questions: the plot's series, vGPU shares, node pools, reserved nodes, KAI's GPU groups
+
+
+class Canned:
+    """Answers each question with the first canned answer whose text the question contains."""
+
+    method = "POST"
+
+    def __init__(self, answers: dict[str, list[dict]], series: list[dict] | None = None):
+        self.answers, self.series, self.asked = answers, series or [], []
+
+    def query(self, expr: str, at: float) -> list[dict]:
+        self.asked.append(expr)
+        return next((a for text, a in self.answers.items() if text in expr), [])
+
+    def query_range(self, expr: str, start: float, end: float, step: int) -> list[dict]:
+        self.asked.append((expr, start, end, step))
+        return self.series
+
+
+def test_the_plot_has_one_series_per_namespace_in_name_order_with_gaps_as_nan():
+    series = [{"metric": {"namespace": "b"}, "values": [(1.0, 3.0), (2.0, math.inf)]}, {"metric": {}, "values": [(1.0, 1.0)]},
+              {"metric": {"namespace": "a"}, "values": [(1.0, 2.0)]}]
+    prom = Canned({}, series)
+    got = namespace_series(prom, Steps(end=600.0, step=60, count=10))
+    assert list(got) == ["(unallocated)", "a", "b"] and got["a"] == [(1.0, 2.0)] and got["b"][0] == (1.0, 3.0) and math.isnan(got["b"][1][1])
+    expr, start, end, step = prom.asked[0]
+    assert (start, end, step) == (60.0, 600.0, 60) and expr.startswith("avg by (namespace) (") and "DCGM_FI_DEV_GPU_UTIL" in expr
+    namespace_series(prom, Steps(end=600.0, step=60, count=10), recorded_below=5.0)
+    assert prom.asked[1][0].startswith('avg by (namespace) (last_over_time(gpupools:gpu_utilization_step_max:percent{gpupools_idle_below="5"}[60s]))')
+
+
+def test_vgpu_shares_node_pools_and_reserved_nodes_keep_only_what_they_can_use():
+    prom = Canned({"pool_vgpus": [{"metric": {"pool": "share"}, "value": 4.0}, {"metric": {"pool": "half"}, "value": 0.5},
+                                  {"metric": {}, "value": 4.0}, {"metric": {"pool": "nan"}, "value": math.nan}, {"metric": {"pool": "one"}, "value": 1.0}]})
+    assert vgpus_per_gpu(prom, 0.0, 3600) == {"share": 4, "one": 1}
+    prom = Canned({"kube_node_labels": [{"metric": {"Hostname": "n1", "pool": "a"}, "value": 1.0}, {"metric": {"Hostname": "n2"}, "value": 1.0},
+                                        {"metric": {"pool": "b"}, "value": 1.0}]})
+    assert node_pools(prom, 0.0, 3600) == {"n1": "a"}
+    prices = [{"metric": {"pool": "h100"}, "value": 98.0}, {"metric": {"pool": "a100"}, "value": 40.0}, {"metric": {}, "value": 1.0}]
+    unused = [{"metric": {"pool": "h100"}, "value": 0.5}, {"metric": {"pool": "a100"}, "value": 2.0}, {"metric": {"pool": "l4"}, "value": 3.0},
+              {"metric": {"pool": "h200"}, "value": 0.0}]
+    prom = Canned({"last_over_time(gpupools:": prices, "avg_over_time(": unused})
+    got = reserved_idle(prom, 0.0, 7200)
+    assert got == [ReservedIdle("a100", 2.0, 40.0, 160.0), ReservedIdle("h100", 0.5, 98.0, 98.0)]
+    assert 'pool=~"a100|h100"' in prom.asked[1] or "a100|h100" in prom.asked[1]
+    empty = Canned({})
+    assert reserved_idle(empty, 0.0, 7200) == [] and len(empty.asked) == 1  # no recorded prices: nothing more is asked
+
+
+def test_kais_gpu_groups_name_their_pods_and_read_only_fractions_kai_takes():
+    group, fraction_label = KSM_GPU_GROUP, KSM_GPU_FRACTION
+    labelled = [{"metric": {"namespace": "a", "pod": "a1", group: "g1"}, "value": 1.0},
+                {"metric": {"namespace": "a", "pod": "a2", group: "g1"}, "value": 1.0},
+                {"metric": {"namespace": KAI_RESERVATIONS, "pod": "res", group: "g1"}, "value": 1.0},
+                {"metric": {"namespace": "b", "pod": "b1", group: "g2"}, "value": 1.0},
+                {"metric": {"namespace": "b", group: "g2"}, "value": 1.0}]  # no pod: left out
+    annotated = [{"metric": {"namespace": "a", "pod": "a1", fraction_label: "0.25"}, "value": 1.0},
+                 {"metric": {"namespace": "a", "pod": "a2", fraction_label: "1.0"}, "value": 1.0},
+                 {"metric": {"namespace": "b", "pod": "b1", fraction_label: "half"}, "value": 1.0}]
+    prom = Canned({"kube_pod_labels": labelled, "kube_pod_annotations": annotated})
+    assert gpu_groups(prom, 0.0, 30) == {"g1": [Sharer("a", "a1", 0.25), Sharer("a", "a2", None), Sharer(KAI_RESERVATIONS, "res", None)],
+                                           "g2": [Sharer("b", "b1", None)]}
+    assert "[60s]" in prom.asked[0]  # at least a minute
+    none = Canned({})
+    assert gpu_groups(none, 0.0, 3600) == {} and len(none.asked) == 1
