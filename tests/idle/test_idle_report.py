@@ -757,6 +757,18 @@ def test_no_dcgm_metrics_message(tmp_path):
         assert json.loads(run("idle", "--prometheus", url, "--json").stdout)["idle"] == []
 
 
+def test_a_port_taken_before_prometheus_binds_it_is_not_mistaken_for_its_own(prometheus, tmp_path, monkeypatch):
+    """The port picked for a server may be taken (here by the module's Prometheus, as by another test process's) before
+    the new one binds it: the new one is started on another port, and the URL given is its own, over its data."""
+    taken, pick = int(prometheus.rsplit(":", 1)[1]), free_port
+    picks = iter([taken])
+    monkeypatch.setitem(globals(), "free_port", lambda: next(picks, None) or pick())
+    with serving(tmp_path / "d", tmp_path / "prometheus.log") as url:
+        assert url != prometheus and _tsdb_path(url) == str(tmp_path / "d")
+        assert "address already in use" not in (tmp_path / "prometheus.log").read_text()  # the log of the run that started
+    assert _tsdb_path(prometheus) != str(tmp_path / "d")
+
+
 @pytest.mark.parametrize("args, field, code", [
     (["--prometheus", "localhost:9090"], "--prometheus", 2),
     (["--prometheus", "http://127.0.0.1:99999"], "--prometheus", 2),
