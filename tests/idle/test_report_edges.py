@@ -517,3 +517,21 @@ def test_kais_gpu_groups_name_their_pods_and_read_only_fractions_kai_takes():
     assert "[60s]" in prom.asked[0]  # at least a minute
     none = Canned({})
     assert gpu_groups(none, 0.0, 3600) == {} and len(none.asked) == 1
+
+
+def test_the_plot_labels_utilization_in_percent_over_utc_clock_time(tmp_path, monkeypatch):
+    matplotlib = pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from gpupools.idle.plotting import plot
+
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, path, *a, **k: drawn.append(self))
+    report = build_report([holder(idle=60, seen=60, node="n", uuid="U1", ns="a", pod="p")], GRID, 3600, 5.0)
+    report.by_namespace = {"a": [(1_000_000.0, 2.0), (1_000_060.0, 3.0)]}
+    plot(report, str(tmp_path / "idle.png"))
+    (ax,) = drawn[0].axes
+    assert ax.get_ylabel() == "GPU utilization (%)" and ax.get_xlabel() == "time (UTC)" and ax.get_ylim() == (0.0, 100.0)
+    formatter = ax.xaxis.get_major_formatter()
+    assert isinstance(formatter, matplotlib.dates.DateFormatter) and formatter.fmt == "%H:%M"
+    assert [line.get_label() for line in ax.get_lines()] == ["a", "idle threshold (5%)"]
