@@ -24,6 +24,9 @@ class GpuModel:
     memory_source: str | None = None
     min_driver: int | None = None  # the oldest NVIDIA driver branch that knows the GPU (catalog.yaml minDriver)
     mig_unavailable: str | None = None  # why MIG cannot be used although NVIDIA lists profiles (catalog.yaml migUnavailable)
+    # GPUs that share one NVLink domain across nodes (catalog.yaml nvlinkDomain: 72 on an NVL72 rack); None: NVLink ends
+    # at the node. Such GPUs talk across nodes through IMEX, which NVIDIA's DRA driver sets up per ComputeDomain.
+    nvlink_domain: int | None = None
 
     @property
     def open_kernel_modules_only(self) -> bool:
@@ -55,6 +58,12 @@ class InstanceType:
     memory_gib: int | None = None
     price_region: str | None = None  # where the price was read, when not the cloud's catalog-wide price region
     source: str | None = None  # the key of catalog.yaml `rowSources` the row comes from
+    arch: str = "x86_64"  # the host's CPU architecture (catalog.yaml arch): arm64 on Grace hosts
+
+    @property
+    def rack_scale(self) -> bool:
+        """A node of a multi-node NVLink rack (GB200/GB300 NVL72): its GPUs need a ComputeDomain to talk across nodes."""
+        return self.gpu is not None and self.gpu.nvlink_domain is not None
 
     @property
     def family(self) -> str:
@@ -164,6 +173,7 @@ def _build(raw: dict) -> Catalog:
             memory_source=g.get("memorySource"),
             min_driver=g.get("minDriver"),
             mig_unavailable=g.get("migUnavailable"),
+            nvlink_domain=g.get("nvlinkDomain"),
         )
         for name, g in raw["gpus"].items()
     }
@@ -183,6 +193,7 @@ def _build(raw: dict) -> Catalog:
                 memory_gib=i.get("memoryGib"),
                 price_region=i.get("priceRegion"),
                 source=sources.get((cloud, name)),
+                arch=i.get("arch", "x86_64"),
             )
             for name, i in types.items()
         }
