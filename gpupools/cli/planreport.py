@@ -53,8 +53,10 @@ def plan_warnings(stack: StackConfig, plans: list[PoolPlan] | None = None, today
     the stack is valid and `pulumi up` would create it, as with `gpupools check`'s warnings."""
     plans = plan_pools(stack) if plans is None else plans
     autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
-    return (version_warnings(stack, today or date.today()) + topology_level_warnings(stack, plans)
-            + unusable_quota_warnings(stack, plans, autoscaler))
+    # Clouds whose region the plan cannot always check offline say so (Gcore: its regions come only from its API).
+    regions = getattr(stack.target, "region_warnings", None)
+    return ((regions(stack.providers) if regions else []) + version_warnings(stack, today or date.today())
+            + topology_level_warnings(stack, plans) + unusable_quota_warnings(stack, plans, autoscaler))
 
 
 # Components that stand for a pool in a cloud's managed mode (a GKE ComputeClass).

@@ -9,12 +9,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from importlib import resources
 
 from gpupools.core import packaged
 
 
 def _read(cloud: str) -> dict:
     return packaged.read(f"facts_{cloud}.yaml")
+
+
+def _shipped(cloud: str) -> bool:
+    return resources.files("gpupools.core").joinpath(f"facts_{cloud}.yaml").is_file()
+
+
+@dataclass(frozen=True)
+class GcoreRegion:
+    """A region as Gcore's API lists it (GET /cloud/v1/regions, gcore 0.59.0 types/cloud/region.py Region): `id`,
+    `display_name`, `state`, `has_k8s` (managed Kubernetes), `has_ai_gpu` (GPU)."""
+
+    id: int
+    name: str
+    state: str
+    kubernetes: bool | None  # None: the listing does not say
+    gpu: bool | None
+
+
+@dataclass(frozen=True)
+class GcoreRegions:
+    """The regions one listing returned, and where and when it was read (the file's `source`, in words)."""
+
+    regions: dict[int, GcoreRegion]
+    source: str
 
 
 @dataclass(frozen=True)
@@ -39,6 +64,15 @@ class CloudFacts:
     @cached_property
     def _gcp(self) -> dict:
         return _read("gcp")
+
+    @cached_property
+    def gcore_regions(self) -> GcoreRegions | None:
+        """Gcore's regions from facts_gcore.yaml, or None where no such file is installed: the list comes only from
+        Gcore's authenticated API (tools/refresh_cloud_facts.py gcore), so gpupools ships none of its own."""
+        if not _shipped("gcore"):
+            return None
+        section = _read("gcore")["regions"]
+        return gcore_regions(section)
 
     @cached_property
     def aws_regions(self) -> tuple[str, ...]:
@@ -91,6 +125,15 @@ class CloudFacts:
         if region not in self.azure_regions:
             return None
         return region in self.azure_offerings.get(size, ())
+
+
+def gcore_regions(section: dict) -> GcoreRegions:
+    """facts_gcore.yaml's `regions` section, as tools/refresh_cloud_facts.py gcore writes it."""
+    source = section["source"]
+    words = f"facts_gcore.yaml, Gcore's {source['api']} of {source['read']}"
+    regions = {int(i): GcoreRegion(int(i), str(r["name"]), str(r["state"]), r.get("managedKubernetes"), r.get("gpu"))
+               for i, r in (section.get("ids") or {}).items()}
+    return GcoreRegions(regions, words)
 
 
 def _shape(d: dict) -> N1Shape:

@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from gpupools.clouds import gcore as decide
+from gpupools.core.facts import GcoreRegion, GcoreRegions
 from gpupools.core.pools import PoolPlan
 from gpupools.stack.config import StackConfig
 from gpupools.stack.providers import provider_value
@@ -248,6 +249,41 @@ def _reported(verb: str):
     return wrap
 
 
+# Pages of the region listing read at most (the API gives up to 1000 regions a page, gcore 0.59.0
+# resources/cloud/regions.py list): an answer whose `count` never ends stops here.
+REGION_PAGES = 5
+REGION_NAME_CHARS = 40
+
+
+def _flag(region, field: str) -> bool | None:
+    value = getattr(region, field, None)
+    return value if isinstance(value, bool) else None
+
+
+def region_listing(api) -> dict[int, GcoreRegion]:
+    """Gcore's regions as its API lists them (GET /cloud/v1/regions; gcore 0.59.0 types/cloud/region.py Region:
+    `id`, `display_name`, `state`, `has_k8s`, `has_ai_gpu`), names cleaned of escape codes and bounded."""
+    secrets = decide.secret_forms(os.environ.get("GCORE_API_KEY"))
+    found: dict[int, GcoreRegion] = {}
+    page = api.cloud.regions.list(limit=1000)
+    for _ in range(REGION_PAGES):
+        for r in page.results or []:
+            name = decide.clean_text(str(getattr(r, "display_name", "") or ""), secrets)[:REGION_NAME_CHARS] or "unnamed"
+            found[int(r.id)] = GcoreRegion(int(r.id), name, str(getattr(r, "state", "") or ""), _flag(r, "has_k8s"), _flag(r, "has_ai_gpu"))
+        if not page.has_next_page():
+            break
+        page = page.get_next_page()
+    return found
+
+
+def check_region(api, region_id: int) -> None:
+    """Refuse a region Gcore's API does not list, or lists without Managed Kubernetes, before anything is created
+    (or, for a move to another region, deleted): one line naming `gcore:regionId` and the regions that would work."""
+    why = decide.region_refusal(int(region_id), GcoreRegions(region_listing(api), "Gcore's API, GET /cloud/v1/regions"))
+    if why is not None:
+        raise GcoreInputError(f"{decide.REGION_KEY}: {why}")
+
+
 def newest_patch(api, minor: str) -> str:
     """The newest `create_versions` entry of a minor ("1.36" -> "v1.36.1"), as the API wants it."""
     found = [v.version for v in api.cloud.k8s.list_versions() if v.version.lstrip("v").startswith(f"{minor}.")]
@@ -339,6 +375,7 @@ class PoolProvider(_Provider):
     def create(self, props: dict) -> CreateResult:
         body = pool_create_params(dict(props["pool"]))
         api = self._api(props)
+        check_region(api, props["region_id"])
         check_quota(api, body)
         pool = api.cloud.k8s.clusters.pools.create_and_poll(cluster_name=props["cluster_name"], **body)
         return CreateResult(f"{props['cluster_name']}/{pool.name}", {**props, "node_count": pool.node_count})
@@ -350,8 +387,11 @@ class PoolProvider(_Provider):
         replace = [f"pool.{f}" for f in replaces] + moved
         if replace:
             # The engine deletes the old pool before it creates the new one (below) and asks this Diff before either:
-            # the new pool's quota is checked here, while the old one still runs.
-            check_quota(self._api(news), pool_create_params(dict(news["pool"])), replacing=True)
+            # the new pool's region and quota are checked here, while the old one still runs.
+            api = self._api(news)
+            if "region_id" in moved:
+                check_region(api, news["region_id"])
+            check_quota(api, pool_create_params(dict(news["pool"])), replacing=True)
         # A pool keeps its name when only its flavor or volumes change, and a cluster holds one pool of a name: the old
         # pool goes before the new one comes.
         return DiffResult(changes=bool(replace or updates), replaces=replace, delete_before_replace=True)
@@ -400,6 +440,7 @@ class ClusterProvider(_Provider):
     def create(self, props: dict) -> CreateResult:
         api = self._api(props)
         wanted = dict(props["cluster"])
+        check_region(api, props["region_id"])
         if props.get("adopt"):
             found = api.cloud.k8s.clusters.get(wanted["name"])
             # What the cluster lacks of a new one's controls, read not assumed; the component warns of each.
@@ -420,6 +461,9 @@ class ClusterProvider(_Provider):
         replaces, upgrades, updates = decide.cluster_change(old, new)
         pools = decide.cluster_pool_changes(old.get("pools"), new.get("pools"))
         moved = [k for k in ("project_id", "region_id") if str(olds.get(k)) != str(news.get(k))]
+        if "region_id" in moved:
+            # A cluster in another region replaces this one, deleted first: the new region is checked before.
+            check_region(self._api(news), news["region_id"])
         replace = [f"cluster.{f}" for f in replaces] + moved
         return DiffResult(changes=bool(replace or upgrades or updates or any(pools.values())), replaces=replace,
                           delete_before_replace=True)

@@ -118,6 +118,9 @@ def provider_problems(cloud: str | None, providers: Mapping[str, Any], environ: 
         elif setting.pattern is not None and not re.fullmatch(setting.pattern, value):
             problems.append(Problem(key, f"{shown((key,), value)} is not {setting.shape}"))
     for key, setting in own.items():
+        variable = next((v for v in setting.env if environ.get(v)), None)
+        if setting.env_checked and key not in providers and variable and not re.fullmatch(setting.pattern or ".*", environ[variable]):
+            problems.append(Problem(key, f"not set in the stack, and ${variable} ({shown((key,), environ[variable])}) is not {setting.shape}"))
         if setting.required and key not in providers and not any(environ.get(v) for v in setting.env):
             problems.append(Problem(key, f"required on {cloud}, but missing: set it ({setting.shape}) with `pulumi config set {key} ...`"
                                          f"; the provider would otherwise take it from {' or '.join(setting.env)}, none of which is set"))

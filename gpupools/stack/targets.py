@@ -30,6 +30,9 @@ class Setting:
     # Whether the stack may hold it only encrypted: "always", "json" (a JSON document is a credential, a file's path is
     # not), or "" (never a secret).
     secret: str = ""
+    # Whether gpupools' own program takes the value from `env` when the stack leaves the key out (not only the provider
+    # does): the environment's value is then checked against `pattern` as the stack's would be.
+    env_checked: bool = False
 
 
 @dataclass(frozen=True)
