@@ -282,7 +282,8 @@ def gcore_regions(client) -> dict:
         raise GcoreFailure(f"Gcore's API could not be reached for {GCORE_CALL}; check the network and GCORE_BASE_URL") from None
     ids = {}
     for region in sorted(listed, key=lambda r: int(r.id)):
-        name = "".join(c for c in str(region.display_name or "") if c.isprintable())[:GCORE_NAME_CHARS]
+        name = "".join(c for c in re.sub(r"\x1b\[[0-?]*[ -/]*[@-~]", "", str(region.display_name or "")) if c.isprintable())
+        name = name[:GCORE_NAME_CHARS]  # the API's text, without terminal escape codes
         row = {"name": name, "state": str(region.state)}
         for key, field in (("managedKubernetes", "has_k8s"), ("gpu", "has_ai_gpu")):
             value = getattr(region, field, None)

@@ -135,3 +135,92 @@ def test_azure_prices_read_every_region_block():
         ''')
     assert refresh.azure_prices(text) == {"eastus": {"Standard_NC4as_T4_v3": 0.526, "Standard_ND96isr_H100_v5": 98.32},
                                           "eastus2": {"Standard_ND96isr_H200_v5": 84.8}}
+
+
+# --- Gcore: the region listing of Gcore's API, through an httpx mock transport ---------------------------------------
+
+GCORE_KEY = "7711$eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9-s3cr3t"
+# As GET /cloud/v1/regions could answer (gcore 0.59.0 types/cloud/region.py Region), in pages of two; made-up names.
+GCORE_ROWS = [{"id": 76, "display_name": "Region-A", "state": "ACTIVE", "has_k8s": True, "has_ai_gpu": True},
+              {"id": 8, "display_name": "Edge\x1b[31m-C\n", "state": "ACTIVE", "has_k8s": False, "has_ai_gpu": False},
+              {"id": 38, "display_name": "Region-B", "state": "MAINTENANCE"}]
+
+
+def gcore_client(monkeypatch, answer):
+    import httpx
+
+    monkeypatch.setenv("GCORE_API_KEY", GCORE_KEY)
+    monkeypatch.delenv("GCORE_BASE_URL", raising=False)
+    seen = []
+
+    def handler(request):
+        seen.append(str(request.url))
+        return answer(request)
+
+    return refresh.gcore_client(httpx.Client(transport=httpx.MockTransport(handler))), seen
+
+
+def gcore_pages(request):
+    import httpx
+
+    offset = int(request.url.params.get("offset", 0))
+    return httpx.Response(200, json={"count": len(GCORE_ROWS), "results": GCORE_ROWS[offset:offset + 2]})
+
+
+def test_gcore_regions_are_what_the_api_lists_with_the_call_and_the_day(monkeypatch, tmp_path):
+    pytest.importorskip("gcore")
+    import datetime
+
+    from gpupools.clouds import gcore as decide
+    from gpupools.core.facts import GcoreRegion, gcore_regions
+
+    client, seen = gcore_client(monkeypatch, gcore_pages)
+    monkeypatch.setattr(refresh, "gcore_client", lambda: client)
+    monkeypatch.setattr(refresh, "CORE", tmp_path)
+    assert refresh.main(["gcore"]) == 0
+    assert seen == ["https://api.gcore.com/cloud/v1/regions?limit=1000", "https://api.gcore.com/cloud/v1/regions?limit=1000&offset=2"]
+    written = (tmp_path / "facts_gcore.yaml").read_text()
+    assert written.startswith(refresh.HEADER) and GCORE_KEY not in written and "\x1b" not in written
+    import gcore
+
+    today = datetime.date.today().isoformat()
+    assert yaml.safe_load(written) == {"regions": {
+        "source": {"api": "GET /cloud/v1/regions", "sdk": f"gcore {gcore.__version__} client.cloud.regions.list()",
+                   "baseUrl": "https://api.gcore.com", "read": today},
+        "ids": {8: {"name": "Edge-C", "state": "ACTIVE", "managedKubernetes": False, "gpu": False},
+                38: {"name": "Region-B", "state": "MAINTENANCE"},
+                76: {"name": "Region-A", "state": "ACTIVE", "managedKubernetes": True, "gpu": True}}}}
+    # What gpupools reads of it, and decides with it.
+    listing = gcore_regions(yaml.safe_load(written)["regions"])
+    assert listing.regions[76] == GcoreRegion(76, "Region-A", "ACTIVE", True, True)
+    assert decide.region_refusal(99999, listing) == (f"99999 is not a Gcore region ID (facts_gcore.yaml, Gcore's GET /cloud/v1/regions of "
+                                                     f"{today}); closest with Managed Kubernetes: 76 (Region-A), 38 (Region-B)")
+
+
+@pytest.mark.parametrize("answer, line", [
+    (lambda r: __import__("httpx").Response(401, json={"message": f"bad token APIKey {GCORE_KEY}"}),
+     "error: gcore: Gcore's API answered GET /cloud/v1/regions with HTTP 401; check GCORE_API_KEY"),
+    (lambda r: __import__("httpx").Response(302, headers={"location": f"https://elsewhere.test/?k={GCORE_KEY}"}),
+     "error: gcore: Gcore's API answered GET /cloud/v1/regions with HTTP 302; check GCORE_BASE_URL"),
+    (lambda r: (_ for _ in ()).throw(__import__("httpx").ReadTimeout("timed out")),
+     "error: gcore: Gcore's API did not answer GET /cloud/v1/regions within 30 s"),
+])
+def test_a_failed_gcore_listing_is_one_line_without_the_key_and_writes_nothing(monkeypatch, tmp_path, capsys, answer, line):
+    pytest.importorskip("gcore")
+    client, seen = gcore_client(monkeypatch, answer)
+    monkeypatch.setattr(refresh, "gcore_client", lambda: client.with_options(max_retries=0))
+    monkeypatch.setattr(refresh, "CORE", tmp_path)
+    assert refresh.main(["gcore"]) == 2
+    assert capsys.readouterr().err == line + "\n"
+    assert len(seen) == 1 and not (tmp_path / "facts_gcore.yaml").exists()  # a redirect is not followed
+
+
+def test_gcore_needs_its_key_and_is_the_only_named_source(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("GCORE_API_KEY", raising=False)
+    monkeypatch.setattr(refresh, "CORE", tmp_path)
+    assert refresh.main(["gcore"]) == 2
+    assert capsys.readouterr().err == ("error: gcore: GCORE_API_KEY is not set: Gcore lists its regions only to an authenticated "
+                                       "caller\n")
+    with pytest.raises(SystemExit) as exc:
+        refresh.main(["gcp"])
+    assert exc.value.code == 2 and "unknown source 'gcp'; the only one named so is gcore" in capsys.readouterr().err
