@@ -286,6 +286,16 @@ def props(pool_params: dict) -> dict:
     return {"project_id": 1234567, "region_id": 76, "cluster_name": "ml-test", "pool": dict(pool_params)}
 
 
+# The region listing both fakes answer first (every create checks the region: tests/clouds/test_gcore_region.py), kept
+# out of their `calls`: the regions the tests use, with Managed Kubernetes.
+REGIONS = {"count": 2, "results": [{"id": 76, "display_name": "Region-A", "state": "ACTIVE", "has_k8s": True},
+                                   {"id": 8, "display_name": "Region-B", "state": "ACTIVE", "has_k8s": True}]}
+
+
+def region_listing(request: httpx.Request) -> httpx.Response | None:
+    return httpx.Response(200, json=REGIONS) if request.url.path == "/cloud/v1/regions" else None
+
+
 class FakeGcore:
     """Gcore's k8s pool and task endpoints as the SDK calls them (paths from gcore 0.59.0 resources/cloud/k8s/clusters/
     pools/pools.py and resources/cloud/tasks.py), with pools kept in memory."""
@@ -309,6 +319,8 @@ class FakeGcore:
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.auth.add(request.headers.get("authorization", ""))
+        if listing := region_listing(request):
+            return listing
         body = json.loads(request.content) if request.content else {}
         path = request.url.path
         self.calls.append((request.method, path, body))
@@ -537,6 +549,8 @@ class FakeGcoreClusters:
         return httpx.Response(200, json={"tasks": [f"task-{kind}-{name}"]})
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if listing := region_listing(request):
+            return listing
         body = json.loads(request.content) if request.content else {}
         path = request.url.path
         self.calls.append((request.method, path, body))
@@ -733,9 +747,9 @@ def test_a_pool_moved_to_another_cluster_project_or_region_is_a_new_pool(key, va
     assert component.PoolProvider().diff("ml-test/infer", props(BASE_POOL), {**props(BASE_POOL), key: str(props(BASE_POOL)[key])}).changes is False
 
 
-def test_a_cluster_moved_to_another_project_or_region_is_a_new_cluster():
+def test_a_cluster_moved_to_another_project_or_region_is_a_new_cluster(clusters):
     old = cluster_props()
-    assert component.ClusterProvider().diff("ml-test", old, {**old, "region_id": 8}).replaces == ["region_id"]
+    assert clusters[1].diff("ml-test", old, {**old, "region_id": 8}).replaces == ["region_id"]  # the new region checked first
     assert component.ClusterProvider().diff("ml-test", old, dict(old)).changes is False
     assert component.ClusterProvider().diff("ml-test", old, {**old, "adopt": True}).replaces == ["adopt"]
     adopted = {**old, "adopt": True}
