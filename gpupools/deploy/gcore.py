@@ -266,11 +266,11 @@ def region_listing(api) -> dict[int, GcoreRegion]:
     secrets = decide.secret_forms(os.environ.get("GCORE_API_KEY"))
     found: dict[int, GcoreRegion] = {}
     page = api.cloud.regions.list(limit=1000)
-    for _ in range(REGION_PAGES):
+    for number in range(1, REGION_PAGES + 1):
         for r in page.results or []:
             name = decide.clean_text(str(getattr(r, "display_name", "") or ""), secrets)[:REGION_NAME_CHARS] or "unnamed"
             found[int(r.id)] = GcoreRegion(int(r.id), name, str(getattr(r, "state", "") or ""), _flag(r, "has_k8s"), _flag(r, "has_ai_gpu"))
-        if not page.has_next_page():
+        if number == REGION_PAGES or not page.has_next_page():
             break
         page = page.get_next_page()
     return found

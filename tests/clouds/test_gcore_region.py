@@ -302,3 +302,29 @@ def test_the_facts_file_reads_back_as_the_listing():
     assert got.source == FACTS
     assert got.regions == {76: GcoreRegion(76, "Region-A", "ACTIVE", True, True), 8: GcoreRegion(8, "Edge-C", "ACTIVE", False, None),
                            9: GcoreRegion(9, "Quiet", "NEW", None, None)}
+
+
+def test_an_installed_facts_file_is_what_the_plan_reads(monkeypatch):
+    from gpupools.core import facts
+
+    section = {"source": {"api": "GET /cloud/v1/regions", "read": "2026-11-29"},
+               "ids": {76: {"name": "Region-A", "state": "ACTIVE", "managedKubernetes": True}}}
+    monkeypatch.setattr(facts, "_shipped", lambda cloud: cloud == "gcore")
+    monkeypatch.setattr(facts, "_read", lambda cloud: {"regions": section})
+    assert facts.CloudFacts().gcore_regions == gcore_regions(section)
+    monkeypatch.setattr(facts, "_shipped", lambda cloud: False)
+    assert facts.CloudFacts().gcore_regions is None
+
+
+def test_a_listing_whose_count_never_ends_stops_after_a_few_pages(api):
+    endless = api.__call__
+
+    def answer(request):
+        if request.url.path == "/cloud/v1/regions":
+            api.requests.append(f"{request.method} {request.url.path}")
+            return httpx.Response(200, json={"count": 10**9, "results": LISTED[:2]})
+        return endless(request)
+
+    provider = component.PoolProvider(http_client=httpx.Client(transport=httpx.MockTransport(answer)), timeout=0.3, max_retries=0)
+    assert refused(lambda: provider.create(pool_props(99999))) == UNKNOWN
+    assert api.requests == [REGIONS] * component.REGION_PAGES

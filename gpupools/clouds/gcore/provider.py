@@ -152,8 +152,8 @@ def region_warnings(providers: dict) -> list[str]:
         why = f"it comes from ${source}, which the plan's checks do not read"
     else:
         return []
-    return [f"{REGION_KEY} {value} was not checked offline: {why}; `pulumi up` checks it against Gcore's region list before it "
-            f"creates anything"]
+    return [(f"{REGION_KEY} {value} was not checked offline: {why}; `pulumi up` checks it against Gcore's region list before it "
+             f"creates anything")]
 
 
 # Managed modes: Gcore offers none; its pools are gpupools' own.
