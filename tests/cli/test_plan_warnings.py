@@ -170,7 +170,11 @@ def test_kueue_counts_a_reserved_flavor_and_the_hourly_flavor_each_against_its_o
 
 @pytest.mark.parametrize("path", sorted((ROOT / "stacks").glob("Pulumi.*.yaml")), ids=lambda p: p.name)
 def test_the_example_stacks_plan_without_warnings(path):
-    assert plan_warnings(validate_stack(read_stack_file(path))) == []
+    # But the Gcore example's region: gpupools ships no list of Gcore's regions (docs/cloud-facts.md#gcore-regions).
+    warnings = plan_warnings(validate_stack(read_stack_file(path)))
+    unchecked = [w for w in warnings if w.startswith("gcore:regionId 76 was not checked offline: ")]
+    assert warnings == unchecked
+    assert len(unchecked) == (path.name == "Pulumi.dev-gcore.yaml")
 
 
 def test_teams_together_above_a_pool_are_over_subscription_not_a_warning():
