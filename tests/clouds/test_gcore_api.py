@@ -191,7 +191,7 @@ def test_a_redirect_is_reported_and_not_followed(api, servers, status):
                     f"{elsewhere.url}/steal?key=[redacted], which gpupools does not follow (the API key would go with it); check "
                     f"GCORE_BASE_URL"), line
     assert_one_clean_line(line, exc)
-    assert elsewhere.requests == [] and len(api.requests) == 1 and seconds < 2
+    assert elsewhere.requests == [] and len(api.requests) == 1 and seconds < 10
 
 
 def test_a_failed_task_is_one_clean_line(api):
@@ -363,4 +363,6 @@ def test_any_error_answer_is_one_clean_bounded_line(api, status, body, operation
     assert_one_clean_line(line, exc)
     # The SDK retries 408, 409, 429 and 5xx (gcore 0.59.0 _base_client.py _should_retry), once here.
     assert len(api.requests) == (2 if status in (408, 409, 429) or status >= 500 else 1)
-    assert seconds < 2
+    # Bounded, not fast: the SDK's own defaults would wait minutes (60 s a request, two retries with back-off); the
+    # margin is wide because the suite shares its cores.
+    assert seconds < 10
