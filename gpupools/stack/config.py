@@ -638,6 +638,9 @@ class StackConfig(Model):
     health: Health = Field(default_factory=Health)
     budget: Budget = Field(default_factory=Budget)
     upgrades: Upgrades = Field(default_factory=Upgrades)
+    # A worker of a gpupools fleet (gpupools.fleet): mints the service-account kubeconfig the fleet's MultiKueue manager
+    # reads (stack output multikueueKubeconfig, a secret) and installs JobSet.
+    fleet_worker: Annotated[bool, Field(strict=True)] = False
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
 
     @functools.cached_property
