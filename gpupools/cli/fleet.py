@@ -43,7 +43,7 @@ def plan_lines(fleet: FleetStack, plan: FleetPlan, resources: int, source: Path 
         ok, why = plan.reach[view.name]
         lines.append(f"  {i}. {view.name}: stack {view.entry.worker.stack} ({view.entry.worker.file}), {ws.target.SERVICE} cluster "
                      f"{ws.cluster.name}, Kueue {view.kueue_version}, JobSet {'installed' if view.jobset else 'MISSING'}, credentials: "
-                     f"{'service-account token (multikueueKubeconfig)' if ws.fleet_worker else 'NONE'}")
+                     f"{'service-account token (multikueueKubeconfig)' if ws.fleet_worker is not None else 'NONE'}")
         lines.append(f"     reach: {'ok' if ok else 'BLOCKED'}: {why}")
     workers = [v.name for v in plan.views]
     lines.append("quota per team and resource: the manager's queue (sum of the workers' unless set), then each worker's")
@@ -75,7 +75,7 @@ def plan_json(plan: FleetPlan, result) -> dict:
     return {**result.as_json(), "fleet": {
         "origin": plan.stack.fleet.origin,
         "workers": [{"name": v.name, "stack": v.entry.worker.stack, "reachable": plan.reach[v.name][0], "reach": plan.reach[v.name][1],
-                     "jobset": v.jobset, "tokenKubeconfig": v.entry.stack.fleet_worker} for v in plan.views],
+                     "jobset": v.jobset, "tokenKubeconfig": v.entry.stack.fleet_worker is not None} for v in plan.views],
         "quotas": [{"team": q.team, "resource": q.resource, "manager": q.manager, "workers": q.workers,
                     "perWorker": dict(q.per_worker)} for q in plan.quotas],
         "landing": [row.as_json() for row in plan.landing]}}

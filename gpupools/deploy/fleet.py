@@ -60,7 +60,7 @@ class FleetManager(Component):
                 "origin": stack.fleet.origin,
                 "quotas": [{"team": q.team, "resource": q.resource, "manager": q.manager, "workers": q.workers, "onPurpose": q.on_purpose}
                            for q in plan.quotas],
-                "workers": [{"name": v.name, "stack": v.entry.worker.stack, "tokenKubeconfig": v.entry.stack.fleet_worker,
+                "workers": [{"name": v.name, "stack": v.entry.worker.stack, "tokenKubeconfig": v.entry.stack.fleet_worker is not None,
                              "reachable": plan.reach[v.name][0], "reach": plan.reach[v.name][1],
                              "missingTeams": [t.name for t in stack.fleet.teams if t.name not in v.teams],
                              "jobset": v.jobset, "quotas": v.entry.stack.quotas}

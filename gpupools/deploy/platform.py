@@ -66,7 +66,7 @@ class GpuPlatform(Component):
                                                   self.monitoring.releases if self.monitoring and scrape else [], self.child())
         self.pools = [module.build_pool(plan, self.cluster, stack, installer, self.autoscaler, self.child()) for plan in self.plans]
         software = with_fabric_releases(software_plan(stack, self.plans, monitoring.operator_service_monitor(stack), rdma_pools(stack, self.plans)),
-                                        list(plan_fabrics(stack, self.plans).values()), stack.fleet_worker)
+                                        list(plan_fabrics(stack, self.plans).values()), stack.fleet_worker is not None)
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
         self.teams = None
         quotas = quota_plan(stack, self.plans, scrape, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
@@ -74,7 +74,7 @@ class GpuPlatform(Component):
             crds = self.monitoring.releases if self.monitoring and scrape else []
             self.teams = TeamQuotas("team-quotas", quotas, self.cluster.kubernetes, crds, self.child())
         self.fleet_access = None
-        if stack.fleet_worker:
+        if stack.fleet_worker is not None:
             from gpupools.deploy.fleet import FleetWorkerAccess
 
             # After the team queues: their release makes Kueue's namespace, where the service account lives.

@@ -92,7 +92,7 @@ def worker_view(entry: WorkerStack) -> WorkerView:
     plans = plan_pools(stack)
     teams = plan_teams(stack, plans) if stack.quotas == "kueue" else []
     verdicts = landing_check(stack, plans) if stack.quotas == "kueue" else []
-    jobset = jobset_release(list(plan_fabrics(stack, plans).values()), stack.fleet_worker) is not None
+    jobset = jobset_release(list(plan_fabrics(stack, plans).values()), stack.fleet_worker is not None) is not None
     return WorkerView(entry, {t.team.name: t for t in teams}, team_quotas(teams), verdicts, jobset, kueue.CHART.default_version)
 
 
@@ -263,13 +263,16 @@ def worker_problems(stack: FleetStack, view: WorkerView) -> list[Problem]:
         out.append(Problem(at, f"worker {w.name} keeps its quotas with {engine} (gpupools:quotas: {ws.quotas}): MultiKueue dispatches to "
                                f"a worker's own Kueue, which such a stack does not run; a worker needs gpupools:quotas: kueue"))
         return out
-    if not ws.fleet_worker:
-        out.append(Problem(at, f"worker {w.name} mints no service-account kubeconfig: set gpupools:fleetWorker: true in {w.file} (Kueue "
-                               f"refuses the stack's own kubeconfig, whose exec plugin it does not run: \"exec plugins are not allowed\")"))
+    if ws.fleet_worker is None:
+        out.append(Problem(at, f"worker {w.name} mints no service-account kubeconfig: set gpupools:fleetWorker: {{fleets: [{stack.fleet.origin}]}} "
+                               f"in {w.file} (Kueue refuses the stack's own kubeconfig, whose exec plugin it does not run: \"exec plugins "
+                               f"are not allowed\")"))
+    elif stack.fleet.origin not in ws.fleet_worker.fleets:
+        out.append(Problem(at, f"worker {w.name} does not serve fleet {stack.fleet.origin}: add it to gpupools:fleetWorker.fleets in {w.file}"))
     if not view.jobset:
         out.append(Problem(at, f"worker {w.name} has no JobSet CRD: the manager enables Kueue's JobSet integration and connects to a "
                                f"worker only where every enabled framework's CRD is served; JobSet comes with fabric pools or "
-                               f"gpupools:fleetWorker: true"))
+                               f"gpupools:fleetWorker"))
     if _minor(view.kueue_version) < MIN_WORKER_KUEUE:
         out.append(Problem(at, f"worker {w.name} runs Kueue {view.kueue_version}; the manager needs kueue.x-k8s.io/v1beta2 there "
                                f"(Kueue 0.15 or newer)"))
