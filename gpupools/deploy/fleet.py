@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from gpupools.fleet import credentials
 from gpupools.fleet.config import FleetStack
-from gpupools.fleet.plan import FleetPlan, helm_values, kubeconfig_secret, plan_fleet, release
+from gpupools.fleet.plan import FleetPlan, helm_values, kubeconfig_secret, plan_fleet, queue_check_problems, release
 from gpupools.stack.config import StackConfig
 
 from gpupools.deploy import kube
@@ -66,6 +66,7 @@ class FleetManager(Component):
                              "jobset": v.jobset, "quotas": v.entry.stack.quotas}
                             for v in plan.views],
                 "landing": [row.as_json() for row in plan.landing],
+                "queueProblems": queue_check_problems(plan.objects),
             },
         }
         super().__init__(name, opts, props=props)

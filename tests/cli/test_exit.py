@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from conftest import ROOT
 from gpupools.cli.main import app, exit_status
 
-STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.dev-*.yaml"))
 
 
 # What the console script runs, with this checkout's package first on the path (the script's own may be another's).
