@@ -161,3 +161,18 @@ def read_fleet(config: dict[str, Any], folder: Path, name: str, read_worker: Cal
         raise ConfigError(problems)
     assert cluster is not None and fleet is not None
     return FleetStack(name, cloud, cluster, fleet, providers, tuple(workers))
+
+
+def worker_stack_problems(stack: StackConfig) -> list[Problem]:
+    """What a stack that says it is a fleet worker (gpupools:fleetWorker) must also be: Kueue team queues, since the
+    manager dispatches to the worker's own Kueue (a MultiKueue worker is "a standalone Kueue cluster", Kueue's
+    concepts/multikueue.md), and its service account lives in Kueue's namespace."""
+    if stack.fleet_worker is None:
+        return []
+    if stack.quotas != "kueue":
+        engine = {"kai": "KAI Scheduler", "resourcequota": "ResourceQuotas"}.get(stack.quotas, stack.quotas)
+        return [Problem("fleetWorker", f"a fleet worker runs Kueue, to which the manager dispatches; this stack keeps its quotas with {engine} "
+                                       f"(quotas: {stack.quotas}): set quotas: kueue, or drop fleetWorker")]
+    if not stack.teams:
+        return [Problem("fleetWorker", "a fleet worker needs teams: their Kueue queues are what the manager dispatches to")]
+    return []

@@ -253,7 +253,7 @@ def test_a_worker_without_jobset_is_refused():
 
 
 def test_a_kai_only_worker_is_refused_with_the_reason():
-    kai = worker("fleet-gcp", quotas="kai")
+    kai = worker("fleet-gcp", quotas="kai", fleetWorker=None)  # with fleetWorker the stack refuses itself (below)
     problems = problems_of(workers={"Pulumi.fleet-gcp.yaml": kai})
     assert problems == ["error: fleet.workers[1]: worker gcp-us keeps its quotas with KAI Scheduler (gpupools:quotas: kai): MultiKueue "
                         "dispatches to a worker's own Kueue, which such a stack does not run; a worker needs gpupools:quotas: kueue"]
@@ -364,3 +364,16 @@ def test_fleet_policies_report_each_problem():
             found = []
             policy.validate(SimpleNamespace(resource_type=policies.MANAGER, props=props), lambda m, u: found.append(m))
             assert len(found) == count, (policy.name, props)
+
+
+def test_a_worker_stack_on_kai_or_without_teams_is_refused_on_its_own():
+    from conftest import config_problems
+    from gpupools.validation.stack import validate_stack
+
+    kai = worker("fleet-gcp", quotas="kai")
+    (problem,) = config_problems(kai)
+    assert str(problem).startswith("error: fleetWorker: a fleet worker runs Kueue, to which the manager dispatches; this stack keeps its "
+                                   "quotas with KAI Scheduler")
+    (problem,) = config_problems(worker("fleet-gcp", teams=None))
+    assert str(problem) == "error: fleetWorker: a fleet worker needs teams: their Kueue queues are what the manager dispatches to"
+    assert validate_stack(_raw("fleet-gcp")).fleet_worker.fleets == ["gpupools-fleet-eu"]
