@@ -377,3 +377,28 @@ def test_a_worker_stack_on_kai_or_without_teams_is_refused_on_its_own():
     (problem,) = config_problems(worker("fleet-gcp", teams=None))
     assert str(problem) == "error: fleetWorker: a fleet worker needs teams: their Kueue queues are what the manager dispatches to"
     assert validate_stack(_raw("fleet-gcp")).fleet_worker.fleets == ["gpupools-fleet-eu"]
+
+
+MANAGERS = {
+    "aws": ({"aws:region": "eu-central-1"}, {"name": "ml-fleet-manager", "authorizedCidrs": ["203.0.113.0/24"]}, "aws:eks/cluster:Cluster"),
+    "gcp": ({"gcp:project": "p1", "gcp:region": "us-central1"},
+            {"name": "ml-fleet-manager", "location": "us-central1", "authorizedCidrs": ["203.0.113.0/24"]}, "gcp:container/cluster:Cluster"),
+    "azure": ({"azure-native:location": "westeurope"}, {"name": "mlfleet", "resourceGroup": "rg", "authorizedCidrs": ["203.0.113.0/24"]},
+              "azure-native:containerservice:ManagedCluster"),
+}
+
+
+@pytest.mark.parametrize("cloud", sorted(MANAGERS))
+def test_a_new_manager_cluster_on_each_cloud_has_no_gpu_pool(cloud):
+    from gpupools.cli.fleet import load_fleet, run_fleet
+
+    providers, cluster, cluster_type = MANAGERS[cloud]
+    raw = {k: v for k, v in _raw("fleet").items() if k != "aws:region"}
+    raw.update(providers)
+    raw["gpupools:cloud"], raw["gpupools:cluster"] = cloud, cluster
+    fleet, plan = load_fleet(raw, STACKS / "Pulumi.fleet.yaml", "fleet")
+    result = run_fleet(raw, "fleet", fleet, plan)
+    assert len(result.of_type(cluster_type)) == 1
+    assert not [r for r in result.resources if r.type.startswith("gpupools:index:") and r.type.endswith(("Pool", "GpuPool"))]
+    assert {r.name for r in result.of_type("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueCluster")} == {"multikueuecluster-aws-eu",
+                                                                                                       "multikueuecluster-gcp-us"}
