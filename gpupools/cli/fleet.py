@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpupools.fleet.config import FleetStack, read_fleet
-from gpupools.fleet.plan import FleetPlan, plan_fleet
+from gpupools.fleet.plan import FleetPlan, plan_fleet, shared_origin_problems
 from gpupools.queues.kueue import CHART
 from gpupools.stack.errors import ConfigError
 
@@ -17,9 +17,28 @@ def load_fleet(raw: dict, path: Path, name: str) -> tuple[FleetStack, FleetPlan]
 
     fleet = read_fleet(raw, path.parent, name, read_worker_stack)
     plan = plan_fleet(fleet)
+    plan.problems += shared_origin_problems(fleet, sibling_fleets(path))
     if plan.problems:
         raise ConfigError(plan.problems)
     return fleet, plan
+
+
+def sibling_fleets(path: Path) -> list[tuple[str, str, list[str]]]:
+    """The other fleet stacks beside this one: (name, origin, worker stack references), as far as each reads."""
+    from gpupools.stack.values import read_stack_file
+
+    out = []
+    for other in sorted(path.parent.glob("Pulumi.*.yaml")):
+        if other.resolve() == path.resolve() or "gpupools:fleet:" not in other.read_text(errors="replace"):
+            continue
+        try:
+            fleet = read_stack_file(other).get("gpupools:fleet")
+        except ConfigError:
+            continue
+        if isinstance(fleet, dict) and isinstance(fleet.get("origin"), str) and isinstance(fleet.get("workers"), list):
+            refs = [w["stack"] for w in fleet["workers"] if isinstance(w, dict) and isinstance(w.get("stack"), str)]
+            out.append((other.name[len("Pulumi."):].rsplit(".", 1)[0], fleet["origin"], refs))
+    return out
 
 
 def run_fleet(raw: dict, name: str, fleet: FleetStack, plan: FleetPlan):

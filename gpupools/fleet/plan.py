@@ -377,7 +377,8 @@ def plan_fleet(stack: FleetStack) -> FleetPlan:
     for row in landing:
         if not row.lands:
             i = [t.name for t in stack.fleet.teams].index(row.team)
-            why = (f"no worker has it ({', '.join(row.tried)} tried)" if row.tried else "no worker gives the team quota for it")
+            why = (f"it fails on every worker that offers it ({', '.join(row.tried)}; see each worker's own plan)" if row.tried
+                   else "no worker gives the team quota for it")
             problems.append(Problem(f"fleet.teams[{i}]", f"team {row.team}'s {row.shape} job lands on no worker: {why}"))
     problems += [Problem("fleet", p) for p in queue_check_problems(objects)]
     reach = {v.name: reachability(stack, v) for v in views}
@@ -403,3 +404,17 @@ def fleet_job(stack: FleetStack, team: str, resource: str | None, units: int, im
                                                   "resources": {"limits": {chosen: units}}}]}},
         },
     }
+
+
+def shared_origin_problems(stack: FleetStack, others: list[tuple[str, str, list[str]]]) -> list[Problem]:
+    """Other fleet stacks (name, origin, worker stack references) that share a worker with this one under the same
+    origin: each manager's garbage collector would delete the other's jobs there (kueue v0.19.2 multikueuecluster.go,
+    runGC deletes remote objects of its origin that have no local twin)."""
+    mine = {w.stack for w in stack.fleet.workers}
+    out = []
+    for name, origin, refs in others:
+        shared = sorted(mine & set(refs))
+        if origin == stack.fleet.origin and shared:
+            out.append(Problem("fleet.origin", f"fleet {name} uses origin {origin} too and shares worker(s) {', '.join(shared)}: give each "
+                                               f"fleet its own origin"))
+    return out

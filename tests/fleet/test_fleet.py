@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -234,10 +236,15 @@ def test_no_kubeconfig_or_token_in_any_output(monkeypatch, tmp_path):
         out = runner.invoke(app, args)
         assert out.exit_code == 0, out.output
         assert MARKER not in out.output
-    # An exec kubeconfig from a worker stops the program, naming the worker, never the kubeconfig.
-    monkeypatch.setattr(planrun, "_mock_worker_kubeconfig", lambda stack: json.dumps(EKS_EXEC))
-    out = runner.invoke(app, ["plan", "--stack", "fleet"])
-    assert out.exit_code != 0 and MARKER not in out.output + str(out.exception)
+    # An exec kubeconfig from a worker stops the program, naming the worker, never the kubeconfig. In a process of its
+    # own: a program that fails leaves the SDK's pending outputs behind, which the next plan in this process would await.
+    script = ("import json, sys\nfrom gpupools.cli import planrun\nfrom gpupools.cli.main import app\n"
+              f"planrun._mock_worker_kubeconfig = lambda stack: {json.dumps(json.dumps(EKS_EXEC))}\n"
+              "app(['plan', '--stack', 'fleet'])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode != 0
+    assert "worker aws-eu: its multikueueKubeconfig stack output is a kubeconfig MultiKueue refuses: exec plugins are not allowed" in done.stderr
+    assert MARKER not in done.stdout + done.stderr
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -402,3 +409,54 @@ def test_a_new_manager_cluster_on_each_cloud_has_no_gpu_pool(cloud):
     assert not [r for r in result.resources if r.type.startswith("gpupools:index:") and r.type.endswith(("Pool", "GpuPool"))]
     assert {r.name for r in result.of_type("kubernetes:kueue.x-k8s.io/v1beta2:MultiKueueCluster")} == {"multikueuecluster-aws-eu",
                                                                                                        "multikueuecluster-gcp-us"}
+
+
+def test_two_fleets_sharing_a_worker_under_one_origin_are_refused(tmp_path):
+    from gpupools.cli.fleet import sibling_fleets
+    from gpupools.fleet.plan import shared_origin_problems
+
+    fleet = fleet_of()
+    other = copy.deepcopy(_raw("fleet"))
+    other["gpupools:fleet"]["workers"] = other["gpupools:fleet"]["workers"][1:]
+    (tmp_path / "Pulumi.fleet.yaml").write_text(yaml.safe_dump({"config": _raw("fleet")}))
+    (tmp_path / "Pulumi.fleet-us.yaml").write_text(yaml.safe_dump({"config": other}))
+    siblings = sibling_fleets(tmp_path / "Pulumi.fleet.yaml")
+    assert siblings == [("fleet-us", "gpupools-fleet-eu", ["acme/gpupools/fleet-gcp"])]
+    (problem,) = shared_origin_problems(fleet, siblings)
+    assert str(problem) == ("error: fleet.origin: fleet fleet-us uses origin gpupools-fleet-eu too and shares worker(s) acme/gpupools/fleet-gcp: "
+                            "give each fleet its own origin")
+    assert shared_origin_problems(fleet, [("fleet-us", "gpupools-fleet-us", ["acme/gpupools/fleet-gcp"])]) == []
+    assert shared_origin_problems(fleet, [("fleet-x", "gpupools-fleet-eu", ["acme/gpupools/other"])]) == []
+
+
+def test_worker_kueue_versions_must_be_compatible(planned):
+    from dataclasses import replace
+
+    from gpupools.fleet.plan import worker_problems
+
+    fleet, plan, _ = planned
+    view = plan.views[0]
+    assert worker_problems(fleet, view) == []
+    old = replace(view, kueue_version="0.14.3")
+    assert [str(p) for p in worker_problems(fleet, old)] == [
+        "error: fleet.workers[0]: worker aws-eu runs Kueue 0.14.3; the manager needs kueue.x-k8s.io/v1beta2 there (Kueue 0.15 or newer)"]
+    other_minor = replace(view, kueue_version="0.18.1")
+    assert "keep one minor release across the fleet" in str(worker_problems(fleet, other_minor)[0])
+    assert worker_problems(fleet, replace(view, kueue_version="0.19.0")) == []
+
+
+def test_a_shape_that_fails_on_every_worker_offering_it_lands_nowhere(planned):
+    from dataclasses import replace
+
+    from gpupools.fleet.plan import fleet_landing
+    from gpupools.landing.verdict import Step
+
+    fleet, plan, _ = planned
+    broken = [replace(v, steps=v.steps + (Step("device", False, "no device plugin"),)) if v.shape == "node" else v for v in plan.views[0].verdicts]
+    rows = {(r.team, r.shape): r for r in fleet_landing(fleet, [replace(plan.views[0], verdicts=broken), plan.views[1]])}
+    assert not rows["research", "node"].lands and rows["research", "node"].tried == ("aws-eu",)
+    assert rows["research", "unit"].workers == (("aws-eu", ("l4", "a100")), ("gcp-us", ("l4",)))
+    # One worker failing the unit job leaves the other: it still lands.
+    failing_unit = [replace(v, steps=v.steps + (Step("queue", False, "x"),)) if v.shape == "unit" else v for v in plan.views[0].verdicts]
+    rows = {(r.team, r.shape): r for r in fleet_landing(fleet, [replace(plan.views[0], verdicts=failing_unit), plan.views[1]])}
+    assert rows["search", "unit"].workers == (("gcp-us", ("l4",)),) and rows["search", "unit"].lands
