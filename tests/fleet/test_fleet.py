@@ -460,3 +460,14 @@ def test_a_shape_that_fails_on_every_worker_offering_it_lands_nowhere(planned):
     failing_unit = [replace(v, steps=v.steps + (Step("queue", False, "x"),)) if v.shape == "unit" else v for v in plan.views[0].verdicts]
     rows = {(r.team, r.shape): r for r in fleet_landing(fleet, [replace(plan.views[0], verdicts=failing_unit), plan.views[1]])}
     assert rows["search", "unit"].workers == (("gcp-us", ("l4",)),) and rows["search", "unit"].lands
+
+
+def test_docs_fleet_shows_the_real_plan(planned):
+    from gpupools.cli.fleet import plan_lines
+
+    fleet, plan, result = planned
+    text = (ROOT / "docs" / "fleet.md").read_text()
+    shown = text.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert shown == plan_lines(fleet, plan, len(result.resources), Path("~/gpupools/stacks/Pulumi.fleet.yaml"))
+    example = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    assert example["config"] == {k: v for k, v in _raw("fleet").items()}
