@@ -119,3 +119,63 @@ def fleet_workload(fleet: FleetStack, plan: FleetPlan, team: str | None, resourc
     head = (f"# fleet {fleet.name}: submit to the manager; MultiKueue dispatches a copy to the first worker that admits it, "
             f"in order: {', '.join(lands) or 'none'} ({chosen})\n")
     return head + yaml.safe_dump(job, sort_keys=False)
+
+
+def fleet_idle(fleet: FleetStack, targets: list[str], window: str, below: str, min_idle: str, whole_window: bool, raw: bool,
+               timeout: str, as_json: bool, auth) -> tuple[str, int]:
+    """`gpupools idle` across a fleet: one Prometheus per worker (`WORKER=URL`), read one after the other within one
+    deadline (--timeout is what the whole fleet's report may take), each worker's answer or the line saying why it
+    failed. Status 1 when any worker could not be read, 2 for bad input."""
+    import json
+    import time
+
+    from gpupools.idle.options import parse_below, parse_min_idle, parse_timeout, parse_window
+    from gpupools.idle.promapi import ReportError, parse_url, redact
+    from gpupools.idle.promauth import connect
+    from gpupools.idle.report import idle_report
+    from gpupools.idle.text import format_table
+    from gpupools.stack.errors import Problem
+
+    names = [w.name for w in fleet.fleet.workers]
+    urls: dict[str, str] = {}
+    for target in targets:
+        worker, sep, url = target.partition("=")
+        if not sep or worker not in names:
+            raise ConfigError([Problem("--prometheus", f"across a fleet, give WORKER=URL with WORKER one of {', '.join(names)}")])
+        if worker in urls:
+            raise ConfigError([Problem("--prometheus", f"worker {worker} is given twice")])
+        urls[worker] = url
+    try:
+        seconds, threshold, budget = parse_window(window), parse_below(below), parse_timeout(timeout)
+        least = seconds if whole_window else parse_min_idle(min_idle, seconds)
+        parsed = {w: parse_url(u) for w, u in urls.items()}
+    except ReportError as exc:
+        raise ConfigError([exc.problem]) from None
+    deadline = time.monotonic() + budget
+    lines, docs, status = [], {}, 0
+    for worker in (w for w in names if w in parsed):
+        url = parsed[worker]
+        head = f"worker {worker} ({redact(url)})"
+        if time.monotonic() >= deadline:
+            lines.append(f"{head}: not read: the report's --timeout {timeout} ran out before this worker")
+            docs[worker], status = {"error": "timeout"}, 1
+            continue
+        try:
+            prom = connect(url, budget, auth).until(deadline)
+            report = idle_report(prom, seconds, threshold, min_idle=0 if whole_window else least, whole_window=whole_window, raw=raw)
+        except ReportError as exc:
+            lines.append(f"{head}: {exc.problem}")
+            docs[worker], status = {"error": str(exc.problem)}, max(status, exc.code)
+            continue
+        docs[worker] = report.as_json()
+        if report.gpus_seen == 0:
+            lines.append(f"{head}: no DCGM GPU metrics in the last {window}")
+        elif not report.idle:
+            lines.append(f"{head}: no idle GPUs among {report.gpus_seen}")
+        else:
+            lines.append(f"{head}:\n{format_table(report)}")
+    for worker in (w for w in names if w not in parsed):
+        lines.append(f"worker {worker}: not read (no --prometheus {worker}=URL)")
+    if as_json:
+        return json.dumps({"workers": docs}, indent=2), status
+    return "\n".join(lines), status

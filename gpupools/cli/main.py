@@ -9,7 +9,7 @@ import gc
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import List, NoReturn, Optional
 
 import typer
 import yaml
@@ -349,7 +349,8 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
 
 # --- idle ---
 @app.command()
-def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://localhost:9090"),
+def idle(prometheus: List[str] = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://localhost:9090; with a fleet "
+                                                                      "stack, WORKER=URL once per worker"),
          window: str = typer.Option("24h", "--window", help="How far back to look: 24h, 7d, 90m ..."),
          below: str = typer.Option("5", "--below", help="A step is idle when utilization stayed below this percentage"),
          min_idle: str = typer.Option("1h", "--min-idle", help="List holders idle at least this long within the window (0: any idle step)"),
@@ -383,7 +384,23 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
 
     teams = None
     if stack is not None or config is not None:
-        teams = {t.name: t.namespace_name for t in load(stack, config)[1].teams}
+        loaded = load(stack, config, fleet=True)
+        if len(loaded) == 4:
+            from gpupools.cli.fleet import fleet_idle
+
+            if by is not None or plot is not None:
+                fail(Problem("--by" if by is not None else "--plot", "not across a fleet: run it against one worker's Prometheus and stack"))
+            try:
+                text, status = fleet_idle(loaded[1], prometheus, window, below, min_idle, whole_window, raw, timeout, as_json,
+                                          AuthOptions(auth, aws_region, token_file, tenant, ca_file, tenant_header))
+            except ConfigError as exc:
+                fail(exc.problems)
+            typer.echo(text)
+            raise typer.Exit(status)
+        teams = {t.name: t.namespace_name for t in loaded[1].teams}
+    if len(prometheus) != 1:
+        fail(Problem("--prometheus", "give one Prometheus URL; one per worker (WORKER=URL) only with a fleet stack (--stack)"))
+    prometheus = prometheus[0]
     try:
         chosen = parse_by(by, teams) if by is not None else None
         url, seconds, threshold = parse_url(prometheus), parse_window(window), parse_below(below)
