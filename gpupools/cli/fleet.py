@@ -54,7 +54,7 @@ def plan_lines(fleet: FleetStack, plan: FleetPlan, resources: int, source: Path 
     f = fleet.fleet
     lines = [f"gpupools plan: fleet stack {fleet.name}{f' (read from {source})' if source else ''}, MultiKueue manager on {target.SERVICE} "
              f"cluster {fleet.cluster.name} ({how}, no GPU pools), Kueue {CHART.default_version}",
-             f"manager: origin {f.origin}, incremental dispatcher ({f.step_size} worker(s) per round, in the order below), a lost worker's "
+             f"manager: origin {f.origin}, incremental dispatcher ({f.step_size} worker{'' if f.step_size == 1 else 's'} per round, in the order below), a lost worker's "
              f"jobs dispatched again after {f.worker_lost_timeout}",
              "workers, in dispatch order:"]
     for i, view in enumerate(plan.views, 1):

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from gpupools.fleet import credentials
 from gpupools.fleet.config import FleetStack
-from gpupools.fleet.plan import FleetPlan, helm_values, kubeconfig_secret, plan_fleet, queue_check_problems, release
+from gpupools.fleet.plan import FleetPlan, kubeconfig_secret, plan_fleet, queue_check_problems, release
 from gpupools.stack.config import StackConfig
 
 from gpupools.deploy import kube
@@ -63,7 +63,7 @@ class FleetManager(Component):
                 "workers": [{"name": v.name, "stack": v.entry.worker.stack, "tokenKubeconfig": v.entry.stack.fleet_worker is not None,
                              "reachable": plan.reach[v.name][0], "reach": plan.reach[v.name][1],
                              "missingTeams": [t.name for t in stack.fleet.teams if t.name not in v.teams],
-                             "jobset": v.jobset, "quotas": v.entry.stack.quotas}
+                             "jobset": v.jobset, "engine": v.entry.stack.quotas}
                             for v in plan.views],
                 "landing": [row.as_json() for row in plan.landing],
                 "queueProblems": queue_check_problems(plan.objects),
@@ -109,6 +109,3 @@ def _accepted(worker: str):
 def manager_stack(stack: FleetStack) -> StackConfig:
     """The manager's cluster as its cloud's component reads it: the fleet stack's cloud, cluster and provider keys, no pool."""
     return StackConfig.model_construct(cloud=stack.cloud, cluster=stack.cluster, pools=[], teams=[], providers=dict(stack.providers))
-
-
-__all__ = ["FleetManager", "FleetWorkerAccess", "helm_values", "manager_stack"]
