@@ -471,3 +471,17 @@ def test_docs_fleet_shows_the_real_plan(planned):
     assert shown == plan_lines(fleet, plan, len(result.resources), Path("~/gpupools/stacks/Pulumi.fleet.yaml"))
     example = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
     assert example["config"] == {k: v for k, v in _raw("fleet").items()}
+
+
+def test_the_manager_egress_must_lie_inside_an_authorized_range():
+    wider = copy.deepcopy(_raw("fleet-gcp"))
+    wider["gpupools:cluster"]["authorizedCidrs"] = ["198.51.100.0/24"]
+    assert problems_of(workers={"Pulumi.fleet-gcp.yaml": wider}) == []
+    broad_manager = copy.deepcopy(_raw("fleet"))
+    broad_manager["gpupools:fleet"]["managerEgressCidrs"] = ["198.51.100.0/24"]
+    problems = problems_of(broad_manager)
+    assert [p for p in problems if "aws-eu's" in p or "worker aws-eu" in p] and \
+        any("authorizedCidrs lacks the manager's egress 198.51.100.0/24" in p for p in problems)
+    no_egress = copy.deepcopy(_raw("fleet"))
+    del no_egress["gpupools:fleet"]["managerEgressCidrs"]
+    assert any("fleet.managerEgressCidrs is unset" in p for p in problems_of(no_egress))
