@@ -33,8 +33,54 @@ def stack_config_from_pulumi() -> StackConfig:
         raise pulumi.RunError("invalid stack config:\n" + str(exc)) from None
 
 
+def read_worker_stack(path) -> StackConfig:
+    """A fleet worker's stack file, read as `gpupools plan` reads one (with its project's config) and validated."""
+    from gpupools.stack.project import project_file_of, read_stack
+
+    return validate_stack(read_stack(path, project_file_of(path)).config)
+
+
+def fleet_main(fleet, plan=None) -> None:
+    """A fleet stack (gpupools:fleet): the MultiKueue manager, on its cloud's cluster, without GPU pools."""
+    from gpupools.deploy.fleet import FleetManager, manager_stack
+    from gpupools.deploy.platform import cloud_components
+
+    manager = manager_stack(fleet)
+    component = FleetManager("gpupools-fleet", fleet, lambda opts: cloud_components(fleet.cloud).build_cluster(manager, opts), plan=plan)
+    pulumi.export("clusterName", component.cluster.name)
+    pulumi.export("kubeconfig", component.cluster.kubeconfig)
+    pulumi.export("workers", [w.name for w in fleet.fleet.workers])
+    pulumi.export("fleetLanding", [row.as_json() for row in component.plan.landing])
+
+
+def fleet_from_pulumi():
+    """The fleet stack the engine passed; its workers' stack files are read from the project's stack folder."""
+    from pathlib import Path
+
+    from gpupools.fleet.config import read_fleet
+    from gpupools.stack.project import project_file_of
+    from gpupools.stack.reading import read_document
+
+    try:
+        values, secret = config_from_pulumi()
+        project = project_file_of(Path.cwd() / "Pulumi.yaml")
+        folder = Path.cwd()
+        if project is not None:
+            meta = read_document(project)
+            folder = project.parent / (meta.get("stackConfigDir", ".") if isinstance(meta, dict) else ".")
+        return read_fleet(mark_secrets(values, secret), folder, pulumi.get_stack(), read_worker_stack)
+    except ConfigError as exc:
+        raise pulumi.RunError("invalid fleet stack config:\n" + str(exc)) from None
+
+
 def main(stack: StackConfig | None = None) -> None:
     """The platform of the stack the engine passed, or of `stack` where it was read and validated already."""
+    if stack is None:
+        from gpupools.fleet.config import FLEET_KEY
+
+        if FLEET_KEY in config_from_pulumi()[0]:
+            fleet_main(fleet_from_pulumi())
+            return
     stack = stack if stack is not None else stack_config_from_pulumi()
     platform = GpuPlatform("gpupools", stack)
     pulumi.export("clusterName", platform.cluster.name)
@@ -43,3 +89,7 @@ def main(stack: StackConfig | None = None) -> None:
     if stack.teams:
         pulumi.export("teams", platform.team_outputs())
     pulumi.export("landing", platform.verdicts)
+    if platform.fleet_access is not None:
+        from gpupools.fleet.credentials import OUTPUT
+
+        pulumi.export(OUTPUT, platform.fleet_access.kubeconfig)

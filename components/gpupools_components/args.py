@@ -274,6 +274,13 @@ class Budget(TypedDict):
     """The most the GPU pools may cost a month at maxNodes (on-demand list price, 730 hours), 0 or more."""
 
 
+class FleetWorker(TypedDict):
+    """This stack as a worker of gpupools fleets (docs/fleet.md)."""
+
+    fleets: list[str]
+    """The MultiKueue origins of the fleets whose managers may dispatch here, 1-20."""
+
+
 class MaintenanceWindow(TypedDict):
     """When the cloud may upgrade nodes, in UTC."""
 
@@ -336,3 +343,5 @@ class GpuPlatformArgs(TypedDict):
     """The stack's own ceiling on GPUs and monthly cost (default none)."""
     upgrades: NotRequired[Upgrades]
     """When upgrades, node images and GPU driver upgrades may run (docs/upgrades.md)."""
+    fleet_worker: NotRequired[FleetWorker]
+    """A worker of gpupools fleets: the service account and token kubeconfig a MultiKueue manager reads, and JobSet."""

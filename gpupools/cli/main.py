@@ -9,7 +9,7 @@ import gc
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import List, NoReturn, Optional
 
 import typer
 import yaml
@@ -71,11 +71,13 @@ def stack_path(stack: str | None, config: Path | None) -> tuple[Path, str]:
     return path, stack
 
 
-def load(stack: str | None, config: Path | None):
+def load(stack: str | None, config: Path | None, fleet: bool = False):
     """Read and validate a stack file once, with the project-level config Pulumi merges into it; everything after
-    this works on typed objects."""
+    this works on typed objects. `fleet`: the command also reads fleet stacks, returned as (raw, FleetStack, name,
+    FleetPlan) once every check across the fleet passed."""
     from gpupools.stack.project import project_file_of, read_stack
     from gpupools.validation.stack import validate_stack
+    from gpupools.fleet.config import is_fleet
 
     path, name = stack_path(stack, config)
     try:
@@ -83,6 +85,12 @@ def load(stack: str | None, config: Path | None):
         for line in document.warnings:
             typer.echo(line, err=True)
         raw = document.config
+        if is_fleet(raw):
+            if not fleet:
+                fail(Problem("--stack", f"{name} is a fleet stack (gpupools:fleet): plan, check and workload --fleet read it"))
+            from gpupools.cli.fleet import load_fleet
+
+            return (raw, *load_fleet(raw, path, name), name)
         return raw, validate_stack(raw), name
     except ConfigError as exc:
         fail(exc.problems)
@@ -123,7 +131,16 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
          against: Optional[Path] = typer.Option(None, "--against", dir_okay=False,
                                                 help="A previous `plan --json`: mark each pool change that replaces the pool or drains its nodes")) -> None:
     """Show what `pulumi up` would create, offline, by running the program under Pulumi's mock engine."""
-    raw, typed, name = load(stack, config)
+    loaded = load(stack, config, fleet=True)
+    if len(loaded) == 4:
+        from gpupools.cli.fleet import plan_json, plan_lines, run_fleet
+
+        raw, fleet_stack, fleet_plan, name = loaded
+        result = run_fleet(raw, name, fleet_stack, fleet_plan)
+        typer.echo(json.dumps(plan_json(fleet_plan, result), indent=2, sort_keys=True) if as_json
+                   else "\n".join(plan_lines(fleet_stack, fleet_plan, len(result.resources), stack_path(stack, config)[0])))
+        return
+    raw, typed, name = loaded
     previous = read_previous_plan(against, name) if against is not None else None
     result = run_plan(raw, name)
     from gpupools.cli.replacement import pool_changes
@@ -211,13 +228,28 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                                                  "replicated job of N pods; JobSet makes the Service and the rendezvous name)"),
              nccl_test: bool = typer.Option(False, "--nccl-test", help="The fabric's NCCL all-reduce test (nccl-tests all_reduce_perf over "
                                                                        "MPI) on --nodes nodes of the pool (default 2), with the bus "
-                                                                       "bandwidth the cloud published for the instance type")) -> None:
+                                                                       "bandwidth the cloud published for the instance type"),
+             fleet: bool = typer.Option(False, "--fleet", help="With --team and a fleet stack: the Job the team submits to the "
+                                                               "MultiKueue manager, which dispatches it to a worker"),
+             resource: Optional[str] = typer.Option(None, "--resource", help="With --fleet: the GPU resource to ask for (default: the "
+                                                                             "first the team's manager queue covers)")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
     from gpupools.landing.jobs import disruption_budget, job_manifest, multinode_job, team_job, workload_problems
 
     if units < 1:
         fail(Problem("--units", f"{units} is not a number of GPU units to request; ask for 1 or more"))
+    if fleet or resource is not None:
+        from gpupools.cli.fleet import fleet_workload
+
+        loaded = load(stack, config, fleet=True)
+        if len(loaded) != 4:
+            fail(Problem("--fleet", "give a fleet stack (one with gpupools:fleet) with --stack or --config"))
+        try:
+            typer.echo(fleet_workload(loaded[1], loaded[2], team, resource, units, image), nl=False)
+        except ConfigError as exc:
+            fail(exc.problems)
+        return
     _, typed, _ = load(stack, config)
     if explain and (pool is None or pool not in [p.name for p in typed.pools]):
         fail(Problem("--pool", f"--explain follows the Job to one pool; name it with --pool (one of {', '.join(p.name for p in typed.pools)})"))
@@ -317,7 +349,8 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
 
 # --- idle ---
 @app.command()
-def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://localhost:9090"),
+def idle(prometheus: List[str] = typer.Option(..., "--prometheus", help="Prometheus base URL, e.g. http://localhost:9090; with a fleet "
+                                                                      "stack, WORKER=URL once per worker"),
          window: str = typer.Option("24h", "--window", help="How far back to look: 24h, 7d, 90m ..."),
          below: str = typer.Option("5", "--below", help="A step is idle when utilization stayed below this percentage"),
          min_idle: str = typer.Option("1h", "--min-idle", help="List holders idle at least this long within the window (0: any idle step)"),
@@ -351,7 +384,23 @@ def idle(prometheus: str = typer.Option(..., "--prometheus", help="Prometheus ba
 
     teams = None
     if stack is not None or config is not None:
-        teams = {t.name: t.namespace_name for t in load(stack, config)[1].teams}
+        loaded = load(stack, config, fleet=True)
+        if len(loaded) == 4:
+            from gpupools.cli.fleet import fleet_idle
+
+            if by is not None or plot is not None:
+                fail(Problem("--by" if by is not None else "--plot", "not across a fleet: run it against one worker's Prometheus and stack"))
+            try:
+                text, status = fleet_idle(loaded[1], prometheus, window, below, min_idle, whole_window, raw, timeout, as_json,
+                                          AuthOptions(auth, aws_region, token_file, tenant, ca_file, tenant_header))
+            except ConfigError as exc:
+                fail(exc.problems)
+            typer.echo(text)
+            raise typer.Exit(status)
+        teams = {t.name: t.namespace_name for t in loaded[1].teams}
+    if len(prometheus) != 1:
+        fail(Problem("--prometheus", "give one Prometheus URL; one per worker (WORKER=URL) only with a fleet stack (--stack)"))
+    prometheus = prometheus[0]
     try:
         chosen = parse_by(by, teams) if by is not None else None
         url, seconds, threshold = parse_url(prometheus), parse_window(window), parse_below(below)
@@ -409,8 +458,16 @@ def check(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
         settings = policy_settings(policy_raw, POLICIES)
     except ConfigError as exc:
         fail(exc.problems)
-    raw, _typed, name = load(stack, config)
-    result = run_policies(run_plan(raw, name), settings)
+    loaded = load(stack, config, fleet=True)
+    if len(loaded) == 4:
+        from gpupools.cli.fleet import run_fleet
+
+        raw, fleet_stack, fleet_plan, name = loaded
+        planned = run_fleet(raw, name, fleet_stack, fleet_plan)
+    else:
+        raw, _typed, name = loaded
+        planned = run_plan(raw, name)
+    result = run_policies(planned, settings)
     result.config = config_report(policy_raw, POLICIES, settings)
     if as_json:
         # The JSON goes to a file in CI; what weakens the gate goes to the log as well.

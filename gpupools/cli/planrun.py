@@ -166,9 +166,21 @@ def _resource_outputs(typ: str, name: str, inputs: dict, region: str) -> dict:
         out.update(email=email, member=f"serviceAccount:{email}", uniqueId=str(int(rid[:15], 16)))
     elif typ == "gcp:container/cluster:Cluster":
         out.update(endpoint="203.0.113.10", masterAuth={"clusterCaCertificate": _MOCK_CA})
+    elif typ == "pulumi:pulumi:StackReference":
+        # A fleet worker's stack as `pulumi up` left it: its service-account kubeconfig, a secret output.
+        out.update(outputs={"multikueueKubeconfig": _mock_worker_kubeconfig(inputs.get("name", name))}, secretOutputNames=["multikueueKubeconfig"])
     elif typ.startswith("random:index/randomPassword"):
         out.update(result="mock-password-" + rid)
     return out
+
+
+def _mock_worker_kubeconfig(stack: str) -> str:
+    """A token kubeconfig shaped as a fleet worker exports one (gpupools.fleet.credentials.token_kubeconfig)."""
+    host = _fake_id("worker", stack)
+    return json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "worker",
+                       "clusters": [{"name": "worker", "cluster": {"server": f"https://{host}.workers.example", "certificate-authority-data": _MOCK_CA}}],
+                       "contexts": [{"name": "worker", "context": {"cluster": "worker", "user": "worker"}}],
+                       "users": [{"name": "worker", "user": {"token": SECRET}}]})
 
 
 _MOCK_ADDON_VERSIONS = {"vpc-cni": "v1.20.4-eksbuild.1", "coredns": "v1.12.4-eksbuild.1", "eks-pod-identity-agent": "v1.3.8-eksbuild.2"}

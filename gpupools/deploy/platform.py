@@ -66,13 +66,19 @@ class GpuPlatform(Component):
                                                   self.monitoring.releases if self.monitoring and scrape else [], self.child())
         self.pools = [module.build_pool(plan, self.cluster, stack, installer, self.autoscaler, self.child()) for plan in self.plans]
         software = with_fabric_releases(software_plan(stack, self.plans, monitoring.operator_service_monitor(stack), rdma_pools(stack, self.plans)),
-                                        list(plan_fabrics(stack, self.plans).values()))
+                                        list(plan_fabrics(stack, self.plans).values()), stack.fleet_worker is not None)
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
         self.teams = None
         quotas = quota_plan(stack, self.plans, scrape, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
         if quotas is not None:
             crds = self.monitoring.releases if self.monitoring and scrape else []
             self.teams = TeamQuotas("team-quotas", quotas, self.cluster.kubernetes, crds, self.child())
+        self.fleet_access = None
+        if stack.fleet_worker is not None:
+            from gpupools.deploy.fleet import FleetWorkerAccess
+
+            # After the team queues: their release makes Kueue's namespace, where the service account lives.
+            self.fleet_access = FleetWorkerAccess("fleet-access", self.cluster, [self.teams] if self.teams else [], self.child())
         self.register_outputs({"clusterName": self.cluster.name, "pools": [p.name for p in self.plans]})
 
     def team_outputs(self) -> list[dict]:

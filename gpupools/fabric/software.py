@@ -170,19 +170,22 @@ def jobset_values() -> dict:
             "controller": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}}}
 
 
-def jobset_release(fabrics: list[FabricPlan]) -> Release | None:
+def jobset_release(fabrics: list[FabricPlan], fleet_worker: bool = False) -> Release | None:
     """JobSet where the stack has a fabric pool: it runs jobs that span nodes, and only fabric pools take those (`workload
     --nodes` refuses the others), so a stack without one would run its controller and webhooks for nothing. Kueue's
     JobSet integration is on in every stack (queues.kueue.INTEGRATIONS): Kueue sets its JobSet controller up once the CRD
-    appears (kueue v0.19.2 pkg/controller/jobframework/setup.go, WaitForAPI), so a JobSet installed later queues too."""
-    if not fabrics:
+    appears (kueue v0.19.2 pkg/controller/jobframework/setup.go, WaitForAPI), so a JobSet installed later queues too.
+    A worker of a fleet gets it whatever its pools: a MultiKueue manager connects to a worker only once every framework
+    it enables has its CRD there (kueue v0.19.2 pkg/controller/admissionchecks/multikueue/multikueuecluster.go, the
+    remote client's watches), and the fleet's manager enables JobSet (gpupools.fleet.plan)."""
+    if not fabrics and not fleet_worker:
         return None
     return Release(JOBSET, JOBSET.default_version, jobset_values())
 
 
-def with_fabric_releases(software: SoftwarePlan, fabrics: list[FabricPlan]) -> SoftwarePlan:
+def with_fabric_releases(software: SoftwarePlan, fabrics: list[FabricPlan], fleet_worker: bool = False) -> SoftwarePlan:
     """The GPU software plus what every cloud's fabric pools share: JobSet, in its own namespace."""
-    release = jobset_release(fabrics)
+    release = jobset_release(fabrics, fleet_worker)
     if release is not None:
         software.objects.append(software_namespace(JOBSET.namespace))
         software.releases.append(release)

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from pulumi_policy import EnforcementLevel, Policy, PolicyPack
 from pulumi_policy import policy as _sdk
 
-from gpupools.policies import (budget, capacity, clusters, fabric, gpu_pools, helm, identity, lifecycle, monitoring, quotas, security, upgrades,
+from gpupools.policies import (budget, capacity, clusters, fabric, fleet, gpu_pools, helm, identity, lifecycle, monitoring, quotas, security, upgrades,
                                versions, workloads)
 
 PACK_NAME = "gpupools"
@@ -33,6 +33,7 @@ POLICIES: list[Policy] = [
     *capacity.POLICIES,
     *lifecycle.POLICIES,
     *upgrades.POLICIES,
+    *fleet.POLICIES,
 ]
 
 

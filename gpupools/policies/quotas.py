@@ -213,6 +213,9 @@ def validate_quotas(args: StackValidationArgs, report: ReportViolation) -> None:
 
 
 def validate_flavors(args: StackValidationArgs, report: ReportViolation) -> None:
+    if any(r.resource_type == "gpupools:index:FleetManager" for r in args.resources):
+        # A fleet's MultiKueue manager runs no GPU pool: its one flavor only counts quota, the workers' flavors place pods.
+        return
     capacity = pool_capacity(args.resources)
     pools = flavor_pools(args.resources)
     for f in _kueue(args.resources, RESOURCE_FLAVOR):

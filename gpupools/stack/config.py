@@ -611,6 +611,13 @@ class Budget(Model):
     max_monthly_usd: Annotated[float, Field(ge=0, le=MAX_MONTHLY_USD)] | None = None
 
 
+class FleetWorker(Model):
+    """`gpupools:fleetWorker`: the fleets (by their MultiKueue origin) whose managers may dispatch to this stack."""
+
+    fleets: Annotated[list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")]], Field(min_length=1, max_length=20),
+                      AfterValidator(_distinct)]
+
+
 # How a cloud's name becomes its Cloud object (gpupools.core.cloud). The stack layer sits below the clouds and cannot
 # import them (imports run one way); gpupools.clouds.registry registers its resolver here when it is imported.
 def _known_cloud(value: Any) -> Any:
@@ -638,6 +645,9 @@ class StackConfig(Model):
     health: Health = Field(default_factory=Health)
     budget: Budget = Field(default_factory=Budget)
     upgrades: Upgrades = Field(default_factory=Upgrades)
+    # A worker of gpupools fleets (gpupools.fleet): mints the service-account kubeconfig the fleets' MultiKueue managers
+    # read (stack output multikueueKubeconfig, a secret) and installs JobSet.
+    fleet_worker: FleetWorker | None = None
     providers: dict[str, Any] = Field(default_factory=dict)  # e.g. {"aws:region": "eu-central-1"}
 
     @functools.cached_property

@@ -27,6 +27,7 @@ from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.health.repair import repair_problems
 from gpupools.upgrades.policy import upgrade_problems
 from gpupools.clouds.registry import NAMES as CLOUD_NAMES, cloud_module
+from gpupools.fleet.config import worker_stack_problems
 
 
 def _try(model: type[BaseModel], raw: Any, loc: tuple, problems: list[Problem] | None = None):
@@ -154,6 +155,7 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
         problems.extend(alerting_problems(stack))
         problems.extend(repair_problems(stack, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)))
         problems.extend(upgrade_problems(stack, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)))
+        problems.extend(worker_stack_problems(stack))
         if not problems:
             problems.extend(scale_up_problems(stack))
     else:

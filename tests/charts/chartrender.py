@@ -125,7 +125,7 @@ class StackRelease:
 
 
 def example_stacks() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS.glob("Pulumi.dev-*.yaml"))
 
 
 def stack_config(stack: str, config: dict | None = None):

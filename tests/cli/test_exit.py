@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from conftest import ROOT
 from gpupools.cli.main import app, exit_status
 
-STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.dev-*.yaml"))
 
 
 # What the console script runs, with this checkout's package first on the path (the script's own may be another's).
@@ -147,7 +147,7 @@ def test_the_command_line_reaches_a_command_without_building_validators():
     each run (about 30 ms of each plan), so pyproject.toml keeps typer below it. The stack's own models come after."""
     code = ("import sys\n"
             "from gpupools.cli import main as cli\n"
-            "def load(stack, config):\n"
+            "def load(stack, config, **_):\n"
             "    print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))\n"
             "    raise SystemExit(0)\n"
             "cli.load = load\n"

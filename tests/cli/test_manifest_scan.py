@@ -28,7 +28,7 @@ from gpupools.health import readiness
 from conftest import ROOT, stack_config
 
 CHECKOV = Path(sys.executable).parent.parent / "share" / "gpupools" / "checkov" / "bin" / "checkov"
-STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.dev-*.yaml"))
 # A3 High, Mega and Ultra pools: the TCPX, TCPXO and gIB installers and the NRI device injector (dev-gcp has TCPXO only).
 GPUDIRECT_POOLS = [{"name": "high", "instanceType": "a3-highgpu-8g", "maxNodes": 2, "zones": ["us-central1-a"]},
                    {"name": "mega", "instanceType": "a3-megagpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},

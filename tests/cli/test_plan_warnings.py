@@ -168,7 +168,7 @@ def test_kueue_counts_a_reserved_flavor_and_the_hourly_flavor_each_against_its_o
         "maxNodes 2); 1 can never be used: lower its gpus on h100 or raise maxNodes"]
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "stacks").glob("Pulumi.*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml")), ids=lambda p: p.name)
 def test_the_example_stacks_plan_without_warnings(path):
     # But the Gcore example's region: gpupools ships no list of Gcore's regions (docs/cloud-facts.md#gcore-regions).
     warnings = plan_warnings(validate_stack(read_stack_file(path)))

@@ -197,7 +197,7 @@ MIRRORS = [
     (component_args.Alerts, stack_models.TeamAlerts), (component_args.Team, stack_models.Team), (component_args.Health, stack_models.Health),
     (component_args.Budget, stack_models.Budget), (component_args.Department, stack_models.Department),
     (component_args.Upgrades, stack_models.Upgrades), (component_args.MaintenanceWindow, stack_models.MaintenanceWindow),
-    (component_args.MaintenanceExclusion, stack_models.MaintenanceExclusion),
+    (component_args.MaintenanceExclusion, stack_models.MaintenanceExclusion), (component_args.FleetWorker, stack_models.FleetWorker),
     (component_args.GpuPlatformArgs, stack_models.StackConfig),
 ]
 # instanceType is required in a stack file unless instanceTypes is given, which the model fills it from.

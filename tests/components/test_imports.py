@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 
-STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.dev-*.yaml"))
 SDKS = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native", "pulumi_random")
 
 LIST = ("import sys\n"

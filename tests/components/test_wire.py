@@ -53,7 +53,7 @@ SDK_CLASSES = {
 }
 MAPS = ("tags", "labels", "nodeLabels", "resourceLabels", "metadata", "addonProfiles")  # user-keyed maps: their keys are data
 SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native", "random": "pulumi_random"}
-EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+EXAMPLES = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.dev-*.yaml"))
 
 
 def snake(name: str) -> str:

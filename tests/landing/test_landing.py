@@ -20,7 +20,7 @@ from gpupools.validation.stack import validate_stack
 
 from tests.conftest import ROOT, stack_config
 
-STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.dev-*.yaml"))
 
 
 def example(name: str):

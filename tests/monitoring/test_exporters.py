@@ -22,7 +22,7 @@ from gpupools.validation.stack import validate_stack
 from conftest import ROOT, needs_reference, plan_of, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
-EXAMPLE_STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+EXAMPLE_STACKS = sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml"))
 BOTTLEROCKET = {"name": "batch", "instanceType": "g6.xlarge", "os": "bottlerocket", "maxNodes": 2}
 AL2023 = {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 2}
 

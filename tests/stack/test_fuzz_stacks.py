@@ -23,7 +23,7 @@ from gpupools.cli.main import app
 from conftest import ROOT, tree_paths
 
 runner = CliRunner()
-EXAMPLES = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
+EXAMPLES = {p.name: yaml.safe_load(p.read_text()) for p in sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml"))}
 SECONDS_PER_RUN = 15  # a valid example plans in about 2 s; a refused one in milliseconds
 
 odd_values = st.one_of(

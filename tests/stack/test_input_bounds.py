@@ -288,7 +288,7 @@ def test_a_name_may_hide_invisible_characters_up_to_a_limit():
 # The fuzzer
 
 FUZZ_EXAMPLES = int(os.environ.get("GPUPOOLS_FUZZ_EXAMPLES", "30"))
-EXAMPLE_TEXTS = {p.name: p.read_text() for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
+EXAMPLE_TEXTS = {p.name: p.read_text() for p in sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml"))}
 
 # Plain scalars, tags and flow values the YAML readers disagree on or once turned into a traceback, and their neighbours.
 ODD_VALUES = ["=", "<<", "~", "?", "-", "!!int 1.5", "!!int", "!!bool maybe", "!!float abc", "!!float ''", "!!map [1]", "!!seq a",

@@ -37,7 +37,7 @@ MARK_NUMBER = 7331733173317
 SHAPES = {"string": MARK, "number": MARK_NUMBER, "list": [MARK], "mapping": {MARK: MARK}, "bool": True, "null": None}
 FRAGMENTS = [MARK[i:i + 6] for i in range(len(MARK) - 5)] + [str(MARK_NUMBER)[i:i + 6] for i in range(len(str(MARK_NUMBER)) - 5)]
 
-EXAMPLES = {p.name: yaml.safe_load(p.read_text())["config"] for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))}
+EXAMPLES = {p.name: yaml.safe_load(p.read_text())["config"] for p in sorted((ROOT / "stacks").glob("Pulumi.dev-*.yaml"))}
 BASES = {**EXAMPLES, **{f"wide-{cloud}": config for cloud, config in WIDE.items()}}
 
 # Positions where the marker, as a string, is a valid value: free text (SMTP user, reservation tags, subnet ids, the Prometheus

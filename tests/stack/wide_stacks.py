@@ -85,6 +85,7 @@ WIDE = {
         "gpupools:teams": _teams({"notebooks": 4, "finetune": 2}, ["notebooks"]),
         "gpupools:health": _HEALTH,
         "gpupools:budget": {"maxGpus": 64, "maxMonthlyUsd": 25000.5},
+        "gpupools:fleetWorker": {"fleets": ["gpupools-fleet-eu"]},
     },
     "gcp": {
         "gcp:project": "ml-platform-dev",
