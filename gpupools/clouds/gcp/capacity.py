@@ -246,7 +246,7 @@ def rack_scale_problems(pool: Pool, path: str, installer: str) -> list[Problem]:
         problems.append(Problem(f"{path}.provisioning", f"'compute-class': {name} needs a node pool with a compact placement policy of "
                                                         f"topology {RACK_TOPOLOGY}, which a ComputeClass does not set; drop provisioning"))
     if installer != "cloud":
-        problems.append(Problem("software.installer", f"{installer!r}: {name} runs GKE's own driver on COS (cluster-toolkit's A4X examples); "
+        problems.append(Problem("gpuSoftware.installer", f"{installer!r}: {name} runs GKE's own driver on COS (cluster-toolkit's A4X examples); "
                                                       f"gpupools installs no driver on its arm64 hosts: use installer: auto (or cloud)"))
     return problems
 
