@@ -2,8 +2,8 @@
 through the command line as a user runs them, with the fabric, MIG and driver settings each family needs; and the
 mistakes a newcomer makes with them, each one line naming the field, exit 2.
 
-GB200 has no stack: every cloud sells it only on arm64 Grace hosts that share NVLink through IMEX, which gpupools does
-not build (catalog.yaml `refused`); the bad-input cases below hold that refusal.
+GB200 and GB300 have stacks of their own (stacks/Pulumi.dev-aws-gb200.yaml, dev-gcp-a4x; tests/clouds/test_rack_scale.py);
+the bad-input cases below hold what a plain pool of them is told: EKS under Karpenter, GKE without a reservation, AKS at all.
 """
 
 from __future__ import annotations
@@ -190,10 +190,10 @@ BAD = [
      "pools[0].sharing.migProfile", "is not a MIG profile of H200-141GB"),
     ("gcp", None, {"instanceType": "a4-highgpu-8g", "zones": ["us-central1-b"], "sharing": {"mode": "mig", "migProfile": "1g.23gb+me"}},
      "pools[0].sharing.migProfile", "is not a partition size GKE makes for nvidia-b200"),
-    # GB200 in a plain node pool, where each cloud needs an arm64 Grace pool with IMEX: what to use instead.
-    ("aws", "us-east-1", {"instanceType": "p6e-gb200.36xlarge"}, "pools[0].instanceType", "use p6-b200.48xlarge"),
+    # GB200 in a plain node pool: EKS under Karpenter (the default autoscaler), GKE without a reservation, AKS at all.
+    ("aws", "us-east-1", {"instanceType": "p6e-gb200.36xlarge"}, "pools[0].instanceType", "use gpupools:autoscaler: cluster-autoscaler"),
     ("azure", "eastus", {"instanceType": "Standard_ND128isr_NDR_GB200_v6"}, "pools[0].instanceType", "use Standard_ND96isr_H200_v5"),
-    ("gcp", None, {"instanceType": "a4x-highgpu-4g"}, "pools[0].instanceType", "use a4-highgpu-8g"),
+    ("gcp", None, {"instanceType": "a4x-highgpu-4g"}, "pools[0].capacity", "sold only against a Compute Engine reservation"),
 ]
 
 
