@@ -150,6 +150,20 @@ def test_gke_a4x_refusals_are_one_line_exit_2(tmp_path, pool, keys, field, words
     assert line.startswith(f"error: {field}: ") and words in line, line
 
 
+RESERVATION = {"capacity": [{"reservation": {"id": "a4x-res", "zones": ["us-central1-b"], "nodes": 18}}]}
+
+
+@pytest.mark.parametrize("cluster, field, words", [({"networkPolicy": False}, "cluster.networkPolicy", "turns Dataplane V2 off")])
+def test_gke_managed_dra_networking_needs_dataplane_v2(tmp_path, cluster, field, words):
+    config = stack_config("gcp", pools=[{"name": "a4x", "instanceType": "a4x-highgpu-4g", "maxNodes": 18, **RESERVATION}])
+    config["gpupools:cluster"].update(cluster)
+    line = _one_line_exit_2(tmp_path, config)
+    assert line.startswith(f"error: {field}: ") and words in line, line
+    config["gpupools:cluster"].update({"kubernetesVersion": "1.34", "networkPolicy": True})
+    from gpupools.validation.stack import validate_stack
+    assert validate_stack(config)  # 1.34 with Dataplane V2 passes
+
+
 def test_aks_gb200_is_refused_naming_the_preview_api(tmp_path):
     config = stack_config("azure", pools=[{"name": "gb", "instanceType": "Standard_ND128isr_NDR_GB200_v6", "maxNodes": 1}])
     config["azure-native:location"] = "eastus"

@@ -192,7 +192,7 @@ SHARING_STRATEGY_NAMES = {"TIME_SHARING": "time-sharing", "MPS": "MPS"}
 
 
 def managed_pool_problems(pool: Pool, path: str, installer: str, cluster: Cluster | None) -> list[Problem]:
-    return compute_class_problems(pool, path, installer, cluster) + rack_scale_problems(pool, path, installer)
+    return compute_class_problems(pool, path, installer, cluster) + rack_scale_problems(pool, path, installer, cluster)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -231,7 +231,13 @@ def rack_resource_policy_args(pool: Pool, region: str, project: str | None) -> d
     return args
 
 
-def rack_scale_problems(pool: Pool, path: str, installer: str) -> list[Problem]:
+# GKE's managed DRA networking: "supported on GKE version >= 1.34.1-gke.1829001 ... and requires Dataplane V2"
+# (cluster-toolkit v1.95.0 modules/compute/gke-node-pool/main.tf lines 556-560, check "dranet_requirements"). Every minor
+# GKE still creates clusters on is 1.34 or later (clouds/gcp/provider.py KUBERNETES_RELEASES), so only Dataplane V2 is
+# checked here.
+
+
+def rack_scale_problems(pool: Pool, path: str, installer: str, cluster: Cluster | None = None) -> list[Problem]:
     """What an A4X / A4X Max pool needs on GKE, one line per missing piece (empty for any other pool)."""
     if not is_rack_scale(pool):
         return []
@@ -248,6 +254,9 @@ def rack_scale_problems(pool: Pool, path: str, installer: str) -> list[Problem]:
     if installer != "cloud":
         problems.append(Problem("gpuSoftware.installer", f"{installer!r}: {name} runs GKE's own driver on COS (cluster-toolkit's A4X examples); "
                                                       f"gpupools installs no driver on its arm64 hosts: use installer: auto (or cloud)"))
+    if cluster is not None and cluster.network_policy is False:
+        problems.append(Problem("cluster.networkPolicy", f"false turns Dataplane V2 off, and GKE's managed DRA networking, which {name}'s "
+                                                         f"RDMA NICs come from, needs it; drop networkPolicy: false"))
     return problems
 
 
