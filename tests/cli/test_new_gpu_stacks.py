@@ -51,6 +51,11 @@ STACKS = {
         {"name": "rtxts", "instanceType": "g7e.2xlarge", "maxNodes": 2, "sharing": {"mode": "time-slicing", "replicas": 4}}]),
         {"rtx": ("RTX-PRO-6000-96GB", None, "2g.48gb"), "rtxme": ("RTX-PRO-6000-96GB", None, "1g.24gb-me"),
          "rtxts": ("RTX-PRO-6000-96GB", None, None)}),
+    # G4: RTX PRO 6000 in GKE's own partitions (four per GPU) and whole on the 8-GPU size.
+    "gcp-rtx-pro-6000": (stack("gcp", None, [
+        {"name": "g4mig", "instanceType": "g4-standard-96", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "1g.24gb"}},
+        {"name": "g4", "instanceType": "g4-standard-384", "maxNodes": 1}]),
+        {"g4mig": ("RTX-PRO-6000-96GB", None, "1g.24gb"), "g4": ("RTX-PRO-6000-96GB", None, None)}),
     # A3 Ultra (H200) and A4 (B200) on GPUDirect RDMA; B200 in the partitions GKE's own MIG makes.
     "gcp-h200-b200": (stack("gcp", None, [
         {"name": "h200", "instanceType": "a3-ultragpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
@@ -193,7 +198,7 @@ BAD = [
     # GB200 in a plain node pool: EKS under Karpenter (the default autoscaler), GKE without a reservation, AKS at all.
     ("aws", "us-east-1", {"instanceType": "p6e-gb200.36xlarge"}, "pools[0].instanceType", "use gpupools:autoscaler: cluster-autoscaler"),
     ("azure", "eastus", {"instanceType": "Standard_ND128isr_NDR_GB200_v6"}, "pools[0].instanceType", "use Standard_ND96isr_H200_v5"),
-    ("gcp", None, {"instanceType": "a4x-highgpu-4g"}, "pools[0].capacity", "sold only against a Compute Engine reservation"),
+    ("gcp", None, {"instanceType": "a4x-highgpu-4g", "minNodes": 1}, "pools[0].capacity", "sold only against a Compute Engine reservation"),
 ]
 
 

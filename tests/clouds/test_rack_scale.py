@@ -98,7 +98,7 @@ def _plans(cloud: str, types: list[str]):
     from gpupools.pools.planning import plan_pools
     from gpupools.validation.stack import validate_stack
     pools = [{"name": f"p{i}", "instanceType": t, "maxNodes": 1, "zones": ["us-central1-b"],
-              **({"capacity": [{"reservation": {"id": "res", "zones": ["us-central1-b"], "nodes": 1}}]} if t.startswith("a4x") else {})}
+              **({"capacity": [{"reservation": {"id": "res", "zones": ["us-central1-b"], "nodes": 1}}], "minNodes": 1} if t.startswith("a4x") else {})}
              for i, t in enumerate(types)]
     return plan_pools(validate_stack(stack_config(cloud, pools=pools)))
 
@@ -143,9 +143,11 @@ def test_eks_gb200_needs_kubernetes_1_33(tmp_path):
     ({"spot": True}, {}, "pools[0].capacity", "sold only against a Compute Engine reservation"),
     ({"capacity": [{"reservation": {"id": "a4x-res", "zones": ["us-central1-b"], "nodes": 18}}]}, {"gpuSoftware": {"installer": "gpu-operator"}},
      "gpuSoftware.installer", "runs GKE's own driver on COS"),
+    ({"minNodes": 0, "capacity": [{"reservation": {"id": "a4x-res", "zones": ["us-central1-b"], "nodes": 18}}]}, {},
+     "pools[0].minNodes", "set minNodes to maxNodes (18)"),
 ])
 def test_gke_a4x_refusals_are_one_line_exit_2(tmp_path, pool, keys, field, words):
-    config = stack_config("gcp", pools=[{"name": "a4x", "instanceType": "a4x-maxgpu-4g-metal", "maxNodes": 18, **pool}], **keys)
+    config = stack_config("gcp", pools=[{"name": "a4x", "instanceType": "a4x-maxgpu-4g-metal", "minNodes": 18, "maxNodes": 18, **pool}], **keys)
     line = _one_line_exit_2(tmp_path, config)
     assert line.startswith(f"error: {field}: ") and words in line, line
 
@@ -155,7 +157,7 @@ RESERVATION = {"capacity": [{"reservation": {"id": "a4x-res", "zones": ["us-cent
 
 @pytest.mark.parametrize("cluster, field, words", [({"networkPolicy": False}, "cluster.networkPolicy", "turns Dataplane V2 off")])
 def test_gke_managed_dra_networking_needs_dataplane_v2(tmp_path, cluster, field, words):
-    config = stack_config("gcp", pools=[{"name": "a4x", "instanceType": "a4x-highgpu-4g", "maxNodes": 18, **RESERVATION}])
+    config = stack_config("gcp", pools=[{"name": "a4x", "instanceType": "a4x-highgpu-4g", "minNodes": 18, "maxNodes": 18, **RESERVATION}])
     config["gpupools:cluster"].update(cluster)
     line = _one_line_exit_2(tmp_path, config)
     assert line.startswith(f"error: {field}: ") and words in line, line

@@ -248,6 +248,11 @@ def rack_scale_problems(pool: Pool, path: str, installer: str, cluster: Cluster 
         problems.append(Problem(f"{path}.capacity", f"{name} is sold only against a Compute Engine reservation (no on-demand, Spot or "
                                                     f"Flex-start): give capacity: [{{reservation: {{id: <reservation>, zones: [<its zone>]}}}}] "
                                                     f"and nothing else"))
+    if pool.min_nodes != pool.max_nodes:
+        # cluster-toolkit v1.95.0 gives its A4X and A4X Max node pools static_node_count, no autoscaling bounds.
+        problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}: a {name} pool is a fixed number of nodes of its reservation, as "
+                                                    f"cluster-toolkit's A4X examples build it (static_node_count, no autoscaling); set "
+                                                    f"minNodes to maxNodes ({pool.max_nodes})"))
     if uses_compute_class(pool):
         problems.append(Problem(f"{path}.provisioning", f"'compute-class': {name} needs a node pool with a compact placement policy of "
                                                         f"topology {RACK_TOPOLOGY}, which a ComputeClass does not set; drop provisioning"))

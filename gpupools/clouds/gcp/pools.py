@@ -144,8 +144,8 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
 def rack_node_pool_args(pool: Pool, args: dict) -> dict:
     """An A4X / A4X Max pool as cluster-toolkit v1.95.0 builds it (clouds/gcp/capacity.py, rack-scale pools): the compact
     placement of its resource policy (topology 1x72), GKE's managed DRA networking (accelerator network profile `auto` and
-    the node label that turns the DRA network driver on), a fixed node count (the reservation's nodes, as the examples'
-    static_node_count: the cluster autoscaler does not grow a compact placement beyond its reservation), COS."""
+    the node label that turns the DRA network driver on), a fixed node count (minNodes = maxNodes, the examples'
+    static_node_count), COS."""
     args["placement_policy"] = {"type": "COMPACT", "policy_name": rack_policy_name(pool.name)}
     args["network_config"] = {"accelerator_network_profile": ACCELERATOR_NETWORK_PROFILE}
     args["node_config"]["labels"] = {**args["node_config"]["labels"], DRANET_LABEL: "true"}
