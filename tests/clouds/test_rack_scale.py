@@ -171,3 +171,18 @@ def test_aks_gb200_is_refused_naming_the_preview_api(tmp_path):
     config["azure-native:location"] = "eastus"
     line = _one_line_exit_2(tmp_path, config)
     assert line.startswith("error: pools[0].instanceType: ") and "preview API 2026-07-02-preview" in line and "use Standard_ND96isr_H200_v5" in line
+
+
+def test_the_gb200_node_group_and_launch_template_are_valid_eks_and_ec2_requests(eks_plan):
+    """Against botocore's service models: the ARM NVIDIA AMI type and CAPACITY_BLOCK are EKS enums, the launch template's
+    market type and reservation target EC2 request members."""
+    check = pytest.importorskip("clouds.test_cloud_models").check
+    group = eks_plan.get(NODE_GROUP, "gb200").inputs
+    check("eks", "CreateNodegroup", {"clusterName": "ml-gb200", "nodegroupName": group["nodeGroupName"], "nodeRole": "arn:aws:iam::1:role/n",
+                                     "subnets": ["subnet-1"], "amiType": group["amiType"], "capacityType": group["capacityType"],
+                                     "scalingConfig": group["scalingConfig"], "launchTemplate": {"id": "lt-1", "version": "1"}})
+    template = eks_plan.get(LAUNCH_TEMPLATE, "gb200-nodes").inputs
+    target = template["capacityReservationSpecification"]["capacityReservationTarget"]
+    check("ec2", "CreateLaunchTemplate", {"LaunchTemplateName": "gb200-nodes", "LaunchTemplateData": {
+        "InstanceType": template["instanceType"], "InstanceMarketOptions": {"MarketType": template["instanceMarketOptions"]["marketType"]},
+        "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": target["capacityReservationId"]}}}})
