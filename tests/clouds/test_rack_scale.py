@@ -186,3 +186,11 @@ def test_the_gb200_node_group_and_launch_template_are_valid_eks_and_ec2_requests
     check("ec2", "CreateLaunchTemplate", {"LaunchTemplateName": "gb200-nodes", "LaunchTemplateData": {
         "InstanceType": template["instanceType"], "InstanceMarketOptions": {"MarketType": template["instanceMarketOptions"]["marketType"]},
         "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": target["capacityReservationId"]}}}})
+
+
+def test_eks_auto_mode_refuses_gb200_in_one_line(tmp_path):
+    config = stack_config("aws", pools=[{"name": "gb200", "instanceType": "p6e-gb200.36xlarge", "maxNodes": 18, "capacity": [BLOCK]}],
+                          cluster={"name": "ml-test", "mode": "auto-mode"})
+    config["aws:region"] = "us-east-1"
+    line = _one_line_exit_2(tmp_path, config)
+    assert line.startswith("error: pools[0].instanceType: p6e-gb200.36xlarge needs NVIDIA's DRA driver") and "EKS Auto Mode" in line, line
