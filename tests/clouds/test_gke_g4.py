@@ -51,3 +51,11 @@ def test_a_mig_profile_the_rtx_pro_6000_lacks_is_refused(tmp_path):
     assert result.exit_code == 2
     (line,) = [x for x in result.output.splitlines() if x.startswith("error: ")]
     assert line.startswith("error: pools[0].sharing.migProfile: '3g.48gb' is not a partition size GKE makes for nvidia-rtx-pro-6000"), line
+
+
+def test_the_plan_says_which_source_gives_no_g4_price(tmp_path):
+    config = stack_config("gcp", pools=[{"name": "g4", "instanceType": "g4-standard-48", "maxNodes": 1}])
+    result = runner.invoke(app, ["plan", "--config", str(write_stack(tmp_path, config))], terminal_width=250)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "no list price: the catalog's source for g4-standard-48 (gce-accelerator-optimized) gives none" in text

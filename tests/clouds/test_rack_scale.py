@@ -194,3 +194,24 @@ def test_eks_auto_mode_refuses_gb200_in_one_line(tmp_path):
     config["aws:region"] = "us-east-1"
     line = _one_line_exit_2(tmp_path, config)
     assert line.startswith("error: pools[0].instanceType: p6e-gb200.36xlarge needs NVIDIA's DRA driver") and "EKS Auto Mode" in line, line
+
+
+def test_a_gke_rack_pool_is_no_compute_class(tmp_path):
+    config = stack_config("gcp", pools=[{"name": "a4x", "instanceType": "a4x-highgpu-4g", "maxNodes": 2, "provisioning": "compute-class",
+                                         "capacity": [{"reservation": {"id": "a4x-res", "zones": ["us-central1-b"], "nodes": 2}}]}])
+    result = runner.invoke(app, ["plan", "--config", str(write_stack(tmp_path, config))])
+    assert result.exit_code == 2
+    assert any(x.startswith("error: pools[0].provisioning: 'compute-class': a4x-highgpu-4g needs a node pool with a compact placement")
+               for x in result.output.splitlines()), result.output
+
+
+def test_gkes_managed_dra_networking_needs_no_network_objects(gke_plan):
+    """The fabric-devices-reachable policy asks for GKE Network objects beside additional node networks, not beside
+    GKE's managed DRA networking, whose NICs pods claim through ResourceClaims."""
+    from gpupools.cli.policycheck import run_policies
+    from gpupools.policies.fabric import _managed_dra_networking
+    assert [v for v in run_policies(gke_plan).violations if v.policy == "fabric-devices-reachable"] == []
+    assert _managed_dra_networking({"networkConfig": {"acceleratorNetworkProfile": "auto"}})
+    assert not _managed_dra_networking({"networkConfig": {"acceleratorNetworkProfile": "auto",
+                                                          "additionalNodeNetworkConfigs": [{"network": "n", "subnetwork": "s"}]}})
+    assert not _managed_dra_networking({"networkConfig": {"additionalNodeNetworkConfigs": [{"network": "n", "subnetwork": "s"}]}})
