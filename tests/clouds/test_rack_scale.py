@@ -166,8 +166,9 @@ def test_gke_managed_dra_networking_needs_dataplane_v2(tmp_path, cluster, field,
     assert validate_stack(config)  # 1.34 with Dataplane V2 passes
 
 
-def test_aks_gb200_is_refused_naming_the_preview_api(tmp_path):
-    config = stack_config("azure", pools=[{"name": "gb", "instanceType": "Standard_ND128isr_NDR_GB200_v6", "maxNodes": 1}])
+@pytest.mark.parametrize("size", ["Standard_ND128isr_NDR_GB200_v6", "Standard_ND128isr_GB300_v6"])
+def test_aks_gb200_is_refused_naming_the_preview_api(tmp_path, size):
+    config = stack_config("azure", pools=[{"name": "gb", "instanceType": size, "maxNodes": 1}])
     config["azure-native:location"] = "eastus"
     line = _one_line_exit_2(tmp_path, config)
     assert line.startswith("error: pools[0].instanceType: ") and "preview API 2026-07-02-preview" in line and "use Standard_ND96isr_H200_v5" in line

@@ -185,6 +185,9 @@ def test_every_azure_row_is_priced_as_karpenter_azures_generated_table():
         if it.price_region:  # a row priced elsewhere is one the home region does not sell
             assert prices[(name, home)] is None, name
     for name in catalog.refused["azure"]:  # the table knows the refused sizes too: Azure sells them
+        if name == "Standard_ND128isr_GB300_v6":  # named by Azure's compute API examples; no retail price in that table yet
+            assert (name, home) not in prices
+            continue
         assert (name, home) in prices
 
 
