@@ -98,7 +98,8 @@ def _plans(cloud: str, types: list[str]):
     from gpupools.pools.planning import plan_pools
     from gpupools.validation.stack import validate_stack
     pools = [{"name": f"p{i}", "instanceType": t, "maxNodes": 1, "zones": ["us-central1-b"],
-              **({"capacity": [{"reservation": {"id": "res", "zones": ["us-central1-b"], "nodes": 1}}], "minNodes": 1} if t.startswith("a4x") else {})}
+              **({"capacity": [{"reservation": {"id": f"res-{i}", "zones": ["us-central1-b"], "nodes": 1}}], "minNodes": 1}
+                 if t.startswith("a4x") else {})}
              for i, t in enumerate(types)]
     return plan_pools(validate_stack(stack_config(cloud, pools=pools)))
 
@@ -216,3 +217,11 @@ def test_gkes_managed_dra_networking_needs_no_network_objects(gke_plan):
     assert not _managed_dra_networking({"networkConfig": {"acceleratorNetworkProfile": "auto",
                                                           "additionalNodeNetworkConfigs": [{"network": "n", "subnetwork": "s"}]}})
     assert not _managed_dra_networking({"networkConfig": {"additionalNodeNetworkConfigs": [{"network": "n", "subnetwork": "s"}]}})
+
+
+def test_a4x_max_sets_aside_cluster_toolkits_huge_pages_and_a4x_none():
+    args = {p.pool.instance_type: gke_pools.node_pool_args(p, "cloud", "ml", "us-central1", None, None)
+            for p in _plans("gcp", ["a4x-maxgpu-4g-metal", "a4x-highgpu-4g"])}
+    assert args["a4x-maxgpu-4g-metal"]["node_config"]["linux_node_config"] == {"hugepages_config": {"hugepage_size2m": 4096}}
+    assert "linux_node_config" not in args["a4x-highgpu-4g"]["node_config"]
+    assert args["a4x-maxgpu-4g-metal"]["node_config"]["guest_accelerators"][0]["type"] == "nvidia-gb300"

@@ -141,6 +141,11 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
     return args
 
 
+# A4X Max's nodes set aside 4,096 huge pages of 2 MiB (cluster-toolkit v1.95.0 examples/gke-a4x-max-bm/gke-a4x-max-bm.yaml,
+# linux_node_config.hugepages_config.hugepage_size_2m; pulumi_gcp 10.2.0 NodePoolNodeConfigLinuxNodeConfigHugepagesConfigArgs).
+RACK_HUGEPAGES_2M = {"a4x-maxgpu-4g-metal": 4096}
+
+
 def rack_node_pool_args(pool: Pool, args: dict) -> dict:
     """An A4X / A4X Max pool as cluster-toolkit v1.95.0 builds it (clouds/gcp/capacity.py, rack-scale pools): the compact
     placement of its resource policy (topology 1x72), GKE's managed DRA networking (accelerator network profile `auto` and
@@ -150,6 +155,9 @@ def rack_node_pool_args(pool: Pool, args: dict) -> dict:
     args["network_config"] = {"accelerator_network_profile": ACCELERATOR_NETWORK_PROFILE}
     args["node_config"]["labels"] = {**args["node_config"]["labels"], DRANET_LABEL: "true"}
     args["node_config"]["image_type"] = "COS_CONTAINERD"
+    if pool.instance_type in RACK_HUGEPAGES_2M:
+        linux = args["node_config"].setdefault("linux_node_config", {})
+        linux["hugepages_config"] = {**linux.get("hugepages_config", {}), "hugepage_size2m": RACK_HUGEPAGES_2M[pool.instance_type]}
     args["node_count"] = pool.max_nodes
     del args["initial_node_count"], args["autoscaling"]
     return args
