@@ -265,11 +265,13 @@ def coverage(pool: Pool) -> Coverage:
     return Coverage(reserved, min(reserved, pool.max_nodes), pool.max_nodes)
 
 
-def reserved_idle_cost(plan: PoolPlan, running_reserved_nodes: int = 0) -> float:
+def reserved_idle_cost(plan: PoolPlan, running_reserved_nodes: int = 0) -> float | None:
     """Hourly cost of reserved nodes no pod runs on: a reservation is billed whether used or not, at the on-demand
     list price of the instance type unless bought otherwise (AWS, GCP and Azure all bill unused reserved capacity;
     Capacity Blocks are paid up front at their own price, which the catalog does not know)."""
     idle = max(coverage(plan.pool).reserved - running_reserved_nodes, 0)
+    if plan.hardware.price_per_node is None:  # a type sold without a list price (UltraServers, A4X): nothing to price it at
+        return None
     return plan.hardware.price_per_node * idle
 
 

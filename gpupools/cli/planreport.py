@@ -206,7 +206,12 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     cap = units_per_pod(m, hw.gpus_per_node)
     if cap is not None:
         table.add_row("", f"a pod gets at most {cap.units} x {m.resource}: {cap.why}")
-    if plan.price_per_unit is None:
+    row = load_catalog().instance(stack.target.NAME, hw.instance_type) if plan.price_per_unit is None else None
+    if plan.price_per_unit is None and row is not None and row.source not in (None, "gcore-docs"):
+        # Sold with a price the catalog's sources do not give (UltraServer Capacity Blocks, A4X reservations, G4).
+        table.add_row("price", f"no list price: the catalog's source for {hw.instance_type} ({row.source}) gives none; left out of the "
+                               f"cost below")
+    elif plan.price_per_unit is None:
         table.add_row("price", f"no list price: {stack.target.SERVICE} prices {hw.instance_type} per region and account "
                                f"(the catalog's snapshot has none); left out of the cost below")
     else:

@@ -181,14 +181,19 @@ class GkeGpuNodePool(Component):
         super().__init__(plan.name, opts)
         args = decide.node_pool_args(plan, installer, cluster.name, cluster.details["location"], cluster.details["project"], kubernetes_version,
                                      cluster.details.get("node_account"))
+        after = list(cluster.details.get("node_grants") or [])
+        if decide.is_rack_scale(plan.pool):  # the compact placement the node pool names (placement_policy.policy_name)
+            location = cluster.details["location"]
+            region = location.rsplit("-", 1)[0] if location.count("-") >= 2 else location
+            policy = decide.rack_resource_policy_args(plan.pool, region, cluster.details["project"])
+            after.append(CloudResource("gcp:compute/resourcePolicy:ResourcePolicy", policy["name"], provider_inputs(policy), ("name",), self.child()))
         attachments = (cluster.details.get("fabric_networks") or {}).get(plan.name)
         if attachments is not None:
             args = decide.fabric_node_pool_args(plan, args, attachments)
         self.node_pool = CloudResource(
             NODE_POOL, plan.name, provider_inputs(args), ("name",),
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
-            self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True,
-                       depends_on=cluster.details.get("node_grants") or []))
+            self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True, depends_on=after))
         self.register_outputs({"nodePoolName": self.node_pool.name})
 
 

@@ -423,18 +423,20 @@ RESERVATION_UNUSED_FOR = "3h"
 RESERVATION_UNUSED_ALERT = "GpuReservationUnused"
 
 
-def reserved_nodes_by_pool(stack: StackConfig) -> dict[str, tuple[int, float]]:
+def reserved_nodes_by_pool(stack: StackConfig) -> dict[str, tuple[int, float | None]]:
     """Pool -> (nodes its reservations hold, on-demand list price of one node): reservations are billed whether used or
     not, priced at the list price unless bought cheaper."""
     return {plan.name: (reserved_nodes(plan.pool), plan.hardware.price_per_node) for plan in plan_pools(stack) if reserved_nodes(plan.pool)}
 
 
-def reservation_rules(reserved: dict[str, tuple[int, float]]) -> list[dict]:
+def reservation_rules(reserved: dict[str, tuple[int, float | None]]) -> list[dict]:
     """Per pool with reservations: the nodes they hold and one node's price (from the stack), and an alert while fewer
     of the pool's nodes run than are reserved."""
     return [
         *({"record": RESERVED_NODES, "expr": f"vector({count})", "labels": {"pool": pool}} for pool, (count, _) in sorted(reserved.items())),
-        *({"record": RESERVED_NODE_PRICE, "expr": f"vector({price:g})", "labels": {"pool": pool}} for pool, (_, price) in sorted(reserved.items())),
+        # An unpriced type (an UltraServer's Capacity Block, A4X) has no list price to record.
+        *({"record": RESERVED_NODE_PRICE, "expr": f"vector({price:g})", "labels": {"pool": pool}} for pool, (_, price) in sorted(reserved.items())
+          if price is not None),
         {"alert": RESERVATION_UNUSED_ALERT, "expr": f"{reserved_unused()} > 0", "for": RESERVATION_UNUSED_FOR, "labels": {"severity": "warning"},
          "annotations": {"summary": f"Reserved GPU capacity has been unused for {RESERVATION_UNUSED_FOR}",
                          "description": ("Pool {{ $labels.pool }} runs {{ $value }} node(s) fewer than its reservations hold, for "

@@ -7,6 +7,7 @@ from pulumi_policy import (EnforcementLevel, ReportViolation, ResourceValidation
                            StackValidationPolicy)
 
 from gpupools.capacity.sources import CAPACITY_BLOCK_KEY, RESERVED_NODES_KEY
+from gpupools.core.catalog import load_catalog
 from gpupools.clouds.gcp import RESERVED_NODES_LABEL
 from gpupools.policies._readback import (AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_COMPUTE_CLASS, GKE_NODE_POOL, KARPENTER_NODE_POOL, class_priorities,
                                       gpu_pool)
@@ -140,12 +141,26 @@ def karpenter_capacity_types(props) -> list[str] | None:
     return None
 
 
+# The tag a Capacity Block node group carries with its instance type (clouds/aws/pools.py node_group_args: the type lives in
+# the launch template).
+INSTANCE_TYPE_TAG = "gpupools.io/instance-type"
+
+
+def _blocks_only(instance_type) -> bool:
+    """A type EC2 sells only through Capacity Blocks, with no on-demand or spot to list after one: the rack-scale types
+    (p6e-gb200.36xlarge comes only inside UltraServers through Capacity Blocks, EKS user guide ml-eks-nvidia-ultraserver)."""
+    found = load_catalog().instance("aws", instance_type) if isinstance(instance_type, str) else None
+    return found is not None and found.rack_scale
+
+
 def validate_block_fallback(args: ResourceValidationArgs, report: ReportViolation) -> None:
     """A Capacity Block ends at a fixed time: EC2 terminates its instances 30 minutes before the end, a CAPACITY_BLOCK node
     group is scaled to zero and Karpenter deletes the block's NodeClaims 40 minutes before it (EC2 user guide
     capacity-blocks-using; EKS user guide capacity-blocks-mng; Karpenter v1.14.1 capacityreservation/expiration). A pool
     with nothing after the block then has no node to start."""
     props = args.props
+    if args.resource_type == EKS_NODE_GROUP and get(props, "capacityType") == "CAPACITY_BLOCK" and _blocks_only(get(props, "tags", INSTANCE_TYPE_TAG)):
+        return  # nothing to fall back to: the type is sold in Capacity Blocks only (P6e-GB200 UltraServers)
     if args.resource_type == EKS_NODE_GROUP and get(props, "capacityType") == "CAPACITY_BLOCK":
         where = f"node group {get(props, 'nodeGroupName', default=args.name)!r}"  # a CAPACITY_BLOCK node group takes no other capacity
     elif args.resource_type == KARPENTER_NODE_POOL and get(props, "metadata", "annotations", CAPACITY_BLOCK_KEY) == "true":

@@ -53,6 +53,15 @@ class PoolFabric:
     capacity_block: bool = False  # EKS: the pool's capacity is a Capacity Block, which EC2 places together itself
 
 
+def _managed_dra_networking(props: Any) -> bool:
+    """A GKE node pool whose RDMA NICs come from GKE's managed DRA networking (networkConfig.acceleratorNetworkProfile and
+    no additional node networks): pods claim the NICs through ResourceClaims of the mrdma.google.com device class, not
+    through Network objects (GoogleCloudPlatform/cluster-toolkit v1.95.0 modules/compute/gke-node-pool main.tf lines
+    290-291 and resource-claim-template.yaml.tftpl)."""
+    networks = get(props, "networkConfig", "additionalNodeNetworkConfigs")
+    return isinstance(get(props, "networkConfig", "acceleratorNetworkProfile"), str) and not is_unknown(networks) and not items(networks)
+
+
 def _efa_interfaces(interfaces: Any) -> bool:
     return any(get(i, "interfaceType") in ("efa", "efa-only") for i in items(interfaces))
 
@@ -215,7 +224,7 @@ def validate_reachable(args: StackValidationArgs, report: ReportViolation) -> No
             if NETWORK_OPERATOR_CHART not in releases or not plugin:
                 report(f"pool {pool.pool!r} has InfiniBand but no Network Operator with an RDMA device plugin, so no pod can ask for the IB "
                        f"devices", pool.urn)
-        elif software == "gke-networks" and not gke_networks:
+        elif software == "gke-networks" and not gke_networks and not _managed_dra_networking(f.props):
             report(f"pool {pool.pool!r} has GPUDirect node networks but the stack declares no GKE Network objects: pods reach only the "
                    f"primary NIC, so NCCL does not use the GPUDirect NICs (GKE multi-networking: Network and GKENetworkParamSet per "
                    f"network, and the pods' networking.gke.io/interfaces annotation)", pool.urn)

@@ -46,7 +46,7 @@ def capacity_report(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> dict
     }
     if stack.quotas == "kueue" and stack.teams:
         report["details"] += capacity.block_queue_lines(pool)
-    if cover.reserved:
+    if cover.reserved and (idle := capacity.reserved_idle_cost(plan)) is not None:
         # Reservations are billed whether used or not; priced at the on-demand list price unless bought cheaper.
-        report["reservedCostPerHour"] = round(capacity.reserved_idle_cost(plan), 4)
+        report["reservedCostPerHour"] = round(idle, 4)
     return report

@@ -2,8 +2,8 @@
 through the command line as a user runs them, with the fabric, MIG and driver settings each family needs; and the
 mistakes a newcomer makes with them, each one line naming the field, exit 2.
 
-GB200 has no stack: every cloud sells it only on arm64 Grace hosts that share NVLink through IMEX, which gpupools does
-not build (catalog.yaml `refused`); the bad-input cases below hold that refusal.
+GB200 and GB300 have stacks of their own (stacks/Pulumi.dev-aws-gb200.yaml, dev-gcp-a4x; tests/clouds/test_rack_scale.py);
+the bad-input cases below hold what a plain pool of them is told: EKS under Karpenter, GKE without a reservation, AKS at all.
 """
 
 from __future__ import annotations
@@ -51,6 +51,11 @@ STACKS = {
         {"name": "rtxts", "instanceType": "g7e.2xlarge", "maxNodes": 2, "sharing": {"mode": "time-slicing", "replicas": 4}}]),
         {"rtx": ("RTX-PRO-6000-96GB", None, "2g.48gb"), "rtxme": ("RTX-PRO-6000-96GB", None, "1g.24gb-me"),
          "rtxts": ("RTX-PRO-6000-96GB", None, None)}),
+    # G4: RTX PRO 6000 in GKE's own partitions (four per GPU) and whole on the 8-GPU size.
+    "gcp-rtx-pro-6000": (stack("gcp", None, [
+        {"name": "g4mig", "instanceType": "g4-standard-96", "maxNodes": 1, "sharing": {"mode": "mig", "migProfile": "1g.24gb"}},
+        {"name": "g4", "instanceType": "g4-standard-384", "maxNodes": 1}]),
+        {"g4mig": ("RTX-PRO-6000-96GB", None, "1g.24gb"), "g4": ("RTX-PRO-6000-96GB", None, None)}),
     # A3 Ultra (H200) and A4 (B200) on GPUDirect RDMA; B200 in the partitions GKE's own MIG makes.
     "gcp-h200-b200": (stack("gcp", None, [
         {"name": "h200", "instanceType": "a3-ultragpu-8g", "maxNodes": 2, "zones": ["us-central1-b"]},
@@ -190,10 +195,10 @@ BAD = [
      "pools[0].sharing.migProfile", "is not a MIG profile of H200-141GB"),
     ("gcp", None, {"instanceType": "a4-highgpu-8g", "zones": ["us-central1-b"], "sharing": {"mode": "mig", "migProfile": "1g.23gb+me"}},
      "pools[0].sharing.migProfile", "is not a partition size GKE makes for nvidia-b200"),
-    # GB200 in a plain node pool, where each cloud needs an arm64 Grace pool with IMEX: what to use instead.
-    ("aws", "us-east-1", {"instanceType": "p6e-gb200.36xlarge"}, "pools[0].instanceType", "use p6-b200.48xlarge"),
+    # GB200 in a plain node pool: EKS under Karpenter (the default autoscaler), GKE without a reservation, AKS at all.
+    ("aws", "us-east-1", {"instanceType": "p6e-gb200.36xlarge"}, "pools[0].instanceType", "use gpupools:autoscaler: cluster-autoscaler"),
     ("azure", "eastus", {"instanceType": "Standard_ND128isr_NDR_GB200_v6"}, "pools[0].instanceType", "use Standard_ND96isr_H200_v5"),
-    ("gcp", None, {"instanceType": "a4x-highgpu-4g"}, "pools[0].instanceType", "use a4-highgpu-8g"),
+    ("gcp", None, {"instanceType": "a4x-highgpu-4g", "minNodes": 1}, "pools[0].capacity", "sold only against a Compute Engine reservation"),
 ]
 
 

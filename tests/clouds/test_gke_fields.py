@@ -82,7 +82,7 @@ def pools_of(plan) -> dict[str, dict]:
 
 def test_every_gke_example_stack_is_covered_here():
     examples = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.dev-gcp*.yaml"))
-    assert examples == ["dev-gcp", "dev-gcp-autopilot", "dev-gcp-dws", "dev-gcp-fallback"]
+    assert examples == ["dev-gcp", "dev-gcp-a4x", "dev-gcp-autopilot", "dev-gcp-dws", "dev-gcp-fallback"]
 
 
 # (stack, pool) -> the fields that pool's kind decides; MISSING: the field must not be set.
@@ -140,6 +140,17 @@ EXPECTED = {
     ("dev-gcp-dws", "infer"): {
         "management": ON, "upgradeSettings": SURGE_FIRST, "queuedProvisioning": MISSING, "nodeConfig.flexStart": MISSING,
         "nodeConfig.reservationAffinity": MISSING, "version": "1.35",
+    },
+    # an A4X rack: its reservation, the compact placement of its 1x72 resource policy, GKE's managed DRA networking (no
+    # additional node networks), a fixed node count, GKE's driver on COS, one node at a time within the reservation
+    ("dev-gcp-a4x", "a4x"): {
+        "management": ON, "placementPolicy": {"type": "COMPACT", "policyName": "gpupools-a4x"}, "upgradeSettings": ONE_AT_A_TIME,
+        "networkConfig": {"acceleratorNetworkProfile": "auto"}, "nodeCount": 18, "autoscaling": MISSING, "initialNodeCount": MISSING,
+        "nodeConfig.reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+                                           "values": ["a4x-reservation"]},
+        "nodeConfig.imageType": "COS_CONTAINERD", "nodeConfig.machineType": "a4x-highgpu-4g", "nodeConfig.spot": False,
+        "nodeConfig.labels": {"gpupools.io/gpu": "GB200-186GB", "gpupools.io/pool": "a4x", "cloud.google.com/gke-networking-dra-driver": "true"},
+        "nodeConfig.ephemeralStorageLocalSsdConfig": MISSING, "nodeLocations": ["us-central1-b"],
     },
     # a compact GPUDirect-TCPXO pool on demand: COMPACT, and therefore surge rather than blue-green
     ("kinds", "mega"): {

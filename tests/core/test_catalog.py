@@ -63,7 +63,8 @@ def test_entries_are_consistent():
     catalog = load_catalog()
     for cloud, types in catalog.instances.items():
         for it in types.values():
-            if cloud == "gcore":  # Gcore publishes no list prices: every row says so, none guesses one
+            # Gcore, the rack-scale types (Capacity Blocks, reservations) and G4 (in no generated price source): no list price
+            if it.source in ("gcore-docs", "eks-ultraserver", "gce-accelerator-optimized"):
                 assert it.price is None and it.price_read == "unpriced", it.name
             else:
                 assert it.price > 0 and re.fullmatch(r"20\d\d-\d\d", it.price_read), it.name
@@ -113,6 +114,8 @@ def test_every_aws_row_is_karpenters_generated_data():
     AWS line are those of Karpenter v1.14.1's generated reference; gpus, EFA and NVMe are checked in tests/fabric."""
     rows, catalog = karpenter_shapes(), load_catalog()
     for name, it in catalog.instances["aws"].items():
+        if it.source != "karpenter-aws":  # p6e-gb200: UltraServer-only, not in Karpenter's generated reference (rowSources)
+            continue
         row = rows[name]
         assert KARPENTER_GPU_NAMES[it.gpu.name] == row["gpu"], name
         assert (it.vcpus, it.memory_gib * 1024) == (row["vcpus"], row["mib"]), name
@@ -163,7 +166,8 @@ def test_every_gcp_machine_type_is_skypilots_generated_data():
         assert it.source == "skypilot-gcp" and it.price_read == "2026-11", name
         priced.add(name)
     assert typed == {n for n in catalog.instances["gcp"] if n.startswith("a2-ultragpu-")}
-    assert priced | typed == {n for n, it in catalog.instances["gcp"].items() if it.gpu is not None}
+    # A4X and A4X Max are not in that catalog revision: their row source is Compute Engine's own page (unpriced).
+    assert priced | typed == {n for n, it in catalog.instances["gcp"].items() if it.gpu is not None and it.source != "gce-accelerator-optimized"}
     assert sorted(z for n, z in machines if n == "a4-highgpu-8g") == sorted(catalog.gcp_zones["nvidia-b200"])
 
 
@@ -181,6 +185,9 @@ def test_every_azure_row_is_priced_as_karpenter_azures_generated_table():
         if it.price_region:  # a row priced elsewhere is one the home region does not sell
             assert prices[(name, home)] is None, name
     for name in catalog.refused["azure"]:  # the table knows the refused sizes too: Azure sells them
+        if name == "Standard_ND128isr_GB300_v6":  # named by Azure's compute API examples; no retail price in that table yet
+            assert (name, home) not in prices
+            continue
         assert (name, home) in prices
 
 
@@ -223,7 +230,7 @@ def test_blackwell_models_need_open_kernel_modules_and_a_new_driver():
     assert catalog.gpus["GB200-186GB"].mig_unavailable and not catalog.gpus["B200-180GB"].mig_unavailable
 
 
-@pytest.mark.parametrize("cloud, name", [("aws", "p6e-gb200.36xlarge"), ("azure", "Standard_ND128isr_NDR_GB200_v6"), ("gcp", "a4x-highgpu-4g")])
+@pytest.mark.parametrize("cloud, name", [("azure", "Standard_ND128isr_NDR_GB200_v6")])
 def test_gb200_types_are_known_and_refused_with_what_to_use(cloud, name):
     catalog = load_catalog()
     why = catalog.refusal(cloud, name)

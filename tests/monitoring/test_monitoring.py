@@ -195,9 +195,9 @@ def test_prices_come_from_the_catalog():
     mig = [r for r in rules if r["labels"].get("GPU_I_PROFILE") == "3g.40gb" and r["labels"]["modelName"] == "NVIDIA A100-SXM4-80GB"]
     assert float(mig[0]["expr"][7:-1]) == pytest.approx(min(a100) / 2, rel=1e-4)
     # Every NVML name of a GPU some catalog offer carries gets a price, so no dcgm modelName of a GPU gpupools can plan is
-    # silently unpriced; a GPU no offer carries (GB200: its instance types are refused) has no price to give.
+    # silently unpriced; a GPU no priced offer carries (GB200, GB300: their types are sold without a list price) has none.
     priced = {r["labels"]["modelName"] for r in rules}
-    offered = {i.gpu.name for types in cat.instances.values() for i in types.values() if i.gpu} | {
+    offered = {i.gpu.name for types in cat.instances.values() for i in types.values() if i.gpu and i.price is not None} | {
         a.gpu.name for c in cat.instances for a in cat.attachable(c).values()}
     assert priced == {d for g in cat.gpus.values() if g.name in offered for d in g.device_names}
     assert "NVIDIA GB200" not in priced and "GB200" not in offered

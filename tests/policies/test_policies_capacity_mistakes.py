@@ -36,6 +36,15 @@ def test_a_block_alone_is_reported_with_its_consequence(autoscaler):
     assert "when the block ends every job on it stops" in message and "\n" not in message
 
 
+def test_a_gb200_block_alone_is_not_reported_it_has_nothing_to_fall_back_to():
+    # P6e-GB200 is sold only as UltraServers through Capacity Blocks: no on-demand to list after the block.
+    gb200 = {"name": "gb200", "instanceType": "p6e-gb200.36xlarge", "maxNodes": 18,
+             "capacity": [{"reservation": {**BLOCK["reservation"], "zones": ["us-east-1a"], "nodes": 18}}]}
+    config = stack_config("aws", autoscaler="cluster-autoscaler", pools=[gb200])
+    config["aws:region"] = "us-east-1"
+    assert messages(config, "capacity-block-fallback") == []
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # karpenter-reservation-owner
 

@@ -22,7 +22,7 @@ from gpupools.clouds.common import (hardware_of, reject_fields,
 from gpupools.clouds.aws.capacity import KARPENTER_ORDER, RESERVATION_ID, _is_karpenter, launch_template_capacity, node_group_capacity_type
 from gpupools.clouds.aws.fabric import hugepages_bottlerocket, hugepages_script
 from gpupools.clouds.aws.health import node_repair_config
-from gpupools.clouds.aws.provider import AWS_REGION, NAME, TAINT_STYLE
+from gpupools.clouds.aws.provider import AUTO_MODE, AWS_REGION, NAME, TAINT_STYLE
 from gpupools.clouds.aws.software import IMDS_V2_ONLY, bottlerocket_settings
 from gpupools.clouds.aws.upgrades import node_group_update_config
 
@@ -111,7 +111,67 @@ def pool_instance_types(pool: Pool) -> list[str]:
 
 
 def ami_type(pool: Pool) -> str:
+    """The managed node group's AMI type: the GPU AMI of the pool's image, for the host architecture of its type."""
+    if pool_arch(pool) == "arm64":
+        return RACK_AMI_TYPE
     return AMI_TYPES[pool.os or "al2023"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Rack-scale pools: P6e-GB200 UltraServers (GB200 NVL72)
+#
+# EKS user guide, "Use P6e-GB200 UltraServers with Amazon EKS" (ml-eks-nvidia-ultraserver.adoc, awsdocs fork
+# sheetaljoshi/amazon-eks-user-guide @883e41ac, Considerations): Kubernetes 1.33 or later; only through EC2 Capacity Blocks
+# for ML (UltraServer offerings); managed or self-managed node groups, a custom launch template for a Capacity Block
+# managed node group (capacity-blocks-mng.adoc: market type capacity-block, the block's id, the instance type, node group
+# capacityType CAPACITY_BLOCK, subnets in the block's zone only); the AL2023 ARM NVIDIA AMI (its driver, fabric manager,
+# IMEX driver, EFA driver); "DRA is not supported in Karpenter or EKS Auto Mode".
+RACK_AMI_TYPE = "AL2023_ARM_64_NVIDIA"  # botocore eks AMITypes; EKS CreateNodegroup amiType
+RACK_MIN_KUBERNETES = "1.33"
+# Karpenter v1.14.1 skips every pod with ResourceClaims ("pod has Dynamic Resource Allocation requirements that are not yet
+# supported by Karpenter": kubernetes-sigs/karpenter v1.14.1 pkg/controllers/provisioning/scheduling/scheduler.go lines
+# 583-586, IGNORE_DRA_REQUESTS default true in pkg/operator/options/options.go), and the AWS provider sets no
+# InstanceType.DynamicResources the allocator behind it would need (aws/karpenter-provider-aws v1.14.1; issue #9519).
+KARPENTER_NO_DRA = ("Karpenter v1.14.1 starts no node for a pod with ResourceClaims (its scheduler skips them: 'Dynamic Resource "
+                    "Allocation requirements that are not yet supported by Karpenter'), and a rack-scale job claims a ComputeDomain channel")
+
+
+def pool_arch(pool: Pool) -> str:
+    """The host architecture of the pool's instance type (catalog.yaml arch); x86_64 for a type the catalog does not know."""
+    found = load_catalog().instance(NAME, pool.instance_type)
+    return found.arch if found is not None else "x86_64"
+
+
+def is_rack_scale(pool: Pool) -> bool:
+    found = load_catalog().instance(NAME, pool.instance_type)
+    return found is not None and found.rack_scale and not pool.instance_types
+
+
+def rack_scale_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster | None) -> list[Problem]:
+    """What a P6e-GB200 pool needs on EKS, one line per missing piece (empty for any other pool)."""
+    if not is_rack_scale(pool):
+        return []
+    name = pool.instance_type
+    if cluster is not None and cluster.managed_mode == AUTO_MODE:
+        return [Problem(f"{path}.instanceType", f"{name} needs NVIDIA's DRA driver for IMEX ComputeDomains, which EKS Auto Mode does not run "
+                                                f"(EKS user guide, ml-eks-nvidia-ultraserver: 'DRA is not supported in Karpenter or EKS Auto "
+                                                f"Mode'); use a standard cluster (cluster.mode: standard) with gpupools:autoscaler: cluster-autoscaler")]
+    if _is_karpenter(autoscaler):
+        return [Problem(f"{path}.instanceType", f"{name} under Karpenter: {KARPENTER_NO_DRA}; use gpupools:autoscaler: cluster-autoscaler, "
+                                                f"whose managed node group runs the UltraServer's Capacity Block")]
+    problems = []
+    if pool.os == "bottlerocket":
+        problems.append(Problem(f"{path}.os", f"'bottlerocket': {name} runs on the AL2023 ARM NVIDIA AMI only (its IMEX driver and fabric "
+                                              f"manager); drop os"))
+    listed = capacity.sources(pool)
+    if not capacity.blocks(pool) or len(listed) != 1:
+        problems.append(Problem(f"{path}.capacity", f"{name} comes only inside P6e-GB200 UltraServers through an EC2 Capacity Block: give "
+                                                    f"capacity: [{{reservation: {{id: cr-..., kind: capacity-block, zones: [<the block's zone>]}}}}] "
+                                                    f"and nothing else"))
+    version = cluster.kubernetes_version if cluster is not None else None
+    if version is not None and tuple(map(int, version.split("."))) < tuple(map(int, RACK_MIN_KUBERNETES.split("."))):
+        problems.append(Problem("cluster.kubernetesVersion", f"{version}: EKS runs {name} on Kubernetes {RACK_MIN_KUBERNETES} or later"))
+    return problems
 
 
 def launch_template_args(plan: PoolPlan, hugepages: int = 0) -> dict:
@@ -211,7 +271,9 @@ def offering_problems(pool: Pool, path: str, region: str) -> list[Problem]:
     problems, offered = [], {}
     for i, name in enumerate(pool_instance_types(pool)):
         zone_ids = facts.aws_regions_offering(name, region)
-        if zone_ids is None:
+        # A type the offerings source lists nowhere is not judged: p6e-gb200.36xlarge is sold only as UltraServer Capacity
+        # Block offerings (DescribeCapacityBlockOfferings), which SkyPilot's catalog of instance-type offerings does not hold.
+        if zone_ids is None or name not in facts.aws_offerings:
             continue
         if not zone_ids:
             where = sorted(facts.aws_offerings.get(name, {}))
@@ -411,7 +473,7 @@ def pool_name_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
 
 def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster | None, hardware: Hardware | None) -> list[Problem]:
     """What EKS, and the pool's autoscaler, can do with the capacity list (and with a pool over several instance types)."""
-    names = pool_name_problems(pool, path, autoscaler)
+    names = pool_name_problems(pool, path, autoscaler) + rack_scale_problems(pool, path, autoscaler, cluster)
     if names:
         return names
     problems: list[Problem] = instance_type_problems(pool, path, autoscaler) if hardware is not None else []

@@ -92,6 +92,10 @@ from gpupools.clouds.gcp.capacity import (  # noqa: F401
     compute_class_problems,
     compute_class_lines,
     flex_start_problems,
+    is_rack_scale,
+    rack_policy_name,
+    rack_resource_policy_args,
+    rack_scale_problems,
 )
 from gpupools.clouds.gcp.upgrades import (  # noqa: F401
     DEFAULT_RELEASE_CHANNEL,

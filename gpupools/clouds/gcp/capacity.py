@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpupools.core.catalog import Hardware
+from gpupools.core.catalog import Hardware, load_catalog
 from gpupools.stack.config import Cluster, Pool
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import PoolPlan
@@ -192,7 +192,77 @@ SHARING_STRATEGY_NAMES = {"TIME_SHARING": "time-sharing", "MPS": "MPS"}
 
 
 def managed_pool_problems(pool: Pool, path: str, installer: str, cluster: Cluster | None) -> list[Problem]:
-    return compute_class_problems(pool, path, installer, cluster)
+    return compute_class_problems(pool, path, installer, cluster) + rack_scale_problems(pool, path, installer, cluster)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Rack-scale pools: A4X (GB200) and A4X Max (GB300), NVL72 racks of 18 nodes
+#
+# As GoogleCloudPlatform/cluster-toolkit v1.95.0 builds them (examples/gke-a4x/gke-a4x.yaml, examples/gke-a4x-max-bm/
+# gke-a4x-max-bm.yaml): one zone, a specific reservation (reservation_affinity SPECIFIC_RESERVATION), a resource policy
+# with workload_policy {type HIGH_THROUGHPUT, accelerator_topology "1x72"} that the node pool names in placement_policy
+# {type COMPACT, policy_name} (modules/compute/resource-policy outputs.tf, placement_policy), GKE's own driver
+# (gpu_driver_version DEFAULT/LATEST on COS), and GKE's managed DRA networking for the RDMA NICs (enable_dranet:
+# network_config.accelerator_network_profile "auto" and node label cloud.google.com/gke-networking-dra-driver=true,
+# modules/compute/gke-node-pool/main.tf lines 52-77, 290-291). Compute Engine sells both only against reservations
+# ("Accelerator-optimized machine family": "you must reserve capacity"), with no Spot and no Flex-start.
+RACK_TOPOLOGY = "1x72"
+RACK_WORKLOAD_POLICY = {"type": "HIGH_THROUGHPUT", "accelerator_topology": RACK_TOPOLOGY}
+DRANET_LABEL = "cloud.google.com/gke-networking-dra-driver"
+ACCELERATOR_NETWORK_PROFILE = "auto"
+
+
+def is_rack_scale(pool: Pool) -> bool:
+    found = load_catalog().instance("gcp", pool.instance_type)
+    return found is not None and found.rack_scale
+
+
+def rack_policy_name(pool: str) -> str:
+    """The pool's compute resource policy (one per pool, in the cluster's region)."""
+    return f"gpupools-{pool}"
+
+
+def rack_resource_policy_args(pool: Pool, region: str, project: str | None) -> dict:
+    """gcp.compute.ResourcePolicy: the workload policy of an NVL72 pool (cluster-toolkit v1.95.0 modules/compute/
+    resource-policy/main.tf, google_compute_resource_policy.workload_policy), in the cluster's region."""
+    args = {"name": rack_policy_name(pool.name), "region": region, "workload_policy": dict(RACK_WORKLOAD_POLICY)}
+    if project:
+        args["project"] = project
+    return args
+
+
+# GKE's managed DRA networking: "supported on GKE version >= 1.34.1-gke.1829001 ... and requires Dataplane V2"
+# (cluster-toolkit v1.95.0 modules/compute/gke-node-pool/main.tf lines 556-560, check "dranet_requirements"). Every minor
+# GKE still creates clusters on is 1.34 or later (clouds/gcp/provider.py KUBERNETES_RELEASES), so only Dataplane V2 is
+# checked here.
+
+
+def rack_scale_problems(pool: Pool, path: str, installer: str, cluster: Cluster | None = None) -> list[Problem]:
+    """What an A4X / A4X Max pool needs on GKE, one line per missing piece (empty for any other pool)."""
+    if not is_rack_scale(pool):
+        return []
+    name = pool.instance_type
+    problems = []
+    listed = capacity.sources(pool)
+    if len(listed) != 1 or listed[0].reservation is None:
+        problems.append(Problem(f"{path}.capacity", f"{name} is sold only against a Compute Engine reservation (no on-demand, Spot or "
+                                                    f"Flex-start): give capacity: [{{reservation: {{id: <reservation>, zones: [<its zone>]}}}}] "
+                                                    f"and nothing else"))
+    if pool.min_nodes != pool.max_nodes:
+        # cluster-toolkit v1.95.0 gives its A4X and A4X Max node pools static_node_count, no autoscaling bounds.
+        problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}: a {name} pool is a fixed number of nodes of its reservation, as "
+                                                    f"cluster-toolkit's A4X examples build it (static_node_count, no autoscaling); set "
+                                                    f"minNodes to maxNodes ({pool.max_nodes})"))
+    if uses_compute_class(pool):
+        problems.append(Problem(f"{path}.provisioning", f"'compute-class': {name} needs a node pool with a compact placement policy of "
+                                                        f"topology {RACK_TOPOLOGY}, which a ComputeClass does not set; drop provisioning"))
+    if installer != "cloud":
+        problems.append(Problem("gpuSoftware.installer", f"{installer!r}: {name} runs GKE's own driver on COS (cluster-toolkit's A4X examples); "
+                                                      f"gpupools installs no driver on its arm64 hosts: use installer: auto (or cloud)"))
+    if cluster is not None and cluster.network_policy is False:
+        problems.append(Problem("cluster.networkPolicy", f"false turns Dataplane V2 off, and GKE's managed DRA networking, which {name}'s "
+                                                         f"RDMA NICs come from, needs it; drop networkPolicy: false"))
+    return problems
 
 
 def uses_compute_class(pool: Pool) -> bool:

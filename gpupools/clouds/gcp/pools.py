@@ -16,7 +16,8 @@ from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import pool_upgrade
 from gpupools.clouds.common import KIND, hardware_of, lookup_instance, reject_fields, zone_letter_problems
-from gpupools.clouds.gcp.capacity import apply_capacity, compute_class_name, pod_node_selector, uses_compute_class
+from gpupools.clouds.gcp.capacity import (ACCELERATOR_NETWORK_PROFILE, DRANET_LABEL, apply_capacity, compute_class_name, is_rack_scale,
+                                          pod_node_selector, rack_policy_name, uses_compute_class)
 from gpupools.clouds.gcp.cluster import GKE_DEFAULT_POOL
 from gpupools.clouds.gcp.provider import NAME, TAINT_STYLE, node_locations
 from gpupools.clouds.gcp.software import NO_DEFAULT_DEVICE_PLUGIN_LABEL, guest_accelerator
@@ -126,6 +127,8 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
         "node_config": node_config,
     }
     args = apply_capacity(pool, args)
+    if is_rack_scale(pool):
+        args = rack_node_pool_args(pool, args)
     settings = upgrade_settings(pool)
     if settings is not None:
         args["upgrade_settings"] = settings
@@ -138,6 +141,34 @@ def node_pool_args(plan: PoolPlan, installer: str, cluster_name, location: str, 
     return args
 
 
+# A4X Max's nodes set aside 4,096 huge pages of 2 MiB (cluster-toolkit v1.95.0 examples/gke-a4x-max-bm/gke-a4x-max-bm.yaml,
+# linux_node_config.hugepages_config.hugepage_size_2m; pulumi_gcp 10.2.0 NodePoolNodeConfigLinuxNodeConfigHugepagesConfigArgs).
+RACK_HUGEPAGES_2M = {"a4x-maxgpu-4g-metal": 4096}
+
+
+def rack_node_pool_args(pool: Pool, args: dict) -> dict:
+    """An A4X / A4X Max pool as cluster-toolkit v1.95.0 builds it (clouds/gcp/capacity.py, rack-scale pools): the compact
+    placement of its resource policy (topology 1x72), GKE's managed DRA networking (accelerator network profile `auto` and
+    the node label that turns the DRA network driver on), a fixed node count (minNodes = maxNodes, the examples'
+    static_node_count), COS."""
+    args["placement_policy"] = {"type": "COMPACT", "policy_name": rack_policy_name(pool.name)}
+    args["network_config"] = {"accelerator_network_profile": ACCELERATOR_NETWORK_PROFILE}
+    args["node_config"]["labels"] = {**args["node_config"]["labels"], DRANET_LABEL: "true"}
+    args["node_config"]["image_type"] = "COS_CONTAINERD"
+    if pool.instance_type in RACK_HUGEPAGES_2M:
+        linux = args["node_config"].setdefault("linux_node_config", {})
+        linux["hugepages_config"] = {**linux.get("hugepages_config", {}), "hugepage_size2m": RACK_HUGEPAGES_2M[pool.instance_type]}
+    args["node_count"] = pool.max_nodes
+    del args["initial_node_count"], args["autoscaling"]
+    return args
+
+
+# GKE taints its Arm nodes kubernetes.io/arch=arm64:NoSchedule; cluster-toolkit's A4X jobs tolerate it
+# (GoogleCloudPlatform/cluster-toolkit v1.95.0 examples/gke-a4x-max-bm/gke-a4x-max-bm.yaml lines 296-301, and the DRA
+# driver's tolerations in modules/management/kubectl-apply/main.tf lines 317-366).
+ARM64_TAINT = Taint("kubernetes.io/arch", "arm64", "NoSchedule")
+
+
 # GKE taints the nodes of a queued-provisioning pool (GoogleCloudPlatform/cluster-toolkit, GKE consumption options
 # guide, "DWS Flex Start + Queued Provisioning": workloads need a toleration for cloud.google.com/gke-queued:NoSchedule;
 # ai-on-gke's DWS examples tolerate it). Kueue's provisioning controller adds no toleration to the pods it admits
@@ -148,7 +179,9 @@ QUEUED_TAINT = Taint("cloud.google.com/gke-queued", "true", "NoSchedule")
 
 def node_taints(plan: PoolPlan) -> tuple[Taint, ...]:
     """Taints GKE itself puts on the pool's nodes, beside those of the pool config."""
-    return (QUEUED_TAINT,) if capacity.has(plan.pool, capacity.QUEUED) else ()
+    found = load_catalog().instance(NAME, plan.pool.instance_type)
+    arm = (ARM64_TAINT,) if found is not None and found.arch == "arm64" else ()
+    return ((QUEUED_TAINT,) if capacity.has(plan.pool, capacity.QUEUED) else ()) + arm
 
 
 def extra_tolerations(plan: PoolPlan) -> list[dict]:
@@ -169,6 +202,8 @@ def _zone_problems(pool: Pool, path: str, cluster: Cluster | None, hardware: Har
     region = zone_region(cluster.location)
     problems = zone_letter_problems(pool, path, region, f"{region}-a")
     if problems or hardware is None or hardware.accelerator is None:
+        return problems
+    if hardware.accelerator not in load_catalog().gcp_zones:  # nvidia-gb200/gb300: sold by reservation, zones not in the catalog
         return problems
     offered = load_catalog().gcp_zones_in(hardware.accelerator, region)
     if offered is None:
