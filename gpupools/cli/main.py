@@ -222,7 +222,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     if explain and (pool is None or pool not in [p.name for p in typed.pools]):
         fail(Problem("--pool", f"--explain follows the Job to one pool; name it with --pool (one of {', '.join(p.name for p in typed.pools)})"))
 
-    def explained(job: dict) -> str:
+    def explained(job: dict, docs: list[dict] = ()) -> str:
         if not explain:
             return ""
         from gpupools.landing.check import cluster_of, land
@@ -230,7 +230,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         cluster = cluster_of(typed)
         team_plan = next((t for t in cluster.teams if t.team.name == team), None)
         target = next(p for p in cluster.plans if p.name == pool)
-        verdict = land(cluster, team_plan, target, "gang" if nodes or nccl_test else "job", job)
+        verdict = land(cluster, team_plan, target, "gang" if nodes or nccl_test else "job", job, docs)
         head = [f"# landing: {'lands' if verdict.lands else 'DOES NOT LAND'}" + (f" on flavor {verdict.flavor}" if verdict.flavor else "")
                 + f" ({verdict.job})"]
         head += [f"#   {'ok  ' if s.ok else 'FAIL'} {s.name}: {s.detail}" for s in verdict.steps]
@@ -268,7 +268,10 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
             docs = nccl_test_docs(typed, target, count, image if image != WORKLOAD_IMAGE else None, team, priority, jobset=jobset)
         except ConfigError as exc:
             fail(exc.problems)
-        typer.echo("\n".join(expected_lines(typed, target, docs)) + "\n" + explained(docs[-1]) + dump(docs), nl=False)
+        from gpupools.landing.jobs import channel_comment, rack_docs
+
+        docs = rack_docs(target, docs)
+        typer.echo("\n".join(expected_lines(typed, target, docs)) + "\n" + explained(docs[-1], docs) + channel_comment(docs) + dump(docs), nl=False)
         return
     if nodes is not None:
         if pool is None or pool not in [p.name for p in typed.pools]:
@@ -288,7 +291,10 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         # A training pool's job is kept from upgrade drains by a PodDisruptionBudget, printed before it.
         budget = disruption_budget(plan_pool(typed, typed.pool(pool)), docs[-1])
         docs = docs[:-1] + ([budget] if budget else []) + docs[-1:]
-        typer.echo(explained(docs[-1]) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+        from gpupools.landing.jobs import channel_comment, rack_docs
+
+        docs = rack_docs(plan_pool(typed, typed.pool(pool)), docs)
+        typer.echo(explained(docs[-1], docs) + channel_comment(docs) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
         return
     if fraction is not None and team is None:
         fail(Problem("--fraction", "a fraction of a GPU is KAI Scheduler's: give --team (with gpupools:quotas: kai)"))

@@ -14,6 +14,7 @@ from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import gpu_memory_problem, units_per_pod
+from gpupools.fabric.computedomain import CD_LABEL, channel_claim_template, compute_domain, rack_scale, with_channel
 from gpupools.landing.jobset import REPLICATED_JOB, as_jobset
 from gpupools.landing.names import fit_job, fit_jobset
 from gpupools.pools.pods import gpu_limits, pod_spec
@@ -248,6 +249,10 @@ def multinode_problems(stack: StackConfig, plan: PoolPlan, nodes: int) -> list[P
         return [Problem("--nodes", f"pool {plan.name!r}'s {fabric.name} is not reachable by pods: {fabric.gaps[0]}")]
     if nodes > plan.pool.max_nodes:
         return [Problem("--nodes", f"{nodes} exceeds pool {plan.name!r}'s maxNodes ({plan.pool.max_nodes})")]
+    if rack_scale(plan) and nodes * plan.hardware.gpus_per_node > plan.hardware.gpu.nvlink_domain:
+        # The job's pods stay in one NVLink clique (`computedomain.with_channel`): more nodes than one holds never schedule.
+        return [Problem("--nodes", f"{nodes} nodes of {plan.hardware.gpus_per_node} GPUs exceed one NVLink domain of pool {plan.name!r} "
+                                   f"({plan.hardware.gpu.nvlink_domain} GPUs, {plan.hardware.gpu.nvlink_domain // plan.hardware.gpus_per_node} nodes)")]
     return []
 
 
@@ -320,6 +325,9 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
             raise ConfigError([Problem("--priority", "priorities need gpupools:quotas: kueue")])
     elif priority is not None:
         raise ConfigError([Problem("--priority", "only with --team")])
+    if rack_scale(plan):
+        # NVLink across the rack's nodes: every pod claims the channel of the job's ComputeDomain (`rack_docs` prints it).
+        with_channel(job["spec"]["template"], compute_domain(name, namespace), (CD_LABEL, name))
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": {POOL_LABEL: plan.name}},
                # Ready or not: rank 0 must be found by name while the others start.
                "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"batch.kubernetes.io/job-name": name},
@@ -354,3 +362,26 @@ def multinode_jobset(stack: StackConfig, plan: PoolPlan, nodes: int, image: str 
                      priority: str | None = None, team_plans: list[TeamPlan] | None = None) -> dict:
     """`multinode_job`'s job as a JobSet; the same refusals (ConfigError naming the option)."""
     return as_jobset(multinode_job(stack, plan, nodes, image, team, priority, team_plans, jobset=True))
+
+
+def rack_docs(plan: PoolPlan, docs: list[dict]) -> list[dict]:
+    """A multi-node workload's documents, on a rack-scale pool led by its ComputeDomain (same name and namespace as the
+    workload, whose pods claim its channel); unchanged elsewhere."""
+    if not rack_scale(plan):
+        return docs
+    workload = docs[-1]
+    return [compute_domain(workload["metadata"]["name"], workload["metadata"].get("namespace"))] + docs
+
+
+def channel_comment(docs: list[dict]) -> str:
+    """The ResourceClaimTemplate the ComputeDomain controller writes for the documents' ComputeDomain, as YAML comments:
+    the controller creates it itself (and fails to where one of that name exists), so it is shown, not applied."""
+    import yaml
+
+    domains = [d for d in docs if d.get("kind") == "ComputeDomain"]
+    if not domains:
+        return ""
+    lines = ["# The ComputeDomain controller creates this ResourceClaimTemplate (do not apply it); the pods claim its channel:"]
+    for domain in domains:
+        lines += [f"#   {line}" for line in yaml.safe_dump(channel_claim_template(domain), sort_keys=False).splitlines()]
+    return "\n".join(lines) + "\n"
