@@ -99,21 +99,12 @@ def driver_roots(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, str]:
     return {p.name: driver_root(stack, p) for p in rack_pools(plans)}
 
 
-def dra_driver_problems(stack: StackConfig, plans: list[PoolPlan]) -> list[Problem]:
-    """One release serves every rack pool with one nvidiaDriverRoot: pools whose drivers sit in different places cannot
-    share it."""
-    roots = driver_roots(stack, plans)
-    if len(set(roots.values())) <= 1:
-        return []
-    said = ", ".join(f"{pool} {root}" for pool, root in sorted(roots.items()))
-    return [Problem("pools", f"rack-scale pools need one NVIDIA driver location for the DRA driver's nvidiaDriverRoot, and these "
-                             f"differ ({said}); give them the same os and installer")]
-
-
 def dra_driver_values(stack: StackConfig, plans: list[PoolPlan]) -> dict:
     """ComputeDomains on, GPU allocation off (the device plugin keeps serving nvidia.com/gpu), the kubelet plugin on the
     rack pools only, tolerating what every GPU DaemonSet tolerates there (the GPU taint, readiness, the cloud's)."""
     rack = rack_pools(plans)
+    # One root for the release: who installs the driver is decided per stack (installer) and per cloud, so the rack pools
+    # of one stack share it.
     roots = sorted(set(driver_roots(stack, plans).values()))
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": sorted(p.name for p in rack)}]}]}}}
@@ -139,6 +130,19 @@ def with_dra_driver(software: SoftwarePlan, stack: StackConfig, plans: list[Pool
         software.objects.append(namespace(CHART.namespace, privileged=True))
         software.releases.append(release)
     return software
+
+
+def gpu_allocation_problems(wanted: bool) -> list[Problem]:
+    """GPU allocation through the DRA driver (`gpuSoftware.draGpuAllocation`): every gpupools pool's GPUs come from a
+    device plugin (the GPU Operator's, NVIDIA's chart or the cloud's), and the driver cannot allocate GPUs beside one on
+    the same node until KEP-5004 (DRAExtendedResource) is GA: the chart fails to render (templates/validation.yaml,
+    `resources.gpus.enabled` without `gpuResourcesEnabledOverride`)."""
+    if not wanted:
+        return []
+    return [Problem("gpuSoftware.draGpuAllocation", "true: NVIDIA's DRA driver cannot allocate GPUs on nodes whose GPUs a device plugin "
+                                                    "serves (dra-driver-nvidia-gpu 0.4.1 templates/validation.yaml, until KEP-5004 is GA), "
+                                                    "and every gpupools pool's GPUs come from one; leave it false: the DRA driver serves "
+                                                    "ComputeDomains only")]
 
 
 def served_device_classes(values: dict) -> dict[str, str]:
