@@ -211,7 +211,10 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                                                  "replicated job of N pods; JobSet makes the Service and the rendezvous name)"),
              nccl_test: bool = typer.Option(False, "--nccl-test", help="The fabric's NCCL all-reduce test (nccl-tests all_reduce_perf over "
                                                                        "MPI) on --nodes nodes of the pool (default 2), with the bus "
-                                                                       "bandwidth the cloud published for the instance type")) -> None:
+                                                                       "bandwidth the cloud published for the instance type"),
+             claim_template: Optional[Path] = typer.Option(None, "--claim-template", help="With --nodes or --nccl-test: a "
+                                                           "ResourceClaimTemplate (resource.k8s.io/v1, YAML) every pod also claims, "
+                                                           "printed before the job (e.g. a DRA network driver's NICs)")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
     from gpupools.landing.jobs import disruption_budget, job_manifest, multinode_job, team_job, workload_problems
@@ -253,6 +256,16 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         fail(Problem("--profile", f"a MIG profile is one pool's: name the pool with --pool (one of {', '.join(p.name for p in typed.pools)})"))
     if profile is not None and (nodes is not None or nccl_test or fraction is not None):
         fail(Problem("--profile", "a MIG slice is one unit of one pool: not with --nodes, --nccl-test or --fraction"))
+    extra_claim = None
+    if claim_template is not None:
+        from gpupools.landing.jobs import read_claim_template
+
+        if nodes is None and not nccl_test:
+            fail(Problem("--claim-template", "a claim template joins a multi-node job: give --nodes N and its --pool, or --nccl-test"))
+        try:
+            extra_claim = read_claim_template(claim_template)
+        except ConfigError as exc:
+            fail(exc.problems)
     if jobset and nodes is None and not nccl_test:
         fail(Problem("--jobset", "a JobSet runs a multi-node job: give --nodes N (2 or more) and its --pool, or --nccl-test"))
     if nccl_test:
@@ -268,9 +281,9 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
             docs = nccl_test_docs(typed, target, count, image if image != WORKLOAD_IMAGE else None, team, priority, jobset=jobset)
         except ConfigError as exc:
             fail(exc.problems)
-        from gpupools.landing.jobs import channel_comment, rack_docs
+        from gpupools.landing.jobs import channel_comment, rack_docs, with_claim_template
 
-        docs = rack_docs(target, docs)
+        docs = rack_docs(target, with_claim_template(docs, extra_claim))
         typer.echo("\n".join(expected_lines(typed, target, docs)) + "\n" + explained(docs[-1], docs) + channel_comment(docs) + dump(docs), nl=False)
         return
     if nodes is not None:
@@ -291,9 +304,9 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         # A training pool's job is kept from upgrade drains by a PodDisruptionBudget, printed before it.
         budget = disruption_budget(plan_pool(typed, typed.pool(pool)), docs[-1])
         docs = docs[:-1] + ([budget] if budget else []) + docs[-1:]
-        from gpupools.landing.jobs import channel_comment, rack_docs
+        from gpupools.landing.jobs import channel_comment, rack_docs, with_claim_template
 
-        docs = rack_docs(plan_pool(typed, typed.pool(pool)), docs)
+        docs = rack_docs(plan_pool(typed, typed.pool(pool)), with_claim_template(docs, extra_claim))
         typer.echo(explained(docs[-1], docs) + channel_comment(docs) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
         return
     if fraction is not None and team is None:

@@ -9,6 +9,7 @@ node selector and tolerations on admission, unless the Job names a pool itself.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.templates import eviction_guard
@@ -385,3 +386,47 @@ def channel_comment(docs: list[dict]) -> str:
     for domain in domains:
         lines += [f"#   {line}" for line in yaml.safe_dump(channel_claim_template(domain), sort_keys=False).splitlines()]
     return "\n".join(lines) + "\n"
+
+
+def read_claim_template(path) -> dict:
+    """A ResourceClaimTemplate from a YAML file, as `--claim-template` takes it; ConfigError (one line naming the option) for
+    a file that is not one, or a claim Kueue would refuse (`computedomain.claim_problems`)."""
+    import yaml
+
+    from gpupools.fabric.computedomain import RESOURCE_API, claim_problems
+
+    try:
+        template = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError([Problem("--claim-template", f"cannot read {path}: {type(exc).__name__}")]) from None
+    if not isinstance(template, dict) or template.get("kind") != "ResourceClaimTemplate" or template.get("apiVersion") != RESOURCE_API:
+        raise ConfigError([Problem("--claim-template", f"{path} is not a {RESOURCE_API} ResourceClaimTemplate")])
+    name = (template.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name):
+        raise ConfigError([Problem("--claim-template", f"{path}: metadata.name must be a DNS subdomain name")])
+    problems = claim_problems(template, "--claim-template")
+    if problems:
+        raise ConfigError(problems)
+    return template
+
+
+def with_claim_template(docs: list[dict], template: dict | None) -> list[dict]:
+    """The workload's pods also claiming from `template`, printed before it in the workload's namespace."""
+    if template is None:
+        return docs
+    import copy
+
+    from gpupools.landing.nccltest import pod_template
+
+    template = copy.deepcopy(template)
+    workload = docs[-1]
+    name = template["metadata"]["name"]
+    if workload["metadata"].get("namespace"):
+        template["metadata"]["namespace"] = workload["metadata"]["namespace"]
+    spec = pod_template(workload)["spec"]
+    claim = "claim-" + name.replace(".", "-")[:57]
+    spec["resourceClaims"] = list(spec.get("resourceClaims") or []) + [{"name": claim, "resourceClaimTemplateName": name}]
+    for container in spec["containers"]:
+        resources = container.setdefault("resources", {})
+        resources["claims"] = list(resources.get("claims") or []) + [{"name": claim}]
+    return [template] + docs

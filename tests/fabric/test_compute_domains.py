@@ -328,3 +328,41 @@ def test_a_pool_that_is_not_rack_scale_prints_no_compute_domain(printed):
     job = {"kind": "Job", "metadata": {"name": "x"}}
     infer = next(p for p in plan_pools(validate_stack(CONFIG)) if p.name == "infer")
     assert rack_docs(infer, [job]) == [job]
+
+
+RDMA = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "rdma"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "nics", "exactly": {"deviceClassName": "mrdma.google.com",
+                                                                            "allocationMode": "ExactCount", "count": 4}}]}}}}
+
+
+def test_a_claim_kueue_refuses_is_refused_in_one_line(printed, tmp_path):
+    path, _ = printed
+    template = tmp_path / "rdma.yaml"
+    template.write_text(yaml.safe_dump({**RDMA, "spec": {"spec": {"devices": {"requests": [
+        {"name": "nics", "exactly": {"deviceClassName": "mrdma.google.com", "allocationMode": "All"}}]}}}}))
+    result = CliRunner().invoke(app, ["workload", "--config", str(path), "--pool", "rack", "--nodes", "2", "--claim-template", str(template)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        "error: --claim-template.spec.spec.devices.requests[0].exactly.allocationMode: All: Kueue refuses claims for all matching "
+        "devices (kueue v0.19.2 pkg/dra/claims.go: \"AllocationMode 'All' is not supported\"); use ExactCount with the count the pod needs")
+    template.write_text("kind: Pod\n")
+    result = CliRunner().invoke(app, ["workload", "--config", str(path), "--pool", "rack", "--nodes", "2", "--claim-template", str(template)])
+    assert result.exit_code == 2 and result.stderr.strip() == f"error: --claim-template: {template} is not a resource.k8s.io/v1 ResourceClaimTemplate"
+
+
+def test_a_claim_no_installed_driver_serves_does_not_land(printed, tmp_path):
+    path, _ = printed
+    template = tmp_path / "rdma.yaml"
+    template.write_text(yaml.safe_dump(RDMA))
+    result = CliRunner().invoke(app, ["workload", "--config", str(path), "--pool", "rack", "--nodes", "2", "--team", "ml", "--explain",
+                                      "--claim-template", str(template)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("# landing: DOES NOT LAND")
+    assert ("#   FAIL claims: DeviceClass mrdma.google.com (ResourceClaimTemplate rdma): no DRA driver the stack installs registers it"
+            in result.stdout)
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert [d["kind"] for d in docs] == ["ComputeDomain", "ResourceClaimTemplate", "Service", "PodDisruptionBudget", "Job"]
+    assert docs[1]["metadata"] == {"name": "rdma", "namespace": "ml"}
+    pod = docs[-1]["spec"]["template"]["spec"]
+    assert [c["resourceClaimTemplateName"] for c in pod["resourceClaims"]] == [f"{docs[-1]['metadata']['name']}-channel", "rdma"]
+    assert pod["containers"][0]["resources"]["claims"] == [{"name": "imex-channel"}, {"name": "claim-rdma"}]
