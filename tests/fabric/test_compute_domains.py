@@ -136,6 +136,16 @@ def test_gpupools_refuses_gpu_allocation_by_the_dra_driver():
     assert cd.gpu_allocation_problems(False) == []
 
 
+def test_a_stack_asking_for_dra_gpu_allocation_is_refused_in_one_line(tmp_path):
+    from conftest import config_problems
+
+    config = stack_config("aws", gpuSoftware={"draGpuAllocation": True})
+    assert [p.path for p in config_problems(config)] == ["gpuSoftware.draGpuAllocation"]
+    result = CliRunner().invoke(app, ["plan", "--config", str(write_stack(tmp_path, config))])
+    assert result.exit_code == 2 and result.stderr.splitlines() == [str(cd.gpu_allocation_problems(True)[0])]
+    assert validate_stack(stack_config("aws", gpuSoftware={"draGpuAllocation": False})).gpu_software.dra_gpu_allocation is False
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Kueue: the channel's device class mapped, its quota per team on the rack pool's flavor
 
@@ -246,6 +256,9 @@ def test_claims_kueue_refuses_are_refused(rack):
     assert problem.path == "rdma.spec.spec.devices.requests[0].exactly.allocationMode" and "AllocationMode 'All' is not supported" in problem.message
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] = "ExactCount"
     assert cd.claim_problems(template, "rdma") == []
+    template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    (problem,) = cd.claim_problems(template, "rdma")
+    assert problem.path == "rdma.spec.spec.devices.requests[0].exactly.adminAccess" and "AdminAccess is not supported" in problem.message
 
 
 # --------------------------------------------------------------------------------------------------------------------
