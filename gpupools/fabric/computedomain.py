@@ -178,7 +178,8 @@ def imex_line(stack: StackConfig, plan: PoolPlan) -> str:
     else:
         # awslabs/amazon-eks-ami templates/al2023/provisioners/install-nvidia-driver.sh: `dnf install nvidia-imex-<branch>`,
         # then `systemctl enable` of nvidia-fabricmanager and nvidia-persistenced only.
-        host = "the node image installs nvidia-imex but enables only nvidia-fabricmanager and nvidia-persistenced"
+        host = ("the node image's own nvidia-imex.service must stay off: the EKS AL2023 NVIDIA AMI installs nvidia-imex and enables "
+                "only nvidia-fabricmanager and nvidia-persistenced")
     return (f"IMEX: the DRA driver starts IMEX daemons per ComputeDomain on the nodes its pods use ({host}); nvidiaDriverRoot "
             f"{root}")
 
@@ -186,10 +187,13 @@ def imex_line(stack: StackConfig, plan: PoolPlan) -> str:
 def compute_domain_line(stack: StackConfig, plan: PoolPlan) -> str:
     """What the plan says of a rack-scale pool: its NVLink domain, how a job reaches across it, and IMEX."""
     gpu = plan.hardware.gpu
+    together = (f"stay in one clique ({CLIQUE_LABEL}, from GPU Feature Discovery)" if clique_labelled(plan) else
+                f"are kept in one NVLink domain by the pool's placement alone (its device plugin runs no GPU Feature Discovery, so no "
+                f"node carries {CLIQUE_LABEL})")
     return (f"{gpu.nvlink_domain} GPUs per NVLink domain ({gpu.nvlink_domain // plan.hardware.gpus_per_node} nodes); multi-node jobs "
             f"run in a ComputeDomain of NVIDIA's DRA driver (chart {CHART.chart} {CHART.default_version}: ComputeDomains on, "
             f"GPU allocation off, the device plugin keeps nvidia.com/gpu), their pods claim its IMEX channel "
-            f"({CHANNEL_CLASS}) and stay in one clique ({CLIQUE_LABEL}); {imex_line(stack, plan)}")
+            f"({CHANNEL_CLASS}) and {together}; {imex_line(stack, plan)}")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -253,17 +257,32 @@ CLAIM_NAME = "imex-channel"
 CD_LABEL = "gpupools.io/compute-domain"
 
 
-def with_channel(pod_template: dict, domain: dict, job_label: tuple[str, str]) -> dict:
+# The device plugins whose deployment runs GPU Feature Discovery, the source of the clique label: the GPU Operator's (gfd
+# enabled by default: NVIDIA/gpu-operator v26.7.0 values.yaml `gfd.enabled: true`) and NVIDIA's chart, where gpupools
+# turns GFD on (`pools.software.device_plugin_values`). A cloud's own device plugin (GKE's), Bottlerocket's and HAMi's
+# label no clique.
+GFD_INSTALLERS = ("gpu-operator", "device-plugin")
+
+
+def clique_labelled(plan: PoolPlan) -> bool:
+    """Whether the pool's nodes carry `nvidia.com/gpu.clique`, which the job's pod affinity needs to be met at all."""
+    return plan.mechanism.installer in GFD_INSTALLERS
+
+
+def with_channel(pod_template: dict, domain: dict, job_label: tuple[str, str], clique: bool = True) -> dict:
     """The pod template claiming the domain's channel in every container, its pods kept in one NVLink clique: pod affinity
-    to the job's own pods on `nvidia.com/gpu.clique` (as AWS's example and Google's A4X JobSet keep them)."""
+    to the job's own pods on `nvidia.com/gpu.clique`, as AWS's example keeps them (EKS user guide ml-eks-nvidia-ultraserver,
+    the nvbandwidth test's podAffinity). `clique` False where nothing labels the clique (`clique_labelled`): a required
+    affinity on a label no node has would never be met, and the pool's placement alone keeps the nodes in one domain."""
     spec = pod_template["spec"]
     spec["resourceClaims"] = [{"name": CLAIM_NAME, "resourceClaimTemplateName": domain["spec"]["channel"]["resourceClaimTemplate"]["name"]}]
     for container in spec["containers"]:
         container.setdefault("resources", {})["claims"] = [{"name": CLAIM_NAME}]
     key, value = job_label
     pod_template.setdefault("metadata", {}).setdefault("labels", {})[key] = value
-    spec.setdefault("affinity", {})["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {key: value}}, "topologyKey": CLIQUE_LABEL}]}
+    if clique:
+        spec.setdefault("affinity", {})["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {key: value}}, "topologyKey": CLIQUE_LABEL}]}
     return pod_template
 
 

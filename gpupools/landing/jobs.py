@@ -15,7 +15,7 @@ from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import gpu_memory_problem, units_per_pod
-from gpupools.fabric.computedomain import CD_LABEL, channel_claim_template, compute_domain, rack_scale, with_channel
+from gpupools.fabric.computedomain import CD_LABEL, channel_claim_template, clique_labelled, compute_domain, rack_scale, with_channel
 from gpupools.landing.jobset import REPLICATED_JOB, as_jobset
 from gpupools.landing.names import fit_job, fit_jobset
 from gpupools.pools.pods import gpu_limits, pod_spec
@@ -328,7 +328,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
         raise ConfigError([Problem("--priority", "only with --team")])
     if rack_scale(plan):
         # NVLink across the rack's nodes: every pod claims the channel of the job's ComputeDomain (`rack_docs` prints it).
-        with_channel(job["spec"]["template"], compute_domain(name, namespace), (CD_LABEL, name))
+        with_channel(job["spec"]["template"], compute_domain(name, namespace), (CD_LABEL, name), clique_labelled(plan))
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": {POOL_LABEL: plan.name}},
                # Ready or not: rank 0 must be found by name while the others start.
                "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"batch.kubernetes.io/job-name": name},

@@ -379,3 +379,19 @@ def test_a_claim_no_installed_driver_serves_does_not_land(printed, tmp_path):
     pod = docs[-1]["spec"]["template"]["spec"]
     assert [c["resourceClaimTemplateName"] for c in pod["resourceClaims"]] == [f"{docs[-1]['metadata']['name']}-channel", "rdma"]
     assert pod["containers"][0]["resources"]["claims"] == [{"name": "imex-channel"}, {"name": "claim-rdma"}]
+
+
+def test_pods_keep_to_a_clique_only_where_gpu_feature_discovery_labels_it(rack):
+    stack, plans = rack
+    plan = next(p for p in plans if p.name == "rack")
+    assert plan.mechanism.installer == "gpu-operator" and cd.clique_labelled(plan)
+    domain = cd.compute_domain("job", "ml")
+    labelled = cd.with_channel({"spec": {"containers": [{"name": "c"}]}}, domain, (cd.CD_LABEL, "job"), cd.clique_labelled(plan))
+    assert labelled["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == cd.CLIQUE_LABEL
+    gke = validate_stack(stack_config("gcp"))
+    (own,) = plan_pools(gke)
+    assert own.mechanism.installer == "cloud" and not cd.clique_labelled(own)
+    bare = cd.with_channel({"spec": {"containers": [{"name": "c"}]}}, domain, (cd.CD_LABEL, "job"), cd.clique_labelled(own))
+    assert "affinity" not in bare["spec"] and bare["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "job-channel"
+    assert "placement alone" in cd.compute_domain_line(gke, _rack_plan(own))
+    assert "stay in one clique (nvidia.com/gpu.clique" in cd.compute_domain_line(stack, plan)
