@@ -416,14 +416,13 @@ def with_claim_template(docs: list[dict], template: dict | None) -> list[dict]:
         return docs
     import copy
 
-    from gpupools.landing.nccltest import pod_template
-
     template = copy.deepcopy(template)
     workload = docs[-1]
     name = template["metadata"]["name"]
     if workload["metadata"].get("namespace"):
         template["metadata"]["namespace"] = workload["metadata"]["namespace"]
-    spec = pod_template(workload)["spec"]
+    job_spec = workload["spec"]["replicatedJobs"][0]["template"]["spec"] if workload["kind"] == "JobSet" else workload["spec"]
+    spec = job_spec["template"]["spec"]
     claim = "claim-" + name.replace(".", "-")[:57]
     spec["resourceClaims"] = list(spec.get("resourceClaims") or []) + [{"name": claim, "resourceClaimTemplateName": name}]
     for container in spec["containers"]:
