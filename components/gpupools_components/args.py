@@ -157,6 +157,8 @@ class GpuSoftware(TypedDict):
     """The chart version pin (default v26.7.0 for the operator, 0.20.0 for the device plugin)."""
     driver_version: NotRequired[str]
     """The GPU driver the GPU Operator installs, e.g. 580.95.05 (AKS; GKE with installer gpu-operator)."""
+    dra_gpu_allocation: NotRequired[bool]
+    """GPU allocation through NVIDIA's DRA driver: refused (a device plugin serves every pool's GPUs); default false."""
 
 
 class Idle(TypedDict):

@@ -232,7 +232,10 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
              fleet: bool = typer.Option(False, "--fleet", help="With --team and a fleet stack: the Job the team submits to the "
                                                                "MultiKueue manager, which dispatches it to a worker"),
              resource: Optional[str] = typer.Option(None, "--resource", help="With --fleet: the GPU resource to ask for (default: the "
-                                                                             "first the team's manager queue covers)")) -> None:
+                                                                             "first the team's manager queue covers)"),
+             claim_template: Optional[Path] = typer.Option(None, "--claim-template", help="With --nodes or --nccl-test: a "
+                                                           "ResourceClaimTemplate (resource.k8s.io/v1, YAML) every pod also claims, "
+                                                           "printed before the job (e.g. a DRA network driver's NICs)")) -> None:
     """Print a ready-to-apply Kubernetes Job: on POOL with the right GPU request and toleration, or queued for TEAM."""
     from gpupools.pools.planning import plan_pool, plan_pools
     from gpupools.landing.jobs import disruption_budget, job_manifest, multinode_job, team_job, workload_problems
@@ -254,7 +257,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     if explain and (pool is None or pool not in [p.name for p in typed.pools]):
         fail(Problem("--pool", f"--explain follows the Job to one pool; name it with --pool (one of {', '.join(p.name for p in typed.pools)})"))
 
-    def explained(job: dict) -> str:
+    def explained(job: dict, docs: list[dict] = ()) -> str:
         if not explain:
             return ""
         from gpupools.landing.check import cluster_of, land
@@ -262,7 +265,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         cluster = cluster_of(typed)
         team_plan = next((t for t in cluster.teams if t.team.name == team), None)
         target = next(p for p in cluster.plans if p.name == pool)
-        verdict = land(cluster, team_plan, target, "gang" if nodes or nccl_test else "job", job)
+        verdict = land(cluster, team_plan, target, "gang" if nodes or nccl_test else "job", job, docs)
         head = [f"# landing: {'lands' if verdict.lands else 'DOES NOT LAND'}" + (f" on flavor {verdict.flavor}" if verdict.flavor else "")
                 + f" ({verdict.job})"]
         head += [f"#   {'ok  ' if s.ok else 'FAIL'} {s.name}: {s.detail}" for s in verdict.steps]
@@ -285,6 +288,16 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         fail(Problem("--profile", f"a MIG profile is one pool's: name the pool with --pool (one of {', '.join(p.name for p in typed.pools)})"))
     if profile is not None and (nodes is not None or nccl_test or fraction is not None):
         fail(Problem("--profile", "a MIG slice is one unit of one pool: not with --nodes, --nccl-test or --fraction"))
+    extra_claim = None
+    if claim_template is not None:
+        from gpupools.landing.jobs import read_claim_template
+
+        if nodes is None and not nccl_test:
+            fail(Problem("--claim-template", "a claim template joins a multi-node job: give --nodes N and its --pool, or --nccl-test"))
+        try:
+            extra_claim = read_claim_template(claim_template)
+        except ConfigError as exc:
+            fail(exc.problems)
     if jobset and nodes is None and not nccl_test:
         fail(Problem("--jobset", "a JobSet runs a multi-node job: give --nodes N (2 or more) and its --pool, or --nccl-test"))
     if nccl_test:
@@ -300,7 +313,10 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
             docs = nccl_test_docs(typed, target, count, image if image != WORKLOAD_IMAGE else None, team, priority, jobset=jobset)
         except ConfigError as exc:
             fail(exc.problems)
-        typer.echo("\n".join(expected_lines(typed, target, docs)) + "\n" + explained(docs[-1]) + dump(docs), nl=False)
+        from gpupools.landing.jobs import channel_comment, rack_docs, with_claim_template
+
+        docs = rack_docs(target, with_claim_template(docs, extra_claim))
+        typer.echo("\n".join(expected_lines(typed, target, docs)) + "\n" + explained(docs[-1], docs) + channel_comment(docs) + dump(docs), nl=False)
         return
     if nodes is not None:
         if pool is None or pool not in [p.name for p in typed.pools]:
@@ -320,7 +336,10 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         # A training pool's job is kept from upgrade drains by a PodDisruptionBudget, printed before it.
         budget = disruption_budget(plan_pool(typed, typed.pool(pool)), docs[-1])
         docs = docs[:-1] + ([budget] if budget else []) + docs[-1:]
-        typer.echo(explained(docs[-1]) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+        from gpupools.landing.jobs import channel_comment, rack_docs, with_claim_template
+
+        docs = rack_docs(plan_pool(typed, typed.pool(pool)), with_claim_template(docs, extra_claim))
+        typer.echo(explained(docs[-1], docs) + channel_comment(docs) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
         return
     if fraction is not None and team is None:
         fail(Problem("--fraction", "a fraction of a GPU is KAI Scheduler's: give --team (with gpupools:quotas: kai)"))

@@ -23,6 +23,7 @@ from gpupools.core.pools import PoolPlan
 from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.pools.software import driver_plan
+from gpupools.fabric.computedomain import compute_domain_line, rack_scale
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.queues.kueue import topology_aware, topology_enforced, topology_guarantee, topology_level_warnings
 from gpupools.autoscaling.templates import eviction_guard
@@ -194,6 +195,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     for key, value in kai.fraction_lines(stack, plan, scale_up.from_zero, AUTOSCALER_NAMES.get(scale_up.autoscaler or "", scale_up.autoscaler)):
         table.add_row(key, value)
     table.add_row("driver", driver_plan(stack, plan).words)
+    if rack_scale(plan):
+        table.add_row("NVLink", compute_domain_line(stack, plan))
     for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
         table.add_row(key, value)
     disk = getattr(stack.target, "node_disk_line", None)  # clouds whose pools' node disks gpupools sizes itself (EKS)

@@ -33,13 +33,16 @@ from dataclasses import replace
 from gpupools.autoscaling.choice import requested_extended, resolve_autoscaler
 from gpupools.core.pools import PoolPlan
 from gpupools.core.sharing import HAMI_SCHEDULER
-from gpupools.fabric import gpudirect
+import yaml
+
+from gpupools.fabric import computedomain, gpudirect
 from gpupools.fabric.plan import plan_fabrics
 from gpupools.fabric.software import efa_device_plugin_release, network_operator_release, nic_cluster_policy
 from gpupools.health import readiness
 from gpupools.landing import agents as node_agents
 from gpupools.landing.admission import job_fraction, kai_admission, kueue_admission, resourcequota_admission
 from gpupools.landing.agents import Agent
+from gpupools.landing.claims import claim_templates, claims_step
 from gpupools.landing.cluster import Cluster
 from gpupools.landing.names import name_problems
 from gpupools.landing.nodes import container_units, device_step, node_step, pool_node, ready_step, scaling_pod, schedule_step
@@ -108,14 +111,32 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
         objects.extend(network_objects)
         agents += [node_agents.daemonset_agent(ds) for ds in daemonsets]
         agents.append(node_agents.gke_network_agent(objects, gpudirect.node_nics(networks)))
-    return Cluster(stack, plans, teams, autoscaler, objects, agents, fabrics, schedulers, kai_values)
+    device_classes: dict = {}
+    dra = computedomain.dra_driver_release(stack, plans)
+    if dra is not None:
+        served = computedomain.plugin_pools(dra.values)
+        tolerations = dra.values["kubeletPlugin"]["tolerations"]
+        device_classes = {name: (driver, served, tolerations) for name, driver in computedomain.served_device_classes(dra.values).items()}
+    mappings: list = []
+    if stack.quotas == "kueue" and teams:
+        # What Kueue's own configuration maps, read from the values its release carries.
+        config = yaml.safe_load(kueue.release(kueue.device_class_mappings(plans)).values["managerConfig"]["controllerManagerConfigYaml"])
+        mappings = (config.get("resources") or {}).get("deviceClassMappings") or []
+    return Cluster(stack, plans, teams, autoscaler, objects, agents, fabrics, schedulers, kai_values, device_classes, mappings)
 
 
-def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict | None = None) -> Landing:
-    if job is not None and job.get("kind") == "JobSet":
-        return land_jobset(cluster, team, plan, shape, job)
-    job = job or job_for(cluster, team, plan, shape)
-    return with_names(job, _land(cluster, team, plan, shape, job))
+def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict | None = None,
+         docs: list[dict] | tuple[dict, ...] = ()) -> Landing:
+    """`docs`: the documents printed with the job (a ComputeDomain, ResourceClaimTemplates), which its claims name."""
+    from gpupools.landing.jobs import rack_docs
+
+    if job is None:
+        job = job_for(cluster, team, plan, shape)
+        docs = rack_docs(plan, [job]) if shape == "gang" else [job]
+    templates = claim_templates(docs)
+    if job.get("kind") == "JobSet":
+        return land_jobset(cluster, team, plan, shape, job, templates)
+    return with_names(job, _land(cluster, team, plan, shape, job, templates))
 
 
 def with_names(workload: dict, verdict: Landing) -> Landing:
@@ -128,7 +149,7 @@ def with_names(workload: dict, verdict: Landing) -> Landing:
                                                        + "; ".join(problems)),) + verdict.steps)
 
 
-def _land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict) -> Landing:
+def _land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict, templates: dict | None = None) -> Landing:
     pod = job["spec"]["template"]["spec"]
     count = int(job["spec"].get("parallelism", 1))
     requests = requested_extended(pod)
@@ -143,6 +164,8 @@ def _land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, j
         steps.append(kai_admission(cluster, team, plan, job, multi_node=shape == "gang"))
     elif team is not None:
         steps.append(resourcequota_admission(cluster, team, plan, job))
+    if pod.get("resourceClaims"):
+        steps.append(claims_step(cluster, team, plan, job, templates or {}, flavor))
     node = pool_node(cluster, plan, pod)
     steps.append(schedule_step(cluster, plan, node, pod))
     fraction = job_fraction(job)
@@ -186,14 +209,14 @@ def landing_check(stack: StackConfig, plans: list[PoolPlan] | None = None) -> li
     return out
 
 
-def land_jobset(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jobset: dict) -> Landing:
+def land_jobset(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jobset: dict, templates: dict | None = None) -> Landing:
     """A JobSet, followed PodSet by PodSet (one per replicated job, `landing.jobset.podsets`), each as the Job Kueue and the
     scheduler see of it; the JobSet lands when every PodSet does. Each PodSet's quota and nodes are judged on their own:
     Kueue admits a workload's PodSets together, so a JobSet whose PodSets fit only one at a time passes here and waits
     in the queue (gpupools' own JobSets have one PodSet)."""
     from gpupools.landing.jobset import podsets
 
-    verdicts = [(name, _land(cluster, team, plan, shape, view)) for name, view in podsets(jobset)]
+    verdicts = [(name, _land(cluster, team, plan, shape, view, templates)) for name, view in podsets(jobset)]
     if len(verdicts) == 1:
         return with_names(jobset, verdicts[0][1])
     steps = []

@@ -30,6 +30,9 @@ class Cluster:
     fabrics: dict[str, FabricPlan]
     schedulers: set[str] = field(default_factory=set)
     kai_values: dict = field(default_factory=dict)  # the KAI Scheduler release's values, where the stack installs it
+    # DeviceClasses the stack's DRA drivers register: name -> (driver, pools its kubelet plugin runs on, its tolerations).
+    device_classes: dict = field(default_factory=dict)
+    class_mappings: list = field(default_factory=list)  # Kueue's deviceClassMappings, as its release's configuration holds them
 
     def of_kind(self, kind: str) -> dict[str, dict]:
         """Objects of one kind by name, indexed once: every verdict looks them up."""

@@ -9,11 +9,13 @@ node selector and tolerations on admission, unless the Job names a pool itself.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from gpupools.autoscaling.choice import resolve_autoscaler
 from gpupools.autoscaling.templates import eviction_guard
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import gpu_memory_problem, units_per_pod
+from gpupools.fabric.computedomain import CD_LABEL, channel_claim_template, clique_labelled, compute_domain, rack_scale, with_channel
 from gpupools.landing.jobset import REPLICATED_JOB, as_jobset
 from gpupools.landing.names import fit_job, fit_jobset
 from gpupools.pools.pods import gpu_limits, pod_spec
@@ -248,6 +250,10 @@ def multinode_problems(stack: StackConfig, plan: PoolPlan, nodes: int) -> list[P
         return [Problem("--nodes", f"pool {plan.name!r}'s {fabric.name} is not reachable by pods: {fabric.gaps[0]}")]
     if nodes > plan.pool.max_nodes:
         return [Problem("--nodes", f"{nodes} exceeds pool {plan.name!r}'s maxNodes ({plan.pool.max_nodes})")]
+    if rack_scale(plan) and nodes * plan.hardware.gpus_per_node > plan.hardware.gpu.nvlink_domain:
+        # The job's pods stay in one NVLink clique (`computedomain.with_channel`): more nodes than one holds never schedule.
+        return [Problem("--nodes", f"{nodes} nodes of {plan.hardware.gpus_per_node} GPUs exceed one NVLink domain of pool {plan.name!r} "
+                                   f"({plan.hardware.gpu.nvlink_domain} GPUs, {plan.hardware.gpu.nvlink_domain // plan.hardware.gpus_per_node} nodes)")]
     return []
 
 
@@ -320,6 +326,9 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
             raise ConfigError([Problem("--priority", "priorities need gpupools:quotas: kueue")])
     elif priority is not None:
         raise ConfigError([Problem("--priority", "only with --team")])
+    if rack_scale(plan):
+        # NVLink across the rack's nodes: every pod claims the channel of the job's ComputeDomain (`rack_docs` prints it).
+        with_channel(job["spec"]["template"], compute_domain(name, namespace), (CD_LABEL, name), clique_labelled(plan))
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": {POOL_LABEL: plan.name}},
                # Ready or not: rank 0 must be found by name while the others start.
                "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"batch.kubernetes.io/job-name": name},
@@ -354,3 +363,69 @@ def multinode_jobset(stack: StackConfig, plan: PoolPlan, nodes: int, image: str 
                      priority: str | None = None, team_plans: list[TeamPlan] | None = None) -> dict:
     """`multinode_job`'s job as a JobSet; the same refusals (ConfigError naming the option)."""
     return as_jobset(multinode_job(stack, plan, nodes, image, team, priority, team_plans, jobset=True))
+
+
+def rack_docs(plan: PoolPlan, docs: list[dict]) -> list[dict]:
+    """A multi-node workload's documents, on a rack-scale pool led by its ComputeDomain (same name and namespace as the
+    workload, whose pods claim its channel); unchanged elsewhere."""
+    if not rack_scale(plan):
+        return docs
+    workload = docs[-1]
+    return [compute_domain(workload["metadata"]["name"], workload["metadata"].get("namespace"))] + docs
+
+
+def channel_comment(docs: list[dict]) -> str:
+    """The ResourceClaimTemplate the ComputeDomain controller writes for the documents' ComputeDomain, as YAML comments:
+    the controller creates it itself (and fails to where one of that name exists), so it is shown, not applied."""
+    import yaml
+
+    domains = [d for d in docs if d.get("kind") == "ComputeDomain"]
+    if not domains:
+        return ""
+    lines = ["# The ComputeDomain controller creates this ResourceClaimTemplate (do not apply it); the pods claim its channel:"]
+    for domain in domains:
+        lines += [f"#   {line}" for line in yaml.safe_dump(channel_claim_template(domain), sort_keys=False).splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def read_claim_template(path) -> dict:
+    """A ResourceClaimTemplate from a YAML file, as `--claim-template` takes it; ConfigError (one line naming the option) for
+    a file that is not one, or a claim Kueue would refuse (`computedomain.claim_problems`)."""
+    import yaml
+
+    from gpupools.fabric.computedomain import RESOURCE_API, claim_problems
+
+    try:
+        template = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError([Problem("--claim-template", f"cannot read {path}: {type(exc).__name__}")]) from None
+    if not isinstance(template, dict) or template.get("kind") != "ResourceClaimTemplate" or template.get("apiVersion") != RESOURCE_API:
+        raise ConfigError([Problem("--claim-template", f"{path} is not a {RESOURCE_API} ResourceClaimTemplate")])
+    name = (template.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", name):
+        raise ConfigError([Problem("--claim-template", f"{path}: metadata.name must be a DNS subdomain name")])
+    problems = claim_problems(template, "--claim-template")
+    if problems:
+        raise ConfigError(problems)
+    return template
+
+
+def with_claim_template(docs: list[dict], template: dict | None) -> list[dict]:
+    """The workload's pods also claiming from `template`, printed before it in the workload's namespace."""
+    if template is None:
+        return docs
+    import copy
+
+    template = copy.deepcopy(template)
+    workload = docs[-1]
+    name = template["metadata"]["name"]
+    if workload["metadata"].get("namespace"):
+        template["metadata"]["namespace"] = workload["metadata"]["namespace"]
+    job_spec = workload["spec"]["replicatedJobs"][0]["template"]["spec"] if workload["kind"] == "JobSet" else workload["spec"]
+    spec = job_spec["template"]["spec"]
+    claim = "claim-" + name.replace(".", "-")[:57]
+    spec["resourceClaims"] = list(spec.get("resourceClaims") or []) + [{"name": claim, "resourceClaimTemplateName": name}]
+    for container in spec["containers"]:
+        resources = container.setdefault("resources", {})
+        resources["claims"] = list(resources.get("claims") or []) + [{"name": claim}]
+    return [template] + docs

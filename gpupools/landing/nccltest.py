@@ -27,6 +27,7 @@ import yaml
 
 from gpupools.core.catalog import NcclResult, NcclTestImage, load_catalog
 from gpupools.core.pools import PoolPlan
+from gpupools.fabric.computedomain import rack_scale
 from gpupools.queues.teams import TeamPlan
 from gpupools.stack.config import StackConfig
 from gpupools.stack.errors import ConfigError, Problem
@@ -38,6 +39,10 @@ DEADLINE_SECONDS = 3600
 DEFAULT_NODES = 2
 DEFAULT_MAX_BYTES = 8 * 1024 ** 3
 CONTAINER = "nccl-tests"
+NVLINK_IMAGE = "nvlink"  # catalog.yaml ncclTests.images key for rack-scale pools
+# NVLink SHARP on: NVIDIA's GB300 NVL72 check forces it (NVIDIA/aicr @ 44108df validators/performance/testdata/gb300/
+# generic/runtime-nvls.yaml, mpirun -x NCCL_NVLS_ENABLE=1); the launcher forwards it to every rank.
+NVLINK_ENV = [{"name": "NCCL_NVLS_ENABLE", "value": "1"}]
 
 
 def test_image(stack: StackConfig, plan: PoolPlan) -> tuple[NcclTestImage | None, list[Problem]]:
@@ -50,7 +55,8 @@ def test_image(stack: StackConfig, plan: PoolPlan) -> tuple[NcclTestImage | None
                                              f"{plan.pool.instance_type}); the NCCL test measures one: run it on a pool with EFA, "
                                              f"GPUDirect or InfiniBand")]
     images = load_catalog().nccl_images
-    image = images.get(fabric.kind)
+    # A rack-scale pool's all-reduce runs over NVLink across the rack (the job's ComputeDomain channel), on arm64 hosts.
+    image = images.get(NVLINK_IMAGE if rack_scale(plan) else fabric.kind)
     if image is None:
         return None, [Problem("--nccl-test", f"pool {plan.name!r}'s {fabric.name} ({fabric.kind}) has no NCCL test image in gpupools' "
                                              f"catalog (it has images for {', '.join(sorted(images))}); run the cloud's own NCCL test for it")]
@@ -124,6 +130,8 @@ def nccl_test(stack: StackConfig, plan: PoolPlan, nodes: int = DEFAULT_NODES, im
     container = pod["containers"][0]
     hosts = [hostname(name, i) for i in range(nodes)] if jobset else [f"{name}-{i}.{name}" for i in range(nodes)]
     env = [e for e in container.get("env") or [] if e["name"] != "NCCL_DEBUG"]  # the INFO lines would bury the table
+    if rack_scale(plan):
+        env += [e for e in NVLINK_ENV if e not in env]
     forward = list(dict.fromkeys([*pinned.forward_env, *(e["name"] for e in env if "value" in e)]))
     result = published(stack, plan)
     script = launcher_script(hosts, plan.hardware.gpus_per_node, pinned, forward, result.bytes if result else DEFAULT_MAX_BYTES)

@@ -31,6 +31,9 @@ OFFICIAL_REPOSITORIES: dict[str, str] = {
     "aws-efa-k8s-device-plugin": "https://aws.github.io/eks-charts",
     "network-operator": "https://helm.ngc.nvidia.com/nvidia",
     "jobset": "oci://registry.k8s.io/jobset/charts",
+    # NVIDIA's DRA driver for rack-scale pools (gpupools.fabric.computedomain), at its OCI home (kubernetes-sigs/
+    # dra-driver-nvidia-gpu v0.4.1 docs/install.md, "Install the chart").
+    "dra-driver-nvidia-gpu": "oci://registry.k8s.io/dra-driver-nvidia/charts",
 }
 
 # The oldest chart release that may be installed, per chart, and why. A chart below it ships a component with a

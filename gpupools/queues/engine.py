@@ -34,7 +34,7 @@ def quota_plan(stack: StackConfig, plans: list[PoolPlan], scrape: dict[str, str]
         return None
     teams = plan_teams(stack, plans)
     if stack.quotas == "kueue":
-        return QuotaPlan("kueue", [kueue.release()], kueue.team_objects(stack, plans, teams, scrape, autoscaler))
+        return QuotaPlan("kueue", [kueue.release(kueue.device_class_mappings(plans))], kueue.team_objects(stack, plans, teams, scrape, autoscaler))
     if stack.quotas == "kai":
         return QuotaPlan("kai", [kai.release(plans)], kai.team_objects(stack, plans, teams, scrape))
     return QuotaPlan("resourcequota", [], resourcequota.team_objects(stack, teams))

@@ -26,6 +26,7 @@ from gpupools.capacity.sources import (PODS_READY_TIMEOUT_MINUTES, REQUEUE_BACKO
 from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan, toleration
 from gpupools.pools.software import Chart, Release, namespace as software_namespace
+from gpupools.fabric.computedomain import CHANNEL_CLASS, QUEUE_RESOURCE, rack_pools, rack_scale
 from gpupools.fabric.plan import HOSTNAME, FabricPlan, plan_fabrics
 from gpupools.queues.teams import MANAGED, TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_admission_policy, team_labels
 
@@ -58,7 +59,18 @@ def allowed_priorities(team_priority: str) -> list[str]:
     return ranked[ranked.index(team_priority):]
 
 
-def manager_configuration() -> dict:
+def device_class_mappings(plans: list[PoolPlan]) -> list[dict]:
+    """Where the stack has rack-scale pools: the ComputeDomain channel's DeviceClass as a queue resource, so that Kueue
+    admits a job whose pods claim a channel (a DeviceClass not mapped makes the workload inadmissible: kueue v0.19.2
+    pkg/dra/claims.go, "DeviceClass %s is not mapped in DRA configuration"). The field is Resources.DeviceClassMappings
+    (apis/config/v1beta2/configuration_types.go), read while the KueueDRAIntegration gate is on: Beta and on by default
+    since 0.18 (pkg/features/kube_features.go), so no gate is set. Empty for other stacks."""
+    if not rack_pools(plans):
+        return []
+    return [{"name": QUEUE_RESOURCE, "deviceClassNames": [CHANNEL_CLASS]}]
+
+
+def manager_configuration(mappings: list[dict] | None = None) -> dict:
     """The controller's `Configuration` (config.kueue.x-k8s.io/v1beta2).
 
     The chart renders `managerConfig.controllerManagerConfigYaml` as is, so this repeats the chart's own
@@ -78,7 +90,7 @@ def manager_configuration() -> dict:
         "manageJobsWithoutQueueName": False,
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": "gpupools.io/team", "operator": "Exists"}]},
         "integrations": {"frameworks": list(INTEGRATIONS)},
-        "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+        "resources": {"quotaCheckStrategy": "IgnoreUndeclared", **({"deviceClassMappings": mappings} if mappings else {})},
         # All or nothing: a workload admitted whose pods are not all ready in time gives its quota back and is requeued,
         # with a backoff and no limit. Quotas know no capacity: a Capacity Block's flavor admits jobs before the block
         # starts and after it ends, and a pool's nodes can fail to come at all (capacity.sources, PODS_READY_TIMEOUT_MINUTES).
@@ -93,8 +105,8 @@ def manager_configuration() -> dict:
     }
 
 
-def helm_values() -> dict:
-    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_configuration(), sort_keys=False)},
+def helm_values(mappings: list[dict] | None = None) -> dict:
+    return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager_configuration(mappings), sort_keys=False)},
             "controllerManager": {"replicas": 2, "podDisruptionBudget": {"enabled": True, "minAvailable": 1}}}
 
 
@@ -251,10 +263,14 @@ def resource_groups(plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = No
     groups = []
     for resources in _connected(plan):
         entries = []
-        for pool in (p for p in plan.pools if set(p.node_resources) & set(resources)):
+        for pool in (p for p in plan.pools if set(queued_resources(p)) & set(resources)):
             pool_flavors_ = (flavors or {}).get(pool.name) or [Flavor(pool.name, "", pool.node_selector)]
-            shares = {r: flavor_shares(pool, plan.nominal_of(pool, r), pool_flavors_, pool.node_resources.get(r, 0)) for r in resources}
-            for flavor in shares[resources[0]]:
+            gpu_resources = [r for r in resources if r != QUEUE_RESOURCE]
+            shares = {r: flavor_shares(pool, plan.nominal_of(pool, r), pool_flavors_, pool.node_resources.get(r, 0)) for r in gpu_resources}
+            if QUEUE_RESOURCE in resources:
+                # One channel per pod, and a pod takes one unit at least: as many channels as units, on rack pools only.
+                shares[QUEUE_RESOURCE] = {f: sum(s[f] for s in shares.values()) if rack_scale(pool) else 0 for f in shares[gpu_resources[0]]}
+            for flavor in shares[gpu_resources[0]]:
                 quotas = []
                 for resource in resources:
                     units = shares[resource][flavor]
@@ -269,11 +285,18 @@ def resource_groups(plan: TeamPlan, flavors: dict[str, list[Flavor]] | None = No
     return groups
 
 
+def queued_resources(pool: PoolPlan) -> list[str]:
+    """What Kueue counts for the pool's pods: its GPU resources, and on a rack-scale pool the ComputeDomain channel its
+    multi-node jobs claim (`device_class_mappings`), in the same resource group as the pool's GPUs: each flavor sits in
+    one group only (pkg/webhooks/clusterqueue_webhook.go, validateResourceGroups)."""
+    return list(pool.node_resources) + ([QUEUE_RESOURCE] if rack_scale(pool) else [])
+
+
 def _connected(plan: TeamPlan) -> list[list[str]]:
     """The team's resources in groups that pools join: resources alone unless a pool offers several."""
-    groups: list[list[str]] = [[r] for r in plan.resources]
+    groups: list[list[str]] = [[r] for r in sorted({r for p in plan.pools for r in queued_resources(p)})]
     for pool in plan.pools:
-        joined = [g for g in groups if set(g) & set(pool.node_resources)]
+        joined = [g for g in groups if set(g) & set(queued_resources(pool))]
         if len(joined) > 1:
             groups = [g for g in groups if g not in joined] + [sorted(r for g in joined for r in g)]
     return sorted(groups)
@@ -434,8 +457,8 @@ def service_monitor(labels: dict[str, str]) -> dict:
     }
 
 
-def release() -> Release:
-    return Release(CHART, CHART.default_version, helm_values())
+def release(mappings: list[dict] | None = None) -> Release:
+    return Release(CHART, CHART.default_version, helm_values(mappings))
 
 
 def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan], scrape: dict[str, str] | None,

@@ -455,6 +455,9 @@ class GpuSoftware(Model):
     version: Annotated[str, StringConstraints(pattern=CHART_VERSION)] | None = None
     # The GPU driver the GPU Operator installs, pinned so it changes only when the stack says so.
     driver_version: Annotated[str, StringConstraints(pattern=DRIVER_VERSION)] | None = None
+    # GPU allocation through NVIDIA's DRA driver (gpupools.fabric.computedomain.gpu_allocation_problems): refused while a
+    # device plugin serves every pool's GPUs; the DRA driver serves ComputeDomains only.
+    dra_gpu_allocation: Annotated[bool, Field(strict=True)] = False
 
 
 class Smtp(Model):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import date
 
+from gpupools.fabric.computedomain import gpu_allocation_problems
 from gpupools.core.cloud import Cloud
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED, shared_reservation_problems
@@ -38,6 +39,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
     catalog = load_catalog()
     installer = resolve_installer(module, software.installer)
     problems = installer_problems(module, software.installer, software.version)
+    problems += gpu_allocation_problems(software.dra_gpu_allocation)
     problems += autoscaler_problems(module, autoscaler)
     problems += module.region_problems(providers or {})
     if cluster is not None:

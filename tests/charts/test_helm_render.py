@@ -173,9 +173,14 @@ def test_stack_release_renders_with_its_values(stack, chart):
     assert all(o.get("apiVersion") and o.get("kind") for o in objects)
 
 
+# Charts a stack installs only for pools the catalog sells no row of yet, rendered from such a stack (its row patched in)
+# by their own tests.
+RENDERED_ELSEWHERE = {"dra-driver-nvidia-gpu": "tests/fabric/test_compute_domains.py (rack-scale pools)"}
+
+
 def test_extra_stacks_cover_every_pinned_chart_a_stack_installs():
     rendered = {r.chart for stack in STACKS for r in releases_of(stack)}
-    assert set(PINS) <= rendered, f"no stack here installs {sorted(set(PINS) - rendered)}"
+    assert set(PINS) <= rendered | set(RENDERED_ELSEWHERE), f"no stack here installs {sorted(set(PINS) - rendered)}"
 
 
 # ---------------------------------------------------------------------------------------------------------------

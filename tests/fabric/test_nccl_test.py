@@ -121,7 +121,8 @@ def test_the_nccl_test_job_lands_where_the_multinode_job_does():
 def test_catalog_facts_name_known_fabrics_and_instance_types_with_sources():
     catalog = load_catalog()
     kinds = {f.kind for fabrics in catalog.fabric.values() for f in fabrics.values() if f.kind}
-    assert set(catalog.nccl_images) <= kinds and {"efa", "infiniband"} <= set(catalog.nccl_images)
+    # Fabric kinds, and `nvlink` for rack-scale pools (gpupools.landing.nccltest.NVLINK_IMAGE).
+    assert set(catalog.nccl_images) <= kinds | {"nvlink"} and {"efa", "infiniband", "nvlink"} <= set(catalog.nccl_images)
     for image in catalog.nccl_images.values():
         assert ":" in image.image.rsplit("/", 1)[-1] and not image.image.endswith(":latest"), image  # pinned
         assert image.source and image.binary

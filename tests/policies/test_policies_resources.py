@@ -165,13 +165,13 @@ def test_unknown_chart_needs_an_https_repository():
 def test_every_gpupools_chart_is_in_the_official_repository_table():
     """One table of official repositories; every Chart gpupools installs must agree with it."""
     charts = []
-    for module_name in ("gpupools.pools.software", "gpupools.monitoring.plan", "gpupools.fabric.software"):
+    for module_name in ("gpupools.pools.software", "gpupools.monitoring.plan", "gpupools.fabric.software", "gpupools.fabric.computedomain"):
         try:
             module = importlib.import_module(module_name)
         except ImportError:
             continue
         charts += [v for v in vars(module).values() if isinstance(v, Chart)]
-    assert {"gpu-operator", "nvidia-device-plugin"} <= {c.chart for c in charts}
+    assert {"gpu-operator", "nvidia-device-plugin", "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"} <= {c.chart for c in charts}
     for chart in charts:
         if chart.chart.startswith("oci://"):  # an OCI chart is its whole address, with no separate repository
             registry, _, name = chart.chart.rpartition("/")

@@ -70,7 +70,7 @@ WIDE = {
                              "defenderWorkspaceId": "/subscriptions/0b1f6471-1bf0-4dda-aec3-111122223333/resourceGroups/rg-ml/providers/"
                                                     "Microsoft.OperationalInsights/workspaces/law-gpu"},
         "gpupools:sharing": {"mode": "vgpu", "replicas": 4, "memoryScaling": 1, "memoryPerPod": "4Gi"},
-        "gpupools:gpuSoftware": {"installer": "gpu-operator", "migStrategy": "single", "driverVersion": "580.95.05"},
+        "gpupools:gpuSoftware": {"installer": "gpu-operator", "migStrategy": "single", "driverVersion": "580.95.05", "draGpuAllocation": False},
         "gpupools:upgrades": {"window": {"days": ["sun"], "start": "01:00", "hours": 8},
                               "exclusions": [{"name": "year-end", "start": "2026-12-20", "end": "2027-01-03", "scope": "no-upgrades"}]},
         "gpupools:pools": [
