@@ -50,9 +50,10 @@ def load_model(path: Path) -> dict:
     return json.loads(path.read_text())["model"]
 
 
-def _spell(path: str, key: str) -> str:
-    # A key that does not look like a name may be a credential pasted in the wrong place: described, not spelled.
-    return f"{path}.{key}" if name_like(key) else f"{path}.<{kind(key)}>"
+def _spell(path: str, key: str, known: bool = False) -> str:
+    # A key that is not a field of the model and does not look like a name may be a credential pasted in the wrong
+    # place: described, not spelled.
+    return f"{path}.{key}" if known or name_like(key) else f"{path}.<{kind(key)}>"
 
 
 def _closest(key: str, names: list[str]) -> str:
@@ -120,11 +121,11 @@ def _walk(api: NodeApi, schema: dict, value: Any, path: str, steps: Path_) -> li
     out = []
     fields = schema["fields"]
     for key, item in value.items():
-        where = _spell(path, key) if isinstance(key, str) else path
         if not isinstance(key, str):
             out.append(Problem(path, f"keys are field names, got {kind(key)}"))
             continue
         owner = _owner(api, steps + (key,))
+        where = _spell(path, key, known=key in fields or owner is not None)
         if owner is not None:
             out.append(Problem(where, f"gpupools sets this itself; {owner}"))
             continue
@@ -214,3 +215,31 @@ def system_node_problems(module: Any, cluster: Any) -> list[Problem]:
         why = "the cluster exists already" if cluster.create is False and api is not None else f"{module.SERVICE} takes none here"
         return [Problem("cluster.systemPool.node", f"gpupools makes no system pool to pass node settings to ({why}); remove it")]
     return node_problems(api, system.node, "cluster.systemPool.node")
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str) and name_like(value):
+        return value
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return "{" + ", ".join(f"{k if name_like(k) else '<' + kind(k) + '>'}: {_value_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    return kind(value)  # text that may be a credential is described, never shown
+
+
+def node_lines(api: NodeApi | None, node: Mapping[str, Any] | None) -> list[str]:
+    """Each field a `node:` sets, as the plan shows it, with what a change of it does where it replaces the pool."""
+    if api is None or not node:
+        return []
+    lines = []
+    for steps in paths_set(node, api):
+        value: Any = node
+        for step in steps:
+            value = value[step]
+        why = replacement(api, steps)
+        lines.append(f"{spelled(steps)}: {_value_text(value)}" + (f" (warning: {why})" if why else ""))
+    return lines
