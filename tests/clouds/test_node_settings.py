@@ -251,3 +251,17 @@ def test_policies_judge_what_node_settings_open():
     gke = plan_of(stack_config("gcp", pools=[{"name": "p", "instanceType": GKE_TYPE, "maxNodes": 2,
                                               "node": {"nodeConfig": {"workloadMetadataConfig": {"mode": "GCE_METADATA"}}}}]))
     assert resource_violations("gke-metadata-server", NODE_POOL, gke.get(NODE_POOL, "p").inputs)
+
+
+def test_the_docs_examples_are_valid_stacks():
+    import re
+    import yaml
+    from gpupools.validation.stack import validate_stack
+
+    text = (ROOT / "docs" / "node-settings.md").read_text()
+    examples = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    assert len(examples) == 2
+    gke, aks = examples
+    validate_stack(stack_config("gcp", pools=gke["gpupools:pools"]))
+    stack = validate_stack(stack_config("azure", pools=aks["gpupools:pools"], cluster=aks["gpupools:cluster"]))
+    assert stack.pools[0].node["scaleSetEvictionPolicy"] == "Deallocate" and stack.cluster.system_pool.node == {"maxPods": 110}
