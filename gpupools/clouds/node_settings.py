@@ -64,7 +64,7 @@ def _closest(key: str, names: list[str]) -> str:
     return f"closest: {', '.join(close)}" if close else f"fields: {', '.join(sorted(names)[:12])}{', ...' if len(names) > 12 else ''}"
 
 
-_TYPE_WORDS = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false", "array": "a list",
+_TYPE_WORDS = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false", "array": "a list", "int-or-string": "a number or a string",
                "map": "a mapping", "object": "a mapping"}
 
 
@@ -79,6 +79,8 @@ def _type_ok(kind_: str, value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind_ == "array":
         return isinstance(value, list)
+    if kind_ == "int-or-string":
+        return isinstance(value, str) or isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, dict)
 
 
@@ -191,7 +193,7 @@ def spelled(steps: Path_) -> str:
     return ".".join(steps)
 
 
-def stack_node_problems(module: Any, pool: Any, path: str) -> list[Problem]:
+def stack_node_problems(module: Any, pool: Any, path: str, autoscaler: str) -> list[Problem]:
     """A pool's `node:` against its cloud's node API (`module.NODE_API`), and what the cloud takes only in some pools."""
     if pool.node is None:
         return []
@@ -201,7 +203,7 @@ def stack_node_problems(module: Any, pool: Any, path: str) -> list[Problem]:
                                         f"(docs/node-settings.md lists the clouds and modes that do)")]
     problems = node_problems(api, pool.node, f"{path}.node")
     if not problems and hasattr(module, "node_setting_problems"):
-        problems = module.node_setting_problems(pool, path)
+        problems = module.node_setting_problems(pool, path, autoscaler)
     return problems
 
 

@@ -66,7 +66,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes} is greater than maxNodes ({pool.max_nodes}); minNodes must be between 0 and maxNodes"))
         problems += _label_problems(pool, path, module)
         problems += module.pool_problems(pool, path)
-        problems += stack_node_problems(module, pool, path)
+        problems += stack_node_problems(module, pool, path, resolve_autoscaler(module, cluster.create if cluster else True, autoscaler))
         if pool.instance_types and not getattr(module, "MULTI_TYPE_POOLS", False):
             problems.append(Problem(f"{path}.instanceTypes", f"{module.SERVICE} node pools have one {module.KIND_WORD} each; give instanceType, "
                                                              f"or one pool per {module.KIND_WORD}"))

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from conftest import ROOT, config_problems, plan_of, stack_config, write_stack
 from gpupools.cli.main import app
-from gpupools.clouds import azure, gcp
+from gpupools.clouds import aws, azure, gcp
 from gpupools.clouds.node_settings import merged, node_lines, node_problems
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -105,6 +105,13 @@ AKS_SIZE, GKE_TYPE = "Standard_NC24ads_A100_v4", "a3-highgpu-8g"
     ("gcp", GKE_TYPE, {"nodeConfig": {"linuxNodeConfig": {"cgroupMode": "V3"}}},
      "error: pools[0].node.nodeConfig.linuxNodeConfig.cgroupMode: not a value GKE takes here; allowed: CGROUP_MODE_V1, CGROUP_MODE_V2"),
     ("gcp", GKE_TYPE, {"nodeConfig": "x"}, "error: pools[0].node.nodeConfig: expected a mapping, got a string of 1 character"),
+    ("aws", "g5.2xlarge", {"nodeClass": {"kubelet": {"maxPods": "110"}}},
+     "error: pools[0].node.nodeClass.kubelet.maxPods: expected an integer, got a string of 3 characters"),
+    ("aws", "g5.2xlarge", {"nodeClass": {"kublet": {}}}, "error: pools[0].node.nodeClass.kublet: not a field of Karpenter's nodeClass; closest: kubelet"),
+    ("aws", "g5.2xlarge", {"nodeClass": {"metadataOptions": {"httpTokens": "maybe"}}},
+     "error: pools[0].node.nodeClass.metadataOptions.httpTokens: not a value Karpenter takes here; allowed: required, optional"),
+    ("aws", "g5.2xlarge", {"nodePool": {"replicas": 9}},
+     "error: pools[0].node.nodePool.replicas: above the pool's maxNodes (2), which caps the NodePool (limits.nodes)"),
 ])
 def test_a_wrong_node_setting_is_one_line(cloud, instance, node, expected):
     problems = _problems(cloud, node, instance)
@@ -117,7 +124,8 @@ def test_a_key_that_may_be_a_secret_is_not_echoed():
     assert all(token not in p for p in problems) and len(problems) == 2, problems
 
 
-@pytest.mark.parametrize("api, cloud, instance", [(azure.NODE_API, "azure", AKS_SIZE), (gcp.NODE_API, "gcp", GKE_TYPE)])
+@pytest.mark.parametrize("api, cloud, instance", [(azure.NODE_API, "azure", AKS_SIZE), (gcp.NODE_API, "gcp", GKE_TYPE),
+                                                  (aws.NODE_API, "aws", "g5.2xlarge")])
 def test_every_field_gpupools_owns_is_refused_with_where_to_set_it(api, cloud, instance):
     for path, where in api.owned.items():
         node: dict = {}
@@ -128,16 +136,22 @@ def test_every_field_gpupools_owns_is_refused_with_where_to_set_it(api, cloud, i
         problems = node_problems(api, node, "node")
         assert [str(p) for p in problems] == [f"error: node.{'.'.join(path)}: gpupools sets this itself; {where}"], path
     # taints inside node: point at the pool's own key, through the stack
-    taints = {"nodeTaints": ["a=b:NoSchedule"]} if cloud == "azure" else {"nodeConfig": {"taints": []}}
-    assert "a pool's own taints go in the pool's taints" in _problems(cloud, taints, instance)[0]
+    taints = {"azure": {"nodeTaints": ["a=b:NoSchedule"]}, "gcp": {"nodeConfig": {"taints": []}}, "aws": {"nodePool": {"template": {}}}}[cloud]
+    assert "taints" in _problems(cloud, taints, instance)[0]
 
 
 def test_node_is_refused_where_no_node_pool_takes_it():
     nap = stack_config("azure", pools=[{"name": "p", "instanceType": AKS_SIZE, "maxNodes": 2, "node": {"maxPods": 30}}],
                        cluster={"name": "ml", "resourceGroup": "rg", "mode": "node-auto-provisioning"})
     assert any(str(p).startswith("error: pools[0].node: AKS takes no node settings") for p in config_problems(nap))
-    aws = stack_config("aws", pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2, "node": {"maxPods": 30}}])
-    assert [str(p) for p in config_problems(aws)][0].startswith("error: pools[0].node: EKS takes no node settings")
+    managed_node_groups = stack_config("aws", autoscaler="cluster-autoscaler",
+                                       pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2, "node": {"nodePool": {"weight": 3}}}])
+    assert [str(p) for p in config_problems(managed_node_groups)] == [
+        "error: pools[0].node: EKS takes node settings on Karpenter pools only (nodeClass, nodePool); with managed node groups "
+        "(cluster-autoscaler) remove node"]
+    auto = stack_config("aws", pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2, "node": {"nodePool": {"weight": 3}}}],
+                        cluster={"name": "ml", "mode": "auto-mode"})
+    assert any(str(p).startswith("error: pools[0].node: EKS takes no node settings") for p in config_problems(auto))
 
 
 def test_the_plan_shows_each_field_and_warns_where_a_change_replaces_the_pool():
@@ -169,8 +183,8 @@ def test_models_are_the_installed_sdks():
     import node_api_models
     from clouds.test_gke_api_model import discovery_document
 
-    for cloud in ("azure", "gcp"):
-        derived = node_api_models.derive(cloud) if cloud == "azure" else None
+    for cloud in ("aws", "azure", "gcp"):
+        derived = node_api_models.derive(cloud) if cloud != "gcp" else None
         if cloud == "gcp":
             discovery_document()  # skips where the document is not on this machine
             derived = node_api_models.derive(cloud)
@@ -265,3 +279,69 @@ def test_the_docs_examples_are_valid_stacks():
     validate_stack(stack_config("gcp", pools=gke["gpupools:pools"]))
     stack = validate_stack(stack_config("azure", pools=aks["gpupools:pools"], cluster=aks["gpupools:cluster"]))
     assert stack.pools[0].node["scaleSetEvictionPolicy"] == "Deallocate" and stack.cluster.system_pool.node == {"maxPods": 110}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# EKS on Karpenter: the pool's EC2NodeClass and NodePool
+
+KARPENTER_NODE = {"nodeClass": {"kubelet": {"maxPods": 110, "systemReserved": {"cpu": "500m", "memory": "1Gi"},
+                                            "evictionHard": {"memory.available": "5%"}},
+                                "tags": {"team": "ml"}, "detailedMonitoring": True},
+                  "nodePool": {"replicas": 2}}
+
+
+@pytest.fixture(scope="module")
+def karpenter_plan():
+    return plan_of(stack_config("aws", pools=[{"name": "static", "instanceType": "g5.2xlarge", "maxNodes": 3, "node": KARPENTER_NODE},
+                                              {"name": "plain", "instanceType": "g5.2xlarge", "maxNodes": 3}]))
+
+
+def _objects(plan, kind: str) -> dict:
+    return {r.inputs["metadata"]["name"]: r.inputs for r in plan.resources if r.type.endswith(f":{kind}")}
+
+
+def test_karpenter_pool_carries_exactly_the_fields_set(karpenter_plan):
+    import jsonschema
+    import yaml
+    from conftest import cel_value, crd_rule_failures
+
+    classes, pools = _objects(karpenter_plan, "EC2NodeClass"), _objects(karpenter_plan, "NodePool")
+    static = pools["gpupools-static"]
+    own = classes[static["spec"]["template"]["spec"]["nodeClassRef"]["name"]]["spec"]
+    assert own["kubelet"] == KARPENTER_NODE["nodeClass"]["kubelet"] and own["detailedMonitoring"] is True
+    assert own["tags"]["team"] == "ml" and own["tags"]["gpupools.io/node-class"].startswith("gpupools-al2023")
+    assert own["metadataOptions"]["httpTokens"] == "required"  # gpupools' IMDSv2, untouched
+    assert static["spec"]["replicas"] == 2 and static["spec"]["limits"] == {"nodes": "3"}
+    # the other pool's class and NodePool carry none of it
+    plain = pools["gpupools-plain"]
+    assert "replicas" not in plain["spec"] and "kubelet" not in classes[plain["spec"]["template"]["spec"]["nodeClassRef"]["name"]]["spec"]
+    for kind, crd in (("EC2NodeClass", "karpenter.k8s.aws_ec2nodeclasses.yaml"), ("NodePool", "karpenter.sh_nodepools.yaml")):
+        schema = yaml.safe_load((ROOT / "tests" / "reference" / "karpenter" / crd).read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for obj in _objects(karpenter_plan, kind).values():
+            jsonschema.validate(obj, schema)
+            if kind == "NodePool":  # the spec's own rules: a static NodePool takes only limits.nodes and no weight
+                spec_rules = schema["properties"]["spec"]["x-kubernetes-validations"]
+                assert [r for r in spec_rules if "oldSelf" not in r["rule"] and not cel_value(r["rule"], {"self": obj["spec"]})] == []
+                if "replicas" in obj["spec"]:  # and the rules do see a static NodePool with a weight
+                    assert [r["message"] for r in spec_rules if "oldSelf" not in r["rule"]
+                            and not cel_value(r["rule"], {"self": {**obj["spec"], "weight": 5}})] == ["'weight' is not supported on static NodePools"]
+            elif "kubelet" in obj["spec"]:  # the kubelet's rules (the alias rules use CEL functions cel-python lacks)
+                kubelet = schema["properties"]["spec"]["properties"]["kubelet"]
+                assert kubelet.get("x-kubernetes-validations") and crd_rule_failures(obj["spec"]["kubelet"], kubelet) == []
+
+
+def test_karpenter_metadata_options_are_a_default_the_imds_policy_judges():
+    from test_policies import resource_violations
+
+    plan = plan_of(stack_config("aws", pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2,
+                                               "node": {"nodeClass": {"metadataOptions": {"httpTokens": "optional"}}}}]))
+    (spec,) = [o["spec"] for o in _objects(plan, "EC2NodeClass").values() if o["spec"]["metadataOptions"]["httpTokens"] == "optional"]
+    assert spec["metadataOptions"]["httpPutResponseHopLimit"] == 2
+    obj = next(o for o in _objects(plan, "EC2NodeClass").values() if o["spec"] is spec)
+    assert resource_violations("eks-imdsv2", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", obj)
+
+
+def test_the_plan_warns_that_static_replicas_cannot_be_turned_off_in_place():
+    assert node_lines(aws.NODE_API, {"nodePool": {"replicas": 2}, "nodeClass": {"kubelet": {"maxPods": 110}}}) == [
+        "nodePool.replicas: 2 (warning: Karpenter refuses to turn a NodePool between static (replicas) and dynamic: setting or removing "
+        "it needs the NodePool deleted first)", "nodeClass.kubelet.maxPods: 110"]

@@ -75,7 +75,7 @@ SYSTEM_NODE_API = NodeApi(
 SPOT_ONLY = ("scaleSetEvictionPolicy", "spotMaxPrice")
 
 
-def node_setting_problems(pool: Pool, path: str) -> list[Problem]:
+def node_setting_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
     """What the AgentPool takes only in some pools: Spot settings on Spot pools."""
     given = [key for key in SPOT_ONLY if key in (pool.node or {})]
     if not given or capacity.spot_only(pool):

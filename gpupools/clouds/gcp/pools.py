@@ -86,7 +86,7 @@ SYSTEM_NODE_API = NodeApi(
     replaces=NODE_API.replaces, defaults=NODE_API.defaults)
 
 
-def node_setting_problems(pool: Pool, path: str) -> list[Problem]:
+def node_setting_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
     """A ComputeClass pool has no node pool of its own (GKE creates them as work asks): nothing to pass settings to."""
     if uses_compute_class(pool):
         return [Problem(f"{path}.node", "a compute-class pool has no node pool of its own to take node settings; remove node, "
