@@ -260,6 +260,27 @@ def test_every_gke_field_is_in_the_discovery_document():
 def test_policies_judge_what_node_settings_open():
     from test_policies import resource_violations
 
+    # the kubelet: unsafe sysctls (unless the config allows them by name) and GKE's read-only port
+    aks_sysctls = plan_of(stack_config("azure", pools=[{"name": "p", "instanceType": AKS_SIZE, "maxNodes": 2,
+                                                        "node": {"kubeletConfig": {"allowedUnsafeSysctls": ["net.core.somaxconn", "kernel.msgmax"]}}}]))
+    props = aks_sysctls.get(AGENT_POOL, "p").inputs
+    assert resource_violations("node-kubelet-closed", AGENT_POOL, props) == [
+        "node pool 'r' lets pods set unsafe sysctls (net.core.somaxconn, kernel.msgmax), which reach beyond the pod; drop "
+        "allowedUnsafeSysctls, or list them in the policy config's allowedUnsafeSysctls"]
+    assert resource_violations("node-kubelet-closed", AGENT_POOL, props, {"allowedUnsafeSysctls": ["net.core.somaxconn", "kernel.msgmax"]}) == []
+    gke_port = plan_of(stack_config("gcp", pools=[{"name": "p", "instanceType": GKE_TYPE, "maxNodes": 2, "node": {
+        "nodeConfig": {"kubeletConfig": {"insecureKubeletReadonlyPortEnabled": "TRUE"}}, "networkConfig": {"enablePrivateNodes": False}}}]))
+    props = gke_port.get(NODE_POOL, "p").inputs
+    assert [m.split(" (")[0] for m in resource_violations("node-kubelet-closed", NODE_POOL, props)] == ["node pool 'r' opens the kubelet's unauthenticated read-only port"]
+    assert resource_violations("no-public-ssh", NODE_POOL, props)
+    # the A3 pool of the peer stack opens nothing
+    assert resource_violations("node-kubelet-closed", NODE_POOL, plan_of(stack_config("gcp", pools=[
+        {"name": "a3", "instanceType": GKE_TYPE, "maxNodes": 2, "node": GKE_NODE}])).get(NODE_POOL, "a3").inputs) == []
+    karpenter = plan_of(stack_config("aws", pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2,
+                                                    "node": {"nodeClass": {"associatePublicIPAddress": True}}}]))
+    (public,) = [o for o in _objects(karpenter, "EC2NodeClass").values() if o["spec"].get("associatePublicIPAddress")]
+    assert resource_violations("no-public-ssh", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", public)
+
     aks = plan_of(stack_config("azure", pools=[{"name": "p", "instanceType": AKS_SIZE, "maxNodes": 2, "node": {"enableNodePublicIP": True}}]))
     assert resource_violations("no-public-ssh", AGENT_POOL, aks.get(AGENT_POOL, "p").inputs)
     gke = plan_of(stack_config("gcp", pools=[{"name": "p", "instanceType": GKE_TYPE, "maxNodes": 2,
