@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Secret
 
-from gpupools.policies._readback import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
+from gpupools.policies._readback import AKS_AGENT_POOL, EC2_NODE_CLASS, GCORE_POOL, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
 from gpupools.clouds.common import MAX_OPEN_IPV4, MAX_OPEN_IPV6
 from gpupools.policies._props import SECRET_MARKER, as_int, entries, get, is_unknown, items, plain
 
@@ -143,6 +143,10 @@ def validate_ssh(args: ResourceValidationArgs, report: ReportViolation) -> None:
         if get(props, "enableNodePublicIP") is True:
             report(f"agent pool {args.name!r} gives every node a public IP, which exposes SSH and the kubelet to the "
                    f"internet; set enableNodePublicIP false", None)
+    elif typ == GCORE_POOL:
+        if get(props, "pool", "is_public_ipv4") is True:
+            report(f"Gcore pool {args.name!r} gives every node a public IPv4 address (is_public_ipv4), which exposes SSH and the "
+                   f"kubelet to the internet; drop is_public_ipv4", None)
     elif typ == EC2_NODE_CLASS:
         # A pool's node settings may set it (docs/node-settings.md); unset, the subnet decides, and gpupools' are private.
         if get(props, "spec", "associatePublicIPAddress") is True:

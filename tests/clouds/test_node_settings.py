@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from conftest import ROOT, config_problems, plan_of, stack_config, write_stack
 from gpupools.cli.main import app
-from gpupools.clouds import aws, azure, gcp
+from gpupools.clouds import aws, azure, gcore, gcp
 from gpupools.clouds.node_settings import merged, node_lines, node_problems
 
 AGENT_POOL = "azure-native:containerservice:AgentPool"
@@ -86,7 +86,9 @@ def test_merge_keeps_gpupools_settings_except_its_defaults():
 
 
 def _problems(cloud: str, node, instance: str, **pool) -> list[str]:
-    return [str(p) for p in config_problems(stack_config(cloud, pools=[{"name": "p", "instanceType": instance, "maxNodes": 2, **pool, "node": node}]))]
+    least = {"minNodes": 1} if cloud == "gcore" else {}  # Gcore pools keep a node
+    return [str(p) for p in config_problems(stack_config(cloud, pools=[{"name": "gp", "instanceType": instance, "maxNodes": 2, **least, **pool,
+                                                                        "node": node}]))]
 
 
 AKS_SIZE, GKE_TYPE = "Standard_NC24ads_A100_v4", "a3-highgpu-8g"
@@ -110,6 +112,11 @@ AKS_SIZE, GKE_TYPE = "Standard_NC24ads_A100_v4", "a3-highgpu-8g"
     ("aws", "g5.2xlarge", {"nodeClass": {"kublet": {}}}, "error: pools[0].node.nodeClass.kublet: not a field of Karpenter's nodeClass; closest: kubelet"),
     ("aws", "g5.2xlarge", {"nodeClass": {"metadataOptions": {"httpTokens": "maybe"}}},
      "error: pools[0].node.nodeClass.metadataOptions.httpTokens: not a value Karpenter takes here; allowed: required, optional"),
+    ("gcore", "g3-ai-32-192-1500-l40s-48-1", {"kubelet_config": {"maxPods": 110}},
+     "error: pools[0].node.kubelet_config.maxPods: expected a string, got a number of 3 digits"),
+    ("gcore", "g3-ai-32-192-1500-l40s-48-1", {"kubelet": {}}, "error: pools[0].node.kubelet: not a field of Gcore's pool; closest: kubelet_config"),
+    ("gcore", "g3-ai-32-192-1500-l40s-48-1", {"boot_volume_type": "fast"},
+     "error: pools[0].node.boot_volume_type: not a value Gcore takes here; allowed: cold, ssd_hiiops, ssd_local, ssd_lowlatency, standard, ultra"),
     ("aws", "g5.2xlarge", {"nodePool": {"replicas": 9}},
      "error: pools[0].node.nodePool.replicas: above the pool's maxNodes (2), which caps the NodePool (limits.nodes)"),
 ])
@@ -124,8 +131,11 @@ def test_a_key_that_may_be_a_secret_is_not_echoed():
     assert all(token not in p for p in problems) and len(problems) == 2, problems
 
 
+GCORE_FLAVOR = "g3-ai-32-192-1500-l40s-48-1"
+
+
 @pytest.mark.parametrize("api, cloud, instance", [(azure.NODE_API, "azure", AKS_SIZE), (gcp.NODE_API, "gcp", GKE_TYPE),
-                                                  (aws.NODE_API, "aws", "g5.2xlarge")])
+                                                  (aws.NODE_API, "aws", "g5.2xlarge"), (gcore.NODE_API, "gcore", GCORE_FLAVOR)])
 def test_every_field_gpupools_owns_is_refused_with_where_to_set_it(api, cloud, instance):
     for path, where in api.owned.items():
         node: dict = {}
@@ -136,7 +146,8 @@ def test_every_field_gpupools_owns_is_refused_with_where_to_set_it(api, cloud, i
         problems = node_problems(api, node, "node")
         assert [str(p) for p in problems] == [f"error: node.{'.'.join(path)}: gpupools sets this itself; {where}"], path
     # taints inside node: point at the pool's own key, through the stack
-    taints = {"azure": {"nodeTaints": ["a=b:NoSchedule"]}, "gcp": {"nodeConfig": {"taints": []}}, "aws": {"nodePool": {"template": {}}}}[cloud]
+    taints = {"azure": {"nodeTaints": ["a=b:NoSchedule"]}, "gcp": {"nodeConfig": {"taints": []}}, "aws": {"nodePool": {"template": {}}},
+              "gcore": {"taints": {}}}[cloud]
     assert "taints" in _problems(cloud, taints, instance)[0]
 
 
@@ -183,7 +194,7 @@ def test_models_are_the_installed_sdks():
     import node_api_models
     from clouds.test_gke_api_model import discovery_document
 
-    for cloud in ("aws", "azure", "gcp"):
+    for cloud in ("aws", "azure", "gcp", "gcore"):
         derived = node_api_models.derive(cloud) if cloud != "gcp" else None
         if cloud == "gcp":
             discovery_document()  # skips where the document is not on this machine
@@ -367,3 +378,17 @@ def test_the_plan_warns_that_static_replicas_cannot_be_turned_off_in_place():
     assert node_lines(aws.NODE_API, {"nodePool": {"replicas": 2}, "nodeClass": {"kubelet": {"maxPods": 110}}}) == [
         "nodePool.replicas: 2 (warning: Karpenter refuses to turn a NodePool between static (replicas) and dynamic: setting or removing "
         "it needs the NodePool deleted first)", "nodeClass.kubelet.maxPods: 110"]
+
+
+def test_gcore_pool_carries_the_kubelet_and_cri_o_settings():
+    from test_policies import resource_violations
+
+    node = {"kubelet_config": {"maxPods": "110"}, "crio_config": {"default-ulimits": "nofile=1048576:1048576"}, "is_public_ipv4": True}
+    plan = plan_of(stack_config("gcore", pools=[{"name": "infer", "instanceType": GCORE_FLAVOR, "minNodes": 1, "maxNodes": 3, "node": node}]))
+    (resource,) = [r for r in plan.resources if r.type == "pulumi-python:dynamic:Resource" and r.name == "infer"]
+    pool = resource.inputs["pool"]
+    assert (pool["kubelet_config"], pool["crio_config"], pool["is_public_ipv4"]) == (node["kubelet_config"], node["crio_config"], True)
+    assert pool["flavor_id"] == GCORE_FLAVOR and pool["taints"]  # gpupools' own stay
+    assert resource_violations("no-public-ssh", "pulumi-python:dynamic:Resource", resource.inputs)
+    assert node_lines(gcore.NODE_API, {"kubelet_config": {"maxPods": "110"}}) == [
+        "kubelet_config: {maxPods: 110} (warning: Gcore cannot change it on a running pool: a change replaces the pool)"]
