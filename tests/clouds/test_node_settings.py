@@ -165,6 +165,18 @@ def test_node_is_refused_where_no_node_pool_takes_it():
     assert any(str(p).startswith("error: pools[0].node: EKS takes no node settings") for p in config_problems(auto))
 
 
+def test_the_system_pool_takes_node_settings_where_gpupools_makes_one():
+    existing = stack_config("azure", cluster={"name": "ml", "resourceGroup": "rg", "create": False, "systemPool": {"node": {"maxPods": 30}}})
+    assert "error: cluster.systemPool.node: gpupools makes no system pool to pass node settings to (the cluster exists already); remove it" in [
+        str(p) for p in config_problems(existing)]
+    eks = stack_config("aws", cluster={"name": "ml", "systemPool": {"node": {"maxPods": 30}}})
+    assert [str(p) for p in config_problems(eks)] == [
+        "error: cluster.systemPool.node: gpupools makes no system pool to pass node settings to (EKS takes none here); remove it"]
+    sized = stack_config("gcp", cluster={"name": "ml", "location": "us-central1", "systemPool": {"node": {"nodeConfig": {"machineType": "e2"}}}})
+    assert [str(p) for p in config_problems(sized)] == [
+        "error: cluster.systemPool.node.nodeConfig.machineType: gpupools sets this itself; gpupools sizes the system pool"]
+
+
 def test_the_plan_shows_each_field_and_warns_where_a_change_replaces_the_pool():
     lines = node_lines(azure.NODE_API, {"maxPods": 60, "scaleDownMode": "Deallocate", "tags": {"team": "ml"}})
     assert lines[0] == "maxPods: 60 (warning: AKS cannot change it on a running pool: a new pool (under a new name) takes the change)"
