@@ -99,6 +99,8 @@ class Cluster(TypedDict):
     """gcore, new cluster (required there): the name of the project's SSH keypair every node gets."""
     mode: NotRequired[str]
     """Who runs the GPU nodes: standard (default, gpupools' own pools), auto-mode (aws: EKS Auto Mode), node-auto-provisioning (azure: AKS node auto-provisioning) or autopilot (gcp: GKE Autopilot)."""
+    system_pool: NotRequired[dict[str, Any]]
+    """azure, gcp, new cluster: the system pool's settings: node, fields of its AKS AgentPool or GKE NodePool."""
 
 
 class Pool(TypedDict):
@@ -144,6 +146,8 @@ class Pool(TypedDict):
     """gcore virtual-machine flavors only: the server-group policy, affinity, anti-affinity or soft-anti-affinity (default)."""
     provisioning: NotRequired[str]
     """gcp: node-pool (default, one GKE node pool) or compute-class (a ComputeClass whose priorities are the capacity list in order)."""
+    node: NotRequired[dict[str, Any]]
+    """azure, gcp: fields of the pool's AKS AgentPool or GKE NodePool in the provider's spelling (maxPods, nodeConfig, ...), merged under gpupools' own."""
 
 
 class GpuSoftware(TypedDict):

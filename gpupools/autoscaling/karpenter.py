@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gpupools.capacity.sources import block_marker, placement_zones, reserved_marker
 from gpupools.clouds import aws as aws_cloud
+from gpupools.clouds.node_settings import merged
 from gpupools.clouds.aws import (DISK_CLASSES, karpenter_disruption, HUGE_PAGE_MI, FABRIC_RESOURCE as EFA_RESOURCE, allocated_hugepages, instance_store_raid0,
                                  karpenter_capacity_types, node_disk, node_hugepages, node_user_data as aws_node_user_data,
                                  pool_instance_types, reservation_selector_terms, type_plans)
@@ -85,6 +86,7 @@ class NodeClassSpec:
     reservations: str | None = None  # capacityReservationSelectorTerms as JSON; the pool's own class when set
     disk_iops: int = 3000  # gp3 IOPS and MiB/s of the volume (clouds.aws, node_disk)
     disk_throughput: int = 125
+    settings: str | None = None  # the pool's `node.nodeClass` as JSON, merged under gpupools' spec; the pool's own class when set
 
     @property
     def alias(self) -> str:
@@ -98,7 +100,9 @@ def node_class_spec(plan: PoolPlan, fabric: FabricPlan | None = None) -> NodeCla
     terms = reservation_selector_terms(plan.pool)
     reservations = json.dumps(terms, sort_keys=True) if terms else None
     disk = node_disk(plan.pool)
-    common = dict(raid0=instance_store_raid0(plan.pool), reservations=reservations, disk_iops=disk.iops, disk_throughput=disk.throughput)
+    own = (plan.pool.node or {}).get("nodeClass")
+    common = dict(raid0=instance_store_raid0(plan.pool), reservations=reservations, disk_iops=disk.iops, disk_throughput=disk.throughput,
+                  settings=json.dumps(own, sort_keys=True) if own else None)
     if fabric is None:
         return NodeClassSpec(family, disk.size_gb, node_user_data(plan, None), **common)
     return NodeClassSpec(family, disk.size_gb, node_user_data(plan, fabric.kind), efa=fabric.devices, placement_group=fabric.placement_group,
@@ -147,6 +151,8 @@ def node_class_name(spec: NodeClassSpec, plan: PoolPlan) -> str:
         parts.append(f"fabric-{plan.name}")
     if spec.reservations is not None:
         parts.append(f"reserved-{plan.name}")  # reservations are the pool's own
+    if spec.settings is not None:
+        parts.append(f"node-{plan.name}")  # so are its node settings
     return short_name("-".join(parts).replace("+", "."))
 
 
@@ -227,6 +233,8 @@ def ec2_node_class(name: str, spec: NodeClassSpec, node_role_name: str, subnet_i
         # Karpenter uses the selected ODCRs and Capacity Blocks before spot and on-demand (nodeclasses docs,
         # capacityReservationSelectorTerms); the ReservedCapacity feature gate is on by default since 1.6.
         body["capacityReservationSelectorTerms"] = json.loads(spec.reservations)
+    if spec.settings is not None:  # the pool's node settings, under gpupools' own (clouds.aws NODE_API)
+        body = merged(body, json.loads(spec.settings), frozenset(d[1:] for d in aws_cloud.NODE_API.defaults if d[0] == "nodeClass"))
     return {"apiVersion": NODE_CLASS_API, "kind": "EC2NodeClass", "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpupools"}},
             "spec": body}
 
@@ -262,7 +270,7 @@ def node_pool(plan: PoolPlan, node_class: str, window: Window | None = None, cla
     them (a managed mode's `karpenter_disruption`: EKS Auto Mode caps a node's life), Karpenter on EKS's otherwise."""
     lifetime = lifetime or karpenter_disruption(plan.pool, window or Window.of(MaintenanceWindow()))
     kind = pool_upgrade(plan.pool).kind
-    return {
+    body = {
         "apiVersion": NODE_POOL_API, "kind": "NodePool",
         "metadata": {"name": node_pool_name(plan), "labels": {"app.kubernetes.io/managed-by": "gpupools", "gpupools.io/pool": plan.name,
                                                               UPGRADES_LABEL: kind},
@@ -284,6 +292,10 @@ def node_pool(plan: PoolPlan, node_class: str, window: Window | None = None, cla
             "disruption": lifetime["disruption"],
         },
     }
+    own = (plan.pool.node or {}).get("nodePool") if class_ref == EC2_NODE_CLASS_REF else None
+    if own:  # the pool's node settings (static replicas, weight), under gpupools' own (clouds.aws NODE_API)
+        body["spec"] = merged(body["spec"], own)
+    return body
 
 
 def overlay_capacity(plan: PoolPlan) -> dict[str, int]:

@@ -247,7 +247,7 @@ def _weakens(key: str, default: Any, value: Any) -> bool | None:
         return None
     if isinstance(value, list) and isinstance(default, list):
         have, had = {json.dumps(v, sort_keys=True) for v in value}, {json.dumps(v, sort_keys=True) for v in default}
-        if key == "exceptions" or "Without" in key:
+        if key == "exceptions" or "Without" in key or key.startswith("allow"):  # more allowed (allowedUnsafeSysctls) is weaker
             return bool(have - had)
         if key.startswith("required"):
             return bool(had - have)

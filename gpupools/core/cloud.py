@@ -62,6 +62,10 @@ class Cloud(Protocol):
     # label, and what the managed mode refuses of a pool.
     CLUSTER_MODES: tuple[str, ...]
 
+    # A pool's `node:` (gpupools.clouds.node_settings.NodeApi): the cloud's node API a pool may set fields of, None where
+    # the mode takes none; `SYSTEM_NODE_API` the same for the system pool of a new cluster, where there is one.
+    NODE_API: Any
+
     def pod_node_selector(self, pool: Any) -> dict[str, str]: ...
     # The planned pool as the mode's nodes carry it: the labels and taints the service puts on nodes it makes itself
     # (GKE Autopilot's), and what a pod selects to get one; the plan unchanged where gpupools makes the nodes.

@@ -21,6 +21,7 @@ from gpupools.upgrades.policy import Window, window_of
 from gpupools.deploy import kube
 from gpupools.deploy.base import ClusterHandle, Component
 from gpupools.deploy.gpu_software import helm_release
+from gpupools.clouds.node_settings import merged
 from gpupools.deploy.wire import CloudResource, invoke, provider_inputs, python_names
 
 # Registered by type token, as pulumi_azure_native's classes register them: its container service, authorization and
@@ -55,7 +56,11 @@ class AksCluster(Component):
                 identity = CloudResource(IDENTITY, f"{name}-identity", provider_inputs(
                     {"resource_group_name": cluster.resource_group, "resource_name_": f"{cluster.name}-identity"}), ("principalId",), self.child())
                 args["identity"] = {"type": "UserAssigned", "user_assigned_identities": [identity.id]}
-            managed = CloudResource(MANAGED_CLUSTER, name, provider_inputs(args), ("name",), self.child(
+            inputs = provider_inputs(args)
+            system_node = cluster.system_pool.node if cluster.system_pool is not None else None
+            if system_node:
+                inputs["agentPoolProfiles"][0] = merged(inputs["agentPoolProfiles"][0], system_node, decide.SYSTEM_NODE_API.defaults)
+            managed = CloudResource(MANAGED_CLUSTER, name, inputs, ("name",), self.child(
                 ignore_changes=["agentPoolProfiles[0].count"]))
             self.cluster_name = managed.name
             # When AKS may upgrade the cluster and its node images: the stack's window and exclusions.
@@ -123,8 +128,8 @@ class AksGpuNodePool(Component):
         super().__init__(plan.name, opts)
         self.agent_pool = CloudResource(
             AGENT_POOL, plan.name,
-            provider_inputs(decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version,
-                                                   autoscaler_resources)), ("name",),
+            merged(provider_inputs(decide.agent_pool_args(plan, installer, cluster.details["resource_group"], cluster.name, kubernetes_version,
+                                                          autoscaler_resources)), plan.pool.node, decide.NODE_API.defaults), ("name",),
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
             self.child(ignore_changes=["count"], delete_before_replace=True,
                        depends_on=cluster.details.get("reservation_access", []) if decide.reservation_group(plan.pool) else []))

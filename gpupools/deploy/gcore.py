@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from gpupools.clouds.node_settings import merged
 from gpupools.clouds import gcore as decide
 from gpupools.core.facts import GcoreRegion, GcoreRegions
 from gpupools.core.pools import PoolPlan
@@ -588,7 +589,7 @@ class GcoreGpuNodePool(Component):
         super().__init__(plan.name, opts)
         project, region = location(stack)
         # The taint form here; the SDK's own type in the provider's Check (PoolProvider.check), before anything is created.
-        params = pool_taints(decide.pool_params(plan))
+        params = pool_taints(merged(decide.pool_params(plan), plan.pool.node, decide.NODE_API.defaults))
         self.pool = GcorePoolResource(plan.name, {"project_id": project, "region_id": region, "cluster_name": stack.cluster.name,
                                                   "pool": params},
                                       self.child(depends_on=[cluster.details["cluster"]]))

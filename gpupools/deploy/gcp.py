@@ -11,6 +11,7 @@ from gpupools.core.pools import PoolPlan
 
 from gpupools.deploy.base import ClusterHandle, Component
 from gpupools.deploy import kube
+from gpupools.clouds.node_settings import merged
 from gpupools.deploy.wire import CloudResource, invoke, provider_inputs, python_names
 from gpupools.fabric import gpudirect
 from gpupools.fabric.plan import plan_fabrics
@@ -62,7 +63,7 @@ class GkeCluster(Component):
             # The system pool's nodes pull images from outside Google as soon as they start: NAT first. Autopilot has none.
             system = mode.system_node_pool_args(gke.name, cluster.location, project, self.node_account)
             if system is not None:
-                CloudResource(NODE_POOL, "system", provider_inputs(system), ("name",),
+                CloudResource(NODE_POOL, "system", _system_inputs(mode, provider_inputs(system), cluster), ("name",),
                               self.child(ignore_changes=["initialNodeCount"], depends_on=[*after, *grants]))
         else:
             # An existing cluster is read by token (wire.py), its answer in the SDK's Python names, which the findings read.
@@ -191,7 +192,7 @@ class GkeGpuNodePool(Component):
         if attachments is not None:
             args = decide.fabric_node_pool_args(plan, args, attachments)
         self.node_pool = CloudResource(
-            NODE_POOL, plan.name, provider_inputs(args), ("name",),
+            NODE_POOL, plan.name, merged(provider_inputs(args), plan.pool.node, decide.NODE_API.defaults), ("name",),
             # The cluster autoscaler owns the node count; only the bounds come from the stack.
             self.child(ignore_changes=["initialNodeCount", "nodeCount"], delete_before_replace=True, depends_on=after))
         self.register_outputs({"nodePoolName": self.node_pool.name})
@@ -225,3 +226,9 @@ def build_pool(plan: PoolPlan, cluster: ClusterHandle, stack: StackConfig, insta
     if decide.uses_compute_class(plan.pool):
         return GkeComputeClass(plan, cluster, opts)
     return GkeGpuNodePool(plan, cluster, installer, stack.cluster.kubernetes_version, opts)
+
+
+def _system_inputs(mode, inputs: dict, cluster) -> dict:
+    """The system pool's inputs with `cluster.systemPool.node` merged under them."""
+    node = cluster.system_pool.node if cluster.system_pool is not None else None
+    return merged(inputs, node, mode.SYSTEM_NODE_API.defaults) if node else inputs

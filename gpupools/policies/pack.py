@@ -47,6 +47,7 @@ POLICIES: list[Policy] = [
 SECURITY_POLICIES = frozenset({
     # gpupools/policies/security.py
     "no-public-ssh", "eks-imdsv2", "gke-metadata-server", "gke-shielded-nodes", "no-plaintext-secrets", "encrypted-node-disks",
+    "node-kubelet-closed",
     # gpupools/policies/clusters.py
     "cluster-endpoint-restricted", "eks-secrets-encryption", "eks-control-plane-logs", "eks-access-entries", "aks-entra-id-rbac",
     "aks-defender-and-policy", "cluster-network-policy", "cluster-workload-identity", "gke-private-nodes", "gke-binary-authorization",

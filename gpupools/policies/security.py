@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Secret
 
-from gpupools.policies._readback import AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
+from gpupools.policies._readback import AKS_AGENT_POOL, EC2_NODE_CLASS, GCORE_POOL, EKS_NODE_GROUP, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASE, LAUNCH_TEMPLATE, eks_is_gpu, gke_accelerators, sensitive_key
 from gpupools.clouds.common import MAX_OPEN_IPV4, MAX_OPEN_IPV6
 from gpupools.policies._props import SECRET_MARKER, as_int, entries, get, is_unknown, items, plain
 
@@ -143,6 +143,20 @@ def validate_ssh(args: ResourceValidationArgs, report: ReportViolation) -> None:
         if get(props, "enableNodePublicIP") is True:
             report(f"agent pool {args.name!r} gives every node a public IP, which exposes SSH and the kubelet to the "
                    f"internet; set enableNodePublicIP false", None)
+    elif typ == GCORE_POOL:
+        if get(props, "pool", "is_public_ipv4") is True:
+            report(f"Gcore pool {args.name!r} gives every node a public IPv4 address (is_public_ipv4), which exposes SSH and the "
+                   f"kubelet to the internet; drop is_public_ipv4", None)
+    elif typ == EC2_NODE_CLASS:
+        # A pool's node settings may set it (docs/node-settings.md); unset, the subnet decides, and gpupools' are private.
+        if get(props, "spec", "associatePublicIPAddress") is True:
+            report(f"EC2NodeClass {args.name!r} gives every node a public IP (spec.associatePublicIPAddress), which exposes SSH and "
+                   f"the kubelet to the internet; drop associatePublicIPAddress", None)
+    elif typ == GKE_NODE_POOL:
+        # A node pool's own networkConfig.enablePrivateNodes overrides the cluster's private nodes (GKE API NodeNetworkConfig).
+        if get(props, "networkConfig", "enablePrivateNodes") is False:
+            report(f"node pool {args.name!r} gives its nodes public IPs (networkConfig.enablePrivateNodes is false), which exposes "
+                   f"SSH and the kubelet to the internet; drop enablePrivateNodes", None)
     elif typ == "aws:ec2/securityGroup:SecurityGroup":
         # The union of every ingress rule that reaches port 22: two rules of /1 each open as much as one of /0.
         ssh = [rule for rule in items(get(props, "ingress")) if _covers_ssh(get(rule, "protocol"), get(rule, "fromPort"), get(rule, "toPort"))]
@@ -165,7 +179,8 @@ def validate_ssh(args: ResourceValidationArgs, report: ReportViolation) -> None:
 
 no_public_ssh = ResourceValidationPolicy(
     name="no-public-ssh",
-    description="Nodes are not reachable by SSH from the internet (EKS remoteAccess, AKS node public IPs, security groups, GCP firewalls).",
+    description="Nodes are not reachable by SSH from the internet (EKS remoteAccess, AKS node public IPs, Karpenter EC2NodeClass and GKE node "
+                "pool public IPs, security groups, GCP firewalls).",
     enforcement_level=EnforcementLevel.MANDATORY,
     validate=validate_ssh,
 )
@@ -416,4 +431,44 @@ encrypted_node_disks = ResourceValidationPolicy(
     validate=validate_disks,
 )
 
-POLICIES = [no_public_ssh, eks_imdsv2, gke_metadata_server, gke_shielded_nodes, no_plaintext_secrets, encrypted_node_disks]
+# --------------------------------------------------------------------------------------------------------------------
+# node-kubelet-closed
+
+
+def validate_kubelet(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    """What a pool's node settings may open in the kubelet: sysctls Kubernetes calls unsafe (they reach beyond the pod:
+    kubernetes.io/docs/tasks/administer-cluster/sysctl-cluster, "Safe and Unsafe Sysctls"), which a kubelet lets pods
+    set only when listed in allowedUnsafeSysctls, and the kubelet's unauthenticated read-only port (10255)."""
+    typ, props = args.resource_type, args.props
+    if typ == AKS_AGENT_POOL:
+        sysctls, readonly = get(props, "kubeletConfig", "allowedUnsafeSysctls"), None
+    elif typ == GKE_NODE_POOL:
+        sysctls = get(props, "nodeConfig", "kubeletConfig", "allowedUnsafeSysctls")
+        readonly = get(props, "nodeConfig", "kubeletConfig", "insecureKubeletReadonlyPortEnabled")
+    else:
+        return
+    allowed = set(items(args.get_config().get("allowedUnsafeSysctls") or []))
+    unsafe = [str(s) for s in items(sysctls) if not is_unknown(s) and str(s) not in allowed]
+    if unsafe:
+        report(f"node pool {args.name!r} lets pods set unsafe sysctls ({', '.join(unsafe)}), which reach beyond the pod; drop "
+               f"allowedUnsafeSysctls, or list them in the policy config's allowedUnsafeSysctls", None)
+    # pulumi-gcp spells it as Terraform does, the string "TRUE" or "FALSE" (google_container_node_pool
+    # insecure_kubelet_readonly_port_enabled); the API's own field is a boolean.
+    if readonly is True or (isinstance(readonly, str) and readonly.upper() == "TRUE"):
+        report(f"node pool {args.name!r} opens the kubelet's unauthenticated read-only port (insecureKubeletReadonlyPortEnabled); "
+               f"drop it", None)
+
+
+node_kubelet_closed = ResourceValidationPolicy(
+    name="node-kubelet-closed",
+    description="Node pools' kubelets let no pod set unsafe sysctls (AKS and GKE allowedUnsafeSysctls) and serve no unauthenticated "
+                "read-only port (GKE insecureKubeletReadonlyPortEnabled), unless the policy config allows the sysctls by name.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    config_schema=PolicyConfigSchema(properties={
+        "allowedUnsafeSysctls": {"type": "array", "items": {"type": "string"}, "default": [],
+                                 "description": "Unsafe sysctls node pools may let pods set (e.g. net.core.somaxconn)."},
+    }),
+    validate=validate_kubelet,
+)
+
+POLICIES = [no_public_ssh, eks_imdsv2, gke_metadata_server, gke_shielded_nodes, no_plaintext_secrets, encrypted_node_disks, node_kubelet_closed]

@@ -325,6 +325,9 @@ class Pool(Model):
     # GKE: how the pool's nodes come to be. `node-pool` (unset): one GKE node pool of one capacity kind; `compute-class`:
     # a ComputeClass whose priorities are the capacity list in order, node pools auto-created by GKE as work asks.
     provisioning: Literal["node-pool", "compute-class"] | None = None
+    # Fields of the cloud's own node API, in its spelling, passed through to the pool's resource under gpupools' own
+    # settings; checked against the cloud's model (gpupools.clouds.node_settings, docs/node-settings.md).
+    node: dict[str, Any] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -387,6 +390,12 @@ GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 ClusterMode = Literal["standard", "auto-mode", "node-auto-provisioning", "autopilot"]
 
 
+class SystemPool(Model):
+    """The cluster's own CPU pool (cluster add-ons): fields of the cloud's node API passed through, as a GPU pool's `node:`."""
+
+    node: dict[str, Any] | None = None
+
+
 class Cluster(Model):
     """The cluster the pools join; the hardening fields are what a new cluster gets (see docs/pools.md, "Cluster controls").
 
@@ -434,6 +443,8 @@ class Cluster(Model):
     keypair: Annotated[str, StringConstraints(pattern=KEYPAIR)] | None = None
     # Who runs the GPU nodes (ClusterMode); unset: standard. Each cloud takes its own managed mode only.
     mode: ClusterMode | None = None
+    # The system pool a new cluster gets (AKS, GKE): its node settings.
+    system_pool: SystemPool | None = None
 
     @property
     def managed_mode(self) -> str:

@@ -11,6 +11,7 @@ from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED, shared_reservation_problems
 from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import version_problems
+from gpupools.clouds.node_settings import stack_node_problems, system_node_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, Department, GpuSoftware, Pool, Sharing, Team
 from gpupools.stack.errors import Problem, describe
 from gpupools.core.miglayout import layout_problems, placement_problems
@@ -44,6 +45,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
     problems += module.region_problems(providers or {})
     if cluster is not None:
         problems += module.cluster_problems(cluster)
+        problems += system_node_problems(module, cluster)
         if cluster.managed_mode not in module.CLUSTER_MODES:
             problems.append(Problem("cluster.mode", f"{cluster.managed_mode!r} is not a mode of {module.SERVICE}; {module.NAME} offers "
                                                     f"{', '.join(module.CLUSTER_MODES)}"))
@@ -66,6 +68,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes} is greater than maxNodes ({pool.max_nodes}); minNodes must be between 0 and maxNodes"))
         problems += _label_problems(pool, path, module)
         problems += module.pool_problems(pool, path)
+        problems += stack_node_problems(module, pool, path, resolve_autoscaler(module, cluster.create if cluster else True, autoscaler))
         if pool.instance_types and not getattr(module, "MULTI_TYPE_POOLS", False):
             problems.append(Problem(f"{path}.instanceTypes", f"{module.SERVICE} node pools have one {module.KIND_WORD} each; give instanceType, "
                                                              f"or one pool per {module.KIND_WORD}"))

@@ -447,7 +447,7 @@ def as_pool_stack(pool: dict, cluster: dict | None = None) -> dict:
     ({"sharing": {"mode": "mig", "migLayout": "x"}}, "error: pool.sharing.migLayout: expected a list, got a string of 1 character"),
     ({"spott": True}, "error: pool.spott: unknown key 'spott'; allowed keys: name, instanceTypes, instanceType, gpu, gpuCount, minNodes, "
                       "maxNodes, spot, diskSizeGb, os, labels, sharing, zones, capacity, fabric, topologyLevel, autoRepair, upgrades, "
-                      "placement, provisioning"),
+                      "placement, provisioning, node"),
 ], ids=["list-for-mapping", "token-for-mapping", "list-for-labels", "string-for-list", "unknown-key"])
 def test_a_wrong_nested_input_is_refused_as_the_stack_file_refuses_it(change, line):
     """Pulumi's own mapping of inputs (component.py `map_input_properties`) makes a mapping of anything that is not one

@@ -266,7 +266,7 @@ def _wide_paths() -> set[str]:
                 steps = [str(path[0]).removeprefix("gpupools:")]
                 for i, step in enumerate(path[1:], 1):
                     parent = _at(config, path[:i])
-                    free_keys = isinstance(parent, dict) and _pattern(path[:i]).split(".")[-1] in ("labels", "tags", "gpus", "profiles")
+                    free_keys = isinstance(parent, dict) and _pattern(path[:i]).split(".")[-1] in ("labels", "tags", "gpus", "profiles", "node")
                     steps.append("*" if isinstance(step, int) or free_keys else str(step))
                 found.add(".".join(steps))
     return found

@@ -68,7 +68,8 @@ WIDE = {
         "gpupools:cluster": {"name": "ml-wide", "resourceGroup": "rg-ml", "kubernetesVersion": "1.34", "authorizedCidrs": ["203.0.113.0/24"],
                              "localAccounts": False, "azurePolicy": True, "networkPolicy": True,
                              "defenderWorkspaceId": "/subscriptions/0b1f6471-1bf0-4dda-aec3-111122223333/resourceGroups/rg-ml/providers/"
-                                                    "Microsoft.OperationalInsights/workspaces/law-gpu"},
+                                                    "Microsoft.OperationalInsights/workspaces/law-gpu",
+                             "systemPool": {"node": {"osDiskType": "Ephemeral"}}},
         "gpupools:sharing": {"mode": "vgpu", "replicas": 4, "memoryScaling": 1, "memoryPerPod": "4Gi"},
         "gpupools:gpuSoftware": {"installer": "gpu-operator", "migStrategy": "single", "driverVersion": "580.95.05", "draGpuAllocation": False},
         "gpupools:upgrades": {"window": {"days": ["sun"], "start": "01:00", "hours": 8},
@@ -79,7 +80,7 @@ WIDE = {
              "capacity": [{"reservation": {"id": "/subscriptions/0b1f6471-1bf0-4dda-aec3-111122223333/resourceGroups/rg-ml/providers/"
                                                  "Microsoft.Compute/capacityReservationGroups/crg-gpu", "zones": ["1"], "nodes": 1}}, "on-demand"]},
             {"name": "finetune", "instanceType": "Standard_NC24ads_A100_v4", "maxNodes": 2, "spot": True,
-             "sharing": {"mode": "mig", "migProfile": "1g.10gb"}},
+             "sharing": {"mode": "mig", "migProfile": "1g.10gb"}, "node": {"maxPods": 60, "scaleSetEvictionPolicy": "Deallocate"}},
         ],
         "gpupools:monitoring": _MONITORING,
         "gpupools:teams": _teams({"notebooks": 4, "finetune": 2}, ["notebooks"]),

@@ -135,6 +135,8 @@ from gpupools.clouds.aws.upgrades import (  # noqa: F401
 from gpupools.clouds.aws.pools import (  # noqa: F401
     AMI_TYPES,
     pool_problems,
+    NODE_API,
+    node_setting_problems,
     resolve,
     MULTI_TYPE_POOLS,
     representative,
@@ -372,6 +374,8 @@ __all__ = [
     "pool_local_nvme_gb",
     "pool_name_problems",
     "pool_problems",
+    "NODE_API",
+    "node_setting_problems",
     "pool_sharing_problems",
     "pool_upgrade_problems",
     "pool_zones",

@@ -27,6 +27,8 @@ from gpupools.upgrades import nodepool
 from gpupools.upgrades.policy import UPGRADES_LABEL, PoolUpgrade, Window, options as upgrade_options, pool_upgrade
 
 MODE = standard.AUTO_MODE
+# GPU pools are Auto Mode's NodeClass and NodePool, not Karpenter's EC2NodeClass: no `node:`.
+NODE_API = None
 # Fabric: no placement groups or per-device EFA settings on Auto Mode, and the EFA device plugin chart keeps off its
 # nodes (`fabric_refusal`).
 MULTI_NODE_ADVICE = ("EKS Auto Mode gives its nodes no EFA placement (no placement groups, and the EFA device plugin chart keeps off "

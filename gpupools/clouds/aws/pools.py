@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 
 from dataclasses import dataclass, replace
 
@@ -25,9 +26,49 @@ from gpupools.clouds.aws.health import node_repair_config
 from gpupools.clouds.aws.provider import AUTO_MODE, AWS_REGION, NAME, TAINT_STYLE
 from gpupools.clouds.aws.software import IMDS_V2_ONLY, bottlerocket_settings
 from gpupools.clouds.aws.upgrades import node_group_update_config
+from gpupools.clouds.node_settings import NodeApi
 
 
 AMI_TYPES = {"al2023": "AL2023_x86_64_NVIDIA", "bottlerocket": "BOTTLEROCKET_x86_64_NVIDIA"}
+
+
+# A pool's `node:` on Karpenter: fields of the pool's EC2NodeClass spec (`nodeClass`) and NodePool spec
+# (`nodePool`), as Karpenter's CRDs define them (node_api.json, derived from the CRDs pinned in tests/reference/karpenter
+# by tools/node_api_models.py). gpupools owns what makes a GPU pool: these are refused, each with where to set it instead.
+_NODE_CLASS, _NODE_POOL = "nodeClass", "nodePool"
+NODE_API = NodeApi(
+    "Karpenter", "EC2NodeClass and NodePool", Path(__file__).with_name("node_api.json"),
+    owned={**{(_NODE_CLASS, key): why for key, why in {
+               "role": "gpupools creates the node role", "instanceProfile": "gpupools creates the node role",
+               "amiFamily": "set the pool's os", "amiSelectorTerms": "set the pool's os (the EKS GPU image's latest release)",
+               "subnetSelectorTerms": "the cluster's subnets (cluster.subnetIds)", "securityGroupSelectorTerms": "the cluster's security group",
+               "userData": "gpupools writes the node's NodeConfig (fast image pull, huge pages); kubelet settings go in nodeClass.kubelet",
+               "blockDeviceMappings": "set the pool's diskSizeGb", "instanceStorePolicy": "gpupools gives the instance store to the kubelet (RAID0)",
+               "capacityReservationSelectorTerms": "set the pool's capacity (a reservation)",
+               "networkInterfaces": "the pool's fabric attaches the EFA interfaces (fabric)",
+               "placementGroupSelector": "the pool's fabric places its nodes (fabric)"}.items()},
+           (_NODE_POOL, "template"): "the pool's instance types, capacity, zones, labels, GPU taint and node lifetime are gpupools' "
+                                     "(instanceType, spot, capacity, zones, labels, taints, upgrades)",
+           (_NODE_POOL, "limits"): "set the pool's maxNodes", (_NODE_POOL, "disruption"): "set the pool's upgrades"},
+    # Karpenter's CEL rule on NodePool spec: has(self.replicas) == has(oldSelf.replicas), "Cannot transition NodePool
+    # between static (replicas set) and dynamic (replicas unset) provisioning modes" (karpenter.sh_nodepools.yaml v1.14.1).
+    replaces={(_NODE_POOL, "replicas"): "Karpenter refuses to turn a NodePool between static (replicas) and dynamic: setting or "
+                                        "removing it needs the NodePool deleted first"},
+    # gpupools' IMDSv2-only metadata settings, which `node:` may replace (and the eks-imdsv2 policy then judges).
+    defaults=frozenset((_NODE_CLASS, "metadataOptions", key) for key in ("httpEndpoint", "httpProtocolIPv6", "httpPutResponseHopLimit", "httpTokens")),
+)
+
+
+def node_setting_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
+    """Karpenter's objects exist only where Karpenter makes the pool's nodes; a static NodePool stays within maxNodes."""
+    if autoscaler != "karpenter":
+        return [Problem(f"{path}.node", "EKS takes node settings on Karpenter pools only (nodeClass, nodePool); with managed node "
+                                        "groups (cluster-autoscaler) remove node")]
+    replicas = (pool.node.get(_NODE_POOL) or {}).get("replicas")
+    if isinstance(replicas, int) and replicas > pool.max_nodes:
+        return [Problem(f"{path}.node.nodePool.replicas", f"above the pool's maxNodes ({pool.max_nodes}), which caps the NodePool "
+                                                           f"(limits.nodes); raise maxNodes or lower replicas")]
+    return []
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:

@@ -103,6 +103,9 @@ from gpupools.clouds.azure.software import (  # noqa: F401
 from gpupools.clouds.azure.pools import (  # noqa: F401
     AGENT_POOL_NAME,
     SPOT_TOLERATION,
+    NODE_API,
+    SYSTEM_NODE_API,
+    node_setting_problems,
     pool_problems,
     resolve,
     SCALE_SET_RESOURCE_TAG,
@@ -146,6 +149,9 @@ from gpupools.clouds.azure.health import (  # noqa: F401
 __all__ = [
     "ADMITS_HOST_AGENTS",
     "AGENT_POOL_NAME",
+    "NODE_API",
+    "SYSTEM_NODE_API",
+    "node_setting_problems",
     "AUTOSCALER",
     "AUTO_INSTALLER",
     "AZURE_LOCATION",

@@ -27,6 +27,8 @@ MODE = standard.NODE_AUTO_PROVISIONING
 
 # AKS's Karpenter scales the GPU NodePools; gpupools installs no autoscaler.
 OWN_AUTOSCALER = False
+# GPU pools are Karpenter NodePools or the service's own nodes here, not node pools of the cloud's node API: no `node:`.
+NODE_API = None
 AUTOSCALER = "karpenter"
 AUTOSCALER_NAME = "AKS node auto-provisioning (Karpenter)"
 NODE_CLASS_API = "karpenter.azure.com/v1beta1"

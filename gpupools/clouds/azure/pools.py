@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 import re
+from pathlib import Path
 from typing import Mapping
 
 from gpupools.core.catalog import Catalog, Hardware
@@ -15,6 +16,7 @@ from gpupools.core.pools import NodeTemplate, PoolPlan, Taint, spell_taint
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import UPGRADES_LABEL, pool_upgrade
 from gpupools.clouds.common import reject_fields, resolve_listed
+from gpupools.clouds.node_settings import NodeApi
 from gpupools.clouds.azure.capacity import reservation_group
 from gpupools.clouds.azure.provider import NAME, TAINT_STYLE, ZONES
 from gpupools.clouds.azure.software import gpu_driver
@@ -25,6 +27,60 @@ from gpupools.clouds.azure.upgrades import upgrade_settings
 AGENT_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 # AKS adds this taint to every spot pool by itself; pods that should run there need its toleration.
 SPOT_TOLERATION = {"key": "kubernetes.azure.com/scalesetpriority", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
+
+
+# A pool's `node:`: AgentPool inputs as pulumi-azure-native's AgentPoolArgs takes them (node_api.json, derived by
+# tools/node_api_models.py). gpupools owns what makes a GPU pool: these are refused, each with where to set it instead.
+NODE_API = NodeApi(
+    "AKS", "AgentPool", Path(__file__).with_name("node_api.json"),
+    owned={("vmSize",): "set the pool's instanceType",
+           ("count",): "set the pool's minNodes and maxNodes", ("minCount",): "set the pool's minNodes",
+           ("maxCount",): "set the pool's maxNodes", ("enableAutoScaling",): "the pool is always autoscaled between minNodes and maxNodes",
+           ("nodeTaints",): "the GPU taint is gpupools'; a pool's own taints go in the pool's taints",
+           ("nodeLabels",): "set the pool's labels",
+           ("gpuProfile",): "the GPU driver follows gpuSoftware.installer", ("gpuInstanceProfile",): "set the pool's sharing (mode: mig)",
+           ("scaleSetPriority",): "set the pool's spot or capacity",
+           ("capacityReservationGroupID",): "set the pool's capacity (a reservation)",
+           ("availabilityZones",): "set the pool's zones", ("osDiskSizeGB",): "set the pool's diskSizeGb",
+           ("upgradeSettings",): "set the pool's upgrades", ("orchestratorVersion",): "set cluster.kubernetesVersion",
+           ("mode",): "GPU pools are User pools", ("type",): "GPU pools run on virtual machine scale sets",
+           ("osType",): "GPU pools run Linux", ("osSKU",): "gpupools picks the node image the GPU driver is installed on",
+           ("powerState",): "a pool scales to zero with minNodes: 0",
+           ("creationData",): "gpupools creates the pool's nodes from the node image"},
+    # What AKS refuses to change on a running pool, so a change needs a new pool: Cluster API Provider Azure
+    # refuses the same changes for this reason (kubernetes-sigs/cluster-api-provider-azure
+    # api/v1beta1/azuremanagedmachinepool_webhook.go, ValidateUpdate, at 0133c475793cd1cdf97fba623b2f9fd9454b1dee).
+    replaces={path: "AKS cannot change it on a running pool: a new pool (under a new name) takes the change"
+              for path in (("maxPods",), ("osDiskType",), ("enableUltraSSD",), ("enableNodePublicIP",), ("nodePublicIPPrefixID",),
+                           ("kubeletConfig",), ("kubeletDiskType",), ("linuxOSConfig",))},
+    # gpupools' choices for a Spot pool and its nodes' addresses, which `node:` may replace.
+    defaults=frozenset({("scaleSetEvictionPolicy",), ("spotMaxPrice",), ("enableNodePublicIP",)}),
+)
+# The system pool (the ManagedCluster's first agentPoolProfiles entry, ManagedClusterAgentPoolProfile: the same
+# fields as an AgentPool plus its name): gpupools sizes it and keeps it a Linux System pool.
+SYSTEM_NODE_API = NodeApi(
+    "AKS", "AgentPool", NODE_API.model_file,
+    owned={**{path: "gpupools sizes the system pool" for path in (("vmSize",), ("count",), ("minCount",), ("maxCount",), ("enableAutoScaling",))},
+           ("nodeLabels",): "gpupools labels the system pool gpupools.io/pool=system",
+           ("nodeTaints",): "the system pool runs the cluster's add-ons, untainted",
+           ("mode",): "the system pool is a System pool", ("type",): "the system pool runs on a virtual machine scale set",
+           ("osType",): "the system pool runs Linux", ("orchestratorVersion",): "set cluster.kubernetesVersion",
+           ("powerState",): "the system pool runs the cluster's add-ons",
+           ("gpuProfile",): "the system pool has no GPUs", ("gpuInstanceProfile",): "the system pool has no GPUs",
+           ("scaleSetPriority",): "the system pool runs on regular (not Spot) VMs"},
+    replaces=NODE_API.replaces)
+# Spot settings of a scale set apply only with priority Spot (pulumi-azure-native 3.29 AgentPoolArgs docstrings:
+# scaleSetEvictionPolicy "cannot be specified unless the scaleSetPriority is 'Spot'"; spotMaxPrice is the price paid
+# "for spot instances").
+SPOT_ONLY = ("scaleSetEvictionPolicy", "spotMaxPrice")
+
+
+def node_setting_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
+    """What the AgentPool takes only in some pools: Spot settings on Spot pools."""
+    given = [key for key in SPOT_ONLY if key in (pool.node or {})]
+    if not given or capacity.spot_only(pool):
+        return []
+    return [Problem(f"{path}.node.{key}", "applies to Spot pools only; set spot: true (or capacity: [spot])") for key in given]
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 import re
+from pathlib import Path
 
 from gpupools.clouds.common import reject_fields, resolve_listed
 from gpupools.core.catalog import Catalog, Hardware
@@ -15,6 +16,8 @@ from gpupools.stack.errors import Problem
 from gpupools.clouds.gcore.health import auto_healing
 from gpupools.clouds.gcore.provider import MAX_NODES_PER_POOL, MIN_NODES, NAME, bare_metal
 from gpupools.clouds.gcore.software import IMAGE_DEVICE_PLUGIN
+from gpupools.clouds.gcore.upgrades import POOL_REPLACE
+from gpupools.clouds.node_settings import NodeApi
 
 
 # SPEC: pool and cluster names `^[a-z][a-z0-9\-]{0,18}[a-z0-9]$` (2-20 characters); min_node_count 1-200 at creation,
@@ -25,6 +28,25 @@ BOOT_VOLUME_GIB = (10, 2000)
 DEFAULT_BOOT_VOLUME_GIB = 50
 BOOT_VOLUME_TYPE = "ssd_hiiops"
 DEFAULT_PLACEMENT = "soft-anti-affinity"
+
+
+# A pool's `node:`: fields of the pool as the gcore SDK's PoolCreateParams takes it, in Gcore's own snake_case
+# (node_api.json, derived by tools/node_api_models.py): the kubelet's and CRI-O's settings above all.
+NODE_API = NodeApi(
+    "Gcore", "pool", Path(__file__).with_name("node_api.json"),
+    owned={("name",): "the pool's name", ("flavor_id",): "set the pool's instanceType", ("min_node_count",): "set the pool's minNodes",
+           ("max_node_count",): "set the pool's maxNodes", ("labels",): "set the pool's labels",
+           ("taints",): "the GPU taint is gpupools'; a pool's own taints go in the pool's taints",
+           ("auto_healing_enabled",): "set the pool's autoRepair", ("boot_volume_size",): "set the pool's diskSizeGb",
+           ("servergroup_policy",): "set the pool's placement",
+           # The pool's diff compares the fields Gcore's Terraform provider compares (upgrades.POOL_FIELDS), which leave
+           # security groups out: a change would never reach Gcore.
+           ("security_group_ids",): "gpupools does not manage a pool's security groups"},
+    # What Gcore changes only by replacing the pool (upgrades.POOL_REPLACE: not in the SDK's PoolUpdateParams).
+    replaces={(field,): "Gcore cannot change it on a running pool: a change replaces the pool" for field in POOL_REPLACE},
+    # gpupools' choices, which `node:` may replace (a public IPv4 is judged by the no-public-ssh policy).
+    defaults=frozenset({("boot_volume_type",), ("is_public_ipv4",)}),
+)
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:

@@ -149,6 +149,9 @@ from gpupools.clouds.gcp.cluster import (  # noqa: F401
     auto_provisioning_args,
 )
 from gpupools.clouds.gcp.pools import (  # noqa: F401
+    NODE_API,
+    SYSTEM_NODE_API,
+    node_setting_problems,
     pool_problems,
     resolve,
     LOCAL_SSD_GB,
@@ -366,6 +369,9 @@ __all__ = [
     "plan_notes",
     "pod_node_selector",
     "pool_problems",
+    "NODE_API",
+    "SYSTEM_NODE_API",
+    "node_setting_problems",
     "pool_sharing_problems",
     "pool_upgrade_problems",
     "provisioning_request_class",

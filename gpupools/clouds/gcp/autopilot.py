@@ -53,6 +53,9 @@ MODE = standard.AUTOPILOT
 # Autopilot makes a node for each pod that asks for one: GKE's own autoscaler (OWN_AUTOSCALER, so gpupools installs
 # none and takes no choice), named as the plan says it.
 AUTOSCALER = "cloud"
+# GPU pools are Karpenter NodePools or the service's own nodes here, not node pools of the cloud's node API: no `node:`.
+NODE_API = None
+SYSTEM_NODE_API = None
 AUTOSCALER_NAME = "GKE Autopilot (a node for each pod that asks for one)"
 POOL_COMPONENT = "gpupools:index:GkeAutopilotPool"
 

@@ -5,6 +5,7 @@ autoscaler sees, local disks.
 from __future__ import annotations
 
 
+from pathlib import Path
 from typing import Any
 
 from gpupools.core.catalog import Catalog, Hardware, load_catalog, zone_region
@@ -16,12 +17,82 @@ from gpupools.core.sharing import GPU_RESOURCE
 from gpupools.capacity import sources as capacity
 from gpupools.upgrades.policy import pool_upgrade
 from gpupools.clouds.common import KIND, hardware_of, lookup_instance, reject_fields, zone_letter_problems
+from gpupools.clouds.node_settings import NodeApi
 from gpupools.clouds.gcp.capacity import (ACCELERATOR_NETWORK_PROFILE, DRANET_LABEL, apply_capacity, compute_class_name, is_rack_scale,
                                           pod_node_selector, rack_policy_name, uses_compute_class)
 from gpupools.clouds.gcp.cluster import GKE_DEFAULT_POOL
 from gpupools.clouds.gcp.provider import NAME, TAINT_STYLE, node_locations
 from gpupools.clouds.gcp.software import NO_DEFAULT_DEVICE_PLUGIN_LABEL, guest_accelerator
 from gpupools.clouds.gcp.upgrades import UPGRADES_RESOURCE_LABEL, upgrade_settings
+
+
+def _camel(snake: str) -> tuple[str, ...]:
+    return tuple(part.split("_")[0] + "".join(w.title() for w in part.split("_")[1:]) for part in snake.split("."))
+
+
+# Fields of a node pool whose change replaces the pool: the Terraform provider's ForceNew fields, which pulumi-gcp
+# bridges (hashicorp/terraform-provider-google v7.20.0, google/services/container/node_config.go schemaNodeConfig and
+# resource_container_node_pool.go schemaNodePool, every field with `ForceNew: true`), as the provider names them.
+FORCE_NEW = tuple(_camel(p) for p in (
+    "max_pods_per_node", "placement_policy", "queued_provisioning", "network_config.create_pod_range", "network_config.pod_range",
+    "network_config.pod_ipv4_cidr_block", "network_config.additional_node_network_configs",
+    "network_config.additional_pod_network_configs", "network_config.pod_cidr_overprovision_config",
+    *(f"node_config.{f}" for f in (
+        "guest_accelerator", "local_ssd_count", "ephemeral_storage_local_ssd_config", "local_nvme_ssd_block_config",
+        "secondary_boot_disks", "metadata", "min_cpu_platform", "oauth_scopes", "preemptible", "reservation_affinity", "spot",
+        "service_account", "shielded_instance_config", "boot_disk_kms_key", "node_group", "advanced_machine_features",
+        "sole_tenant_config", "host_maintenance_policy", "confidential_nodes.confidential_instance_type", "enable_confidential_storage",
+        "local_ssd_encryption_mode", "max_run_duration", "flex_start"))))
+_CAPACITY = "set the pool's capacity (spot, reservations, flex-start, queued)"
+# A pool's `node:`: NodePool inputs as pulumi-gcp's NodePoolArgs takes them, with GKE's enums (node_api.json, derived
+# by tools/node_api_models.py). gpupools owns what makes a GPU pool: these are refused, each with where to set it instead.
+NODE_API = NodeApi(
+    "GKE", "NodePool", Path(__file__).with_name("node_api.json"),
+    owned={("autoscaling",): "set the pool's minNodes and maxNodes", ("initialNodeCount",): "set the pool's minNodes",
+           ("nodeCount",): "set the pool's minNodes and maxNodes", ("ignoreNodeCountChanges",): "the autoscaler owns the node count",
+           ("nodeLocations",): "set the pool's zones", ("management",): "set the pool's autoRepair (auto-upgrade is always on)",
+           ("upgradeSettings",): "set the pool's upgrades", ("version",): "set cluster.kubernetesVersion",
+           ("placementPolicy",): "the pool's fabric places its nodes (fabric)", ("queuedProvisioning",): _CAPACITY,
+           ("networkConfig", "additionalNodeNetworkConfigs"): "the pool's fabric adds the GPUDirect networks (fabric)",
+           ("networkConfig", "additionalPodNetworkConfigs"): "the pool's fabric adds the GPUDirect networks (fabric)",
+           ("nodeConfig", "machineType"): "set the pool's instanceType",
+           ("nodeConfig", "guestAccelerators"): "GPU type and count follow the pool's instanceType (gpu and gpuCount on N1), sharing "
+                                                 "and driver the pool's sharing and gpuSoftware",
+           ("nodeConfig", "labels"): "set the pool's labels",
+           ("nodeConfig", "taints"): "the GPU taint is gpupools'; a pool's own taints go in the pool's taints",
+           ("nodeConfig", "effectiveTaints"): "the GPU taint is gpupools'; a pool's own taints go in the pool's taints",
+           ("nodeConfig", "spot"): _CAPACITY, ("nodeConfig", "preemptible"): _CAPACITY, ("nodeConfig", "flexStart"): _CAPACITY,
+           ("nodeConfig", "maxRunDuration"): _CAPACITY, ("nodeConfig", "reservationAffinity"): _CAPACITY,
+           ("nodeConfig", "serviceAccount"): "set cluster.nodeServiceAccount",
+           ("nodeConfig", "diskSizeGb"): "set the pool's diskSizeGb",
+           ("nodeConfig", "imageType"): "gpupools picks the node image the GPU driver is installed on",
+           ("nodeConfig", "localSsdCount"): "gpupools gives the machine type's local SSDs to the kubelet's ephemeral storage",
+           ("nodeConfig", "ephemeralStorageLocalSsdConfig"): "gpupools gives the machine type's local SSDs to the kubelet's ephemeral storage",
+           ("nodeConfig", "localNvmeSsdBlockConfig"): "gpupools gives the machine type's local SSDs to the kubelet's ephemeral storage",
+           ("nodeConfig", "gvnic"): "the pool's fabric turns gVNIC on (fabric)",
+           ("nodeConfig", "gpudirectStrategy"): "the pool's fabric sets GPUDirect (fabric)",
+           ("nodeConfig", "fastSocket"): "the pool's fabric sets NCCL Fast Socket (fabric)"},
+    replaces={path: "changing it replaces the node pool (the provider's ForceNew)" for path in FORCE_NEW},
+    # gpupools' hardening of the nodes, which `node:` may replace (and the policy pack then judges).
+    defaults=frozenset({("nodeConfig", "workloadMetadataConfig"), ("nodeConfig", "shieldedInstanceConfig"), ("nodeConfig", "oauthScopes")}),
+)
+SYSTEM_NODE_API = NodeApi(
+    "GKE", "NodePool", NODE_API.model_file,
+    owned={**{path: "gpupools sizes the system pool" for path in (("autoscaling",), ("initialNodeCount",), ("nodeCount",),
+                                                                   ("nodeConfig", "machineType"))},
+           ("nodeConfig", "labels"): "gpupools labels the system pool gpupools.io/pool=system",
+           ("nodeConfig", "taints"): "the system pool runs the cluster's add-ons, untainted",
+           ("nodeConfig", "serviceAccount"): "set cluster.nodeServiceAccount", ("version",): "set cluster.kubernetesVersion",
+           ("management",): "the system pool is always repaired and upgraded"},
+    replaces=NODE_API.replaces, defaults=NODE_API.defaults)
+
+
+def node_setting_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
+    """A ComputeClass pool has no node pool of its own (GKE creates them as work asks): nothing to pass settings to."""
+    if uses_compute_class(pool):
+        return [Problem(f"{path}.node", "a compute-class pool has no node pool of its own to take node settings; remove node, "
+                                        "or set provisioning: node-pool")]
+    return []
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
