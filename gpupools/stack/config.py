@@ -285,6 +285,63 @@ class PoolUpgrades(Model):
     wait_for_jobs: Annotated[str, StringConstraints(pattern=WAIT)] | None = None
 
 
+# A node taint as Kubernetes validates one (kubernetes pkg/apis/core/validation/validation.go, validateNodeTaints): the
+# key a qualified name (ValidateLabelName), the value a label value (IsValidLabelValue), the effect one of three
+# (validateTaintEffect). A qualified name's prefix is a DNS subdomain of at most 253 characters, its name at most 63.
+PATTERN_NAMES[LABEL_KEY.pattern] = "a Kubernetes qualified name such as example.com/dedicated ([prefix/]name, name at most 63 characters)"
+PATTERN_NAMES[LABEL_VALUE.pattern] = "a label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
+QualifiedName = Annotated[str, StringConstraints(pattern=LABEL_KEY.pattern, min_length=1, max_length=253 + 1 + 63)]
+LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE.pattern, max_length=63)]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+# Taints per pool beside the GPU taint: a Kueue ResourceFlavor carries them as spec.nodeTaints, which holds at most 8
+# (kueue v0.19.2 config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml, nodeTaints maxItems: 8).
+MAX_POOL_TAINTS = 8
+
+
+class PoolTaint(Model):
+    """A taint a pool's nodes carry beside the GPU taint: only pods that tolerate it land there (a team's `tolerations`)."""
+
+    key: QualifiedName
+    value: LabelValue = ""
+    effect: TaintEffect
+
+
+def _distinct_taint_keys(values: list[PoolTaint]) -> list[PoolTaint]:
+    # Kubernetes refuses two taints of one key and effect; gpupools one key twice at all: Gcore's pool taints are a map
+    # of key to "value:Effect" (gcore SDK 0.59.0 PoolCreateParams.taints: Dict[str, str]), and cluster-autoscaler's
+    # node-template tags hold one value per key (k8s.io/cluster-autoscaler/node-template/taint/<key>).
+    keys = [t.key for t in values]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise PydanticCustomError("taints", "lists the key {names} more than once; a pool takes one taint per key", {"names": ", ".join(twice)})
+    return values
+
+
+class Toleration(Model):
+    """A team's toleration of a pool's taint, as Kubernetes takes it (k8s.io/api core/v1 Toleration; kubernetes
+    pkg/apis/core/validation/validation.go, ValidateTolerations: `Exists` takes no value, an empty effect matches every
+    effect). The key is required: a toleration of every taint would also tolerate gpupools' readiness gate."""
+
+    key: QualifiedName
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: LabelValue | None = None
+    effect: TaintEffect | None = None
+
+    @model_validator(mode="after")
+    def _exists_has_no_value(self) -> "Toleration":
+        if self.operator == "Exists" and self.value is not None:
+            raise PydanticCustomError("toleration", "operator Exists takes no value (it tolerates every value of the key); drop value")
+        return self
+
+    def as_kubernetes(self) -> dict:
+        out: dict = {"key": self.key, "operator": self.operator}
+        if self.operator == "Equal":
+            out["value"] = self.value or ""
+        if self.effect is not None:
+            out["effect"] = self.effect
+        return out
+
+
 PoolUpgradesEntry = Annotated[Union[Annotated[PoolKind, Tag("<word>")], Annotated[PoolUpgrades, Tag("<options>")]], _branch("<word>", "<options>")]
 
 
@@ -303,6 +360,8 @@ class Pool(Model):
     disk_size_gb: Annotated[int, Field(ge=20, le=16384, strict=True)] | None = None
     os: Literal["al2023", "bottlerocket"] | None = None
     labels: Annotated[dict[str, str], Field(max_length=MAX_POOL_LABELS)] = Field(default_factory=dict)
+    # Taints beside the GPU taint (docs/pools.md, "Taints"); teams that use the pool tolerate them (Team.tolerations).
+    taints: Annotated[list[PoolTaint], Field(max_length=MAX_POOL_TAINTS), AfterValidator(_distinct_taint_keys)] = Field(default_factory=list)
     sharing: Sharing | None = None
     # Availability zones the pool's nodes may start in: EKS zone names (eu-central-1a), AKS zone numbers ("1"),
     # GKE zones (us-central1-a). Unset: every zone of the cluster that can run the pool (see each cloud).
@@ -387,6 +446,17 @@ GKE_RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 ClusterMode = Literal["standard", "auto-mode", "node-auto-provisioning", "autopilot"]
 
 
+class SystemPool(Model):
+    """The size of the CPU pool a new cluster gets for its add-ons (CoreDNS, the GPU Operator's controllers, Kueue,
+    Prometheus): each cloud's default where a key is unset (docs/stack-config.md); each cloud checks its bounds."""
+
+    # EKS instance type, AKS VM size, GKE machine type, Gcore flavor; a CPU type (GPU types are refused).
+    machine_type: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    # At least one node: the cluster's add-ons have nowhere else to run.
+    min_nodes: Annotated[int, Field(ge=1, strict=True)] | None = None
+    max_nodes: Annotated[int, Field(ge=1, strict=True)] | None = None
+
+
 class Cluster(Model):
     """The cluster the pools join; the hardening fields are what a new cluster gets (see docs/pools.md, "Cluster controls").
 
@@ -434,6 +504,8 @@ class Cluster(Model):
     keypair: Annotated[str, StringConstraints(pattern=KEYPAIR)] | None = None
     # Who runs the GPU nodes (ClusterMode); unset: standard. Each cloud takes its own managed mode only.
     mode: ClusterMode | None = None
+    # A new cluster's system pool: machine type and size (each cloud's default where unset).
+    system_pool: SystemPool | None = None
 
     @property
     def managed_mode(self) -> str:
@@ -569,6 +641,9 @@ class Team(Model):
     alerts: TeamAlerts | None = None
     # KAI: the team's share of GPUs left over once every queue has its quota, against its siblings' weights.
     over_quota_weight: Annotated[int, Field(ge=0, le=MAX_OVER_QUOTA_WEIGHT, strict=True)] | None = None
+    # The pools' own taints the team's workloads tolerate (docs/teams.md, "Tolerations"): a pool with a taint no
+    # toleration matches takes none of the team's jobs. At most one per taint of every pool.
+    tolerations: Annotated[list[Toleration], Field(max_length=MAX_POOLS * MAX_POOL_TAINTS)] = Field(default_factory=list)
 
     @property
     def namespace_name(self) -> str:
