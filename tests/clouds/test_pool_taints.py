@@ -149,13 +149,16 @@ def test_a_prefer_no_schedule_taint_steers_and_keeps_no_team_out():
     assert rows and all(r.lands for r in rows)
 
 
-def test_kai_queues_leave_taints_to_the_pods_tolerations():
-    """KAI Scheduler filters nodes by the pod's own tolerations (its predicates run the scheduler's TaintToleration
-    plugin): the team's Job lands once the team tolerates the pool's taint."""
-    without = verdicts(teams_stack(quotas="kai"))
+@pytest.mark.parametrize("quotas", ["kai", "resourcequota"])
+def test_kai_and_resourcequotas_leave_taints_to_the_pods_tolerations(quotas):
+    """KAI Scheduler filters nodes by the pod's own tolerations (KAI-Scheduler@30fd2db pkg/scheduler/k8s_internal/
+    predicates/predicates.go: PodToleratesNodeTaints is kube-scheduler's TaintToleration filter), as the scheduler does
+    under ResourceQuotas: the team's Job lands once the team tolerates the pool's taint."""
+    without = verdicts(teams_stack(quotas=quotas))
     assert without and {(r.failing.name, r.failing.detail) for r in without} == {
         ("schedule", "the pod does not fit a Ready node of pool infer: no toleration for the taint sku=gpu:NoSchedule")}
-    assert all(r.lands for r in verdicts(teams_stack([SKU_TOLERATION], quotas="kai")))
+    landed = verdicts(teams_stack([SKU_TOLERATION], quotas=quotas))
+    assert landed and all(r.lands for r in landed)
 
 
 def test_the_workload_prints_the_teams_tolerations_and_no_other_pool_taints():

@@ -59,7 +59,8 @@ def cluster_params(cluster: Cluster) -> dict:
         "keypair": cluster.keypair,
         "version": cluster.kubernetes_version or DEFAULT_KUBERNETES_VERSION,
         "cni": {"provider": "cilium"},
-        "pools": [{**SYSTEM_POOL, **system_pool_params(cluster), "auto_healing_enabled": True, "is_public_ipv4": False, "servergroup_policy": DEFAULT_PLACEMENT,
+        "pools": [{**SYSTEM_POOL, **system_pool_params(cluster), "auto_healing_enabled": True, "is_public_ipv4": False,
+                   "servergroup_policy": DEFAULT_PLACEMENT,
                    "boot_volume_type": BOOT_VOLUME_TYPE, "boot_volume_size": DEFAULT_BOOT_VOLUME_GIB,
                    "labels": {"gpupools.io/pool": "system"}}],
     }
