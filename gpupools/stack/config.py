@@ -17,6 +17,8 @@ from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
 from gpupools.stack.errors import kind
+from gpupools.stack.taints import (LABEL_VALUE_FORM, MAX_POOL_TAINTS, PATTERNS as TAINT_PATTERNS, QUALIFIED_NAME, PoolTaint, Toleration,
+                                   distinct_taint_keys)
 from gpupools.stack.targets import cloud_names, resolve_cloud
 
 NAMESPACE = "gpupools"
@@ -48,10 +50,11 @@ PATTERN_NAMES = {
     SERVICE_ACCOUNT_EMAIL: "a Google service account e-mail such as gke-nodes@my-project.iam.gserviceaccount.com",
     LOG_ANALYTICS_WORKSPACE: "a Log Analytics workspace resource ID (/subscriptions/<id>/resourceGroups/<group>/providers/"
                              "Microsoft.OperationalInsights/workspaces/<name>)",
+    **TAINT_PATTERNS,
 }
 DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+LABEL_KEY = re.compile(QUALIFIED_NAME)
+LABEL_VALUE = re.compile(LABEL_VALUE_FORM)
 RESERVED_LABEL_PREFIXES = ("gpupools.io/", "nvidia.com/")
 
 SharingMode = Literal["none", "time-slicing", "mps", "mig", "vgpu"]
@@ -285,63 +288,6 @@ class PoolUpgrades(Model):
     wait_for_jobs: Annotated[str, StringConstraints(pattern=WAIT)] | None = None
 
 
-# A node taint as Kubernetes validates one (kubernetes pkg/apis/core/validation/validation.go, validateNodeTaints): the
-# key a qualified name (ValidateLabelName), the value a label value (IsValidLabelValue), the effect one of three
-# (validateTaintEffect). A qualified name's prefix is a DNS subdomain of at most 253 characters, its name at most 63.
-PATTERN_NAMES[LABEL_KEY.pattern] = "a Kubernetes qualified name such as example.com/dedicated ([prefix/]name, name at most 63 characters)"
-PATTERN_NAMES[LABEL_VALUE.pattern] = "a label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"
-QualifiedName = Annotated[str, StringConstraints(pattern=LABEL_KEY.pattern, min_length=1, max_length=253 + 1 + 63)]
-LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE.pattern, max_length=63)]
-TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-# Taints per pool beside the GPU taint: a Kueue ResourceFlavor carries them as spec.nodeTaints, which holds at most 8
-# (kueue v0.19.2 config/components/crd/bases/kueue.x-k8s.io_resourceflavors.yaml, nodeTaints maxItems: 8).
-MAX_POOL_TAINTS = 8
-
-
-class PoolTaint(Model):
-    """A taint a pool's nodes carry beside the GPU taint: only pods that tolerate it land there (a team's `tolerations`)."""
-
-    key: QualifiedName
-    value: LabelValue = ""
-    effect: TaintEffect
-
-
-def _distinct_taint_keys(values: list[PoolTaint]) -> list[PoolTaint]:
-    # Kubernetes refuses two taints of one key and effect; gpupools one key twice at all: Gcore's pool taints are a map
-    # of key to "value:Effect" (gcore SDK 0.59.0 PoolCreateParams.taints: Dict[str, str]), and cluster-autoscaler's
-    # node-template tags hold one value per key (k8s.io/cluster-autoscaler/node-template/taint/<key>).
-    keys = [t.key for t in values]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
-    if twice:
-        raise PydanticCustomError("taints", "lists the key {names} more than once; a pool takes one taint per key", {"names": ", ".join(twice)})
-    return values
-
-
-class Toleration(Model):
-    """A team's toleration of a pool's taint, as Kubernetes takes it (k8s.io/api core/v1 Toleration; kubernetes
-    pkg/apis/core/validation/validation.go, ValidateTolerations: `Exists` takes no value, an empty effect matches every
-    effect). The key is required: a toleration of every taint would also tolerate gpupools' readiness gate."""
-
-    key: QualifiedName
-    operator: Literal["Equal", "Exists"] = "Equal"
-    value: LabelValue | None = None
-    effect: TaintEffect | None = None
-
-    @model_validator(mode="after")
-    def _exists_has_no_value(self) -> "Toleration":
-        if self.operator == "Exists" and self.value is not None:
-            raise PydanticCustomError("toleration", "operator Exists takes no value (it tolerates every value of the key); drop value")
-        return self
-
-    def as_kubernetes(self) -> dict:
-        out: dict = {"key": self.key, "operator": self.operator}
-        if self.operator == "Equal":
-            out["value"] = self.value or ""
-        if self.effect is not None:
-            out["effect"] = self.effect
-        return out
-
-
 PoolUpgradesEntry = Annotated[Union[Annotated[PoolKind, Tag("<word>")], Annotated[PoolUpgrades, Tag("<options>")]], _branch("<word>", "<options>")]
 
 
@@ -361,7 +307,7 @@ class Pool(Model):
     os: Literal["al2023", "bottlerocket"] | None = None
     labels: Annotated[dict[str, str], Field(max_length=MAX_POOL_LABELS)] = Field(default_factory=dict)
     # Taints beside the GPU taint (docs/pools.md, "Taints"); teams that use the pool tolerate them (Team.tolerations).
-    taints: Annotated[list[PoolTaint], Field(max_length=MAX_POOL_TAINTS), AfterValidator(_distinct_taint_keys)] = Field(default_factory=list)
+    taints: Annotated[list[PoolTaint], Field(max_length=MAX_POOL_TAINTS), AfterValidator(distinct_taint_keys)] = Field(default_factory=list)
     sharing: Sharing | None = None
     # Availability zones the pool's nodes may start in: EKS zone names (eu-central-1a), AKS zone numbers ("1"),
     # GKE zones (us-central1-a). Unset: every zone of the cluster that can run the pool (see each cloud).

@@ -248,3 +248,9 @@ def test_an_accepted_stack_round_trips_through_yaml():
     config = yaml.safe_load(yaml.safe_dump(teams_stack([{"key": "sku", "operator": "Exists"}])))
     stack = validate_stack(config)
     assert stack.pools[0].taints[0].effect == "NoSchedule" and stack.teams[0].tolerations[0].operator == "Exists"
+
+
+def test_the_taint_models_are_as_strict_as_every_stack_model():
+    from gpupools.stack import config, taints
+
+    assert taints.Model.model_config == config.Model.model_config
