@@ -180,7 +180,8 @@ def _label_problems(pool: Pool, path: str, cloud: Cloud | None = None) -> list[P
         elif key in HAMI_NODE_SELECTOR:
             problems.append(Problem(where, f"{describe(key)} is the label HAMi's device plugin selects nodes by; gpupools sets it on vgpu pools only"))
         elif key.startswith(RESERVED_LABEL_PREFIXES):
-            problems.append(Problem(where, f"{describe(key)} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved"))
+            problems.append(Problem(where, f"{describe(key)} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved: "
+                                           f"pick a key under your own domain, such as example.com/team"))
         if not LABEL_VALUE.fullmatch(value):
             problems.append(Problem(where, f"{describe(value)} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"))
     return problems
