@@ -48,6 +48,19 @@ class Sharing(TypedDict):
     """KAI Scheduler (quotas kai, mode none): pods may ask for part of one GPU; the share, above 0 and below 1, Jobs from gpupools workload ask for."""
 
 
+class SystemPool(TypedDict):
+    """A new cluster's CPU pool for its add-ons; each key left out keeps the cloud's default."""
+
+    machine_type: NotRequired[str]
+    """A CPU machine type of the cloud: EKS instance type (t3.large), AKS VM size (Standard_D4ds_v5), GKE machine type (e2-standard-4), Gcore flavor (g1-standard-4-8)."""
+    min_nodes: NotRequired[int]
+    """Nodes it always keeps, 1 or more (default 1)."""
+    max_nodes: NotRequired[int]
+    """The most nodes it grows to, at least minNodes (default 3); at most 1,000 (200 on Gcore)."""
+    node: NotRequired[dict[str, Any]]
+    """azure, gcp: fields of its AKS AgentPool or GKE NodePool, in that API's spelling (docs/node-settings.md)."""
+
+
 class Cluster(TypedDict):
     """The cluster the pools join: a new one gpupools creates and hardens, or one that exists, found by name."""
 
@@ -99,8 +112,19 @@ class Cluster(TypedDict):
     """gcore, new cluster (required there): the name of the project's SSH keypair every node gets."""
     mode: NotRequired[str]
     """Who runs the GPU nodes: standard (default, gpupools' own pools), auto-mode (aws: EKS Auto Mode), node-auto-provisioning (azure: AKS node auto-provisioning) or autopilot (gcp: GKE Autopilot)."""
-    system_pool: NotRequired[dict[str, Any]]
-    """azure, gcp, new cluster: the system pool's settings: node, fields of its AKS AgentPool or GKE NodePool."""
+    system_pool: NotRequired[SystemPool]
+    """A new cluster's system pool: machine type and size (not on an existing cluster, EKS Auto Mode or GKE Autopilot), and on azure and gcp its node settings."""
+
+
+class Taint(TypedDict):
+    """A taint a pool's nodes carry beside the GPU taint."""
+
+    key: str
+    """A Kubernetes qualified name, such as sku or example.com/dedicated; not gpupools', Kubernetes' or the cloud's own."""
+    value: NotRequired[str]
+    """A label value (default empty)."""
+    effect: str
+    """NoSchedule, PreferNoSchedule or NoExecute."""
 
 
 class Pool(TypedDict):
@@ -128,6 +152,8 @@ class Pool(TypedDict):
     """aws only: the EKS AMI family, al2023 (default) or bottlerocket."""
     labels: NotRequired[dict[str, str]]
     """Extra node labels (at most 64, none under gpupools.io/ or nvidia.com/)."""
+    taints: NotRequired[list[Taint]]
+    """Taints beside the GPU taint (at most 8, one per key); only teams that tolerate them land on the pool."""
     sharing: NotRequired[Sharing]
     """The pool's own sharing; default the stack-wide sharing."""
     zones: NotRequired[list[str]]
@@ -222,6 +248,19 @@ class Alerts(TypedDict):
     """1-10 e-mail addresses (needs monitoring.smtp)."""
 
 
+class Toleration(TypedDict):
+    """A team's toleration of a pool's own taint, as Kubernetes takes it."""
+
+    key: str
+    """The taint's key (required)."""
+    operator: NotRequired[str]
+    """Equal (default) or Exists (every value of the key)."""
+    value: NotRequired[str]
+    """The taint's value; none with Exists."""
+    effect: NotRequired[str]
+    """NoSchedule, PreferNoSchedule or NoExecute; default every effect."""
+
+
 class Team(TypedDict):
     """A team: a namespace, a share of the GPU pools, and with Kueue how it borrows, lends and ranks."""
 
@@ -243,6 +282,8 @@ class Team(TypedDict):
     """Where the team's idle and queue alerts go."""
     over_quota_weight: NotRequired[int]
     """KAI: the team's share of idle GPUs against its siblings of the same priority, 0-1000 (default 1)."""
+    tolerations: NotRequired[list[Toleration]]
+    """The pools' own taints the team's workloads tolerate; gpupools workload puts them in the pod spec."""
 
 
 class Department(TypedDict):

@@ -18,6 +18,7 @@ from gpupools.queues.kueue import CHART as KUEUE_CHART, QUEUE_LABEL
 from gpupools.cli.planrun import Plan
 from gpupools.stack.providers import provider_notes
 from gpupools.queues.engine import cohort_line, queue_tree_lines, team_rows, unusable_quota_warnings
+from gpupools.queues.teams import toleration_lines
 from gpupools.queues import kai
 from gpupools.cli.replacement import PoolChange, sharing_change_note
 from gpupools.core.pools import PoolPlan
@@ -284,7 +285,7 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
                   + ("; pools over several instance types at their most expensive type." if any(p.pool.instance_types for p in plans) else "."))
     if stack.teams:
         console.print(team_table(stack, plans))
-        for line in queue_tree_lines(stack, plans):
+        for line in queue_tree_lines(stack, plans) + toleration_lines(stack, plans):
             console.print(line, markup=False)
         console.print(cohort_line(stack, plans))
     for line in landing_lines(result.outputs.get("landing") or []):

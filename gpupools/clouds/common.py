@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
@@ -66,6 +67,61 @@ CLUSTER_FIELDS = {"resource_group": ("resourceGroup", "azure"), "location": ("lo
                   "private_nodes": ("privateNodes", "gcp"), "release_channel": ("releaseChannel", "gcp"), "production": ("production", "gcp"),
                   "binary_authorization": ("binaryAuthorization", "gcp"), "node_service_account": ("nodeServiceAccount", "gcp"),
                   "keypair": ("keypair", "gcore")}
+
+
+@dataclass(frozen=True)
+class SystemPoolSize:
+    """The CPU pool a new cluster gets for its add-ons: machine type and node bounds (`cluster.systemPool`, each cloud's
+    default where unset)."""
+
+    machine_type: str
+    min_nodes: int
+    max_nodes: int
+
+    def nodes_at_start(self, wanted: int) -> int:
+        """`wanted` nodes at creation (EKS desiredSize, AKS count), within the pool's bounds."""
+        return min(max(wanted, self.min_nodes), self.max_nodes)
+
+
+def system_pool_size(cluster, default: SystemPoolSize) -> SystemPoolSize:
+    """The stack's system pool: each unset key the cloud's default; maxNodes unset follows a minNodes above the default."""
+    given = cluster.system_pool
+    if given is None:
+        return default
+    low = given.min_nodes if given.min_nodes is not None else default.min_nodes
+    high = given.max_nodes if given.max_nodes is not None else max(default.max_nodes, low)
+    return SystemPoolSize(given.machine_type or default.machine_type, low, high)
+
+
+def system_pool_problems(cluster, cloud: str, default: SystemPoolSize, pattern: str, words: str, most: int, bound: str,
+                         catalog: Catalog) -> list[Problem]:
+    """`cluster.systemPool` against the cloud: a new cluster only, a machine type of the cloud's form that the catalog does
+    not list as a GPU type, and minNodes <= maxNodes <= `most` (`bound`: the cloud's limit, in words)."""
+    given = cluster.system_pool
+    if given is None:
+        return []
+    if not cluster.create:
+        return [Problem("cluster.systemPool", "applies to a new cluster (create: true) only; gpupools adds no system pool to an existing "
+                                              "cluster: drop systemPool")]
+    problems = []
+    size = system_pool_size(cluster, default)
+    kind = KIND[cloud]
+    if given.machine_type is not None:
+        where = "cluster.systemPool.machineType"
+        other = catalog.cloud_of(given.machine_type)
+        if not re.fullmatch(pattern, given.machine_type):
+            problems.append(Problem(where, f"{given.machine_type!r} is not {words}"))
+        elif catalog.instance(cloud, given.machine_type) is not None:
+            problems.append(Problem(where, f"{given.machine_type!r} is a GPU {kind} (gpupools catalog); the system pool runs the cluster's "
+                                           f"add-ons on CPU nodes: pick a CPU {kind} such as {default.machine_type}"))
+        elif other is not None and other != cloud:
+            problems.append(Problem(where, f"{given.machine_type!r} is {_a(other)} {other} {KIND[other]}; pick {_a(cloud)} {cloud} {kind} "
+                                           f"such as {default.machine_type}"))
+    if size.max_nodes > most:
+        problems.append(Problem("cluster.systemPool.maxNodes", f"{size.max_nodes} is more than {bound} allows ({most})"))
+    if size.min_nodes > size.max_nodes:
+        problems.append(Problem("cluster.systemPool.minNodes", f"{size.min_nodes} is above maxNodes ({size.max_nodes}); set minNodes <= maxNodes"))
+    return problems
 
 
 def shared_cluster_problems(cluster, cloud: str) -> list[Problem]:

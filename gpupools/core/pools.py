@@ -62,6 +62,10 @@ class NodeTemplate:
     requires: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
+def pool_taints(pool: Pool) -> tuple[Taint, ...]:
+    return tuple(Taint(t.key, t.value, t.effect) for t in pool.taints)
+
+
 def toleration(taint: Taint) -> dict:
     return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
 
@@ -87,6 +91,12 @@ class PoolPlan:
     @property
     def name(self) -> str:
         return self.pool.name
+
+    @property
+    def pool_taints(self) -> tuple[Taint, ...]:
+        """The stack's own taints of the pool (`pools[].taints`): on its nodes beside the GPU taint (among `taints`), but
+        tolerated by a team's workloads only where the team says so (`Team.tolerations`), and by gpupools' GPU software."""
+        return pool_taints(self.pool)
 
     @property
     def node_selector(self) -> dict[str, str]:

@@ -89,7 +89,7 @@ class EksCluster(Component):
             template = resource("ec2/launchTemplate:LaunchTemplate", "system-nodes", decide.system_launch_template_args(), self.child(),
                                 ("latestVersion", "arn"))
             system = resource("eks/nodeGroup:NodeGroup", "system", provider_inputs(decide.system_node_group_args(
-                eks.name, self.node_role.arn, subnet_ids, template.id, template.latestVersion.apply(str))),
+                eks.name, self.node_role.arn, subnet_ids, template.id, template.latestVersion.apply(str), cluster)),
                 self.child(ignore_changes=["scalingConfig.desiredSize"], depends_on=self.node_role.ready))
             # The node monitoring agent too: the GPU health checks node repair acts on.
             for addon in [*decide.addons(cluster), decide.NODE_MONITORING_AGENT]:

@@ -51,7 +51,7 @@ class GkeCluster(Component):
             plans = plan_pools(stack)
             if plan_fabrics(stack, plans):
                 cluster_args = decide.fabric_cluster_args(cluster_args)
-            autoscaling = mode.auto_provisioning_args(plans, self.node_account)
+            autoscaling = mode.auto_provisioning_args(plans, self.node_account, cluster)
             if autoscaling is not None:
                 cluster_args["cluster_autoscaling"] = autoscaling
             # By type token, as pulumi_gcp.container.Cluster registers it (the labels it marks secret included): the
@@ -61,7 +61,7 @@ class GkeCluster(Component):
             self.cluster_name = gke.name
             endpoint, ca_data = gke.endpoint, gke.masterAuth.apply(lambda auth: auth["clusterCaCertificate"])
             # The system pool's nodes pull images from outside Google as soon as they start: NAT first. Autopilot has none.
-            system = mode.system_node_pool_args(gke.name, cluster.location, project, self.node_account)
+            system = mode.system_node_pool_args(gke.name, cluster.location, project, self.node_account, cluster)
             if system is not None:
                 CloudResource(NODE_POOL, "system", _system_inputs(mode, provider_inputs(system), cluster), ("name",),
                               self.child(ignore_changes=["initialNodeCount"], depends_on=[*after, *grants]))

@@ -160,6 +160,7 @@ class FabricPlan:
     keeps_close: bool = True  # whether `placement` keeps the nodes close (GKE takes no compact placement with every capacity)
     node_software: tuple[str, ...] = ()  # DaemonSets a multi-node pod relies on running on its node (GKE's NCCL plugin installers)
     target: Any = field(default=None, compare=False, repr=False)  # the cloud (gpupools.core.cloud.Cloud), asked for the pod's needs
+    taints: tuple = field(default=(), compare=False)  # the pool's own taints (PoolPlan.pool_taints), which its DaemonSets tolerate
 
     @property
     def summary(self) -> str:
@@ -187,7 +188,8 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
                       zone=fabric_zone(stack.target, plan.pool, stack.cluster), placement=placement, target=stack.target,
                       placement_group=group,
                       local_nvme_gb=fabric.local_nvme_gb, resource=resource, resource_count=count, levels=levels, required_level=required,
-                      configured=configured, gaps=gaps, keeps_close=close, node_software=node_software(fabric.kind or ""))
+                      configured=configured, gaps=gaps, keeps_close=close, node_software=node_software(fabric.kind or ""),
+                      taints=plan.pool_taints)
 
 
 def plan_fabrics(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, FabricPlan]:

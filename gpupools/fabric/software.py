@@ -24,7 +24,9 @@ def efa_device_plugin_values(fabrics: list[FabricPlan]) -> dict:
     return {
         "supportedInstanceLabels": {"keys": [POOL_LABEL], "values": sorted(f.pool for f in fabrics)},
         # And the readiness taint: EFA interfaces are advertised while the GPU stack is being validated, not after.
-        "tolerations": [toleration(GPU_TAINT), *readiness.tolerations()],
+        # And the pools' own taints (pools[].taints): the plugin must run on every node of those pools.
+        "tolerations": [toleration(GPU_TAINT), *readiness.tolerations(),
+                        *map(toleration, dict.fromkeys(t for f in fabrics for t in f.taints))],
     }
 
 
@@ -100,7 +102,7 @@ def nic_policy_tolerations(cloud: Cloud, plans: list[PoolPlan], fabrics: list[Fa
     out = [toleration(GPU_TAINT)]
     for plan in plans:
         if plan.name in ib:
-            out += [t for t in cloud.extra_tolerations(plan) if t not in out]
+            out += [t for t in [*cloud.extra_tolerations(plan), *map(toleration, plan.pool_taints)] if t not in out]
     return out
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 
 from gpupools.autoscaling.choice import requested_extended
-from gpupools.core.pools import PoolPlan
+from gpupools.core.pools import PoolPlan, Taint
 from gpupools.landing.cluster import Cluster
+from gpupools.landing.scheduling import untolerated
 from gpupools.landing.shapes import requested_resource
 from gpupools.landing.verdict import Step
 from gpupools.queues import kai, kueue
@@ -90,6 +91,15 @@ def kueue_admission(cluster: Cluster, team: TeamPlan, plan: PoolPlan, job: dict)
             continue
         if not tas and explicit and wanted:
             refused.append(f"{name}: not topology-aware, and the Job asks for a topology (\"does not support TopologyAwareScheduling\")")
+            continue
+        # flavorassigner.go, checkFlavorForPodSets: the flavor's NoSchedule and NoExecute nodeTaints, each tolerated by
+        # the PodSet's tolerations or the flavor's own (corev1helpers.FindMatchingUntoleratedTaint).
+        node_taints = [Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec.get("nodeTaints") or []]
+        missing = untolerated([*(pod.get("tolerations") or []), *(spec.get("tolerations") or [])], node_taints)
+        if missing:
+            t = missing[0]
+            refused.append(f"{name}: untolerated taint {t.key}={t.value}:{t.effect} (the flavor's nodeTaints; the team's tolerations "
+                           f"have none for it: teams[].tolerations)")
             continue
         if tas and not provisioning:
             per_node = max(1, plan.units_per_node // max(1, requests.get(resource, 1)))

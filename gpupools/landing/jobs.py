@@ -18,10 +18,10 @@ from gpupools.core.sharing import gpu_memory_problem, units_per_pod
 from gpupools.fabric.computedomain import CD_LABEL, channel_claim_template, clique_labelled, compute_domain, rack_scale, with_channel
 from gpupools.landing.jobset import REPLICATED_JOB, as_jobset
 from gpupools.landing.names import fit_job, fit_jobset
-from gpupools.pools.pods import gpu_limits, pod_spec
+from gpupools.pools.pods import gpu_limits, pod_spec, pod_tolerations
 from gpupools.queues.kueue import PRIORITY_LABEL, QUEUE_LABEL, allowed_priorities
 from gpupools.queues.teams import TeamPlan, plan_teams
-from gpupools.stack.config import GPU_MEMORY, StackConfig
+from gpupools.stack.config import GPU_MEMORY, StackConfig, Team
 from gpupools.stack.errors import ConfigError, Problem
 from gpupools.upgrades.policy import pool_upgrade
 
@@ -62,9 +62,9 @@ def job_manifest(stack: StackConfig, plan: PoolPlan, image: str, units: int = 1,
     return _job(stack, fit_job(f"gpu-smoke-{plan.name}"), gpu_limits(plan, units, gpu_memory, gpu_cores), image, plan)
 
 
-def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan: PoolPlan | None) -> dict:
+def _job(stack: StackConfig, name: str, limits: dict[str, int], image: str, plan: PoolPlan | None, team: Team | None = None) -> dict:
     labels = {POOL_LABEL: plan.name} if plan is not None else {}
-    spec = pod_spec(stack, plan, limits, image)
+    spec = pod_spec(stack, plan, limits, image, team)
     pod_metadata: dict = {"labels": dict(labels)} if labels else {}
     guard = eviction_guard(resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))
     if guard:
@@ -109,7 +109,7 @@ def team_job(stack: StackConfig, plans: list[PoolPlan], team: str, pool: str | N
                 raise ConfigError([Problem(option, "applies to vgpu pools only; name the pool with --pool")])
         limits = {resource: units}
     name = fit_job(f"gpu-smoke-{team}" + (f"-{target.name}" if target else ""))
-    job = _job(stack, name, limits, image, target)
+    job = _job(stack, name, limits, image, target, t.team)
     job["metadata"] = {"name": name, "namespace": t.team.namespace_name, "labels": job["metadata"]["labels"]}
     if stack.quotas == "kai":
         assert target is not None  # _team_pool asks for --pool on every engine but Kueue
@@ -309,6 +309,7 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
         t = teams[team]
         namespace = t.team.namespace_name
         job["metadata"]["namespace"] = namespace
+        job["spec"]["template"]["spec"]["tolerations"] = pod_tolerations(stack, plan, t.team)
         if stack.quotas == "kueue":
             queue_for(job, t, priority)
             annotations = podset_topology(stack, plan, fabric, gang=True)

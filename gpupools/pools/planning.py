@@ -6,7 +6,7 @@ import dataclasses
 
 from gpupools.capacity import sources as capacity
 from gpupools.core.catalog import load_catalog
-from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
+from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan, pool_taints
 from gpupools.core.sharing import mechanism, resolve_installer
 from gpupools.health.readiness import startup_taints
 from gpupools.stack.config import Pool, StackConfig
@@ -22,7 +22,8 @@ def plan_pool(stack: StackConfig, pool: Pool) -> PoolPlan:
     mech = mechanism(stack.target, installer, pool.os, sharing, hardware, stack.gpu_software.mig_strategy)
     selector = cloud.pod_node_selector(pool)
     labels = {POOL_LABEL: pool.name, GPU_LABEL: hardware.gpu.name, **pool.labels, **mech.node_labels, **selector}
-    plan = PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT,), selector=selector)
+    plan = PoolPlan(pool=pool, sharing=sharing, hardware=hardware, mechanism=mech, labels=labels, taints=(GPU_TAINT, *pool_taints(pool)),
+                    selector=selector)
     plan = cloud.managed_plan(plan)
     return dataclasses.replace(plan, startup_taints=startup_taints(stack, plan))
 

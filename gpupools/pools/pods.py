@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpupools.core.pools import PoolPlan, toleration
 from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, vgpu_memory_limits
-from gpupools.stack.config import StackConfig
+from gpupools.stack.config import StackConfig, Team
 
 
 def gpu_limits(plan: PoolPlan, units: int, gpu_memory: str | None = None, gpu_cores: int | None = None) -> dict[str, int]:
@@ -22,13 +22,31 @@ def gpu_limits(plan: PoolPlan, units: int, gpu_memory: str | None = None, gpu_co
     return limits
 
 
-def pod_spec(stack: StackConfig, plan: PoolPlan | None, limits: dict[str, int], image: str) -> dict:
-    """One container asking for `limits`; with a pool, the node selector and tolerations that land it there."""
+def pod_tolerations(stack: StackConfig, plan: PoolPlan, team: Team | None = None) -> list[dict]:
+    """What a pod of the pool tolerates: the taints gpupools and the cloud put on every GPU node, and the pool's own
+    taints (`pools[].taints`) as a pool's Job without a team does, or for a team the tolerations it declares
+    (`teams[].tolerations`), so a team that tolerates none of a pool's own taints does not land there."""
+    own = plan.pool_taints
+    out = [toleration(t) for t in plan.taints if team is None or t not in own] + stack.target.extra_tolerations(plan)
+    if team is not None:
+        out += [t for t in team_tolerations(team) if t not in out]
+    return out
+
+
+def team_tolerations(team: Team) -> list[dict]:
+    return [t.as_kubernetes() for t in team.tolerations]
+
+
+def pod_spec(stack: StackConfig, plan: PoolPlan | None, limits: dict[str, int], image: str, team: Team | None = None) -> dict:
+    """One container asking for `limits`; with a pool, the node selector and tolerations that land it there; with a team,
+    the team's tolerations (without a pool Kueue adds the chosen flavor's on admission)."""
     spec: dict = {"restartPolicy": "Never"}
     if plan is not None:
         spec["nodeSelector"] = plan.node_selector
-        spec["tolerations"] = [toleration(t) for t in plan.taints] + stack.target.extra_tolerations(plan)
+        spec["tolerations"] = pod_tolerations(stack, plan, team)
         if plan.mechanism.mode == "vgpu":
             spec["schedulerName"] = HAMI_SCHEDULER
+    elif team is not None and team.tolerations:
+        spec["tolerations"] = team_tolerations(team)
     spec["containers"] = [{"name": "cuda", "image": image, "command": ["nvidia-smi", "-L"], "resources": {"limits": limits}}]
     return spec

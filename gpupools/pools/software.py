@@ -15,7 +15,7 @@ import yaml
 from gpupools.health import readiness
 from gpupools.upgrades.policy import driver_upgrade_policy
 from gpupools.stack.config import DEFAULT_DEVICE_PLUGIN_VERSION, DEFAULT_GPU_OPERATOR_VERSION, Sharing, StackConfig
-from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan
+from gpupools.core.pools import GPU_LABEL, GPU_TAINT, POOL_LABEL, PoolPlan, toleration
 from gpupools.core.sharing import (
     BOTTLEROCKET,
     DEPLOY_DEVICE_PLUGIN_LABEL,
@@ -89,7 +89,9 @@ def gpu_tolerations(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
         tolerations += readiness.tolerations()
     module = stack.target
     for plan in plans:
-        for extra in module.extra_tolerations(plan):
+        # The pools' own taints too (pools[].taints): a node whose driver, toolkit or device plugin cannot run there
+        # never offers a GPU, and never passes the readiness gate.
+        for extra in [*module.extra_tolerations(plan), *map(toleration, plan.pool_taints)]:
             if extra not in tolerations:
                 tolerations.append(extra)
     return tolerations

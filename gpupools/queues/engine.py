@@ -46,6 +46,8 @@ def team_rows(stack: StackConfig, plans: list[PoolPlan]) -> list[dict]:
     for t in plan_teams(stack, plans):
         row: dict = {"team": t.team.name, "namespace": t.team.namespace_name,
                      "units": {p.name: t.nominal[p.name] for p in t.pools}}
+        if t.team.tolerations:
+            row["tolerations"] = [tol.as_kubernetes() for tol in t.team.tolerations]
         if stack.quotas == "kueue":
             row.update({"queue": t.team.name, "priority": t.team.priority, "borrow": str(t.team.borrow), "lend": lend_cell(t)})
         rows.append(row)

@@ -199,8 +199,16 @@ def resource_flavor(stack: StackConfig, plan: PoolPlan, fabric: FabricPlan | Non
     tolerations to the pods it admits on it, and nothing else does (its provisioning controller adds none:
     pkg/controller/admissionchecks/provisioning/controller.go)."""
     flavor = flavor or pool_flavors(stack, plan)[0]
-    tolerations = [toleration(t) for t in plan.taints] + stack.target.extra_tolerations(plan)
+    own = plan.pool_taints
+    tolerations = [toleration(t) for t in plan.taints if t not in own] + stack.target.extra_tolerations(plan)
     spec: dict = {"nodeLabels": dict(flavor.node_labels), "tolerations": tolerations}
+    if own:
+        # The pool's own taints are the flavor's nodeTaints, not its tolerations: Kueue assigns the flavor only to a
+        # PodSet whose tolerations (with the flavor's) match each NoSchedule and NoExecute one (kueue v0.19.2
+        # pkg/scheduler/flavorassigner/flavorassigner.go, checkFlavorForPodSets: FindMatchingUntoleratedTaint over
+        # flavor.Spec.NodeTaints), so only a team that declares the tolerations is admitted there; as tolerations
+        # Kueue would add them to every pod it admits there (pkg/podset/podset.go, FromAssignment).
+        spec["nodeTaints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in own]
     if topology_aware(stack, plan, fabric):
         spec["topologyName"] = TOPOLOGY
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor.name, "labels": dict(MANAGED)}, "spec": spec}

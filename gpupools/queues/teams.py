@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpupools.stack.config import StackConfig, Team
-from gpupools.core.pools import PoolPlan
+from gpupools.core.pools import PoolPlan, Taint
 
 TEAM_LABEL = "gpupools.io/team"
 MANAGED = {"app.kubernetes.io/managed-by": "gpupools"}
@@ -154,3 +154,27 @@ def quota_ratios(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, tuple[i
             before = out.get(resource, (0, 0))
             out[resource] = (before[0] + promised[resource], before[1] + per_node * p.pool.max_nodes)
     return {r: v for r, v in sorted(out.items()) if v[0]}
+
+
+def team_tolerates(team: Team, taint: Taint) -> bool:
+    """Whether one of the team's tolerations matches the taint (k8s.io/api core/v1 toleration.go, ToleratesTaint: the same
+    key, the same value unless the operator is Exists, the same effect unless the toleration names none)."""
+    return any(t.key == taint.key and (t.operator == "Exists" or (t.value or "") == taint.value) and t.effect in (None, taint.effect)
+               for t in team.tolerations)
+
+
+def toleration_lines(stack: StackConfig, plans: list[PoolPlan]) -> list[str]:
+    """Per pool with taints of its own (`pools[].taints`), which of its teams tolerate them (`teams[].tolerations`) and
+    which do not: a team's job lands on the pool only if it tolerates each NoSchedule and NoExecute one."""
+    teams = plan_teams(stack, plans)
+    lines = []
+    for plan in plans:
+        users = [t.team for t in teams if plan in t.pools]
+        for taint in plan.pool_taints:
+            yes = [t.name for t in users if team_tolerates(t, taint)]
+            no = [t.name for t in users if not team_tolerates(t, taint)]
+            words = f"tolerated by {', '.join(yes) or 'no team'}" + (f"; not by {', '.join(no)}" if no else "")
+            if taint.effect == "PreferNoSchedule":
+                words += " (PreferNoSchedule only steers: every team may land)"
+            lines.append(f"taint {taint.key}={taint.value}:{taint.effect} on pool {plan.name}: {words}")
+    return lines

@@ -17,6 +17,8 @@ from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
 from gpupools.stack.errors import kind
+from gpupools.stack.taints import (LABEL_VALUE_FORM, MAX_POOL_TAINTS, PATTERNS as TAINT_PATTERNS, QUALIFIED_NAME, PoolTaint, Toleration,
+                                   distinct_taint_keys)
 from gpupools.stack.targets import cloud_names, resolve_cloud
 
 NAMESPACE = "gpupools"
@@ -48,10 +50,11 @@ PATTERN_NAMES = {
     SERVICE_ACCOUNT_EMAIL: "a Google service account e-mail such as gke-nodes@my-project.iam.gserviceaccount.com",
     LOG_ANALYTICS_WORKSPACE: "a Log Analytics workspace resource ID (/subscriptions/<id>/resourceGroups/<group>/providers/"
                              "Microsoft.OperationalInsights/workspaces/<name>)",
+    **TAINT_PATTERNS,
 }
 DnsLabel = Annotated[str, StringConstraints(pattern=DNS_LABEL)]
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+LABEL_KEY = re.compile(QUALIFIED_NAME)
+LABEL_VALUE = re.compile(LABEL_VALUE_FORM)
 RESERVED_LABEL_PREFIXES = ("gpupools.io/", "nvidia.com/")
 
 SharingMode = Literal["none", "time-slicing", "mps", "mig", "vgpu"]
@@ -303,6 +306,8 @@ class Pool(Model):
     disk_size_gb: Annotated[int, Field(ge=20, le=16384, strict=True)] | None = None
     os: Literal["al2023", "bottlerocket"] | None = None
     labels: Annotated[dict[str, str], Field(max_length=MAX_POOL_LABELS)] = Field(default_factory=dict)
+    # Taints beside the GPU taint (docs/pools.md, "Taints"); teams that use the pool tolerate them (Team.tolerations).
+    taints: Annotated[list[PoolTaint], Field(max_length=MAX_POOL_TAINTS), AfterValidator(distinct_taint_keys)] = Field(default_factory=list)
     sharing: Sharing | None = None
     # Availability zones the pool's nodes may start in: EKS zone names (eu-central-1a), AKS zone numbers ("1"),
     # GKE zones (us-central1-a). Unset: every zone of the cluster that can run the pool (see each cloud).
@@ -391,8 +396,15 @@ ClusterMode = Literal["standard", "auto-mode", "node-auto-provisioning", "autopi
 
 
 class SystemPool(Model):
-    """The cluster's own CPU pool (cluster add-ons): fields of the cloud's node API passed through, as a GPU pool's `node:`."""
+    """The size of the CPU pool a new cluster gets for its add-ons (CoreDNS, the GPU Operator's controllers, Kueue,
+    Prometheus): each cloud's default where a key is unset (docs/stack-config.md); each cloud checks its bounds."""
 
+    # EKS instance type, AKS VM size, GKE machine type, Gcore flavor; a CPU type (GPU types are refused).
+    machine_type: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    # At least one node: the cluster's add-ons have nowhere else to run.
+    min_nodes: Annotated[int, Field(ge=1, strict=True)] | None = None
+    max_nodes: Annotated[int, Field(ge=1, strict=True)] | None = None
+    # AKS, GKE: fields of the cloud's node API passed through, as a GPU pool's `node:` (docs/node-settings.md).
     node: dict[str, Any] | None = None
 
 
@@ -443,7 +455,7 @@ class Cluster(Model):
     keypair: Annotated[str, StringConstraints(pattern=KEYPAIR)] | None = None
     # Who runs the GPU nodes (ClusterMode); unset: standard. Each cloud takes its own managed mode only.
     mode: ClusterMode | None = None
-    # The system pool a new cluster gets (AKS, GKE): its node settings.
+    # A new cluster's system pool: machine type and size (each cloud's default where unset) and its node settings.
     system_pool: SystemPool | None = None
 
     @property
@@ -583,6 +595,9 @@ class Team(Model):
     alerts: TeamAlerts | None = None
     # KAI: the team's share of GPUs left over once every queue has its quota, against its siblings' weights.
     over_quota_weight: Annotated[int, Field(ge=0, le=MAX_OVER_QUOTA_WEIGHT, strict=True)] | None = None
+    # The pools' own taints the team's workloads tolerate (docs/teams.md, "Tolerations"): a pool with a taint no
+    # toleration matches takes none of the team's jobs. At most one per taint of every pool.
+    tolerations: Annotated[list[Toleration], Field(max_length=MAX_POOLS * MAX_POOL_TAINTS)] = Field(default_factory=list)
 
     @property
     def namespace_name(self) -> str:

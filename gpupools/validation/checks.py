@@ -10,6 +10,8 @@ from gpupools.core.cloud import Cloud
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED, shared_reservation_problems
 from gpupools.core.catalog import load_catalog
+from gpupools.core.pools import GPU_TAINT
+from gpupools.health.readiness import READINESS_TAINT
 from gpupools.clouds.common import version_problems
 from gpupools.clouds.node_settings import stack_node_problems, system_node_problems
 from gpupools.stack.config import LABEL_KEY, LABEL_VALUE, RESERVED_LABEL_PREFIXES, Cluster, Department, GpuSoftware, Pool, Sharing, Team
@@ -67,6 +69,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
         if pool.min_nodes > pool.max_nodes:
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes} is greater than maxNodes ({pool.max_nodes}); minNodes must be between 0 and maxNodes"))
         problems += _label_problems(pool, path, module)
+        problems += _taint_problems(pool, path, module)
         problems += module.pool_problems(pool, path)
         problems += stack_node_problems(module, pool, path, resolve_autoscaler(module, cluster.create if cluster else True, autoscaler))
         if pool.instance_types and not getattr(module, "MULTI_TYPE_POOLS", False):
@@ -182,9 +185,43 @@ def _label_problems(pool: Pool, path: str, cloud: Cloud | None = None) -> list[P
         elif key in HAMI_NODE_SELECTOR:
             problems.append(Problem(where, f"{describe(key)} is the label HAMi's device plugin selects nodes by; gpupools sets it on vgpu pools only"))
         elif key.startswith(RESERVED_LABEL_PREFIXES):
-            problems.append(Problem(where, f"{describe(key)} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved"))
+            problems.append(Problem(where, f"{describe(key)} is set by gpupools itself; labels under {', '.join(RESERVED_LABEL_PREFIXES)} are reserved: "
+                                           f"pick a key under your own domain, such as example.com/team"))
         if not LABEL_VALUE.fullmatch(value):
             problems.append(Problem(where, f"{describe(value)} is not a valid label value (at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric)"))
+    return problems
+
+
+def _taint_problems(pool: Pool, path: str, cloud: Cloud | None = None) -> list[Problem]:
+    """A pool's own taints (their form is the config model's: Kubernetes' rules) may not be gpupools', Kubernetes' or the
+    cloud's own: those are put on and tolerated by whoever owns them."""
+    problems = []
+    for i, taint in enumerate(pool.taints):
+        where, key = f"{path}.taints[{i}].key", taint.key
+        mine = next((p for p in RESERVED_LABEL_PREFIXES if key.startswith(p)), None)
+        if key == GPU_TAINT.key:
+            problems.append(Problem(where, f"{key} is the GPU taint gpupools puts on every pool itself ({GPU_TAINT.key}={GPU_TAINT.value}:"
+                                           f"{GPU_TAINT.effect}); drop it, and taint the pool with a key of your own such as example.com/dedicated"))
+        elif mine is not None:
+            problems.append(Problem(where, f"{describe(key)} is under {mine}, which gpupools keeps for its own taints and labels; pick a key under "
+                                           f"your own domain, such as example.com/dedicated"))
+        elif (domain := reserved_label_domain(key, cloud)) is not None:
+            problems.append(Problem(where, f"{describe(key)} is under {domain}, which the platform keeps for the taints it sets itself; pick a "
+                                           f"key under your own domain, such as example.com/dedicated"))
+    return problems
+
+
+def _toleration_problems(team: Team, path: str) -> list[Problem]:
+    """A team tolerates the pools' own taints; gpupools' taints are tolerated (or, the readiness gate's, never) by gpupools."""
+    problems = []
+    for i, tol in enumerate(team.tolerations):
+        where, key = f"{path}.tolerations[{i}].key", tol.key
+        if key == READINESS_TAINT.key:
+            problems.append(Problem(where, f"{key} is the taint of gpupools' readiness gate, which no workload tolerates (its pods would start "
+                                           f"before the node's GPU stack is validated); drop it"))
+        elif key.startswith(RESERVED_LABEL_PREFIXES):
+            problems.append(Problem(where, f"{describe(key)} is one of gpupools' own taints, whose tolerations gpupools gives every Job itself; "
+                                           f"drop it (tolerate the pools' own taints, pools[].taints)"))
     return problems
 
 
@@ -210,6 +247,7 @@ def _team_problems(teams: list[Team], pool_names: set[str], quotas: str = "kueue
     names = Counter(t.name for t in teams)
     namespaces = Counter(t.namespace_name for t in teams)
     for i, team in enumerate(teams):
+        problems += _toleration_problems(team, f"teams[{i}]")
         if names[team.name] > 1:
             problems.append(Problem(f"teams[{i}].name", f"{team.name!r} is used by more than one team"))
         elif team.namespace_name in reserved:

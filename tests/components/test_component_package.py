@@ -199,6 +199,8 @@ MIRRORS = [
     (component_args.Upgrades, stack_models.Upgrades), (component_args.MaintenanceWindow, stack_models.MaintenanceWindow),
     (component_args.MaintenanceExclusion, stack_models.MaintenanceExclusion), (component_args.FleetWorker, stack_models.FleetWorker),
     (component_args.GpuPlatformArgs, stack_models.StackConfig),
+    (component_args.SystemPool, stack_models.SystemPool), (component_args.Taint, stack_models.PoolTaint),
+    (component_args.Toleration, stack_models.Toleration),
 ]
 # instanceType is required in a stack file unless instanceTypes is given, which the model fills it from.
 OPTIONAL_HERE = {"instanceType"}
@@ -446,7 +448,7 @@ def as_pool_stack(pool: dict, cluster: dict | None = None) -> dict:
     ({"labels": ["team"]}, "error: pool.labels: expected a mapping, got a list of 1 item"),
     ({"sharing": {"mode": "mig", "migLayout": "x"}}, "error: pool.sharing.migLayout: expected a list, got a string of 1 character"),
     ({"spott": True}, "error: pool.spott: unknown key 'spott'; allowed keys: name, instanceTypes, instanceType, gpu, gpuCount, minNodes, "
-                      "maxNodes, spot, diskSizeGb, os, labels, sharing, zones, capacity, fabric, topologyLevel, autoRepair, upgrades, "
+                      "maxNodes, spot, diskSizeGb, os, labels, taints, sharing, zones, capacity, fabric, topologyLevel, autoRepair, upgrades, "
                       "placement, provisioning, node"),
 ], ids=["list-for-mapping", "token-for-mapping", "list-for-labels", "string-for-list", "unknown-key"])
 def test_a_wrong_nested_input_is_refused_as_the_stack_file_refuses_it(change, line):

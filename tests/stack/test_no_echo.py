@@ -46,7 +46,9 @@ BASES = {**EXAMPLES, **{f"wide-{cloud}": config for cloud, config in WIDE.items(
 # (test_secrets.py plants a marker there and runs every command). The plan shows a valid value where it belongs.
 # A Gcore keypair is named, not given (the key stays in the project).
 ACCEPTED = {"cluster.keypair", "pools.*.labels", "pools.*.labels.*", "pools.*.capacity.*.reservation.tags", "cluster.resourceGroup", "cluster.subnetIds.*", "cluster.location", "aws:profile", "aws:accessKey", "gcp:credentials",
-            "pools.*.capacity.*.reservation.tags.*", "monitoring.releaseLabel", "monitoring.smtp.username"}
+            "pools.*.capacity.*.reservation.tags.*", "monitoring.releaseLabel", "monitoring.smtp.username",
+            # A taint's and a toleration's key and value are free text, as a label's are.
+            "pools.*.taints.*.key", "pools.*.taints.*.value", "teams.*.tolerations.*.key", "teams.*.tolerations.*.value"}
 
 
 def leaked(text: str) -> list[str]:

@@ -22,7 +22,7 @@ _HEALTH = {"readinessGate": True, "alerts": _alerts("#gpu-platform")}
 
 def _teams(pools: dict, pool_list: list[str]) -> list[dict]:
     return [{"name": "research", "namespace": "research-ns", "gpus": pools, "borrow": "all", "lend": 2, "priority": "high",
-             "alerts": _alerts("#research")},
+             "alerts": _alerts("#research"), "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "research", "effect": "NoSchedule"}]},
             {"name": "search", "gpus": 2, "pools": pool_list, "borrow": "none", "lend": "all", "priority": "low"}]
 
 
@@ -37,7 +37,7 @@ WIDE = {
         "gpupools:cluster": {"name": "ml-wide", "create": True, "kubernetesVersion": "1.36", "endpointAccess": "restricted",
                              "authorizedCidrs": ["203.0.113.0/24"], "secretsEncryption": True,
                              "controlPlaneLogs": ["api", "audit", "authenticator"], "logRetentionDays": 90, "authenticationMode": "API",
-                             "managedAddons": True},
+                             "managedAddons": True, "systemPool": {"machineType": "m6i.large", "minNodes": 2, "maxNodes": 4}},
         "gpupools:sharing": {"mode": "none"},
         "gpupools:gpuSoftware": {"installer": "gpu-operator", "migStrategy": "mixed", "version": "v26.7.0"},
         "gpupools:pools": [
@@ -46,7 +46,7 @@ WIDE = {
              "zones": ["eu-central-1a"], "fabric": "none", "autoRepair": True,
              "capacity": [{"reservation": {"id": "cr-0123456789abcdef0", "kind": "odcr", "zones": ["eu-central-1a"], "nodes": 1}},
                           "on-demand"]},
-            {"name": "tagged", "instanceType": "g6.xlarge", "maxNodes": 2,
+            {"name": "tagged", "instanceType": "g6.xlarge", "maxNodes": 2, "taints": [{"key": "dedicated", "value": "research", "effect": "NoSchedule"}],
              "capacity": [{"reservation": {"tags": {"purpose": "ml"}, "ownerId": "123456789012", "nodes": 1}}, "spot"]},
             {"name": "pretrain", "instanceType": "p4d.24xlarge", "maxNodes": 2, "zones": ["eu-central-1a"], "fabric": "auto",
              "topologyLevel": "layer-2"},

@@ -133,6 +133,10 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
     problems = standard.cluster_problems(cluster)
     if cluster.managed_addons is not None:
         problems.append(Problem("cluster.managedAddons", "EKS Auto Mode runs the VPC CNI, kube-proxy and CoreDNS itself; drop managedAddons"))
+    if cluster.system_pool is not None:
+        problems = [p for p in problems if not p.path.startswith("cluster.systemPool")]
+        problems.append(Problem("cluster.systemPool", "EKS Auto Mode runs the cluster's add-ons on its built-in system NodePool, which it "
+                                                      "sizes itself; gpupools creates no system node group: drop systemPool"))
     return problems
 
 

@@ -10,13 +10,18 @@ import json
 
 from gpupools.stack.config import Cluster
 from gpupools.stack.errors import Problem
-from gpupools.clouds.common import (Control, endpoint_control, on_off, shared_cluster_problems, too_open)
+from gpupools.clouds.common import (Control, SystemPoolSize, endpoint_control, on_off, shared_cluster_problems, system_pool_problems,
+                                    system_pool_size, too_open)
+from gpupools.core.catalog import load_catalog
 from gpupools.clouds.aws.health import NODE_MONITORING_AGENT, NODE_MONITORING_AGENT_VALUES
-from gpupools.clouds.aws.provider import DEFAULT_KUBERNETES_VERSION, NAME
+from gpupools.clouds.aws.provider import DEFAULT_KUBERNETES_VERSION, MAX_NODES_PER_POOL, NAME
 from gpupools.clouds.aws.software import IMDS_V2_ONLY
 
 
 SYSTEM_POOL = {"instance_type": "t3.large", "min": 1, "max": 3, "desired": 2, "ami_type": "AL2023_x86_64_STANDARD"}
+SYSTEM_DEFAULT = SystemPoolSize(SYSTEM_POOL["instance_type"], SYSTEM_POOL["min"], SYSTEM_POOL["max"])
+# An EC2 instance type: family (with its generation and options), a dot, a size (t3.large, m7i-flex.xlarge, u-6tb1.metal).
+INSTANCE_TYPE_FORM = r"[a-z][a-z0-9-]*\.[a-z0-9]+"
 VPC_CIDR = "10.0.0.0/16"
 AVAILABILITY_ZONES = 2
 
@@ -33,6 +38,10 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
     problems = shared_cluster_problems(cluster, NAME)
     if cluster.subnet_ids is not None and len(cluster.subnet_ids) < 2:
         problems.append(Problem("cluster.subnetIds", f"{len(cluster.subnet_ids)} subnet given; EKS needs subnets in at least two availability zones"))
+    # CreateNodegroup's scalingConfig takes minSize >= 0 and maxSize >= 1 (botocore eks model, NodegroupScalingConfig); the
+    # nodes of a managed node group are bounded by EKS's quota (450 by default) and gpupools' per-pool cap.
+    problems += system_pool_problems(cluster, NAME, SYSTEM_DEFAULT, INSTANCE_TYPE_FORM, "an EC2 instance type such as m6i.large",
+                                     MAX_NODES_PER_POOL, "gpupools' cap per EKS node group", load_catalog())
     return problems
 
 
@@ -45,8 +54,11 @@ def system_launch_template_args() -> dict:
             "tagSpecifications": [{"resourceType": "instance", "tags": {"gpupools.io/pool": "system"}}]}
 
 
-def system_node_group_args(cluster_name, node_role_arn, subnet_ids, launch_template_id, launch_template_version) -> dict:
-    """A small on-demand CPU group so CoreDNS, the GPU Operator and Prometheus run without waking a GPU node."""
+def system_node_group_args(cluster_name, node_role_arn, subnet_ids, launch_template_id, launch_template_version,
+                           cluster: Cluster | None = None) -> dict:
+    """A small on-demand CPU group so CoreDNS, the GPU Operator and Prometheus run without waking a GPU node; its size the
+    stack's `cluster.systemPool` (`SYSTEM_DEFAULT` where unset)."""
+    size = system_pool_size(cluster, SYSTEM_DEFAULT) if cluster is not None else SYSTEM_DEFAULT
     return {
         "cluster_name": cluster_name,
         "node_group_name": "system",
@@ -54,9 +66,9 @@ def system_node_group_args(cluster_name, node_role_arn, subnet_ids, launch_templ
         "subnet_ids": subnet_ids,
         "ami_type": SYSTEM_POOL["ami_type"],
         "capacity_type": "ON_DEMAND",
-        "instance_types": [SYSTEM_POOL["instance_type"]],
+        "instance_types": [size.machine_type],
         "labels": {"gpupools.io/pool": "system"},
-        "scaling_config": {"min_size": SYSTEM_POOL["min"], "max_size": SYSTEM_POOL["max"], "desired_size": SYSTEM_POOL["desired"]},
+        "scaling_config": {"min_size": size.min_nodes, "max_size": size.max_nodes, "desired_size": size.nodes_at_start(SYSTEM_POOL["desired"])},
         "launch_template": {"id": launch_template_id, "version": launch_template_version},
     }
 

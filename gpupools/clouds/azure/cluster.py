@@ -8,19 +8,28 @@ from __future__ import annotations
 
 from gpupools.stack.config import Cluster
 from gpupools.stack.errors import Problem
-from gpupools.clouds.common import Control, endpoint_control, on_off, shared_cluster_problems, too_open
+from gpupools.clouds.common import (Control, SystemPoolSize, endpoint_control, on_off, shared_cluster_problems, system_pool_problems,
+                                    system_pool_size, too_open)
+from gpupools.core.catalog import load_catalog
 from gpupools.stack.providers import provider_value
-from gpupools.clouds.azure.provider import DEFAULT_KUBERNETES_VERSION, NAME
+from gpupools.clouds.azure.provider import DEFAULT_KUBERNETES_VERSION, MAX_NODES_PER_POOL, NAME
 from gpupools.clouds.azure.upgrades import NODE_OS_UPGRADE_CHANNEL, UPGRADE_CHANNEL
 
 
 SYSTEM_POOL = {"vm_size": "Standard_D4ds_v5", "min": 1, "max": 3, "count": 2}
+SYSTEM_DEFAULT = SystemPoolSize(SYSTEM_POOL["vm_size"], SYSTEM_POOL["min"], SYSTEM_POOL["max"])
+# An Azure VM size as AKS takes it (Standard_D4ds_v5, Standard_E8s_v5).
+VM_SIZE_FORM = r"Standard_[A-Za-z0-9_]+"
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
     problems = shared_cluster_problems(cluster, NAME)
     if cluster.resource_group is None:
         problems.append(Problem("cluster.resourceGroup", "required on azure: the resource group that holds (or will hold) the AKS cluster"))
+    # An AKS node pool holds 0 to 1,000 nodes, a System-mode pool at least one (AKS "create node pools"; "system node
+    # pools": a cluster's system pools need at least one node between them), which SystemPool's minNodes >= 1 keeps.
+    problems += system_pool_problems(cluster, NAME, SYSTEM_DEFAULT, VM_SIZE_FORM, "an Azure VM size such as Standard_D4ds_v5",
+                                     MAX_NODES_PER_POOL, "an AKS node pool", load_catalog())
     return problems
 
 
@@ -119,6 +128,7 @@ def cluster_controls(cluster: Cluster) -> list[Control]:
 
 
 def managed_cluster_args(cluster: Cluster) -> dict:
+    system = system_pool_size(cluster, SYSTEM_DEFAULT)
     args = {
         "resource_name_": cluster.name,
         "resource_group_name": cluster.resource_group,
@@ -131,10 +141,10 @@ def managed_cluster_args(cluster: Cluster) -> dict:
         "agent_pool_profiles": [{
             "name": "system",
             "mode": "System",
-            "vm_size": SYSTEM_POOL["vm_size"],
-            "count": SYSTEM_POOL["count"],
-            "min_count": SYSTEM_POOL["min"],
-            "max_count": SYSTEM_POOL["max"],
+            "vm_size": system.machine_type,
+            "count": system.nodes_at_start(SYSTEM_POOL["count"]),
+            "min_count": system.min_nodes,
+            "max_count": system.max_nodes,
             "enable_auto_scaling": True,
             "os_type": "Linux",
             "type": "VirtualMachineScaleSets",

@@ -124,7 +124,7 @@ def cluster_args(cluster: Cluster, project: str | None, pool, upgrades=None) -> 
     return args
 
 
-def auto_provisioning_args(plans: list[PoolPlan], service_account: Any = None) -> dict | None:
+def auto_provisioning_args(plans: list[PoolPlan], service_account: Any = None, cluster: Cluster | None = None) -> dict | None:
     """The nodes' service account and scopes, which Autopilot's nodes take from the auto-provisioning defaults; no limits
     and no `enabled` (Autopilot's own)."""
     defaults: dict = {"oauth_scopes": standard.NAP_SCOPES}
@@ -133,7 +133,7 @@ def auto_provisioning_args(plans: list[PoolPlan], service_account: Any = None) -
     return {"auto_provisioning_defaults": defaults}
 
 
-def system_node_pool_args(cluster_name, location: str, project: str | None, service_account: Any = None) -> None:
+def system_node_pool_args(cluster_name, location: str, project: str | None, service_account: Any = None, cluster: Cluster | None = None) -> None:
     """None: Autopilot runs the cluster's own workloads on nodes it makes."""
     return None
 
@@ -197,6 +197,12 @@ def managed_pool_problems(pool: Pool, path: str, installer: str, cluster: Cluste
     if pool.labels:
         problems.append(Problem(f"{path}.labels", "GKE Autopilot puts one label of the pod's choosing on a node, the workload-separation pair "
                                                   "(gpupools.io/pool); drop labels"))
+    if pool.taints:
+        # GKE "Configure workload separation": Autopilot taints a node only for a pod that both tolerates and selects the
+        # same key:value pair, and gpupools spends that pair on the pool itself (gpupools.io/pool=<pool>:NoSchedule).
+        problems.append(Problem(f"{path}.taints", "GKE Autopilot taints a node only for a pod that selects and tolerates the same key=value "
+                                                  "(workload separation), and gpupools uses that pair for the pool itself (gpupools.io/pool); "
+                                                  "drop taints, or use cluster.mode: standard"))
     if pool.zones:
         problems.append(Problem(f"{path}.zones", "gpupools does not pin Autopilot GPU pods to zones: Autopilot picks a zone of the cluster's "
                                                  "region that has the GPU; drop zones"))
@@ -285,6 +291,10 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
     "Regional clusters", docs.cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters), and Autopilot always
     runs GKE Dataplane V2, which enforces NetworkPolicy, so a stack cannot turn it off."""
     problems = standard.cluster_problems(cluster)
+    if cluster.system_pool is not None:
+        problems = [p for p in problems if not p.path.startswith("cluster.systemPool")]
+        problems.append(Problem("cluster.systemPool", "GKE Autopilot runs the cluster's own workloads on nodes it makes and sizes; "
+                                                      "gpupools creates no system pool there: drop systemPool"))
     if cluster.location and zone_region(cluster.location) != cluster.location:
         problems.append(Problem("cluster.location", f"{cluster.location!r} is a zone, and GKE Autopilot clusters are always regional; give its "
                                                     f"region ({zone_region(cluster.location)}), or use cluster.mode: standard for a zonal cluster"))

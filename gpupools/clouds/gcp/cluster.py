@@ -15,13 +15,17 @@ from gpupools.stack.config import GKE_RELEASE_CHANNELS, Cluster
 from gpupools.stack.errors import Problem
 from gpupools.core.pools import PoolPlan
 from gpupools.upgrades.policy import Window
-from gpupools.clouds.common import Control, endpoint_control, on_off, shared_cluster_problems, too_open
+from gpupools.clouds.common import (Control, SystemPoolSize, endpoint_control, on_off, shared_cluster_problems, system_pool_problems,
+                                    system_pool_size, too_open)
 from gpupools.clouds.gcp.capacity import uses_compute_class
-from gpupools.clouds.gcp.provider import NAME
+from gpupools.clouds.gcp.provider import MAX_NODES_PER_POOL_ZONE, NAME
 from gpupools.clouds.gcp.upgrades import DEFAULT_RELEASE_CHANNEL, compute_class_upgrade_settings, maintenance_policy
 
 
 SYSTEM_POOL = {"machine_type": "e2-standard-4", "min": 1, "max": 3}
+SYSTEM_DEFAULT = SystemPoolSize(SYSTEM_POOL["machine_type"], SYSTEM_POOL["min"], SYSTEM_POOL["max"])
+# A Compute Engine machine type: family, then type and size (e2-standard-4, n2-highmem-8, c3-standard-22-lssd).
+MACHINE_TYPE_FORM = r"[a-z][a-z0-9]*(-[a-z0-9]+)+"
 
 
 def cluster_problems(cluster: Cluster) -> list[Problem]:
@@ -31,6 +35,10 @@ def cluster_problems(cluster: Cluster) -> list[Problem]:
     if cluster.node_service_account is not None and DEFAULT_COMPUTE_ACCOUNT.fullmatch(cluster.node_service_account):
         problems.append(Problem("cluster.nodeServiceAccount", "is the Compute Engine default service account, which holds the project's Editor "
                                                               "role; name a dedicated account, or leave it out and gpupools creates one"))
+    # GKE: at most 1,000 nodes per node pool in each zone (GKE quotas and limits, "Nodes per node pool zone"); the system
+    # pool's bounds are total_min/max_node_count, so one zone's limit is the bound that holds wherever the cluster is.
+    problems += system_pool_problems(cluster, NAME, SYSTEM_DEFAULT, MACHINE_TYPE_FORM, "a Compute Engine machine type such as e2-standard-4",
+                                     MAX_NODES_PER_POOL_ZONE, "a GKE node pool in one zone", load_catalog())
     return problems
 
 
@@ -219,16 +227,19 @@ def existing_cluster_problem(name: str, workload_pools: list[str | None], autopi
             f"`gcloud container clusters update {name} --workload-pool=PROJECT_ID.svc.id.goog`, then run again")
 
 
-def system_node_pool_args(cluster_name, location: str, project: str | None, service_account: Any = None) -> dict:
+def system_node_pool_args(cluster_name, location: str, project: str | None, service_account: Any = None,
+                          cluster: Cluster | None = None) -> dict:
+    """The CPU pool the cluster's add-ons run on, sized by the stack's `cluster.systemPool` (`SYSTEM_DEFAULT` where unset)."""
+    size = system_pool_size(cluster, SYSTEM_DEFAULT) if cluster is not None else SYSTEM_DEFAULT
     args = {
         "name": "system",
         "cluster": cluster_name,
         "location": location,
-        "initial_node_count": SYSTEM_POOL["min"],
-        "autoscaling": {"total_min_node_count": SYSTEM_POOL["min"], "total_max_node_count": SYSTEM_POOL["max"]},
+        "initial_node_count": size.min_nodes,
+        "autoscaling": {"total_min_node_count": size.min_nodes, "total_max_node_count": size.max_nodes},
         "management": {"auto_repair": True, "auto_upgrade": True},
         "node_config": {
-            "machine_type": SYSTEM_POOL["machine_type"],
+            "machine_type": size.machine_type,
             "labels": {"gpupools.io/pool": "system"},
             "oauth_scopes": ["https://www.googleapis.com/auth/cloud-platform"],
             "workload_metadata_config": {"mode": "GKE_METADATA"},
@@ -264,7 +275,7 @@ NEW_NETWORK_MAX_ZONES = None
 NAP_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 
 
-def auto_provisioning_args(plans: list[PoolPlan], service_account: Any = None) -> dict | None:
+def auto_provisioning_args(plans: list[PoolPlan], service_account: Any = None, cluster: Cluster | None = None) -> dict | None:
     """The cluster's autoscaling block when some pool is a ComputeClass (None otherwise): node auto-provisioning on,
     each accelerator type limited to the GPUs its ComputeClass pools may hold at maxNodes."""
     classed = [p for p in plans if uses_compute_class(p.pool)]
@@ -273,7 +284,7 @@ def auto_provisioning_args(plans: list[PoolPlan], service_account: Any = None) -
     gcp = load_catalog().instances.get(NAME, {}).values()
     vcpus = max(i.vcpus for i in gcp if i.vcpus)
     memory = max(i.memory_gib for i in gcp if i.memory_gib)
-    nodes = sum(p.pool.max_nodes for p in plans) + SYSTEM_POOL["max"]
+    nodes = sum(p.pool.max_nodes for p in plans) + (system_pool_size(cluster, SYSTEM_DEFAULT) if cluster is not None else SYSTEM_DEFAULT).max_nodes
     gpus: dict[str, int] = {}
     for p in classed:
         gpus[p.hardware.accelerator] = gpus.get(p.hardware.accelerator, 0) + p.max_gpus
