@@ -20,7 +20,7 @@ LIST = ("import sys\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
         "sdks = %r\n"
-        "print(' '.join(sorted(m for m in sys.modules if m.partition('.')[0] in sdks and m.count('.') < 2 and not m.endswith('._utilities'))),"
+        "print('imported:', ' '.join(sorted(m for m in sys.modules if m.partition('.')[0] in sdks and m.count('.') < 2 and not m.endswith('._utilities'))),"
         " file=sys.stderr)\n" % (SDKS,))
 
 
@@ -28,7 +28,8 @@ LIST = ("import sys\n"
 def test_a_plan_imports_no_generated_provider_module(stack):
     proc = subprocess.run([sys.executable, "-c", LIST, stack], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert set(proc.stderr.split()) == set()
+    # The plan's own warnings go to stderr too (dev-gcore: its region is not checked offline); the list is the last line.
+    assert proc.stderr.splitlines()[-1].split() == ["imported:"], proc.stderr
 
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp", "azure"])
@@ -41,4 +42,5 @@ def test_an_existing_cluster_plan_imports_no_generated_provider_module(cloud, tm
     code = LIST.replace("['plan', '--stack', sys.argv[1], '--json']", "['plan', '--config', sys.argv[1], '--json']")
     proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert set(proc.stderr.split()) == set()
+    # The plan's own warnings go to stderr too (dev-gcore: its region is not checked offline); the list is the last line.
+    assert proc.stderr.splitlines()[-1].split() == ["imported:"], proc.stderr
