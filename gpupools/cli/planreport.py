@@ -12,7 +12,7 @@ from datetime import date
 from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, NONE, ScaleUp, resolve_autoscaler
 from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import past_standard_support
-from gpupools.clouds.node_settings import node_lines
+from gpupools.clouds.node_settings import node_lines, pool_node_api
 from gpupools.stack.config import StackConfig
 from gpupools.queues.kueue import CHART as KUEUE_CHART, QUEUE_LABEL
 from gpupools.cli.planrun import Plan
@@ -203,7 +203,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     disk = getattr(stack.target, "node_disk_line", None)  # clouds whose pools' node disks gpupools sizes itself (EKS)
     if disk is not None:
         table.add_row("disk", disk(plan))
-    for i, line in enumerate(node_lines(getattr(stack.target, "NODE_API", None), pool.node)):
+    for i, line in enumerate(node_lines(pool_node_api(stack.target, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)), pool.node)):
         table.add_row(f"{stack.target.SERVICE} node" if i == 0 else "", line)
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit" if not m.node_resources else "MIG instance or GPU"
     per_node = " + ".join(f"{r} x {n}" for r, n in plan.node_resources.items()) + " per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")

@@ -157,9 +157,10 @@ def test_node_is_refused_where_no_node_pool_takes_it():
     assert any(str(p).startswith("error: pools[0].node: AKS takes no node settings") for p in config_problems(nap))
     managed_node_groups = stack_config("aws", autoscaler="cluster-autoscaler",
                                        pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2, "node": {"nodePool": {"weight": 3}}}])
+    # a managed node group takes its own fields (tests/clouds/test_node_settings_eks.py), not Karpenter's
     assert [str(p) for p in config_problems(managed_node_groups)] == [
-        "error: pools[0].node: EKS takes node settings on Karpenter pools only (nodeClass, nodePool); with managed node groups "
-        "(cluster-autoscaler) remove node"]
+        "error: pools[0].node.nodePool: not a field of EKS's managed node group; fields: forceUpdateVersion, kubelet, labels, "
+        "launchTemplate, tags, warmPoolConfig"]
     auto = stack_config("aws", pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2, "node": {"nodePool": {"weight": 3}}}],
                         cluster={"name": "ml", "mode": "auto-mode"})
     assert any(str(p).startswith("error: pools[0].node: EKS takes no node settings") for p in config_problems(auto))
