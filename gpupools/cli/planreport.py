@@ -151,7 +151,7 @@ def instance_types_text(stack: StackConfig, plan: PoolPlan) -> str:
 
 
 def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None,
-               exporters: list[str] | None = None) -> Table:
+               exporters: list[str] | None = None, node_changes: dict[str, list[str]] | None = None) -> Table:
     """`exporters`: the pool's entry of `exporter_per_pool` for the whole stack (worked out here when not given)."""
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
@@ -164,6 +164,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         for change in changes:
             if (change.type, change.name) in mine:
                 table.add_row("change", change.summary)
+    for line in (node_changes or {}).get(pool.name, []):  # a node setting changed since the previous plan (cli.nodechanges)
+        table.add_row("node change", line)
     autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     sources = capacity_report(stack, plan, autoscaler)
     table.add_row("instance", f"{instance_types_text(stack, plan)}, " + ("capacity below" if pool.capacity is not None else sources["order"][0]))
@@ -227,7 +229,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
 
 
 def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None,
-               source=None) -> None:
+               source=None, node_changes: dict[str, list[str]] | None = None) -> None:
     """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
     console = console or Console(highlight=False, emoji=False, width=140)
     module = stack.target
@@ -250,7 +252,7 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         console.print(line, markup=False)
     exporters = exporter_per_pool(stack, plans)
     for plan, verdict in zip(plans, scale_ups(stack, plans)):
-        console.print(pool_table(stack, plan, result, verdict, changes, exporters[plan.name]))
+        console.print(pool_table(stack, plan, result, verdict, changes, exporters[plan.name], node_changes))
     for change in changes or []:
         if change.action == "delete":
             console.print(f"change: {change.summary} (no longer in the stack)", markup=False)

@@ -241,6 +241,9 @@ def _value_text(value: Any) -> str:
     return kind(value)  # text that may be a credential is described, never shown
 
 
+value_text = _value_text
+
+
 def node_lines(api: NodeApi | None, node: Mapping[str, Any] | None) -> list[str]:
     """Each field a `node:` sets, as the plan shows it, with what a change of it does where it replaces the pool."""
     if api is None or not node:
