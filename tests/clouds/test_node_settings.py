@@ -319,9 +319,11 @@ def test_the_docs_examples_are_valid_stacks():
 
     text = (ROOT / "docs" / "node-settings.md").read_text()
     examples = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.S)]
-    assert len(examples) == 3
-    gke, aks, eks = examples
+    assert len(examples) == 4
+    gke, aks, eks, node_group = examples
     assert validate_stack(stack_config("aws", pools=eks["gpupools:pools"])).pools[0].node["nodePool"] == {"replicas": 2}
+    ca = validate_stack(stack_config("aws", pools=node_group["gpupools:pools"], autoscaler=node_group["gpupools:autoscaler"]))
+    assert ca.pools[0].node["kubelet"]["config"]["maxPods"] == 110
     validate_stack(stack_config("gcp", pools=gke["gpupools:pools"]))
     stack = validate_stack(stack_config("azure", pools=aks["gpupools:pools"], cluster=aks["gpupools:cluster"]))
     assert stack.pools[0].node["scaleSetEvictionPolicy"] == "Deallocate" and stack.cluster.system_pool.node == {"maxPods": 110}
