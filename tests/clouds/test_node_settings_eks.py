@@ -220,3 +220,24 @@ def test_the_node_group_model_is_pulumi_aws_with_botocore_enums():
     kubelet = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["kubelet"]["properties"]
     assert set(fields["kubelet"]["fields"]) == set(kubelet)
     assert fields["kubelet"]["fields"]["config"]["fields"]["maxPods"] == {"type": "integer"}
+
+
+def test_the_rack_scale_pool_takes_kubelet_settings_too():
+    raw = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev-aws-gb200.yaml").read_text())["config"]
+    raw["gpupools:pools"][0]["node"] = {"kubelet": {"config": {"maxPods": 110}}, "launchTemplate": {"metadataOptions": {"httpPutResponseHopLimit": 1}}}
+    plan = plan_of(raw)
+    assert _node_config(plan, "gb200")["spec"]["kubelet"] == {"config": {"maxPods": 110}}
+    template = plan.get(LAUNCH_TEMPLATE, "gb200-nodes").inputs
+    assert template["metadataOptions"]["httpPutResponseHopLimit"] == 1 and template["instanceMarketOptions"]["marketType"] == "capacity-block"
+
+
+def test_a_previous_plan_whose_node_settings_are_not_an_object_is_refused(tmp_path):
+    from gpupools.cli.previousplan import read_previous_plan
+    from gpupools.stack.reading import ReadError
+
+    path = tmp_path / "previous.json"
+    path.write_text(json.dumps({"stack": "test", "resources": [], "nodeSettings": ["x"]}))
+    with pytest.raises(ReadError, match="nodeSettings: expected an object, got "):
+        read_previous_plan(path)
+    path.write_text(json.dumps({"stack": "test", "resources": [], "nodeSettings": {"p": {"labels": {"digest": "0"}}}}))
+    assert read_previous_plan(path)["nodeSettings"] == {"p": {"labels": {"digest": "0"}}}
