@@ -14,8 +14,13 @@ with: every input's provider name (`@pulumi.getter(name=...)` of the generated `
   aws    Karpenter's CRDs as pinned in tests/reference/karpenter (aws/karpenter-provider-aws v1.14.1,
          pkg/apis/crds): the EC2NodeClass's spec and the NodePool's spec, under the keys nodeClass and nodePool
          (the CEL rules are checked on the objects gpupools writes, by tests/autoscaling)
+  aws-node-group  (gpupools/clouds/aws/node_group_api.json) a managed node group: pulumi_aws.eks.NodeGroupArgs, its
+         launchTemplate the data of pulumi_aws.ec2.LaunchTemplateArgs, with the enums of the same fields in botocore's
+         eks CreateNodegroup and ec2 RequestLaunchTemplateData shapes; kubelet: nodeadm's NodeConfig spec.kubelet
+         (awslabs/amazon-eks-ami nodeadm/api/v1alpha1, the CRD pinned in tests/reference/amazon-eks-ami), its
+         KubeletConfiguration fields typed as Karpenter's EC2NodeClass kubelet types the same fields
 
-Usage: tools/node_api_models.py [--gke-discovery container.v1.json] [azure] [gcp]   (no argument: every cloud whose SDK is installed)
+Usage: tools/node_api_models.py [--gke-discovery container.v1.json] [aws] [aws-node-group] [azure] [gcp]   (no argument: every cloud whose SDK is installed)
 tests/clouds/test_node_settings_models.py derives them again from the installed SDKs and compares.
 """
 
@@ -182,7 +187,66 @@ def derive_gcore() -> dict:
             "model": {"type": "object", "fields": fields}}
 
 
+# Inputs of the two Pulumi resources a `node:` does not reach: the request's path and the resource's identity, and the
+# launch template's own versioning and tags (the instances' tags are tagSpecifications).
+NODE_GROUP_LEFT_OUT = {"clusterName", "nodeGroupName", "nodeGroupNamePrefix", "region", "launchTemplate"}
+LAUNCH_TEMPLATE_LEFT_OUT = {"name", "namePrefix", "region", "defaultVersion", "updateDefaultVersion", "description", "tags"}
+# pulumi_aws's name -> botocore's, where the Terraform provider renamed a field; the rest match ignoring case.
+BOTOCORE_RENAMES = {"subnetIds": "subnets", "nodeRoleArn": "nodeRole", "sourceSecurityGroupIds": "sourceSecurityGroups",
+                    "vpcSecurityGroupIds": "SecurityGroupIds", "securityGroupNames": "SecurityGroups"}
+
+
+def add_botocore_enums(model: dict, shape, unmatched: list[str], path: str = "") -> None:
+    """Copy botocore's enums onto the provider's string fields of the same (or renamed) name; `unmatched` collects the
+    provider's fields botocore's shape does not have."""
+    if model["type"] == "object":
+        members = {name.lower(): sub for name, sub in getattr(shape, "members", {}).items()}
+        for name, sub in model["fields"].items():
+            found = members.get(BOTOCORE_RENAMES.get(name, name).lower())
+            if found is None:
+                unmatched.append(f"{path}{name}")
+            else:
+                add_botocore_enums(sub, found, unmatched, f"{path}{name}.")
+    elif model["type"] == "array" and shape.type_name == "list":
+        add_botocore_enums(model["items"], shape.member, unmatched, path)
+    elif model["type"] == "string" and getattr(shape, "enum", None):
+        model["enum"] = list(shape.enum)
+
+
+NODEADM_CRD = ROOT / "tests" / "reference" / "amazon-eks-ami" / "node.eks.aws_nodeconfigs.yaml"
+
+
+def derive_node_group() -> tuple[dict, list[str]]:
+    import botocore.session
+    import yaml
+
+    session = botocore.session.get_session()
+    eks, ec2 = importlib.import_module("pulumi_aws.eks"), importlib.import_module("pulumi_aws.ec2")
+    model = _object(eks, eks.NodeGroupArgs, (), NODE_GROUP_LEFT_OUT)
+    template = _object(ec2, ec2.LaunchTemplateArgs, (), LAUNCH_TEMPLATE_LEFT_OUT)
+    unmatched: list[str] = []
+    add_botocore_enums(model, session.get_service_model("eks").operation_model("CreateNodegroup").input_shape, unmatched)
+    add_botocore_enums(template, session.get_service_model("ec2").shape_for("RequestLaunchTemplateData"), unmatched, "launchTemplate.")
+    model["fields"]["launchTemplate"] = template
+    # nodeadm's kubelet options: `config` is a KubeletConfiguration merged over nodeadm's defaults (free-form in the CRD),
+    # typed here by the fields Karpenter's EC2NodeClass passes to the same KubeletConfiguration.
+    crd = yaml.safe_load(NODEADM_CRD.read_text())
+    version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
+    kubelet = _from_openapi(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["kubelet"])
+    node_class = yaml.safe_load((ROOT / "tests" / "reference" / "karpenter" / KARPENTER_CRDS["nodeClass"]).read_text())
+    node_class = next(v for v in node_class["spec"]["versions"] if v.get("storage"))
+    kubelet["fields"]["config"] = _from_openapi(node_class["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["kubelet"])
+    model["fields"]["kubelet"] = kubelet
+    versions = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in ("pulumi_aws", "botocore"))
+    return {"source": f"{versions}: pulumi_aws.eks.NodeGroupArgs, launchTemplate pulumi_aws.ec2.LaunchTemplateArgs, enums of botocore's "
+                      f"eks CreateNodegroup and ec2 RequestLaunchTemplateData; kubelet nodeadm NodeConfig spec.kubelet (amazon-eks-ami "
+                      f"v20260724), its config typed as Karpenter v1.14.1's EC2NodeClass kubelet (generated by tools/node_api_models.py)",
+            "model": model}, unmatched
+
+
 def derive(cloud: str, gke_discovery: Path = GKE_DISCOVERY) -> dict:
+    if cloud == "aws-node-group":
+        return derive_node_group()[0]
     if cloud == "aws":
         return derive_karpenter()
     if cloud == "gcore":
@@ -200,6 +264,8 @@ def derive(cloud: str, gke_discovery: Path = GKE_DISCOVERY) -> dict:
 
 
 def target(cloud: str) -> Path:
+    if cloud == "aws-node-group":
+        return ROOT / "gpupools" / "clouds" / "aws" / "node_group_api.json"
     return ROOT / "gpupools" / "clouds" / cloud / "node_api.json"
 
 
@@ -207,7 +273,7 @@ def main(argv: list[str]) -> int:
     discovery = GKE_DISCOVERY
     if argv[:1] == ["--gke-discovery"]:
         discovery, argv = Path(argv[1]), argv[2:]
-    clouds = argv or ["aws", *(c for c, (dist, *_rest) in SOURCES.items() if importlib.util.find_spec(dist)),
+    clouds = argv or ["aws", "aws-node-group", *(c for c, (dist, *_rest) in SOURCES.items() if importlib.util.find_spec(dist)),
                       *(["gcore"] if importlib.util.find_spec("gcore") else [])]
     for cloud in clouds:
         target(cloud).write_text(json.dumps(derive(cloud, discovery), indent=1, sort_keys=True) + "\n")

@@ -160,11 +160,22 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
         if changes is not None:
             doc["changes"] = [{"type": c.type, "name": c.name, "action": c.action, "fields": list(c.fields),
                                **({"drains": list(c.rolls), "pace": c.pace} if c.rolls else {})} for c in changes]
+        from gpupools.cli.nodechanges import node_setting_changes, node_settings_json
+
+        settings = node_settings_json(typed)  # only where a pool sets node:, so other plans stay as they were
+        if settings:
+            doc["nodeSettings"] = settings
+        node_changes = node_setting_changes(previous, typed) if previous is not None else []
+        if node_changes:
+            doc["nodeSettingChanges"] = node_changes
         typer.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
     from gpupools.cli.planreport import print_plan
 
-    print_plan(typed, result, changes=changes, source=stack_path(stack, config)[0])
+    from gpupools.cli.nodechanges import node_change_lines, node_setting_changes
+
+    node_changes = node_change_lines(node_setting_changes(previous, typed)) if previous is not None else None
+    print_plan(typed, result, changes=changes, source=stack_path(stack, config)[0], node_changes=node_changes)
 
 
 @app.command()

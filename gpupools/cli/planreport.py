@@ -12,7 +12,7 @@ from datetime import date
 from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, NONE, ScaleUp, resolve_autoscaler
 from gpupools.core.catalog import load_catalog
 from gpupools.clouds.common import past_standard_support
-from gpupools.clouds.node_settings import node_lines
+from gpupools.clouds.node_settings import node_lines, pool_node_api
 from gpupools.stack.config import StackConfig
 from gpupools.queues.kueue import CHART as KUEUE_CHART, QUEUE_LABEL
 from gpupools.cli.planrun import Plan
@@ -152,7 +152,7 @@ def instance_types_text(stack: StackConfig, plan: PoolPlan) -> str:
 
 
 def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None,
-               exporters: list[str] | None = None) -> Table:
+               exporters: list[str] | None = None, node_changes: dict[str, list[str]] | None = None) -> Table:
     """`exporters`: the pool's entry of `exporter_per_pool` for the whole stack (worked out here when not given)."""
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
@@ -165,6 +165,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         for change in changes:
             if (change.type, change.name) in mine:
                 table.add_row("change", change.summary)
+    for line in (node_changes or {}).get(pool.name, []):  # a node setting changed since the previous plan (cli.nodechanges)
+        table.add_row("node change", line)
     autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
     sources = capacity_report(stack, plan, autoscaler)
     table.add_row("instance", f"{instance_types_text(stack, plan)}, " + ("capacity below" if pool.capacity is not None else sources["order"][0]))
@@ -204,7 +206,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     disk = getattr(stack.target, "node_disk_line", None)  # clouds whose pools' node disks gpupools sizes itself (EKS)
     if disk is not None:
         table.add_row("disk", disk(plan))
-    for i, line in enumerate(node_lines(getattr(stack.target, "NODE_API", None), pool.node)):
+    for i, line in enumerate(node_lines(pool_node_api(stack.target, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)), pool.node)):
         table.add_row(f"{stack.target.SERVICE} node" if i == 0 else "", line)
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit" if not m.node_resources else "MIG instance or GPU"
     per_node = " + ".join(f"{r} x {n}" for r, n in plan.node_resources.items()) + " per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
@@ -228,7 +230,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
 
 
 def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None,
-               source=None) -> None:
+               source=None, node_changes: dict[str, list[str]] | None = None) -> None:
     """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
     console = console or Console(highlight=False, emoji=False, width=140)
     module = stack.target
@@ -251,7 +253,7 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         console.print(line, markup=False)
     exporters = exporter_per_pool(stack, plans)
     for plan, verdict in zip(plans, scale_ups(stack, plans)):
-        console.print(pool_table(stack, plan, result, verdict, changes, exporters[plan.name]))
+        console.print(pool_table(stack, plan, result, verdict, changes, exporters[plan.name], node_changes))
     for change in changes or []:
         if change.action == "delete":
             console.print(f"change: {change.summary} (no longer in the stack)", markup=False)

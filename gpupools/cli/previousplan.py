@@ -232,6 +232,8 @@ def read_previous_plan(path: str | Path) -> dict[str, Any]:
                             break
                         resources.append(_resource(skim, item[0], item[1], 2, len(resources)))
                     doc["resources"] = resources
+                elif key == "nodeSettings":  # each pool's node settings, which `plan --against` compares (cli.nodechanges)
+                    doc["nodeSettings"] = _typed(skim, a, b, dict, "nodeSettings")
                 else:
                     doc[key] = None  # read past, not kept
             if skim.space(end) != len(buf):

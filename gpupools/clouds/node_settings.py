@@ -193,11 +193,19 @@ def spelled(steps: Path_) -> str:
     return ".".join(steps)
 
 
+def pool_node_api(module: Any, autoscaler: str) -> NodeApi | None:
+    """The node API a pool's `node:` is checked against: the cloud's `NODE_API`, or where the cloud makes pools
+    differently per autoscaler (EKS: Karpenter's objects or a managed node group) its `node_api_for(autoscaler)`."""
+    api = getattr(module, "NODE_API", None)
+    by_autoscaler = getattr(module, "node_api_for", None)
+    return by_autoscaler(autoscaler) if api is not None and by_autoscaler is not None else api
+
+
 def stack_node_problems(module: Any, pool: Any, path: str, autoscaler: str) -> list[Problem]:
-    """A pool's `node:` against its cloud's node API (`module.NODE_API`), and what the cloud takes only in some pools."""
+    """A pool's `node:` against its cloud's node API (`pool_node_api`), and what the cloud takes only in some pools."""
     if pool.node is None:
         return []
-    api = getattr(module, "NODE_API", None)
+    api = pool_node_api(module, autoscaler)
     if api is None:
         return [Problem(f"{path}.node", f"{module.SERVICE} takes no node settings from gpupools' pools here; remove node "
                                         f"(docs/node-settings.md lists the clouds and modes that do)")]
@@ -231,6 +239,9 @@ def _value_text(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_value_text(v) for v in value) + "]"
     return kind(value)  # text that may be a credential is described, never shown
+
+
+value_text = _value_text
 
 
 def node_lines(api: NodeApi | None, node: Mapping[str, Any] | None) -> list[str]:

@@ -14,6 +14,7 @@ from gpupools.autoscaling.choice import CLUSTER_AUTOSCALER, KARPENTER, resolve_a
 from gpupools.autoscaling.templates import node_group_labels
 from gpupools.capacity.sources import placement_zones
 from gpupools.clouds import aws as decide
+from gpupools.clouds.node_settings import merged
 from gpupools.stack.config import MaintenanceWindow, StackConfig
 from gpupools.core.pools import PoolPlan
 from gpupools.pools.software import Release
@@ -340,9 +341,11 @@ class EksGpuNodePool(Component):
                                 ("latestVersion", "arn"))
             self.node_group = resource(
                 "eks/nodeGroup:NodeGroup", plan.name,
-                provider_inputs(decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], pool_subnets(plan, cluster, self),
-                                                       template.id, template.latestVersion.apply(str), kubernetes_version,
-                                                       node_group_labels(plan, autoscaler), floor=autoscaler == KARPENTER)),
+                # The pool's node settings (labels, tags, ...) under gpupools' own (clouds.aws NODE_GROUP_API).
+                merged(provider_inputs(decide.node_group_args(plan, cluster.name, cluster.details["node_role_arn"], pool_subnets(plan, cluster, self),
+                                                              template.id, template.latestVersion.apply(str), kubernetes_version,
+                                                              node_group_labels(plan, autoscaler), floor=autoscaler == KARPENTER)),
+                       decide.node_group_settings(plan.pool)),
                 # The autoscaler owns the node count; only the bounds come from the stack.
                 self.child(ignore_changes=["scalingConfig.desiredSize"], delete_before_replace=True, depends_on=cluster.details["node_role_ready"]),
                 ("nodeGroupName", "resources"))

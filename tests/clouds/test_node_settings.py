@@ -157,9 +157,10 @@ def test_node_is_refused_where_no_node_pool_takes_it():
     assert any(str(p).startswith("error: pools[0].node: AKS takes no node settings") for p in config_problems(nap))
     managed_node_groups = stack_config("aws", autoscaler="cluster-autoscaler",
                                        pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2, "node": {"nodePool": {"weight": 3}}}])
+    # a managed node group takes its own fields (tests/clouds/test_node_settings_eks.py), not Karpenter's
     assert [str(p) for p in config_problems(managed_node_groups)] == [
-        "error: pools[0].node: EKS takes node settings on Karpenter pools only (nodeClass, nodePool); with managed node groups "
-        "(cluster-autoscaler) remove node"]
+        "error: pools[0].node.nodePool: not a field of EKS's managed node group; fields: forceUpdateVersion, kubelet, labels, "
+        "launchTemplate, tags, warmPoolConfig"]
     auto = stack_config("aws", pools=[{"name": "p", "instanceType": "g5.2xlarge", "maxNodes": 2, "node": {"nodePool": {"weight": 3}}}],
                         cluster={"name": "ml", "mode": "auto-mode"})
     assert any(str(p).startswith("error: pools[0].node: EKS takes no node settings") for p in config_problems(auto))
@@ -318,9 +319,11 @@ def test_the_docs_examples_are_valid_stacks():
 
     text = (ROOT / "docs" / "node-settings.md").read_text()
     examples = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.S)]
-    assert len(examples) == 3
-    gke, aks, eks = examples
+    assert len(examples) == 4
+    gke, aks, eks, node_group = examples
     assert validate_stack(stack_config("aws", pools=eks["gpupools:pools"])).pools[0].node["nodePool"] == {"replicas": 2}
+    ca = validate_stack(stack_config("aws", pools=node_group["gpupools:pools"], autoscaler=node_group["gpupools:autoscaler"]))
+    assert ca.pools[0].node["kubelet"]["config"]["maxPods"] == 110
     validate_stack(stack_config("gcp", pools=gke["gpupools:pools"]))
     stack = validate_stack(stack_config("azure", pools=aks["gpupools:pools"], cluster=aks["gpupools:cluster"]))
     assert stack.pools[0].node["scaleSetEvictionPolicy"] == "Deallocate" and stack.cluster.system_pool.node == {"maxPods": 110}

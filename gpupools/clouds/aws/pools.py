@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import base64
 import re
+import textwrap
+
+import yaml
 from pathlib import Path
 
 from dataclasses import dataclass, replace
@@ -23,10 +26,10 @@ from gpupools.clouds.common import (hardware_of, reject_fields,
 from gpupools.clouds.aws.capacity import KARPENTER_ORDER, RESERVATION_ID, _is_karpenter, launch_template_capacity, node_group_capacity_type
 from gpupools.clouds.aws.fabric import hugepages_bottlerocket, hugepages_script
 from gpupools.clouds.aws.health import node_repair_config
-from gpupools.clouds.aws.provider import AUTO_MODE, AWS_REGION, NAME, TAINT_STYLE
+from gpupools.clouds.aws.provider import AUTO_MODE, AWS_REGION, NAME, RESERVED_LABEL_DOMAINS, TAINT_STYLE
 from gpupools.clouds.aws.software import IMDS_V2_ONLY, bottlerocket_settings
 from gpupools.clouds.aws.upgrades import node_group_update_config
-from gpupools.clouds.node_settings import NodeApi
+from gpupools.clouds.node_settings import NodeApi, merged
 
 
 AMI_TYPES = {"al2023": "AL2023_x86_64_NVIDIA", "bottlerocket": "BOTTLEROCKET_x86_64_NVIDIA"}
@@ -59,16 +62,96 @@ NODE_API = NodeApi(
 )
 
 
+# A pool's `node:` on a managed node group (cluster-autoscaler, and the rack-scale pools): the node group's inputs as
+# pulumi_aws's eks.NodeGroup takes them, `launchTemplate` the data of the group's launch template (ec2.LaunchTemplate),
+# and `kubelet` nodeadm's NodeConfig spec.kubelet, which gpupools writes into the launch template's user data beside its
+# own NodeConfig (node_group_api.json, derived by tools/node_api_models.py, enums from botocore's eks CreateNodegroup
+# and ec2 RequestLaunchTemplateData). nodeadm merges every NodeConfig of the user data, `kubelet.config` over its own
+# KubeletConfiguration (awslabs/amazon-eks-ami v20260724 nodeadm/api/v1alpha1/nodeconfig_types.go, KubeletOptions).
+_LT, _EBS = "launchTemplate", ("launchTemplate", "blockDeviceMappings", "ebs")
+_ROLLS = ("a change makes a new launch template version: EKS replaces every node of the group, at the pace of the pool's upgrades "
+          "(the node group stays)")
+NODE_GROUP_API = NodeApi(
+    "EKS", "managed node group", Path(__file__).with_name("node_group_api.json"),
+    owned={("amiType",): "set the pool's os", ("capacityType",): "set the pool's spot or capacity",
+           ("instanceTypes",): "set the pool's instanceType or instanceTypes", ("scalingConfig",): "set the pool's minNodes and maxNodes",
+           ("subnetIds",): "the cluster's subnets in the pool's zones (zones, capacity, fabric)", ("nodeRoleArn",): "gpupools creates the node role",
+           ("taints",): "set the pool's taints", ("updateConfig",): "set the pool's upgrades", ("nodeRepairConfig",): "gpupools turns node repair on (health)",
+           ("version",): "set cluster.kubernetesVersion", ("releaseVersion",): "gpupools runs the EKS GPU AMI's release for the version",
+           ("diskSize",): "set the pool's diskSizeGb",
+           ("remoteAccess",): "EKS refuses remoteAccess beside a launch template, which every gpupools node group has; launchTemplate.keyName sets an SSH key",
+           **{(_LT, key): why for key, why in {
+               "imageId": "set the pool's os (the EKS GPU AMI)", "kernelId": "set the pool's os (the EKS GPU AMI)",
+               "ramDiskId": "set the pool's os (the EKS GPU AMI)", "instanceType": "set the pool's instanceType",
+               "instanceRequirements": "set the pool's instanceType or instanceTypes",
+               "userData": "gpupools writes the node's NodeConfig (fast image pull, RAID0, huge pages); kubelet settings go in kubelet",
+               "iamInstanceProfile": "EKS gives the nodes gpupools' node role", "networkInterfaces": "the pool's fabric attaches the EFA interfaces (fabric)",
+               "secondaryInterfaces": "the pool's fabric attaches the EFA interfaces (fabric)",
+               "placement": "the pool's fabric and capacity place its nodes (fabric, capacity)",
+               "capacityReservationSpecification": "set the pool's capacity (a reservation)", "instanceMarketOptions": "set the pool's spot or capacity",
+               "vpcSecurityGroupIds": "the cluster's security group (and the fabric's EFA group)",
+               "securityGroupNames": "the cluster's security group (and the fabric's EFA group)",
+               "tagSpecifications": "gpupools tags the instances with their pool; the node group's tags go in tags"}.items()},
+           (*_EBS[:2], "deviceName"): "gpupools' volume is the image's root volume (Bottlerocket: its data volume)",
+           (*_EBS[:2], "noDevice"): "gpupools' volume is the image's root volume (Bottlerocket: its data volume)",
+           (*_EBS[:2], "virtualName"): "gpupools gives the instance store to the kubelet (RAID0)",
+           (*_EBS, "volumeSize"): "set the pool's diskSizeGb", (*_EBS, "volumeType"): "gp3, whose IOPS and throughput gpupools sizes (iops, throughput may be set)",
+           (*_EBS, "encrypted"): "gpupools encrypts every node volume", (*_EBS, "deleteOnTermination"): "gpupools deletes a node's volume with the node",
+           ("kubelet", "flags"): "gpupools' labels and taints reach the kubelet through EKS; set KubeletConfiguration fields in kubelet.config"},
+    replaces={(_LT,): _ROLLS, ("kubelet",): _ROLLS},
+    # gpupools' IMDSv2-only metadata settings and the volume's IOPS and throughput, which `node:` may replace (and the
+    # eks-imdsv2 policy then judges).
+    defaults=frozenset({*((_LT, "metadataOptions", key) for key in ("httpEndpoint", "httpProtocolIpv6", "httpPutResponseHopLimit", "httpTokens")),
+                        (*_EBS, "iops"), (*_EBS, "throughput")}),
+)
+
+
+def node_api_for(autoscaler: str) -> NodeApi:
+    """The node API a pool's `node:` is checked against: Karpenter's objects, or the managed node group."""
+    return NODE_API if _is_karpenter(autoscaler) else NODE_GROUP_API
+
+
+# Label and tag keys a `node:` may not set on a node group: gpupools' own and the domains EKS and Karpenter reserve.
+_OWN_KEYS = ("gpupools.io/", "nvidia.com/", *(f"{d}/" for d in RESERVED_LABEL_DOMAINS))
+
+
 def node_setting_problems(pool: Pool, path: str, autoscaler: str) -> list[Problem]:
-    """Karpenter's objects exist only where Karpenter makes the pool's nodes; a static NodePool stays within maxNodes."""
-    if autoscaler != "karpenter":
-        return [Problem(f"{path}.node", "EKS takes node settings on Karpenter pools only (nodeClass, nodePool); with managed node "
-                                        "groups (cluster-autoscaler) remove node")]
+    """A static NodePool stays within maxNodes; a node group's labels and tags keep off gpupools' keys, its one volume is
+    gpupools', and its kubelet settings need AL2023's nodeadm."""
+    if not _is_karpenter(autoscaler):
+        node, problems = pool.node, []
+        for field in ("labels", "tags"):
+            problems += [Problem(f"{path}.node.{field}.{key}", f"gpupools or EKS sets keys under {', '.join(_OWN_KEYS)}; "
+                                                                f"a pool's own labels go in its labels")
+                         for key in node.get(field) or {} if key.startswith(_OWN_KEYS)]
+        if len((node.get(_LT) or {}).get("blockDeviceMappings") or []) > 1:
+            problems.append(Problem(f"{path}.node.launchTemplate.blockDeviceMappings", "one entry: it sets gpupools' own volume (iops, "
+                                                                                       "throughput, kmsKeyId, ...); the instance store is the kubelet's"))
+        if "kubelet" in node and pool.os == "bottlerocket":
+            problems.append(Problem(f"{path}.node.kubelet", "nodeadm's NodeConfig is AL2023's; Bottlerocket takes no kubelet settings here: drop os or kubelet"))
+        return problems
     replicas = (pool.node.get(_NODE_POOL) or {}).get("replicas")
     if isinstance(replicas, int) and replicas > pool.max_nodes:
         return [Problem(f"{path}.node.nodePool.replicas", f"above the pool's maxNodes ({pool.max_nodes}), which caps the NodePool "
                                                            f"(limits.nodes); raise maxNodes or lower replicas")]
     return []
+
+
+def node_group_settings(pool: Pool) -> dict:
+    """The node group's own fields of a pool's `node:` (labels, tags, ...), to merge under gpupools' inputs."""
+    return {k: v for k, v in (pool.node or {}).items() if k not in (_LT, "kubelet", _NODE_CLASS, _NODE_POOL)}
+
+
+def _launch_template_settings(args: dict, pool: Pool) -> dict:
+    """gpupools' launch template with the pool's `node.launchTemplate` merged under it; its one volume entry, if given,
+    into gpupools' volume."""
+    node = dict((pool.node or {}).get(_LT) or {})
+    volumes = node.pop("blockDeviceMappings", None)
+    args = merged(args, node, frozenset(d[1:] for d in NODE_GROUP_API.defaults if d[0] == _LT and len(d) == 3))
+    if volumes:
+        ours = args["blockDeviceMappings"][0]
+        ours["ebs"] = merged(ours["ebs"], volumes[0].get("ebs"), frozenset(d[3:] for d in NODE_GROUP_API.defaults if d[:3] == _EBS))
+    return args
 
 
 def pool_problems(pool: Pool, path: str) -> list[Problem]:
@@ -235,11 +318,11 @@ def launch_template_args(plan: PoolPlan, hugepages: int = 0) -> dict:
         }],
         "tagSpecifications": [{"resourceType": "instance", "tags": {"gpupools.io/pool": plan.name}}],
     }
-    user_data = node_user_data(plan, raid0=instance_store_raid0(plan.pool), hugepages=hugepages)
+    user_data = node_user_data(plan, raid0=instance_store_raid0(plan.pool), hugepages=hugepages, kubelet=(plan.pool.node or {}).get("kubelet"))
     if user_data:
         args["userData"] = base64.b64encode(user_data.encode()).decode()
     args.update(launch_template_capacity(plan.pool))
-    return args
+    return _launch_template_settings(args, plan.pool) if (plan.pool.node or {}).get(_LT) else args
 
 
 def node_group_args(plan: PoolPlan, cluster_name, node_role_arn, subnet_ids, launch_template_id, launch_template_version, kubernetes_version: str | None,
@@ -456,7 +539,7 @@ def raid0_bottlerocket() -> str:
             'mode = "always"\nessential = true\n')
 
 
-def node_config(raid0: bool, fast_pull: bool) -> str | None:
+def node_config(raid0: bool, fast_pull: bool, kubelet: dict | None = None) -> str | None:
     """AL2023: a nodeadm NodeConfig (node.eks.aws/v1alpha1), which nodeadm merges with the one EKS or Karpenter writes
     (Karpenter docs, concepts/nodeclasses.md @ v1.14.1, spec.userData, AL2023).
 
@@ -468,18 +551,22 @@ def node_config(raid0: bool, fast_pull: bool) -> str | None:
     - `instance.localStorage.strategy: RAID0`: the instance store as one array, with /var/lib/kubelet,
       /var/lib/containerd, /var/log/pods and SOCI's store (/var/lib/soci-snapshotter-grpc) bound onto it
       (templates/al2023/runtime/bin/setup-local-disks lines 95-110), as Karpenter's instanceStorePolicy RAID0 does it
-      (pkg/providers/amifamily/bootstrap/nodeadm.go); Karpenter's node classes leave it to Karpenter."""
+      (pkg/providers/amifamily/bootstrap/nodeadm.go); Karpenter's node classes leave it to Karpenter.
+    - `kubelet`: a pool's `node.kubelet` as written (NODE_GROUP_API), nodeadm's KubeletOptions: `config` merged over
+      nodeadm's KubeletConfiguration (nodeadm/api/v1alpha1/nodeconfig_types.go, KubeletOptions.Config)."""
     spec = []
     if fast_pull:
         spec.append("  featureGates:\n    FastImagePull: true\n")
     if raid0:
         spec.append("  instance:\n    localStorage:\n      strategy: RAID0\n")
+    if kubelet:
+        spec.append(textwrap.indent(yaml.safe_dump({"kubelet": kubelet}, sort_keys=False), "  "))
     if not spec:
         return None
     return "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n" + "".join(spec)
 
 
-def node_user_data(plan: PoolPlan, raid0: bool, hugepages: int = 0) -> str | None:
+def node_user_data(plan: PoolPlan, raid0: bool, hugepages: int = 0, kubelet: dict | None = None) -> str | None:
     """A GPU node's userData, for a Karpenter node class (`raid0=False`: Karpenter builds the array itself,
     instanceStorePolicy) and a managed node group's launch template alike:
 
@@ -490,7 +577,7 @@ def node_user_data(plan: PoolPlan, raid0: bool, hugepages: int = 0) -> str | Non
         toml = [bottlerocket_settings(plan), BOTTLEROCKET_FAST_PULL, raid0_bottlerocket() if raid0 else None,
                 hugepages_bottlerocket(hugepages) if hugepages else None]
         return "\n".join(t for t in toml if t)
-    config = node_config(raid0, fast_pull=True)
+    config = node_config(raid0, fast_pull=True, kubelet=kubelet)
     parts = ([("application/node.eks.aws", config)] if config else []) + \
             ([('text/x-shellscript; charset="us-ascii"', hugepages_script(hugepages))] if hugepages else [])
     return mime_user_data(parts) if parts else None
