@@ -291,3 +291,24 @@ def test_policy_and_plan_agree_on_gke_with_the_gpu_operator():
         expected = pool_totals(stack, plan_pools(stack))
         assert sum(c for _, c in expected.values()) == 5 * 3 + 3 * 3, installer
         assert queue_ratios(policy_resources(run_program(config, "test"))) == expected, installer
+
+
+def test_channel_quota_belongs_to_rack_pools_and_counts_no_gpu():
+    """A rack pool's flavor carries the ComputeDomain channel resource beside its GPUs (Kueue maps the channel's device
+    class to it): offered there, never counted as GPUs; on a pool without an NVLink domain it is a quota nobody uses."""
+    channel = "nvidia.com/compute-domain-channel"
+    rack = (EKS, "rack", eks_node_group(instanceTypes=["p6e-gb200.36xlarge"], nodeGroupName="rack",
+                                        labels={"gpupools.io/gpu": "GB200-186GB", "gpupools.io/pool": "rack",
+                                                "nvidia.com/device-plugin.config": "no-sharing"},
+                                        scalingConfig={"desiredSize": 0, "maxSize": 18, "minSize": 0}))
+    team = cluster_queue("team", [{"flavor": "rack", "name": "nvidia.com/gpu", "nominalQuota": 72},
+                                  {"flavor": "rack", "name": channel, "nominalQuota": 72}])
+    resources = queues(rack, flavor("rack"), team)
+    assert stack_violations("kueue-flavors-match-pools", resources) == []
+    assert stack_violations("team-quota-oversubscription", resources) == []  # 72 GPUs of 72, not 144
+    more = cluster_queue("more", [{"flavor": "rack", "name": "nvidia.com/gpu", "nominalQuota": 72}])
+    (message,) = stack_violations("team-quota-oversubscription", queues(rack, flavor("rack"), team, more))
+    assert message.startswith("Kueue queues promise 144 units of pool rack against 72")
+    stray = cluster_queue("stray", [{"flavor": "infer", "name": channel, "nominalQuota": 4}])
+    (message,) = stack_violations("kueue-flavors-match-pools", queues(stray))
+    assert message == f"ClusterQueue stray gives {channel} on flavor infer, but pool infer offers nvidia.com/gpu; that quota can never be used"
