@@ -188,3 +188,16 @@ def test_nvlink_is_the_fabric_of_rack_pools_only():
     assert problem.message.startswith("pool 'infer' has no fabric between nodes")
     shared = dataclasses.replace(rack, sharing=rack.sharing.model_copy(update={"mode": "time-slicing"}))
     assert nvlink_fabric(eks, shared) is None  # a fabric job needs whole GPUs
+
+
+def test_eks_says_no_gpu_health_reaches_repair_on_arm64_hosts():
+    from gpupools.clouds.aws.health import repair_facts
+
+    config = read_stack_file(ROOT / "stacks" / "Pulumi.dev-aws-gb200.yaml")
+    config["gpupools:pools"] += [{"name": "train", "instanceType": "p5.48xlarge", "maxNodes": 2, "zones": ["us-east-1a"]}]
+    rack, train = plan_pools(validate_stack(config))
+    detects, then = repair_facts(rack, "cluster-autoscaler")
+    assert detects.startswith("nothing sets a GPU condition: eks-node-monitoring-agent 1.7.0 turns its NVIDIA monitor off on arm64 hosts")
+    assert then.endswith("a broken GPU waits for someone to replace the node")
+    detects, then = repair_facts(train, "cluster-autoscaler")  # amd64: the agent's DCGM checks and the GPU overrides
+    assert detects.startswith("eks-node-monitoring-agent (DCGM health, XID") and then.startswith("EKS node repair: XID 79")

@@ -312,3 +312,29 @@ def test_channel_quota_belongs_to_rack_pools_and_counts_no_gpu():
     stray = cluster_queue("stray", [{"flavor": "infer", "name": channel, "nominalQuota": 4}])
     (message,) = stack_violations("kueue-flavors-match-pools", queues(stray))
     assert message == f"ClusterQueue stray gives {channel} on flavor infer, but pool infer offers nvidia.com/gpu; that quota can never be used"
+
+
+def test_the_dra_driver_and_the_gpu_operator_agree_on_driver_root_and_cdi():
+    """EKS: the node image's driver (operator driver off) is at /, where the DRA driver must look; the operator's own driver
+    container puts it at /run/nvidia/driver; CDI off in the operator leaves the DRA driver's devices out of containers."""
+    name = "dra-driver-matches-gpu-operator"
+
+    def dra(root: str | None):
+        values = {"resources": {"gpus": {"enabled": False}, "computeDomains": {"enabled": True}}}
+        if root is not None:
+            values["nvidiaDriverRoot"] = root
+        return (RELEASE, "dra", {"chart": "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu", "values": values})
+
+    host = helm_release()  # driver.enabled false
+    assert stack_violations(name, [(RELEASE, "gpu-operator", host), dra("/")]) == []
+    assert stack_violations(name, [(RELEASE, "gpu-operator", host), dra(None)]) == []  # the chart's default root is /
+    assert stack_violations(name, [(RELEASE, "gpu-operator", host)]) == []  # no DRA driver, nothing to agree on
+    (message,) = stack_violations(name, [(RELEASE, "gpu-operator", host), dra("/run/nvidia/driver")])
+    assert message == ("the DRA driver's nvidiaDriverRoot is /run/nvidia/driver but the GPU Operator has the driver at /: its kubelet "
+                       "plugin would find no driver")
+    operator_driver = helm_release(values={"driver": {"enabled": True}, "cdi": {"enabled": True}})
+    assert stack_violations(name, [(RELEASE, "gpu-operator", operator_driver), dra("/run/nvidia/driver")]) == []
+    assert len(stack_violations(name, [(RELEASE, "gpu-operator", operator_driver), dra("/")])) == 1
+    no_cdi = helm_release(values={"driver": {"enabled": False}, "cdi": {"enabled": False}})
+    assert stack_violations(name, [(RELEASE, "gpu-operator", no_cdi), dra("/")]) == [
+        "the GPU Operator has cdi.enabled false: the DRA driver hands devices to containers through CDI only"]
