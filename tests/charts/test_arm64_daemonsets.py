@@ -139,3 +139,19 @@ def test_the_dra_kubelet_plugin_tolerates_gkes_arm64_taint_and_is_caught_without
     plugin = {**release.values["kubeletPlugin"], "tolerations": _drop(release.values["kubeletPlugin"]["tolerations"], "kubernetes.io/arch")}
     spec = _render_daemonset(release, {**release.values, "kubeletPlugin": plugin}, name)
     assert any("kubernetes.io/arch=arm64:NoSchedule not tolerated" in r for r in fits(spec, node.labels, node.joining_taints))
+
+
+def test_the_rendered_cluster_policy_and_the_dra_driver_agree_on_driver_root_and_cdi():
+    from gpupools.fabric.computedomain import operator_problems
+
+    operator, dra = release_of("dev-aws-gb200", "gpu-operator"), release_of("dev-aws-gb200", "dra-driver-nvidia-gpu")
+    assert operator.values["cdi"] == {"enabled": True}  # said in so many words beside the DRA driver
+    (policy,) = kind_of(operator.render(), "ClusterPolicy")
+    assert (policy["spec"]["cdi"]["enabled"], policy["spec"]["driver"]["enabled"]) == (True, False)  # the AMI's driver, on the host
+    assert dra.values["nvidiaDriverRoot"] == "/" and operator_problems(operator.values, dra.values) == []
+    (plugin,) = [d for d in kind_of(dra.render(), "DaemonSet")]
+    (cd_container,) = [c for c in plugin["spec"]["template"]["spec"]["containers"] if c["name"] == "compute-domains"]
+    assert {"name": "NVIDIA_DRIVER_ROOT", "value": "/"} in cd_container["env"]
+    assert operator_problems({**operator.values, "driver": {"enabled": True}}, dra.values) != []
+    assert operator_problems({**operator.values, "cdi": {"enabled": False}}, dra.values) != []
+    assert "cdi" not in release_of("dev-aws", "gpu-operator").values  # stacks without rack pools keep the chart's default
