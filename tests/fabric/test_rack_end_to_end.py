@@ -201,3 +201,20 @@ def test_eks_says_no_gpu_health_reaches_repair_on_arm64_hosts():
     assert then.endswith("a broken GPU waits for someone to replace the node")
     detects, then = repair_facts(train, "cluster-autoscaler")  # amd64: the agent's DCGM checks and the GPU overrides
     assert detects.startswith("eks-node-monitoring-agent (DCGM health, XID") and then.startswith("EKS node repair: XID 79")
+
+
+def test_the_rack_scale_page_shows_the_examples_real_output(example):
+    """docs/rack-scale.md, "A job end to end": its excerpt is `workload`'s own output on dev-aws-gb200, line for line."""
+    name, *_, out = example
+    if name != "dev-aws-gb200":
+        pytest.skip("the page shows the EKS example")
+    page = (ROOT / "docs" / "rack-scale.md").read_text()
+    section = page[page.index("## A job end to end"):]
+    block = section[section.index("```yaml\n") + len("```yaml\n"):]
+    block = block[:block.index("```")]
+    printed = out.splitlines()
+    missing = [line for line in block.splitlines() if line != "---" and line not in printed]
+    assert not missing, missing
+    lines = [line for line in block.splitlines() if line.startswith("#")]
+    assert lines == printed[:len(lines)]  # the verdict and the template comment, whole and in order
+    assert "error: --nodes: 19 exceeds pool 'gb200''s maxNodes (18)" in section
