@@ -35,8 +35,9 @@ from gpupools.validation.stack import validate_stack
 
 RACK_TYPE = "p4d.24xlarge"  # 8 GPUs: 9 nodes per NVLink domain of 72
 # A rack's nodes come from a Capacity Block (as P6e-GB200's only do), under cluster-autoscaler (Karpenter v1.14 serves no
-# DRA claim): what the stack validation asks of a rack-scale EKS pool.
-POOLS = [{"name": "rack", "instanceType": RACK_TYPE, "maxNodes": 12, "zones": ["eu-central-1a"],
+# DRA claim): what the stack validation asks of a rack-scale EKS pool. One node kept: cluster-autoscaler starts none from
+# zero for a pod with claims (gpupools.landing.nodes.claims_from_zero).
+POOLS = [{"name": "rack", "instanceType": RACK_TYPE, "minNodes": 1, "maxNodes": 12, "zones": ["eu-central-1a"],
           "capacity": [{"reservation": {"id": "cr-0123456789abcdef0", "kind": "capacity-block", "zones": ["eu-central-1a"], "nodes": 12}}]},
          {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 3}]
 TEAMS = [{"name": "ml", "gpus": {"rack": 32, "infer": 2}}, {"name": "web", "gpus": {"infer": 4}}]

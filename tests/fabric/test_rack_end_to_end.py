@@ -218,3 +218,37 @@ def test_the_rack_scale_page_shows_the_examples_real_output(example):
     lines = [line for line in block.splitlines() if line.startswith("#")]
     assert lines == printed[:len(lines)]  # the verdict and the template comment, whole and in order
     assert "error: --nodes: 19 exceeds pool 'gb200''s maxNodes (18)" in section
+
+
+def test_cluster_autoscaler_starts_no_node_from_zero_for_a_compute_domain_job(example):
+    """cluster-autoscaler 1.35 allocates a pod's claims against the devices of the node it would add; AWS's picture of an
+    empty node group has none, a group with a ready node lends that node's. dev-aws-gb200 keeps one node for it."""
+    name, pool, stack, plans, cluster, _ = example
+    if name != "dev-aws-gb200":
+        pytest.skip("GKE's A4X pool is a fixed node count")
+    plan = next(p for p in cluster.plans if p.name == pool)
+    assert plan.pool.min_nodes == 1
+    (node,) = [s for s in _gang(cluster, pool).steps if s.name == "node"]
+    assert node.ok and node.detail.startswith("cluster-autoscaler adds nodes from the picture of the 1 the pool keeps")
+    config = read_stack_file(ROOT / "stacks" / f"Pulumi.{name}.yaml")
+    config["gpupools:pools"][0]["minNodes"] = 0
+    at_zero = cluster_of(validate_stack(config))
+    team = next(t for t in at_zero.teams if t.team.name == TEAM)
+    empty = next(p for p in at_zero.plans if p.name == pool)
+    verdict = land(at_zero, team, empty, "gang")
+    assert not verdict.lands and verdict.failing.name == "node"
+    assert "cluster-autoscaler starts no node from zero for a pod with ResourceClaims" in verdict.failing.detail
+    # A job without claims on the same empty group still starts a node from zero.
+    assert land(at_zero, team, empty, "node").lands
+
+
+def test_a_rack_capacity_block_pool_may_keep_nodes_and_others_may_not():
+    from conftest import config_problems
+
+    config = read_stack_file(ROOT / "stacks" / "Pulumi.dev-aws-gb200.yaml")
+    assert validate_stack(config).pool("gb200").min_nodes == 1
+    config["gpupools:pools"] += [{"name": "train", "instanceType": "p5.48xlarge", "minNodes": 1, "maxNodes": 2,
+                                  "capacity": [{"reservation": {"id": "cr-0123456789abcdef1", "kind": "capacity-block",
+                                                                "zones": ["us-east-1a"], "nodes": 2}}]}]
+    (problem,) = config_problems(config)
+    assert problem.path == "pools[1].minNodes" and "Capacity Block runs only between" in problem.message
