@@ -19,7 +19,7 @@ from gpupools.queues.engine import quota_plan, team_rows
 from gpupools.queues.kai import fraction_sharing
 from gpupools.queues.kueue import topology_aware, topology_enforced, topology_guarantee
 from gpupools.landing.check import landing_check
-from gpupools.fabric.plan import catalog_fabric, fabric_row, plan_fabrics
+from gpupools.fabric.plan import catalog_fabric, fabric_row, job_fabrics, plan_fabrics
 from gpupools.fabric.software import rdma_pools, with_fabric_releases
 from gpupools.fabric.computedomain import with_dra_driver
 
@@ -67,7 +67,7 @@ class GpuPlatform(Component):
                                                   self.monitoring.releases if self.monitoring and scrape else [], self.child())
         self.pools = [module.build_pool(plan, self.cluster, stack, installer, self.autoscaler, self.child()) for plan in self.plans]
         software = with_fabric_releases(software_plan(stack, self.plans, monitoring.operator_service_monitor(stack), rdma_pools(stack, self.plans)),
-                                        list(plan_fabrics(stack, self.plans).values()), stack.fleet_worker is not None)
+                                        list(job_fabrics(stack, self.plans).values()), stack.fleet_worker is not None)
         software = with_dra_driver(software, stack, self.plans)  # rack-scale pools: ComputeDomains
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
         self.teams = None

@@ -20,7 +20,7 @@ from __future__ import annotations
 from gpupools.core.catalog import load_catalog
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import resolve_installer
-from gpupools.pools.software import Chart, Release, SoftwarePlan, gpu_tolerations, namespace
+from gpupools.pools.software import GPU_OPERATOR, Chart, Release, SoftwarePlan, gpu_tolerations, namespace
 from gpupools.stack.config import StackConfig
 from gpupools.stack.errors import Problem
 
@@ -124,12 +124,44 @@ def dra_driver_release(stack: StackConfig, plans: list[PoolPlan]) -> Release | N
 
 def with_dra_driver(software: SoftwarePlan, stack: StackConfig, plans: list[PoolPlan]) -> SoftwarePlan:
     """The GPU software plus the DRA driver, in its own namespace (its kubelet plugin is privileged: values.yaml
-    kubeletPlugin.containers.*.securityContext)."""
+    kubeletPlugin.containers.*.securityContext). Beside the GPU Operator, its ClusterPolicy says CDI on in so many words:
+    the driver hands its channels to containers through CDI, and the operator is what turns CDI on in the runtime
+    (NVIDIA/cloud-native-docs @66160ebc gpu-operator/dra-intro-install.rst, "Installing GPU Operator ... configures ...
+    Container Device Interface (CDI) enabled in the underlying container runtime"); its chart's default is on today
+    (gpu-operator v26.7.0 values.yaml `cdi.enabled: true`), and `operator_problems` holds the two to each other."""
     release = dra_driver_release(stack, plans)
     if release is not None:
         software.objects.append(namespace(CHART.namespace, privileged=True))
         software.releases.append(release)
+        for operator in (r for r in software.releases if r.chart == GPU_OPERATOR):
+            operator.values.setdefault("cdi", {})["enabled"] = True
     return software
+
+
+def operator_driver_root(operator_values: dict) -> str:
+    """Where the GPU Operator's ClusterPolicy has the driver: its driver container's root (`hostPaths.driverInstallDir`,
+    default /run/nvidia/driver: gpu-operator v26.7.0 values.yaml) when it installs the driver, else the host's `/` (the
+    pre-installed driver of the node image: NVIDIA/cloud-native-docs @66160ebc gpu-operator/dra-intro-install.rst, "With
+    GPU Operator-managed drivers (default), drivers are installed to /run/nvidia/driver. If you are using pre-installed
+    drivers, remove the nvidiaDriverRoot flag or set it to /"), unless hostPaths names another place."""
+    install_dir = (operator_values.get("hostPaths") or {}).get("driverInstallDir")
+    if (operator_values.get("driver") or {}).get("enabled", True):
+        return install_dir or OPERATOR_DRIVER_ROOT
+    return install_dir if install_dir and install_dir != OPERATOR_DRIVER_ROOT else HOST_DRIVER_ROOT
+
+
+def operator_problems(operator_values: dict, dra_values: dict) -> list[str]:
+    """Where the GPU Operator's values and the DRA driver's disagree: the driver root the kubelet plugin mounts, and CDI,
+    which the DRA driver needs in the container runtime (cloud-native-docs dra-intro-install.rst, "Prerequisites": "An
+    underlying container runtime that supports CDI and is configured to use CDI for injecting DRA-allocated devices")."""
+    problems = []
+    root, dra_root = operator_driver_root(operator_values), dra_values.get("nvidiaDriverRoot", HOST_DRIVER_ROOT)
+    if dra_root != root:
+        problems.append(f"the DRA driver's nvidiaDriverRoot is {dra_root} but the GPU Operator has the driver at {root}: its kubelet "
+                        f"plugin would find no driver")
+    if not (operator_values.get("cdi") or {}).get("enabled", True):
+        problems.append("the GPU Operator has cdi.enabled false: the DRA driver hands devices to containers through CDI only")
+    return problems
 
 
 def gpu_allocation_problems(wanted: bool) -> list[Problem]:

@@ -192,6 +192,44 @@ def plan_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
                       taints=plan.pool_taints)
 
 
+# A rack-scale pool's fabric for jobs within one NVLink domain: multi-node NVLink, reached through the IMEX channel of the
+# job's ComputeDomain (gpupools.fabric.computedomain), not a device or network the cloud attaches.
+NVLINK = "nvlink"
+
+
+def nvlink_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
+    """The NVLink fabric of a rack-scale pool (catalog.yaml nvlinkDomain) that has no cloud fabric: what `workload --nodes`,
+    `--nccl-test` and the landing check's gang use for jobs of up to one NVLink domain's nodes. Pods ask for no device by
+    count (the channel is a DRA claim, `computedomain.with_channel`), and it names no Kueue topology levels: Kueue counts
+    no DRA device in topology-aware scheduling (kueue v0.19.2 site/content/en/docs/concepts/dynamic_resource_allocation.md,
+    "No DRA + Topology Aware Scheduling (TAS)"), so the pods are kept in one domain by their clique affinity. None for
+    any other pool, so their fabric stays `plan_fabric`'s."""
+    gpu = plan.hardware.gpu
+    if gpu.nvlink_domain is None or plan.sharing.mode != "none" or plan.pool.instance_types:
+        return None
+    nodes = gpu.nvlink_domain // plan.hardware.gpus_per_node
+    return FabricPlan(pool=plan.name, cloud=stack.cloud, name="NVLink", kind=NVLINK, devices=0,
+                      zone=fabric_zone(stack.target, plan.pool, stack.cluster),
+                      placement=f"one NVLink domain of {nodes} nodes (IMEX channel of a ComputeDomain)", placement_group=None,
+                      local_nvme_gb=catalog_fabric(stack.cloud, plan.pool.instance_type).local_nvme_gb, resource=None,
+                      resource_count=0, levels=(), required_level=None, configured=True, target=stack.target)
+
+
+def job_fabric(stack: StackConfig, plan: PoolPlan) -> FabricPlan | None:
+    """The fabric a multi-node job of the pool runs over: the cloud's (`plan_fabric`), else a rack pool's NVLink."""
+    return plan_fabric(stack, plan) or nvlink_fabric(stack, plan)
+
+
+def job_fabrics(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, FabricPlan]:
+    """`job_fabric` of every pool that has one, by pool name (`plan_fabrics` plus the rack pools' NVLink)."""
+    out = {}
+    for plan in plans:
+        fabric = job_fabric(stack, plan)
+        if fabric is not None:
+            out[plan.name] = fabric
+    return out
+
+
 def plan_fabrics(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, FabricPlan]:
     """The fabric pools of a stack, by pool name."""
     out = {}
@@ -203,7 +241,10 @@ def plan_fabrics(stack: StackConfig, plans: list[PoolPlan]) -> dict[str, FabricP
 
 
 def fabric_pod(fabric: FabricPlan) -> dict:
-    """What a multi-node pod on the pool carries to reach the fabric, as its cloud module says (`fabric_pod`)."""
+    """What a multi-node pod on the pool carries to reach the fabric, as its cloud module says (`fabric_pod`); over NVLink
+    nothing but its channel claim, which `computedomain.with_channel` adds."""
+    if fabric.kind == NVLINK:
+        return {"limits": {}, "env": {}, "capabilities": []}
     return fabric.target.fabric_pod(fabric.resource_count, fabric.pool, fabric.kind, fabric.devices)
 
 

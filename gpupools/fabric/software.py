@@ -173,8 +173,8 @@ def jobset_values() -> dict:
 
 
 def jobset_release(fabrics: list[FabricPlan], fleet_worker: bool = False) -> Release | None:
-    """JobSet where the stack has a fabric pool: it runs jobs that span nodes, and only fabric pools take those (`workload
-    --nodes` refuses the others), so a stack without one would run its controller and webhooks for nothing. Kueue's
+    """JobSet where the stack has a fabric pool (a rack pool's NVLink counts, `fabric.plan.job_fabrics`): it runs jobs that
+    span nodes, and only fabric pools take those (`workload --nodes` refuses the others), so a stack without one would run its controller and webhooks for nothing. Kueue's
     JobSet integration is on in every stack (queues.kueue.INTEGRATIONS): Kueue sets its JobSet controller up once the CRD
     appears (kueue v0.19.2 pkg/controller/jobframework/setup.go, WaitForAPI), so a JobSet installed later queues too.
     A worker of a fleet gets it whatever its pools: a MultiKueue manager connects to a worker only once every framework

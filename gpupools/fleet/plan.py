@@ -28,7 +28,7 @@ import yaml
 
 from gpupools.fleet.config import FleetStack, FleetTeam, WorkerStack
 from gpupools.fleet import credentials
-from gpupools.fabric.plan import plan_fabrics
+from gpupools.fabric.plan import job_fabrics
 from gpupools.fabric.software import jobset_release
 from gpupools.landing.check import landing_check
 from gpupools.landing.verdict import Landing
@@ -92,7 +92,7 @@ def worker_view(entry: WorkerStack) -> WorkerView:
     plans = plan_pools(stack)
     teams = plan_teams(stack, plans) if stack.quotas == "kueue" else []
     verdicts = landing_check(stack, plans) if stack.quotas == "kueue" else []
-    jobset = jobset_release(list(plan_fabrics(stack, plans).values()), stack.fleet_worker is not None) is not None
+    jobset = jobset_release(list(job_fabrics(stack, plans).values()), stack.fleet_worker is not None) is not None
     return WorkerView(entry, {t.team.name: t for t in teams}, team_quotas(teams), verdicts, jobset, kueue.CHART.default_version)
 
 

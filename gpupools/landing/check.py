@@ -36,7 +36,7 @@ from gpupools.core.sharing import HAMI_SCHEDULER
 import yaml
 
 from gpupools.fabric import computedomain, gpudirect
-from gpupools.fabric.plan import plan_fabrics
+from gpupools.fabric.plan import job_fabrics, plan_fabrics
 from gpupools.fabric.software import efa_device_plugin_release, network_operator_release, nic_cluster_policy
 from gpupools.health import readiness
 from gpupools.landing import agents as node_agents
@@ -122,7 +122,9 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
         # What Kueue's own configuration maps, read from the values its release carries.
         config = yaml.safe_load(kueue.release(kueue.device_class_mappings(plans)).values["managerConfig"]["controllerManagerConfigYaml"])
         mappings = (config.get("resources") or {}).get("deviceClassMappings") or []
-    return Cluster(stack, plans, teams, autoscaler, objects, agents, fabrics, schedulers, kai_values, device_classes, mappings)
+    # A rack pool's multi-node jobs run over NVLink (`job_fabrics`): the gang shape is followed there too.
+    return Cluster(stack, plans, teams, autoscaler, objects, agents, {**fabrics, **job_fabrics(stack, plans)}, schedulers, kai_values,
+                   device_classes, mappings)
 
 
 def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, job: dict | None = None,

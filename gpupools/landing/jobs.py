@@ -238,9 +238,9 @@ def _mebibytes(quantity: str) -> int:
 
 
 def multinode_problems(stack: StackConfig, plan: PoolPlan, nodes: int) -> list[Problem]:
-    from gpupools.fabric.plan import plan_fabric
+    from gpupools.fabric.plan import job_fabric
 
-    fabric = plan_fabric(stack, plan)
+    fabric = job_fabric(stack, plan)
     if nodes < 2:
         return [Problem("--nodes", f"{nodes}: a multi-node job has 2 nodes or more; leave --nodes out for one node")]
     if fabric is None:
@@ -268,13 +268,13 @@ def multinode_job(stack: StackConfig, plan: PoolPlan, nodes: int, image: str | N
 
     The name is `<base>-<pool>`, shortened where a name built from it would go over its limit (`landing.names`); `jobset`:
     to the JobSet's limits, which are tighter, as `landing.jobset.as_jobset` turns the Job into a JobSet of that name."""
-    from gpupools.fabric.plan import fabric_pod, plan_fabric, with_fabric_pod
+    from gpupools.fabric.plan import fabric_pod, job_fabric, with_fabric_pod
     from gpupools.queues.kueue import podset_topology
 
     problems = multinode_problems(stack, plan, nodes)
     if problems:
         raise ConfigError(problems)
-    fabric = plan_fabric(stack, plan)
+    fabric = job_fabric(stack, plan)
     assert fabric is not None
     pod = fabric_pod(fabric)
     name = fit_jobset(f"{base}-{plan.name}", REPLICATED_JOB, nodes) if jobset else fit_job(f"{base}-{plan.name}", nodes)

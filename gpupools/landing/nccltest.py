@@ -47,9 +47,9 @@ NVLINK_ENV = [{"name": "NCCL_NVLS_ENABLE", "value": "1"}]
 
 def test_image(stack: StackConfig, plan: PoolPlan) -> tuple[NcclTestImage | None, list[Problem]]:
     """The catalog's image for the pool's fabric, or why there is no test for the pool (one line naming --nccl-test)."""
-    from gpupools.fabric.plan import plan_fabric
+    from gpupools.fabric.plan import job_fabric
 
-    fabric = plan_fabric(stack, plan)
+    fabric = job_fabric(stack, plan)
     if fabric is None:
         return None, [Problem("--nccl-test", f"pool {plan.name!r} has no fabric between nodes (fabric: {plan.pool.fabric}, "
                                              f"{plan.pool.instance_type}); the NCCL test measures one: run it on a pool with EFA, "

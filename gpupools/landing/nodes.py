@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpupools.autoscaling.choice import requested_extended, why_not
+from gpupools.autoscaling.choice import CLUSTER_AUTOSCALER, requested_extended, why_not
 from gpupools.autoscaling.templates import fitting_template, node_templates
 from gpupools.core.pools import POOL_LABEL, PoolPlan
 from gpupools.core.sharing import HAMI_SCHEDULER, VGPU_CORES_RESOURCE, VGPU_MEMORY_PERCENT_RESOURCE, VGPU_MEMORY_RESOURCE, units_per_pod
@@ -96,13 +96,33 @@ def node_step(cluster: Cluster, plan: PoolPlan, pod: dict, nodes: int, provision
                 wanted = max(_mebibytes(c.get("resources", {}).get("limits", {}).get(name, "0")) for c in pod.get("containers", []))
                 if template.allocatable.get(name, 0) < wanted:
                     reason = f"{template.autoscaler} expects {template.allocatable.get(name, 0)}Mi of {name} on a new node, the pod asks for {wanted}Mi ({template.source})"
+        if reason is None and pod.get("resourceClaims") and template.autoscaler == CLUSTER_AUTOSCALER and not provisioned:
+            reason = claims_from_zero(plan)
         if reason is None:
             break
         reasons.append(reason)
     if len(reasons) == len(templates):
         return Step("node", False, "no node starts from zero: " + ("; ".join(reasons) if len(reasons) > 1 else reasons[0]))
     how = "the cloud provisions them for the admission check" if provisioned else f"{template.autoscaler} starts it from zero ({template.source})"
+    if not provisioned and pod.get("resourceClaims") and template.autoscaler == CLUSTER_AUTOSCALER:
+        how = (f"{template.autoscaler} adds nodes from the picture of the {pool.min_nodes} the pool keeps, their DRA devices included "
+               f"({template.source})")
     return Step("node", True, how)
+
+
+def claims_from_zero(plan: PoolPlan) -> str | None:
+    """Why cluster-autoscaler starts no node for a pod with ResourceClaims (a ComputeDomain channel, DRA NICs) from an
+    empty node group; None where the group keeps a node. Its DRA handling is always on (kubernetes/autoscaler
+    cluster-autoscaler-1.35.0 config/flags/flags.go: --enable-dynamic-resource-allocation "locked to true"), so its
+    scale-up simulation allocates the pod's claims against the devices of the node it would add. A group with a ready node
+    lends that node's ResourceSlices to the picture (simulator/node_info_utils.go, SanitizedTemplateNodeInfoFromNodeInfo);
+    an empty one has only its provider's template, which on AWS carries none (cloudprovider/aws/aws_cloud_provider.go,
+    TemplateNodeInfo: framework.NewNodeInfo(node, nil, ...)), so no claim fits and no node starts."""
+    if plan.pool.min_nodes >= 1:
+        return None
+    return ("cluster-autoscaler starts no node from zero for a pod with ResourceClaims: the picture of an empty node group carries no "
+            "DRA devices to allocate them from (cluster-autoscaler 1.35, AWS TemplateNodeInfo); keep a node (minNodes: 1) and it "
+            "copies that node's devices")
 
 
 def beyond_floor(plan: PoolPlan, templates: list, pod: dict) -> str:

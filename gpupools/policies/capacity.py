@@ -12,7 +12,7 @@ from gpupools.clouds.gcp import RESERVED_NODES_LABEL
 from gpupools.policies._readback import (AKS_AGENT_POOL, EC2_NODE_CLASS, EKS_NODE_GROUP, GKE_COMPUTE_CLASS, GKE_NODE_POOL, KARPENTER_NODE_POOL, class_priorities,
                                       gpu_pool)
 from gpupools.policies.fabric import pool_fabrics
-from gpupools.policies._props import as_int, get, is_unknown, items
+from gpupools.policies._props import as_int, get, is_unknown, items, text
 
 # GPUs that are rarely available on demand: plan them on reserved or queued capacity.
 SCARCE_GPUS = ("H100", "H200", "B200", "GB200")
@@ -60,9 +60,13 @@ def validate_capacity_block_group(args: ResourceValidationArgs, report: ReportVi
     if items(get(args.props, "instanceTypes")):
         report(f"node group {args.name!r} runs on a Capacity Block and names instanceTypes; EKS takes the block's instance "
                f"type from the launch template only", None)
+    # A rack-scale group may keep nodes: cluster-autoscaler starts none from zero for its ComputeDomain jobs
+    # (gpupools.landing.nodes.claims_from_zero), and EKS honours a non-zero size, its launches failing until the block
+    # starts (EKS user guide capacity-blocks-mng.adoc, "If you specify a non-zero desiredSize ...").
+    gpu = load_catalog().gpus.get(text(get(args.props, "labels", "gpupools.io/gpu")) or "")
     for key in ("minSize", "desiredSize"):
         value = as_int(get(args.props, "scalingConfig", key))
-        if value:
+        if value and not (gpu is not None and gpu.nvlink_domain):
             report(f"node group {args.name!r} runs on a Capacity Block with scalingConfig.{key} {value}; keep it 0, the block "
                    f"exists only between its start and end time", None)
 

@@ -15,7 +15,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, StackValidationArgs
 from gpupools.capacity.sources import CAPACITY_BLOCK_KEY
 from gpupools.clouds.aws import BLOCK_PLACEMENT, HUGE_PAGE_MI, allocated_hugepages
 from gpupools.core.catalog import load_catalog
-from gpupools.fabric import gpudirect
+from gpupools.fabric import computedomain, gpudirect
 from gpupools.policies._readback import (
     AKS_AGENT_POOL,
     EC2_NODE_CLASS,
@@ -33,7 +33,7 @@ from gpupools.policies._readback import (
     _launch_template_pool,
     fleet,
 )
-from gpupools.policies._props import get, is_unknown, items
+from gpupools.policies._props import get, is_unknown, items, plain
 
 NIC_CLUSTER_POLICY = "kubernetes:mellanox.com/v1alpha1:NicClusterPolicy"
 NODE_OVERLAY = "kubernetes:karpenter.sh/v1alpha1:NodeOverlay"
@@ -292,6 +292,19 @@ def validate_hugepages_registered(args: StackValidationArgs, report: ReportViola
                        overlay.urn)
 
 
+def validate_dra_driver_matches_operator(args: StackValidationArgs, report: ReportViolation) -> None:
+    """The DRA driver and the GPU Operator of one stack agree on the driver root and CDI (`computedomain.operator_problems`)."""
+    releases = {_chart_name(get(r.props, "chart")): r for r in args.resources if r.resource_type == HELM_RELEASE}
+    operator, dra = releases.get("gpu-operator"), releases.get("dra-driver-nvidia-gpu")
+    if operator is None or dra is None:
+        return
+    values, dra_values = plain(get(operator.props, "values")), plain(get(dra.props, "values"))
+    if not isinstance(values, dict) or not isinstance(dra_values, dict):  # unknown until applied
+        return
+    for problem in computedomain.operator_problems(values, dra_values):
+        report(problem, dra.urn)
+
+
 multi_node_pool_fabric = StackValidationPolicy(
     name="multi-node-pool-fabric",
     description="Whole-GPU pools of instance types built for multi-node jobs (p4d, p5, ND-series, A3) have their cloud's fabric.",
@@ -330,4 +343,13 @@ hugepages_registered = StackValidationPolicy(
     validate=validate_hugepages_registered,
 )
 
-POLICIES = [multi_node_pool_fabric, fabric_pool_one_zone, fabric_devices_reachable, capacity_block_placement, hugepages_registered]
+dra_driver_matches_gpu_operator = StackValidationPolicy(
+    name="dra-driver-matches-gpu-operator",
+    description="NVIDIA's DRA driver and the GPU Operator agree: the driver root its kubelet plugin mounts is where the operator has the "
+                "driver, and the operator keeps CDI on.",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    validate=validate_dra_driver_matches_operator,
+)
+
+POLICIES = [multi_node_pool_fabric, fabric_pool_one_zone, fabric_devices_reachable, capacity_block_placement, hugepages_registered,
+            dra_driver_matches_gpu_operator]

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy,
                            StackValidationArgs, StackValidationPolicy)
 
+from gpupools.fabric.computedomain import QUEUE_RESOURCE as CHANNEL_RESOURCE
 from gpupools.policies._readback import GPU_TAINT_KEY, POOL_LABEL, RESOURCE_QUOTA, fleet, quota_requests
 from gpupools.policies._props import UNKNOWN, as_int, get, items, text
 
@@ -74,8 +75,11 @@ def flavor_pools(resources) -> dict[str, str | None]:
 
 
 def pool_offers(resources) -> dict[str, list[str]]:
-    """pool name -> the GPU resources one of its nodes offers (several on a mixed MIG layout)."""
-    return {p.pool: list(p.node_resources) or [p.resource] for p in fleet(resources)}
+    """pool name -> the GPU resources one of its nodes offers (several on a mixed MIG layout); a rack-scale pool (its GPU
+    has an NVLink domain) also the queue resource its pods' ComputeDomain channels count as (`computedomain.QUEUE_RESOURCE`,
+    which Kueue's deviceClassMappings map the channel class to)."""
+    return {p.pool: (list(p.node_resources) or [p.resource]) + ([CHANNEL_RESOURCE] if p.gpu and p.gpu.nvlink_domain else [])
+            for p in fleet(resources)}
 
 
 def pool_capacity(resources) -> dict[str, tuple[str, int | None]]:
@@ -104,7 +108,8 @@ def queue_ratios(resources) -> dict[str, tuple[int, int]]:
     promised: dict[str, int] = {}
     for q in queue_quotas(resources):
         pool = pools.get(q.flavor)
-        if pool in capacity and q.nominal:
+        # Channels are one per pod, not GPUs: they count against no GPU of the pool.
+        if pool in capacity and q.nominal and q.resource != CHANNEL_RESOURCE:
             promised[pool] = promised.get(pool, 0) + q.nominal
     return {pool: (amount, capacity[pool][1] or 0) for pool, amount in promised.items()}
 

@@ -34,10 +34,14 @@ from gpupools.stack.errors import ConfigError
 from gpupools.validation.stack import validate_stack
 
 RACK_TYPE = "p4d.24xlarge"  # 8 GPUs: 9 nodes per NVLink domain of 72
-POOLS = [{"name": "rack", "instanceType": RACK_TYPE, "maxNodes": 12, "zones": ["eu-central-1a"]},
+# A rack's nodes come from a Capacity Block (as P6e-GB200's only do), under cluster-autoscaler (Karpenter v1.14 serves no
+# DRA claim): what the stack validation asks of a rack-scale EKS pool. One node kept: cluster-autoscaler starts none from
+# zero for a pod with claims (gpupools.landing.nodes.claims_from_zero).
+POOLS = [{"name": "rack", "instanceType": RACK_TYPE, "minNodes": 1, "maxNodes": 12, "zones": ["eu-central-1a"],
+          "capacity": [{"reservation": {"id": "cr-0123456789abcdef0", "kind": "capacity-block", "zones": ["eu-central-1a"], "nodes": 12}}]},
          {"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 3}]
 TEAMS = [{"name": "ml", "gpus": {"rack": 32, "infer": 2}}, {"name": "web", "gpus": {"infer": 4}}]
-CONFIG = stack_config("aws", pools=POOLS, teams=TEAMS)
+CONFIG = stack_config("aws", pools=POOLS, teams=TEAMS, autoscaler="cluster-autoscaler")  # Karpenter v1.14 serves no DRA claim
 
 
 @pytest.fixture(scope="module", autouse=True)

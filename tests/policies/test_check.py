@@ -18,7 +18,7 @@ from gpupools.validation.stack import load_stack
 from conftest import ROOT, stack_config
 
 runner = CliRunner()
-STACKS = ["dev-aws", "dev-azure", "dev-gcp", "dev-aws-auto", "dev-azure-nap", "dev-gcp-fallback"]
+STACKS = ["dev-aws", "dev-azure", "dev-gcp", "dev-aws-auto", "dev-azure-nap", "dev-gcp-fallback", "dev-aws-gb200", "dev-gcp-a4x"]
 
 
 def invoke(*args):

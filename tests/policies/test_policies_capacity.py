@@ -94,3 +94,11 @@ def test_aks_and_gke_markers_are_read():
                                               "capacity": [{"reservation": {"id": "h100", "zones": ["us-central1-a"], "nodes": 2}}]}])).get(GKE, "res").inputs
     assert resource_violations("reservation-within-max-nodes", GKE, gke, name="res")
     assert resource_violations("scarce-gpus-reserved", GKE, gke) == []
+
+
+def test_a_rack_scale_capacity_block_group_may_keep_nodes(block_group):
+    """GB200 (an NVLink domain): cluster-autoscaler starts no node from zero for its ComputeDomain jobs, so the group keeps one."""
+    keeps = {**block_group, "scalingConfig": {**block_group["scalingConfig"], "minSize": 1, "desiredSize": 1}}
+    rack = {**keeps, "labels": {**(keeps.get("labels") or {}), "gpupools.io/gpu": "GB200-186GB"}}
+    assert resource_violations("eks-capacity-block-node-group", EKS, rack) == []
+    assert len(resource_violations("eks-capacity-block-node-group", EKS, keeps)) == 2  # minSize and desiredSize

@@ -291,3 +291,50 @@ def test_policy_and_plan_agree_on_gke_with_the_gpu_operator():
         expected = pool_totals(stack, plan_pools(stack))
         assert sum(c for _, c in expected.values()) == 5 * 3 + 3 * 3, installer
         assert queue_ratios(policy_resources(run_program(config, "test"))) == expected, installer
+
+
+def test_channel_quota_belongs_to_rack_pools_and_counts_no_gpu():
+    """A rack pool's flavor carries the ComputeDomain channel resource beside its GPUs (Kueue maps the channel's device
+    class to it): offered there, never counted as GPUs; on a pool without an NVLink domain it is a quota nobody uses."""
+    channel = "nvidia.com/compute-domain-channel"
+    rack = (EKS, "rack", eks_node_group(instanceTypes=["p6e-gb200.36xlarge"], nodeGroupName="rack",
+                                        labels={"gpupools.io/gpu": "GB200-186GB", "gpupools.io/pool": "rack",
+                                                "nvidia.com/device-plugin.config": "no-sharing"},
+                                        scalingConfig={"desiredSize": 0, "maxSize": 18, "minSize": 0}))
+    team = cluster_queue("team", [{"flavor": "rack", "name": "nvidia.com/gpu", "nominalQuota": 72},
+                                  {"flavor": "rack", "name": channel, "nominalQuota": 72}])
+    resources = queues(rack, flavor("rack"), team)
+    assert stack_violations("kueue-flavors-match-pools", resources) == []
+    assert stack_violations("team-quota-oversubscription", resources) == []  # 72 GPUs of 72, not 144
+    more = cluster_queue("more", [{"flavor": "rack", "name": "nvidia.com/gpu", "nominalQuota": 72}])
+    (message,) = stack_violations("team-quota-oversubscription", queues(rack, flavor("rack"), team, more))
+    assert message.startswith("Kueue queues promise 144 units of pool rack against 72")
+    stray = cluster_queue("stray", [{"flavor": "infer", "name": channel, "nominalQuota": 4}])
+    (message,) = stack_violations("kueue-flavors-match-pools", queues(stray))
+    assert message == f"ClusterQueue stray gives {channel} on flavor infer, but pool infer offers nvidia.com/gpu; that quota can never be used"
+
+
+def test_the_dra_driver_and_the_gpu_operator_agree_on_driver_root_and_cdi():
+    """EKS: the node image's driver (operator driver off) is at /, where the DRA driver must look; the operator's own driver
+    container puts it at /run/nvidia/driver; CDI off in the operator leaves the DRA driver's devices out of containers."""
+    name = "dra-driver-matches-gpu-operator"
+
+    def dra(root: str | None):
+        values = {"resources": {"gpus": {"enabled": False}, "computeDomains": {"enabled": True}}}
+        if root is not None:
+            values["nvidiaDriverRoot"] = root
+        return (RELEASE, "dra", {"chart": "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu", "values": values})
+
+    host = helm_release()  # driver.enabled false
+    assert stack_violations(name, [(RELEASE, "gpu-operator", host), dra("/")]) == []
+    assert stack_violations(name, [(RELEASE, "gpu-operator", host), dra(None)]) == []  # the chart's default root is /
+    assert stack_violations(name, [(RELEASE, "gpu-operator", host)]) == []  # no DRA driver, nothing to agree on
+    (message,) = stack_violations(name, [(RELEASE, "gpu-operator", host), dra("/run/nvidia/driver")])
+    assert message == ("the DRA driver's nvidiaDriverRoot is /run/nvidia/driver but the GPU Operator has the driver at /: its kubelet "
+                       "plugin would find no driver")
+    operator_driver = helm_release(values={"driver": {"enabled": True}, "cdi": {"enabled": True}})
+    assert stack_violations(name, [(RELEASE, "gpu-operator", operator_driver), dra("/run/nvidia/driver")]) == []
+    assert len(stack_violations(name, [(RELEASE, "gpu-operator", operator_driver), dra("/")])) == 1
+    no_cdi = helm_release(values={"driver": {"enabled": False}, "cdi": {"enabled": False}})
+    assert stack_violations(name, [(RELEASE, "gpu-operator", no_cdi), dra("/")]) == [
+        "the GPU Operator has cdi.enabled false: the DRA driver hands devices to containers through CDI only"]

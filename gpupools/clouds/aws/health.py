@@ -54,9 +54,32 @@ def node_repair_config(plan: PoolPlan) -> dict:
     }
 
 
+def arm64_hosts(plan: PoolPlan) -> bool:
+    """Whether the pool's instance type has Arm hosts (catalog.yaml arch: Grace for p6e-gb200)."""
+    from gpupools.clouds.aws.provider import NAME
+    from gpupools.core.catalog import load_catalog
+
+    row = load_catalog().instance(NAME, plan.pool.instance_type)
+    return row is not None and row.arch == "arm64"
+
+
+# On arm64 hosts the agent watches no NVIDIA GPU: its NVIDIA monitor turns itself off there (aws/eks-node-monitoring-agent
+# v1.7.0 monitors/nvidia/monitor.go, Register: "NVIDIA-based monitoring is disabled for the arm64 architecture"), and its
+# chart runs the dcgm-server DaemonSet on amd64 nodes only (charts/eks-node-monitoring-agent/values.yaml,
+# dcgmAgent.affinity `kubernetes.io/arch In [amd64]`).
+ARM64_GPU_HEALTH = (f"nothing sets a GPU condition: {NODE_MONITORING_AGENT} 1.7.0 turns its NVIDIA monitor off on arm64 hosts and runs "
+                    f"its DCGM host engine on amd64 only, so no XID or ECC fault reaches AcceleratedHardwareReady; it still reports "
+                    f"kernel, network, storage and container runtime conditions")
+
+
 def repair_facts(plan: PoolPlan, autoscaler: str) -> tuple[str, str]:
     """(what notices a broken GPU, what happens next) for one pool on EKS."""
     detects = (f"{NODE_MONITORING_AGENT} (DCGM health, XID, double-bit ECC, NVLink, device count) sets AcceleratedHardwareReady=False")
+    if arm64_hosts(plan):
+        detects = ARM64_GPU_HEALTH
+        if autoscaler != "karpenter" and repair_enabled(plan.pool):
+            return detects, (f"EKS node repair acts on the agent's other conditions and on NotReady nodes (EKS defaults), one node at a "
+                             f"time, stopping above {MAX_UNHEALTHY_PERCENT}% unhealthy; a broken GPU waits for someone to replace the node")
     if autoscaler == "karpenter":
         floor = (f"; the {plan.name}-floor node group: EKS node repair, XID 79 and double-bit errors replaced after {GPU_REPAIR_WAIT_MINUTES}m"
                  if plan.pool.min_nodes else "")

@@ -624,7 +624,12 @@ def capacity_problems(pool: Pool, path: str, autoscaler: str, cluster: Cluster |
             problems.append(Problem(f"{where}.reservation.id", f"{r.id!r} is not an EC2 capacity reservation id such as cr-0123456789abcdef0"))
         if r.zones and len(r.zones) > 1:
             problems.append(Problem(f"{where}.reservation.zones", "an EC2 capacity reservation holds capacity in one availability zone; give that zone"))
-        if r.kind == "capacity-block" and pool.min_nodes > 0:
+        # A rack-scale pool may keep nodes: its jobs claim a ComputeDomain channel, and cluster-autoscaler starts no node from
+        # zero for a pod with claims (gpupools.landing.nodes.claims_from_zero). EKS honours a non-zero size on a Capacity
+        # Block node group; before the block starts its Auto Scaling group only logs launch errors (EKS user guide
+        # capacity-blocks-mng.adoc, "If you specify a non-zero desiredSize ...").
+        rack = hardware is not None and hardware.gpu.nvlink_domain is not None and not _is_karpenter(autoscaler)
+        if r.kind == "capacity-block" and pool.min_nodes > 0 and not rack:
             problems.append(Problem(f"{path}.minNodes", f"{pool.min_nodes}, but a Capacity Block runs only between its start and end time; "
                                                         f"set minNodes: 0 (EKS keeps the group at zero until the block starts)"))
     if _is_karpenter(autoscaler):
