@@ -42,10 +42,23 @@ def sibling_fleets(path: Path) -> list[tuple[str, str, list[str]]]:
 
 
 def run_fleet(raw: dict, name: str, fleet: FleetStack, plan: FleetPlan):
+    """The fleet program under the mock engine. A worker's output only known while it runs (its kubeconfig) can stop
+    it with pulumi.RunError: that is a ConfigError here, one line, however deep the SDK wrapped it."""
+    import pulumi
+
     from gpupools.cli.planrun import run_program
     from gpupools.program import fleet_main
+    from gpupools.stack.errors import Problem
 
-    return run_program(raw, name, program=lambda: fleet_main(fleet, plan))
+    try:
+        return run_program(raw, name, program=lambda: fleet_main(fleet, plan))
+    except Exception as exc:  # the SDK wraps an output's error in ValueErrors "While processing resource ..."
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, pulumi.RunError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        raise ConfigError([Problem("", str(cause))]) from None
 
 
 def plan_lines(fleet: FleetStack, plan: FleetPlan, resources: int, source: Path | None = None) -> list[str]:

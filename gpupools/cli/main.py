@@ -136,7 +136,10 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
         from gpupools.cli.fleet import plan_json, plan_lines, run_fleet
 
         raw, fleet_stack, fleet_plan, name = loaded
-        result = run_fleet(raw, name, fleet_stack, fleet_plan)
+        try:
+            result = run_fleet(raw, name, fleet_stack, fleet_plan)
+        except ConfigError as exc:
+            fail(exc.problems)
         typer.echo(json.dumps(plan_json(fleet_plan, result), indent=2, sort_keys=True) if as_json
                    else "\n".join(plan_lines(fleet_stack, fleet_plan, len(result.resources), stack_path(stack, config)[0])))
         return
@@ -493,7 +496,10 @@ def check(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
         from gpupools.cli.fleet import run_fleet
 
         raw, fleet_stack, fleet_plan, name = loaded
-        planned = run_fleet(raw, name, fleet_stack, fleet_plan)
+        try:
+            planned = run_fleet(raw, name, fleet_stack, fleet_plan)
+        except ConfigError as exc:
+            fail(exc.problems)
     else:
         raw, _typed, name = loaded
         planned = run_plan(raw, name)

@@ -97,11 +97,12 @@ class FleetManager(Component):
 
 def _accepted(worker: str):
     """The worker's kubeconfig as it came, once Kueue's own validation would take it; otherwise the deployment stops
-    naming what is wrong, never the kubeconfig."""
+    naming what is wrong, never the kubeconfig. pulumi.RunError: the language host prints its message alone, without the
+    program's stack trace (pulumi/runtime/stack.py `run_pulumi_func`, the RunError branch of the Python language host)."""
     def check(text):
         problems = credentials.kubeconfig_problems(text)
         if problems:
-            raise ValueError(f"worker {worker}: its {credentials.OUTPUT} stack output is a kubeconfig MultiKueue refuses: {'; '.join(problems)}")
+            raise pulumi.RunError(f"worker {worker}: its {credentials.OUTPUT} stack output is a kubeconfig MultiKueue refuses: {'; '.join(problems)}")
         return text
     return check
 

@@ -215,9 +215,12 @@ def test_exec_kubeconfigs_are_refused_and_token_ones_accepted():
 
 
 def test_the_manager_refuses_an_exec_kubeconfig_without_echoing_it():
+    import pulumi
+
     from gpupools.deploy.fleet import _accepted
 
-    with pytest.raises(ValueError) as caught:
+    # RunError: Pulumi prints its message alone, without the program's stack trace.
+    with pytest.raises(pulumi.RunError) as caught:
         _accepted("aws-eu")(json.dumps(EKS_EXEC))
     assert "exec plugins are not allowed" in str(caught.value) and MARKER not in str(caught.value)
     token = yaml.safe_dump({**EKS_EXEC, "users": [{"name": "u", "user": {"token": MARKER}}]})
@@ -238,11 +241,14 @@ def test_no_kubeconfig_or_token_in_any_output(monkeypatch, tmp_path):
         assert MARKER not in out.output
     # An exec kubeconfig from a worker stops the program, naming the worker, never the kubeconfig. In a process of its
     # own: a program that fails leaves the SDK's pending outputs behind, which the next plan in this process would await.
+    # Only the first worker's output is refused, so the line names one worker whatever order the outputs resolve in.
     script = ("import json, sys\nfrom gpupools.cli import planrun\nfrom gpupools.cli.main import app\n"
-              f"planrun._mock_worker_kubeconfig = lambda stack: {json.dumps(json.dumps(EKS_EXEC))}\n"
+              "token = planrun._mock_worker_kubeconfig\n"
+              f"planrun._mock_worker_kubeconfig = lambda stack: {json.dumps(json.dumps(EKS_EXEC))} if 'aws' in stack else token(stack)\n"
               "app(['plan', '--stack', 'fleet'])\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode != 0
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
     assert "worker aws-eu: its multikueueKubeconfig stack output is a kubeconfig MultiKueue refuses: exec plugins are not allowed" in done.stderr
     assert MARKER not in done.stdout + done.stderr
 
