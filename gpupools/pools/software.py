@@ -242,13 +242,14 @@ def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monit
     """`service_monitor`: the exporter ServiceMonitor's settings (labels Prometheus selects by, relabelings); None
     when nothing scrapes it. `rdma_pools`: the InfiniBand pools whose nodes get GPUDirect RDMA (`gpudirect_rdma_values`)."""
     served = operator_served(plans)
-    mig_pools = [p for p in served if p.mechanism.mode == "mig"]
+    mig_pools = [p for p in served if p.mechanism.mode == "mig" or p.mechanism.mig_config]  # DRA pools: a static layout too
     owns_driver = operator_owns_driver(stack)
     tolerations = gpu_tolerations(stack, plans)
     values: dict = {
         "driver": {"enabled": owns_driver},
         "toolkit": {"enabled": not stack.target.IMAGE_BRINGS_TOOLKIT},
-        "devicePlugin": {"enabled": bool(served), "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": NO_SHARING_ENTRY}},
+        # DRA pools (a preview) take no device plugin; none at all turns the operator's validator plugin check off too.
+        "devicePlugin": {"enabled": any(p.mechanism.mode != "dra" for p in served), "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": NO_SHARING_ENTRY}},
         "mig": {"strategy": stack.gpu_software.mig_strategy},
         "migManager": {
             "enabled": bool(mig_pools),

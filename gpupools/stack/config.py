@@ -57,7 +57,7 @@ LABEL_KEY = re.compile(QUALIFIED_NAME)
 LABEL_VALUE = re.compile(LABEL_VALUE_FORM)
 RESERVED_LABEL_PREFIXES = ("gpupools.io/", "nvidia.com/")
 
-SharingMode = Literal["none", "time-slicing", "mps", "mig", "vgpu"]
+SharingMode = Literal["none", "time-slicing", "mps", "mig", "vgpu", "dra"]
 # Who adds nodes to GPU pools. `auto`: Karpenter on a new EKS cluster, cluster-autoscaler on an existing one,
 # the managed autoscaler on AKS and GKE (the only choice there).
 Autoscaler = Literal["auto", "karpenter", "cluster-autoscaler", "none"]
@@ -154,6 +154,10 @@ class Sharing(Model):
     # Job from `gpupools workload` (and the landing check) asks for. KAI takes 0 < gpu-fraction < 1 (a whole GPU is
     # nvidia.com/gpu: 1): pkg/binder/plugins/gpusharing/gpu-request/gpu_request_validator.go at v0.17.0, lines 75-91.
     fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
+    # dra only (a preview, gpupools.core.dragpu): the DRA driver's sharing per claim, Alpha upstream, each allowed only with
+    # `preview: true`, which also says the stack accepts the preview of GPU allocation through DRA as a whole.
+    preview: Annotated[bool, Field(strict=True)] | None = None
+    dra_features: Annotated[list[Literal["dynamic-mig", "time-slicing", "mps"]], Field(min_length=1, max_length=3)] | None = None
 
 
 # Where a pool's nodes come from, in the order the pool falls back through (see docs/capacity.md). Words name the
