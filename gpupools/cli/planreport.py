@@ -180,12 +180,12 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         if "reservedCostPerHour" in sources:
             table.add_row("", f"reserved nodes are billed whether used or not: {money(sources['reservedCostPerHour'])} while idle "
                               f"(on-demand list price; a reservation bought cheaper costs less)")
-    table.add_row("scale-up", scale_up.summary)
+    table.add_row("scale-up", mark(scale_up.summary))
     for note in scale_up.notes:
-        table.add_row("", note)
+        table.add_row("", mark(note))
     table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
     autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
-    table.add_row("ready", readiness_summary(stack, plan, autoscaler))
+    table.add_row("ready", mark(readiness_summary(stack, plan, autoscaler)))
     repair = pool_repair(stack, plan, autoscaler)
     table.add_row("broken GPU", repair.detects)
     table.add_row("repair", repair.then)
@@ -205,8 +205,10 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     table.add_row("driver", driver_plan(stack, plan).words)
     if rack_scale(plan):
         table.add_row("NVLink", compute_domain_line(stack, plan))
+    fabric_key = ""
     for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
-        table.add_row(key, value)
+        fabric_key = key or fabric_key  # whether a fabric is set up follows the sharing; the node's disks do not
+        table.add_row(key, mark(value) if fabric_key == "fabric" else value)
     disk = getattr(stack.target, "node_disk_line", None)  # clouds whose pools' node disks gpupools sizes itself (EKS)
     if disk is not None:
         table.add_row("disk", disk(plan))
