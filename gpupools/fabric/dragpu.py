@@ -101,7 +101,7 @@ def claim_template(plan: PoolPlan, name: str, namespace: str | None, count: int)
     """A ResourceClaimTemplate (resource.k8s.io/v1, Kubernetes 1.34+) for `count` devices of the pool's class: an
     `exactly` request with allocationMode ExactCount, the one Kueue admits (kueue v0.19.2 pkg/dra/claims.go refuses
     All). On a MIG pool a CEL selector picks the pool's profile (the driver's MIG device attribute `profile`,
-    dra-driver-nvidia-gpu v0.4.1 docs/install.md)."""
+    dra-driver-nvidia-gpu v0.4.1 cmd/gpu-kubelet-plugin/mig.go; the same selector in demo/specs/quickstart/v1/gpu-test4.yaml)."""
     exactly: dict = {"deviceClassName": device_class(plan), "allocationMode": "ExactCount", "count": count}
     if plan.mechanism.mig_profile:
         exactly["selectors"] = [{"cel": {"expression": f"device.attributes['{DRA_GPU_CLASS}'].profile == '{plan.mechanism.mig_profile}'"}}]
