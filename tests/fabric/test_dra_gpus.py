@@ -312,6 +312,7 @@ def test_every_line_the_mode_touches_says_preview(plan_rows):
     assert rows["sharing"][0] == ("preview: NVIDIA DRA driver, existing MIG devices 3g.40gb x2 (mig.nvidia.com, all-3g.40gb), "
                                   "time-slicing per claim")
     assert "TimeSlicingSettings" in " ".join(rows["DRA"])
+    assert "validated driver, toolkit, and CUDA (no device plugin" in rows["ready"][0]
     assert any("cannot attribute this pool's GPUs" in line for line in rows["DRA"])
 
 
@@ -320,3 +321,17 @@ def test_a_plan_without_the_mode_says_no_preview(plain):
     (plan,) = plans
     assert dragpu.dra_lines(stack, plan) == [] and dragpu.preview_mark(plan.mechanism)("x") == "x"
     assert dragpu.dra_release(stack, plans) is None and kueue.device_class_mappings(plans) == []
+
+
+def test_the_readiness_reporter_waits_for_the_last_check_the_validator_runs(dra, plain):
+    from gpupools.pools.software import SoftwarePlan, readiness_software
+
+    def endpoint(stack, plans) -> str:
+        out = SoftwarePlan()
+        readiness_software(stack, plans, out)
+        (ds,) = [o for o in out.objects if o["kind"] == "DaemonSet"]
+        (env,) = [e for c in ds["spec"]["template"]["spec"]["containers"] for e in c.get("env", []) if e["name"] == "CHECK_ENDPOINT"]
+        return env["value"]
+
+    assert endpoint(*dra).endswith("/cuda-ready")  # no device plugin, so no plugin check and no plugin-ready
+    assert endpoint(*plain).endswith("/plugin-ready")
