@@ -166,6 +166,19 @@ def stack_problems(pools: list[tuple[str, str, bool, bool]], quotas: str, teams:
     return problems
 
 
+def dra_driver_problems(wanted: str) -> list[Problem]:
+    """`gpuSoftware.draDriver: gpu-cluster`, the GPU Operator's own way to run the DRA driver, refused: a GPUCluster
+    (nvidia.com/v1alpha1, a singleton) cannot exist beside a ClusterPolicy, which gpupools installs wherever the operator
+    runs (driver, toolkit, MIG manager, DCGM exporter): the chart calls both CRs "invalid configuration" (NVIDIA/gpu-operator
+    v26.7.0 deployments/gpu-operator/values.yaml, gpuCluster) and the controller holds a GPUCluster at PrerequisiteNotMet
+    while a ClusterPolicy exists (controllers/gpucluster_controller.go)."""
+    if wanted != "gpu-cluster":
+        return []
+    return [Problem("gpuSoftware.draDriver", "gpu-cluster: the GPU Operator's GPUCluster cannot coexist with the ClusterPolicy gpupools "
+                                             "installs (gpu-operator v26.7.0: PrerequisiteNotMet while a ClusterPolicy exists); use chart, "
+                                             "the dra-driver-nvidia-gpu chart beside it")]
+
+
 def idle_line() -> str:
     """What the idle report can say of a DRA pool's GPUs. dcgm-exporter labels a GPU with the pod, namespace and container
     that hold it through DRA only with KUBERNETES_ENABLE_DRA and RBAC on resourceslices (NVIDIA/dcgm-exporter 4.5.3-4.8.2

@@ -485,6 +485,9 @@ class GpuSoftware(Model):
     # GPU allocation through NVIDIA's DRA driver (gpupools.fabric.computedomain.gpu_allocation_problems): refused while a
     # device plugin serves every pool's GPUs; the DRA driver serves ComputeDomains only.
     dra_gpu_allocation: Annotated[bool, Field(strict=True)] = False
+    # Who installs NVIDIA's DRA driver for pools of sharing mode dra: its chart; `gpu-cluster` (the GPU Operator's GPUCluster)
+    # is refused (gpupools.fabric.dragpu.dra_driver_problems).
+    dra_driver: Literal["chart", "gpu-cluster"] = "chart"
 
 
 class Smtp(Model):

@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import date
 
 from gpupools.fabric.computedomain import gpu_allocation_problems
-from gpupools.fabric.dragpu import stack_problems as dra_stack_problems
+from gpupools.fabric.dragpu import dra_driver_problems, stack_problems as dra_stack_problems
 from gpupools.core.cloud import Cloud
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED, shared_reservation_problems
@@ -44,6 +44,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
     installer = resolve_installer(module, software.installer)
     problems = installer_problems(module, software.installer, software.version)
     problems += gpu_allocation_problems(software.dra_gpu_allocation)
+    problems += dra_driver_problems(software.dra_driver)
     problems += autoscaler_problems(module, autoscaler)
     problems += module.region_problems(providers or {})
     if cluster is not None:

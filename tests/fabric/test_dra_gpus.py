@@ -335,3 +335,12 @@ def test_the_readiness_reporter_waits_for_the_last_check_the_validator_runs(dra,
 
     assert endpoint(*dra).endswith("/cuda-ready")  # no device plugin, so no plugin check and no plugin-ready
     assert endpoint(*plain).endswith("/plugin-ready")
+
+
+def test_the_operators_gpucluster_is_refused_beside_its_clusterpolicy(tmp_path):
+    config = {**CONFIG, "gpupools:gpuSoftware": {"installer": "gpu-operator", "draDriver": "gpu-cluster"}}
+    (problem,) = config_problems(config)
+    assert problem.path == "gpuSoftware.draDriver" and "PrerequisiteNotMet" in problem.message
+    result = CliRunner().invoke(app, ["plan", "--config", str(write_stack(tmp_path, config))])
+    assert result.exit_code == 2 and result.stderr.splitlines() == [str(problem)]
+    assert validate_stack({**CONFIG, "gpupools:gpuSoftware": {"installer": "gpu-operator", "draDriver": "chart"}}).gpu_software.dra_driver == "chart"

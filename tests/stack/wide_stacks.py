@@ -155,7 +155,7 @@ WIDE = {
         "aws:region": "us-east-1",
         "gpupools:cloud": "aws",
         "gpupools:cluster": {"name": "ml-dra"},
-        "gpupools:gpuSoftware": {"installer": "gpu-operator"},
+        "gpupools:gpuSoftware": {"installer": "gpu-operator", "draDriver": "chart"},
         "gpupools:autoscaler": "cluster-autoscaler",
         "gpupools:sharing": {"mode": "dra", "preview": True, "draFeatures": ["mps"]},
         "gpupools:pools": [{"name": "whole", "instanceType": "p4d.24xlarge", "maxNodes": 2},
