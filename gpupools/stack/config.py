@@ -154,8 +154,7 @@ class Sharing(Model):
     # Job from `gpupools workload` (and the landing check) asks for. KAI takes 0 < gpu-fraction < 1 (a whole GPU is
     # nvidia.com/gpu: 1): pkg/binder/plugins/gpusharing/gpu-request/gpu_request_validator.go at v0.17.0, lines 75-91.
     fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
-    # dra only (a preview, gpupools.core.dragpu): the DRA driver's sharing per claim, Alpha upstream, each allowed only with
-    # `preview: true`, which also says the stack accepts the preview of GPU allocation through DRA as a whole.
+    # dra only (a preview, gpupools.fabric.dragpu): the DRA driver's Alpha sharing per claim, allowed with `preview: true`.
     preview: Annotated[bool, Field(strict=True)] | None = None
     dra_features: Annotated[list[Literal["dynamic-mig", "time-slicing", "mps"]], Field(min_length=1, max_length=3)] | None = None
 
@@ -485,8 +484,7 @@ class GpuSoftware(Model):
     # GPU allocation through NVIDIA's DRA driver (gpupools.fabric.computedomain.gpu_allocation_problems): refused while a
     # device plugin serves every pool's GPUs; the DRA driver serves ComputeDomains only.
     dra_gpu_allocation: Annotated[bool, Field(strict=True)] = False
-    # Who installs NVIDIA's DRA driver for pools of sharing mode dra: its chart; `gpu-cluster` (the GPU Operator's GPUCluster)
-    # is refused (gpupools.fabric.dragpu.dra_driver_problems).
+    # Who installs NVIDIA's DRA driver for mode dra; `gpu-cluster` is refused (gpupools.fabric.dragpu.dra_driver_problems).
     dra_driver: Literal["chart", "gpu-cluster"] = "chart"
 
 

@@ -26,8 +26,8 @@ from gpupools.pools.software import gpu_operator_values
 from gpupools.queues import kueue
 from gpupools.validation.stack import validate_stack
 
-POOLS = [{"name": "whole", "instanceType": "p4d.24xlarge", "maxNodes": 2, "sharing": {"mode": "dra"}},
-         {"name": "slices", "instanceType": "p4de.24xlarge", "maxNodes": 2,
+POOLS = [{"name": "whole", "instanceType": "p4d.24xlarge", "minNodes": 1, "maxNodes": 2, "sharing": {"mode": "dra"}},
+         {"name": "slices", "instanceType": "p4de.24xlarge", "minNodes": 1, "maxNodes": 2,
           "sharing": {"mode": "dra", "migProfile": "3g.40gb", "preview": True, "draFeatures": ["time-slicing"]}}]
 TEAMS = [{"name": "ml", "gpus": {"whole": 8, "slices": 8}}]
 KEYS = {"gpuSoftware": {"installer": "gpu-operator"}, "autoscaler": "cluster-autoscaler"}
