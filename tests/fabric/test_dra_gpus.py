@@ -344,3 +344,9 @@ def test_the_operators_gpucluster_is_refused_beside_its_clusterpolicy(tmp_path):
     result = CliRunner().invoke(app, ["plan", "--config", str(write_stack(tmp_path, config))])
     assert result.exit_code == 2 and result.stderr.splitlines() == [str(problem)]
     assert validate_stack({**CONFIG, "gpupools:gpuSoftware": {"installer": "gpu-operator", "draDriver": "chart"}}).gpu_software.dra_driver == "chart"
+
+
+def test_the_policy_pack_reads_dra_pools_back_and_passes(tmp_path):
+    result = CliRunner().invoke(app, ["check", "--config", str(write_stack(tmp_path, CONFIG, "dra-test"))])
+    assert result.exit_code == 0, result.output
+    assert "0 mandatory" in result.stdout
