@@ -329,7 +329,9 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
             fail(exc.problems)
         from gpupools.landing.jobs import channel_comment, rack_docs, with_claim_template
 
-        docs = rack_docs(target, with_claim_template(docs, extra_claim))
+        from gpupools.fabric.dragpu import dra_docs
+
+        docs = dra_docs(target, rack_docs(target, with_claim_template(docs, extra_claim)))
         typer.echo("\n".join(expected_lines(typed, target, docs)) + "\n" + explained(docs[-1], docs) + channel_comment(docs) + dump(docs), nl=False)
         return
     if nodes is not None:
@@ -352,7 +354,9 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         docs = docs[:-1] + ([budget] if budget else []) + docs[-1:]
         from gpupools.landing.jobs import channel_comment, rack_docs, with_claim_template
 
-        docs = rack_docs(plan_pool(typed, typed.pool(pool)), with_claim_template(docs, extra_claim))
+        from gpupools.fabric.dragpu import dra_docs
+
+        docs = dra_docs(plan_pool(typed, typed.pool(pool)), rack_docs(plan_pool(typed, typed.pool(pool)), with_claim_template(docs, extra_claim)))
         typer.echo(explained(docs[-1], docs) + channel_comment(docs) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
         return
     if fraction is not None and team is None:
@@ -363,7 +367,7 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
                                     gpu_cores=gpu_cores, fraction=fraction))
         except ConfigError as exc:
             fail(exc.problems)
-        typer.echo(explained(job) + yaml.safe_dump(job, sort_keys=False), nl=False)
+        _print_job(typed, pool, job, explained)
         return
     names = [p.name for p in typed.pools]
     if pool is None:
@@ -377,7 +381,23 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     if problems:
         fail(problems)
     job = profiled(job_manifest(typed, plan_, image=image, units=units, gpu_memory=gpu_memory, gpu_cores=gpu_cores))
-    typer.echo(explained(job) + yaml.safe_dump(job, sort_keys=False), nl=False)
+    _print_job(typed, pool, job, explained)
+
+
+def _print_job(typed, pool: str | None, job: dict, explained) -> None:
+    """The Job, led on a DRA pool (a preview) by the ResourceClaimTemplate its pods claim the GPUs from."""
+    from gpupools.fabric.dragpu import dra_docs
+    from gpupools.pools.planning import plan_pool
+
+    from gpupools.core.pools import POOL_LABEL
+
+    label = (job["spec"]["template"]["spec"].get("nodeSelector") or {}).get(POOL_LABEL, pool)
+    target = next((p for p in typed.pools if p.name == label), None)
+    docs = dra_docs(plan_pool(typed, target), [job]) if target is not None and typed.sharing_of(target).mode == "dra" else [job]
+    if len(docs) == 1:
+        typer.echo(explained(job) + yaml.safe_dump(job, sort_keys=False), nl=False)
+    else:
+        typer.echo(explained(docs[-1], docs) + yaml.safe_dump_all(docs, sort_keys=False), nl=False)
 
 
 # --- idle ---

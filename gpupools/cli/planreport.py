@@ -26,6 +26,7 @@ from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.pools.software import driver_plan
 from gpupools.fabric.computedomain import compute_domain_line, rack_scale
+from gpupools.fabric.dragpu import dra_lines, preview_mark
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.queues.kueue import topology_aware, topology_enforced, topology_guarantee, topology_level_warnings
 from gpupools.autoscaling.templates import eviction_guard
@@ -155,6 +156,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
                exporters: list[str] | None = None, node_changes: dict[str, list[str]] | None = None) -> Table:
     """`exporters`: the pool's entry of `exporter_per_pool` for the whole stack (worked out here when not given)."""
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
+    mark = preview_mark(m)  # DRA pools: "preview" on every line the mode changes
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -178,12 +180,12 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         if "reservedCostPerHour" in sources:
             table.add_row("", f"reserved nodes are billed whether used or not: {money(sources['reservedCostPerHour'])} while idle "
                               f"(on-demand list price; a reservation bought cheaper costs less)")
-    table.add_row("scale-up", scale_up.summary)
+    table.add_row("scale-up", mark(scale_up.summary))
     for note in scale_up.notes:
-        table.add_row("", note)
+        table.add_row("", mark(note))
     table.add_row("taint", ", ".join(f"{t.key}={t.value}:{t.effect}" for t in plan.taints))
     autoscaler = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler)
-    table.add_row("ready", readiness_summary(stack, plan, autoscaler))
+    table.add_row("ready", mark(readiness_summary(stack, plan, autoscaler)))
     repair = pool_repair(stack, plan, autoscaler)
     table.add_row("broken GPU", repair.detects)
     table.add_row("repair", repair.then)
@@ -191,18 +193,22 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         table.add_row("upgrades" if i == 0 else "", line)
     if exporters is None:
         exporters = exporter_per_pool(stack, plan_pools(stack)).get(plan.name, [])
-    table.add_row("GPU metrics", metrics_line(stack, plan, exporters))
-    table.add_row("labels", ", ".join(f"{k}={v}" for k, v in plan.labels.items()))
+    table.add_row("GPU metrics", mark(metrics_line(stack, plan, exporters)))
+    table.add_row("labels", mark(", ".join(f"{k}={v}" for k, v in plan.labels.items())))
     table.add_row("sharing", m.description)
     karpenter = resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler) == KARPENTER
-    table.add_row("", sharing_change_note(stack.target, m.installer, pool.os, karpenter, pool.provisioning == "compute-class"))
+    table.add_row("", mark(sharing_change_note(stack.target, m.installer, pool.os, karpenter, pool.provisioning == "compute-class")))
+    for key, value in dra_lines(stack, plan):
+        table.add_row(key, value)
     for key, value in kai.fraction_lines(stack, plan, scale_up.from_zero, AUTOSCALER_NAMES.get(scale_up.autoscaler or "", scale_up.autoscaler)):
         table.add_row(key, value)
     table.add_row("driver", driver_plan(stack, plan).words)
     if rack_scale(plan):
         table.add_row("NVLink", compute_domain_line(stack, plan))
+    fabric_key = ""
     for key, value in fabric_lines(stack, plan, plan_fabrics(stack, [plan]).get(plan.name)):
-        table.add_row(key, value)
+        fabric_key = key or fabric_key  # whether a fabric is set up follows the sharing; the node's disks do not
+        table.add_row(key, mark(value) if fabric_key == "fabric" else value)
     disk = getattr(stack.target, "node_disk_line", None)  # clouds whose pools' node disks gpupools sizes itself (EKS)
     if disk is not None:
         table.add_row("disk", disk(plan))
@@ -211,7 +217,7 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
     unit = "vGPU" if m.mode == "vgpu" else f"{m.resource} unit" if not m.node_resources else "MIG instance or GPU"
     per_node = " + ".join(f"{r} x {n}" for r, n in plan.node_resources.items()) + " per node" + (f" ({plan.units_per_node} vGPUs)" if m.mode == "vgpu" else "")
     assumed = f"; {hw.instance_type}, the most expensive type of the pool" if pool.instance_types else ""
-    table.add_row("capacity", f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}" + (f" ({hw.instance_type} nodes)" if assumed else ""))
+    table.add_row("capacity", mark(f"{per_node} x {pool.max_nodes} nodes = {plan.max_units}" + (f" ({hw.instance_type} nodes)" if assumed else "")))
     cap = units_per_pod(m, hw.gpus_per_node)
     if cap is not None:
         table.add_row("", f"a pod gets at most {cap.units} x {m.resource}: {cap.why}")
@@ -224,8 +230,8 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
         table.add_row("price", f"no list price: {stack.target.SERVICE} prices {hw.instance_type} per region and account "
                                f"(the catalog's snapshot has none); left out of the cost below")
     else:
-        table.add_row("price", f"{money(plan.price_per_unit)} per {unit}, {money(hw.price_per_gpu)} per whole GPU "
-                      f"(list price {hw.price_read}{assumed})")
+        table.add_row("price", mark(f"{money(plan.price_per_unit)} per {unit}, {money(hw.price_per_gpu)} per whole GPU "
+                      f"(list price {hw.price_read}{assumed})"))
     return table
 
 

@@ -177,6 +177,8 @@ def mechanism(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, ha
     mode = sharing.mode
     if mode == "vgpu":
         return _hami_mechanism(installer, sharing, hardware)
+    if mode == "dra":
+        return _dra_mechanism(installer, sharing, hardware)
     if mode == "mig" and sharing.mig_layout:
         return _layout_mechanism(installer, sharing, mig_strategy)
     if cloud.image_device_plugin(os):
@@ -225,6 +227,73 @@ def _layout_mechanism(installer: str, sharing: Sharing, mig_strategy: str) -> Me
     return Mechanism(installer, "mig", next(iter(resources)), 1, f"GPU Operator MIG manager, {config}: {layout_words(layout)} ({mig_strategy} strategy)",
                      node_labels={MIG_CONFIG_LABEL: config, DEVICE_PLUGIN_CONFIG_LABEL: NO_SHARING_ENTRY}, device_plugin_entry=NO_SHARING_ENTRY,
                      mig_config=config, node_resources=resources, mig_entries=tuple(mig_parted_entries(layout)))
+
+
+# GPU allocation through NVIDIA's DRA driver (a preview, docs/sharing.md): the queue resources Kueue counts a claim of
+# each DeviceClass as (gpupools.queues.kueue.device_class_mappings). A DRA pool's nodes advertise no extended resource;
+# these names exist only in Kueue's quota, so they are not nvidia.com/gpu, which device-plugin pools keep.
+DRA_GPU_CLASS = "gpu.nvidia.com"
+DRA_MIG_CLASS = "mig.nvidia.com"
+DRA_GPU_RESOURCE = "nvidia.com/dra-gpu"
+DRA_MIG_RESOURCE = "nvidia.com/dra-mig"
+# The DRA driver's feature gates behind each `draFeatures` word, all Alpha and off by default (kubernetes-sigs/
+# dra-driver-nvidia-gpu v0.4.1 pkg/featuregates/featuregates.go: DynamicMIG, TimeSlicingSettings, MPSSupport).
+DRA_FEATURE_GATES = {"dynamic-mig": "DynamicMIG", "time-slicing": "TimeSlicingSettings", "mps": "MPSSupport"}
+
+
+def whole_gpus(sharing: Sharing) -> bool:
+    """Each pod gets whole GPUs: mode none, or a DRA pool without MIG devices or sharing per claim."""
+    return sharing.mode == "none" or (sharing.mode == "dra" and sharing.mig_profile is None and not sharing.dra_features)
+
+
+def _dra_mechanism(installer: str, sharing: Sharing, hardware: Hardware) -> Mechanism:
+    """The DRA driver's kubelet plugin serves the pool's GPUs; the device plugin is kept off its nodes by the per-node
+    switch both gpupools' device plugins read: the GPU Operator's DaemonSet selects `nvidia.com/gpu.deploy.device-plugin:
+    "true"` (NVIDIA/gpu-operator v26.7.0 assets/state-device-plugin/0500_daemonset.yaml), and the standalone chart's
+    affinity excludes "false" (`pools.software.device_plugin_values`). With a MIG profile the MIG manager still makes the
+    pool's static layout, and the driver hands out those existing MIG devices (mig.nvidia.com)."""
+    labels = {DEPLOY_DEVICE_PLUGIN_LABEL: "false"}
+    features = "".join(f", {f} per claim" for f in sharing.dra_features or ())
+    if sharing.mig_profile is not None:
+        count = hardware.gpu.mig_profiles[sharing.mig_profile]
+        config = mig_config_name(sharing.mig_profile)
+        labels[MIG_CONFIG_LABEL] = config
+        return Mechanism(installer, "dra", DRA_MIG_RESOURCE, count,
+                         f"preview: NVIDIA DRA driver, existing MIG devices {sharing.mig_profile} x{count} ({DRA_MIG_CLASS}, {config}){features}",
+                         node_labels=labels, mig_config=config, mig_profile=sharing.mig_profile)
+    if installer == "gpu-operator" and hardware.gpu.supports_mig and "dynamic-mig" not in (sharing.dra_features or ()):
+        labels[MIG_CONFIG_LABEL] = "all-disabled"
+    return Mechanism(installer, "dra", DRA_GPU_RESOURCE, 1, f"preview: NVIDIA DRA driver, whole GPUs ({DRA_GPU_CLASS}){features}",
+                     node_labels=labels)
+
+
+def _dra_problems(cloud: Cloud, installer: str, os: str | None, sharing: Sharing, hardware: Hardware | None, path: str) -> list[Problem]:
+    """Where GPU allocation through DRA cannot run, or what needs the preview flag."""
+    problems = []
+    if cloud.image_device_plugin(os):
+        problems.append(Problem(f"{path}.mode", "'dra' cannot run on os: bottlerocket: its built-in NVIDIA device plugin always serves the GPUs "
+                                                "(no setting turns it off), and the DRA driver cannot allocate GPUs beside a device plugin on one node "
+                                                "(dra-driver-nvidia-gpu 0.4.1 templates/validation.yaml); use os: al2023"))
+    elif installer == "cloud":
+        # GKE's documented way off is a node pool without GKE's driver (gpu-driver-version=disabled) and the label
+        # gke-no-default-nvidia-gpu-device-plugin=true ("Prepare GKE infrastructure for DRA workloads"); gpupools keeps
+        # GKE's driver with installer cloud, so it refuses instead.
+        problems.append(Problem(f"{path}.mode", f"'dra' cannot run with installer 'cloud': {cloud.CLOUD_DEVICE_PLUGIN} serves the pool's GPUs and "
+                                                "the DRA driver cannot allocate GPUs beside a device plugin on one node (dra-driver-nvidia-gpu 0.4.1 "
+                                                "templates/validation.yaml); set gpuSoftware.installer: gpu-operator"))
+    if sharing.dra_features and sharing.preview is not True:
+        problems.append(Problem(f"{path}.draFeatures", "needs preview: true: DynamicMIG, time-slicing and MPS per claim are Alpha in NVIDIA's DRA "
+                                                       "driver (v0.4.1 pkg/featuregates/featuregates.go), off by default"))
+    if sharing.mig_profile is not None and sharing.dra_features and "dynamic-mig" in sharing.dra_features:
+        problems.append(Problem(f"{path}.migProfile", "not allowed with draFeatures dynamic-mig: the driver makes MIG devices per claim, a static "
+                                                      "layout would hold the GPUs"))
+    if sharing.mig_profile is not None and installer != "gpu-operator":
+        problems.append(Problem(f"{path}.migProfile", "with mode 'dra' needs the GPU Operator's MIG manager to make the static layout (set "
+                                                      "gpuSoftware.installer to gpu-operator)"))
+    if sharing.mig_profile is not None and hardware is not None and sharing.mig_profile not in hardware.gpu.mig_profiles:
+        problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not a MIG profile of {hardware.gpu.name}; it has "
+                                                      f"{', '.join(hardware.gpu.mig_profiles) or 'none'}"))
+    return problems
 
 
 def _hami_mechanism(installer: str, sharing: Sharing, hardware: Hardware) -> Mechanism:
@@ -308,7 +377,12 @@ def sharing_problems(cloud: Cloud, installer: str, os: str | None, sharing: Shar
         problems.append(Problem(f"{path}.migProfile", "required with mode 'mig': the MIG profile every GPU is split into (or migLayout)"))
     if sharing.mig_layout is not None and (mode != "mig" or sharing.mig_profile is not None):
         problems.append(Problem(f"{path}.migLayout", "applies to mode 'mig' without migProfile: give either one profile for every GPU or a layout"))
-    if mode != "mig" and sharing.mig_profile is not None:
+    for alias, value in (("preview", sharing.preview), ("draFeatures", sharing.dra_features)):
+        if mode != "dra" and value is not None:
+            problems.append(Problem(f"{path}.{alias}", f"{value!r} is not allowed with mode {mode!r}; {alias} applies to mode 'dra' only"))
+    if mode == "dra":
+        problems += _dra_problems(cloud, installer, os, sharing, hardware, path)
+    if mode not in ("mig", "dra") and sharing.mig_profile is not None:
         problems.append(Problem(f"{path}.migProfile", f"{sharing.mig_profile!r} is not allowed with mode {mode!r}; migProfile applies to mode 'mig' only"))
     bottlerocket = cloud.image_device_plugin(os)
     if mode == "mig":

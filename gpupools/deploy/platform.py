@@ -21,7 +21,7 @@ from gpupools.queues.kueue import topology_aware, topology_enforced, topology_gu
 from gpupools.landing.check import landing_check
 from gpupools.fabric.plan import catalog_fabric, fabric_row, job_fabrics, plan_fabrics
 from gpupools.fabric.software import rdma_pools, with_fabric_releases
-from gpupools.fabric.computedomain import with_dra_driver
+from gpupools.fabric.dragpu import with_dra
 
 from gpupools.deploy import monitoring as gpu_monitoring
 from gpupools.deploy.base import Component
@@ -68,7 +68,7 @@ class GpuPlatform(Component):
         self.pools = [module.build_pool(plan, self.cluster, stack, installer, self.autoscaler, self.child()) for plan in self.plans]
         software = with_fabric_releases(software_plan(stack, self.plans, monitoring.operator_service_monitor(stack), rdma_pools(stack, self.plans)),
                                         list(job_fabrics(stack, self.plans).values()), stack.fleet_worker is not None)
-        software = with_dra_driver(software, stack, self.plans)  # rack-scale pools: ComputeDomains
+        software = with_dra(software, stack, self.plans)  # rack-scale pools: ComputeDomains; DRA pools: GPUs
         self.software = GpuSoftware("gpu-software", software, self.cluster.kubernetes, self.child())
         self.teams = None
         quotas = quota_plan(stack, self.plans, scrape, resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler))

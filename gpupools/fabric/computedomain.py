@@ -174,7 +174,7 @@ def gpu_allocation_problems(wanted: bool) -> list[Problem]:
     return [Problem("gpuSoftware.draGpuAllocation", "true: NVIDIA's DRA driver cannot allocate GPUs on nodes whose GPUs a device plugin "
                                                     "serves (dra-driver-nvidia-gpu 0.4.1 templates/validation.yaml, until KEP-5004 is GA), "
                                                     "and every gpupools pool's GPUs come from one; leave it false: the DRA driver serves "
-                                                    "ComputeDomains only")]
+                                                    "ComputeDomains only; a pool takes its GPUs from it with sharing: {mode: dra} (a preview)")]
 
 
 def served_device_classes(values: dict) -> dict[str, str]:

@@ -15,6 +15,7 @@ from gpupools.capacity.sources import placement_zones
 from gpupools.core.catalog import Fabric, Hardware, load_catalog
 from gpupools.core.cloud import Cloud
 from gpupools.core.pools import PoolPlan
+from gpupools.core.sharing import whole_gpus
 from gpupools.fabric.nccl import node_software
 from gpupools.stack.config import Cluster, Pool, Sharing, StackConfig
 from gpupools.stack.errors import Problem
@@ -57,7 +58,7 @@ def fabric_off_reason(cloud: Cloud, pool: Pool, sharing: Sharing, cluster: Clust
         return "the pool spans instance types, and a fabric pool has one"
     if sharing.mode == "mig" and fabric_with_mig(cloud):
         return f"GPUs shared by mig; fabric: on puts {cloud.FABRIC_NAME} beside the MIG slices"
-    if sharing.mode != "none":
+    if not whole_gpus(sharing):  # a DRA pool of whole GPUs gets its fabric like mode none
         return f"GPUs shared by {sharing.mode}"
     if not fabric.multi_node:
         return "not built for multi-node jobs; fabric: on turns it on"
@@ -108,7 +109,7 @@ def fabric_problems(cloud: Cloud, cluster: Cluster | None, pool: Pool, sharing: 
     elif pool.fabric == "on" and sharing.mode == "mig" and not fabric_with_mig(cloud):
         problems.append(Problem(f"{path}.fabric", f"gpupools puts no {module.FABRIC_NAME} beside MIG slices on {module.SERVICE}; use "
                                                   f"fabric: none, or sharing mode none"))
-    elif pool.fabric == "on" and sharing.mode not in ("none", "mig"):
+    elif pool.fabric == "on" and sharing.mode not in ("none", "mig") and not whole_gpus(sharing):
         # Time-slicing, MPS and vGPUs hand a pod a share of a GPU that other pods use at the same time, with no memory or
         # fault isolation between them (NVIDIA k8s-device-plugin README, "Shared Access to GPUs"); a fabric job needs a GPU
         # of its own, whole or a MIG GPU instance, from which GPUDirect RDMA works (NVIDIA MIG user guide).

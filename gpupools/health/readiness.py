@@ -54,6 +54,11 @@ FILE_SERVER_IMAGE = "docker.io/library/busybox:1.37.0@sha256:9db7b59979c38555a39
 FILE_SERVER_PORT = 8089
 VALIDATIONS_DIR = "/run/nvidia/validations"
 STATUS_FILE = "plugin-ready"
+# Where the GPU Operator runs no device plugin (every pool it serves takes its GPUs from the DRA driver, a preview) it
+# drops the validator's plugin check (NVIDIA/gpu-operator v26.7.0 controllers/object_controls.go, TransformValidator), so
+# no plugin-ready is written; the last file the validator then writes is cuda-ready (cmd/nvidia-validator/main.go,
+# cudaStatusFile), after driver and toolkit.
+NO_PLUGIN_STATUS_FILE = "cuda-ready"
 REPORTER = "gpupools-gpu-ready-reporter"
 CHECK_INTERVAL = "15s"
 # Where a pod finds its API credentials (Kubernetes "Projected volumes", serviceAccountToken); only the reporter,
@@ -128,7 +133,7 @@ def controller_values(on_system_pool: bool) -> dict:
     return values
 
 
-def reporter_objects(extra_tolerations: list[dict]) -> list[dict]:
+def reporter_objects(extra_tolerations: list[dict], status_file: str = STATUS_FILE) -> list[dict]:
     """The reporter's ServiceAccount, its right to patch node status (the upstream examples' ClusterRole), and the
     DaemonSet on gated GPU nodes: the reporter beside a file server over the validator's status directory."""
     labels = {"app.kubernetes.io/name": REPORTER, "app.kubernetes.io/managed-by": "gpupools"}
@@ -159,7 +164,7 @@ def reporter_objects(extra_tolerations: list[dict]) -> list[dict]:
                     "containers": [
                         {"name": "reporter", "image": REPORTER_IMAGE, "imagePullPolicy": "IfNotPresent",
                          "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                                 {"name": "CHECK_ENDPOINT", "value": f"http://127.0.0.1:{FILE_SERVER_PORT}/{STATUS_FILE}"},
+                                 {"name": "CHECK_ENDPOINT", "value": f"http://127.0.0.1:{FILE_SERVER_PORT}/{status_file}"},
                                  {"name": "CONDITION_TYPE", "value": CONDITION},
                                  {"name": "CHECK_INTERVAL", "value": CHECK_INTERVAL}],
                          "volumeMounts": [{"name": "api-token", "mountPath": TOKEN_PATH, "readOnly": True}],
@@ -201,7 +206,9 @@ def readiness_summary(stack: StackConfig, plan: PoolPlan, autoscaler: str) -> st
                "cluster-autoscaler": "cluster-autoscaler gets --startup-taint for it and counts the node as starting meanwhile (at most 15m)",
                }.get(autoscaler, "the autoscaler you run must treat it as a startup taint (cluster-autoscaler: --startup-taint)")
         return (f"starts with taint {READINESS_TAINT.key}={READINESS_TAINT.value}:{READINESS_TAINT.effect}, removed by the Node Readiness "
-                f"Controller once the GPU Operator has validated driver, toolkit, CUDA and device plugin ({CONDITION}=True); {how}")
+                f"Controller once the GPU Operator has validated driver, toolkit, "
+                + ("and CUDA (no device plugin: the DRA driver serves the GPUs)" if plan.mechanism.mode == "dra" else "CUDA and device plugin")
+                + f" ({CONDITION}=True); {how}")
     if not module.STARTUP_TAINTS:
         return module.READINESS_NOTE
     if not gate_enabled(stack):

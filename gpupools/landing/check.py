@@ -35,7 +35,7 @@ from gpupools.core.pools import PoolPlan
 from gpupools.core.sharing import HAMI_SCHEDULER
 import yaml
 
-from gpupools.fabric import computedomain, gpudirect
+from gpupools.fabric import computedomain, dragpu, gpudirect
 from gpupools.fabric.plan import job_fabrics, plan_fabrics
 from gpupools.fabric.software import efa_device_plugin_release, network_operator_release, nic_cluster_policy
 from gpupools.health import readiness
@@ -112,7 +112,7 @@ def cluster_of(stack: StackConfig, plans: list[PoolPlan] | None = None) -> Clust
         agents += [node_agents.daemonset_agent(ds) for ds in daemonsets]
         agents.append(node_agents.gke_network_agent(objects, gpudirect.node_nics(networks)))
     device_classes: dict = {}
-    dra = computedomain.dra_driver_release(stack, plans)
+    dra = dragpu.dra_release(stack, plans)
     if dra is not None:
         served = computedomain.plugin_pools(dra.values)
         tolerations = dra.values["kubeletPlugin"]["tolerations"]
@@ -134,7 +134,7 @@ def land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, jo
 
     if job is None:
         job = job_for(cluster, team, plan, shape)
-        docs = rack_docs(plan, [job]) if shape == "gang" else [job]
+        docs = dragpu.dra_docs(plan, rack_docs(plan, [job]) if shape == "gang" else [job])
     templates = claim_templates(docs)
     if job.get("kind") == "JobSet":
         return land_jobset(cluster, team, plan, shape, job, templates)
@@ -191,7 +191,8 @@ def _land(cluster: Cluster, team: TeamPlan | None, plan: PoolPlan, shape: str, j
     software = fabric.node_software if fabric is not None and shape == "gang" else ()
     steps.append(ready_step(cluster, node, device_pod, gpudirect.network_resources(annotations), software))
     resource = requested_resource(plan, requests)
-    steps.append(device_step(cluster, plan, node, resource, container_units(pod, resource)))
+    if plan.mechanism.mode != "dra" or resource in requests:  # a DRA pool's GPUs: the claims step follows them to the driver
+        steps.append(device_step(cluster, plan, node, resource, container_units(pod, resource)))
     return Landing(team.team.name if team else None, plan.name, shape, job_in_words(shape, plan, count, requests, fraction), tuple(steps), flavor)
 
 

@@ -23,7 +23,8 @@ from gpupools.clouds.gcp.autopilot import ACCELERATOR_COUNT_LABEL, ACCELERATOR_L
 from gpupools.clouds.registry import MANAGED, cloud_module
 from gpupools.autoscaling.karpenter import EC2_NODE_CLASS_REF
 from gpupools.core.miglayout import entries_resources
-from gpupools.core.sharing import HAMI_NODE_SELECTOR
+from gpupools.core.sharing import (DEPLOY_DEVICE_PLUGIN_LABEL, DEPLOY_OPERANDS_LABEL, DRA_GPU_RESOURCE, DRA_MIG_RESOURCE,
+                                   HAMI_NODE_SELECTOR)
 
 from gpupools.policies._props import as_int, entries, get, is_unknown, items, plain
 
@@ -559,6 +560,15 @@ def resolve_sharing(pools: list[GpuPool], resources: list[tuple[str, str, Any]])
             continue  # GKE's own device plugin shares the GPUs; otherwise labels decide, as on other clouds
         if pool.resource_type == GKE_AUTOPILOT_POOL:
             _gke_units(pool, as_int(pool.labels.get(MAX_SHARED_CLIENTS_LABEL)), None)  # Autopilot's time-sharing selector
+            continue
+        if (pool.labels.get(DEPLOY_DEVICE_PLUGIN_LABEL) == "false" and DEPLOY_OPERANDS_LABEL not in pool.labels
+                and pool.pool not in bottlerocket and not all(pool.labels.get(k) == v for k, v in HAMI_NODE_SELECTOR.items())):
+            # No device plugin on the pool's nodes and no other image plugin: its GPUs come from the DRA driver (sharing mode
+            # dra, a preview), counted by Kueue as the queue resource of their device class.
+            profile = mig_profile_of_config(gpu, mig) if mig and gpu is not None else None
+            pool.resource = DRA_MIG_RESOURCE if profile is not None else DRA_GPU_RESOURCE
+            if profile is not None:
+                pool.units_per_gpu = gpu.mig_profiles[profile]
             continue
         if pool.pool in bottlerocket:
             mode, replicas, profiles = bottlerocket_sharing(bottlerocket[pool.pool])

@@ -238,17 +238,23 @@ def operator_served(plans: list[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.mechanism.installer == "gpu-operator"]
 
 
+def operator_device_plugin(plans: list[PoolPlan]) -> bool:
+    """Whether the GPU Operator runs its device plugin: some pool it serves takes GPUs from it, not from the DRA driver."""
+    return any(p.mechanism.mode != "dra" for p in operator_served(plans))
+
+
 def gpu_operator_values(stack: StackConfig, plans: list[PoolPlan], service_monitor: dict | None, rdma_pools: Sequence[str] = ()) -> dict:
     """`service_monitor`: the exporter ServiceMonitor's settings (labels Prometheus selects by, relabelings); None
     when nothing scrapes it. `rdma_pools`: the InfiniBand pools whose nodes get GPUDirect RDMA (`gpudirect_rdma_values`)."""
     served = operator_served(plans)
-    mig_pools = [p for p in served if p.mechanism.mode == "mig"]
+    mig_pools = [p for p in served if p.mechanism.mode == "mig" or p.mechanism.mig_config]  # DRA pools: a static layout too
     owns_driver = operator_owns_driver(stack)
     tolerations = gpu_tolerations(stack, plans)
     values: dict = {
         "driver": {"enabled": owns_driver},
         "toolkit": {"enabled": not stack.target.IMAGE_BRINGS_TOOLKIT},
-        "devicePlugin": {"enabled": bool(served), "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": NO_SHARING_ENTRY}},
+        # DRA pools (a preview) take no device plugin; none at all turns the operator's validator plugin check off too.
+        "devicePlugin": {"enabled": operator_device_plugin(plans), "config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": NO_SHARING_ENTRY}},
         "mig": {"strategy": stack.gpu_software.mig_strategy},
         "migManager": {
             "enabled": bool(mig_pools),
@@ -480,5 +486,6 @@ def readiness_software(stack: StackConfig, plans: list[PoolPlan], out: SoftwareP
     if stack.target.CRITICAL_PODS_NEED_QUOTA:
         out.objects.append(gke_critical_pods_quota(GKE_READINESS_QUOTA, ns))
     extra = [t for t in gpu_tolerations(stack, plans) if t not in readiness.tolerations() and t["key"] != GPU_TAINT.key]
-    out.objects.extend(readiness.reporter_objects(extra))
+    dra_only = bool(operator_served(plans)) and not operator_device_plugin(plans)  # DRA pools (a preview): no plugin check
+    out.objects.extend(readiness.reporter_objects(extra, readiness.NO_PLUGIN_STATUS_FILE if dra_only else readiness.STATUS_FILE))
     out.releases.append(Release(NODE_READINESS_CHART, NODE_READINESS_CHART.default_version, readiness.controller_values(stack.cluster.create)))

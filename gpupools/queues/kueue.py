@@ -27,6 +27,7 @@ from gpupools.stack.config import StackConfig
 from gpupools.core.pools import PoolPlan, toleration
 from gpupools.pools.software import Chart, Release, namespace as software_namespace
 from gpupools.fabric.computedomain import CHANNEL_CLASS, QUEUE_RESOURCE, rack_pools, rack_scale
+from gpupools.fabric.dragpu import device_class_mappings as dra_gpu_mappings  # DRA pools' GPU classes (a preview)
 from gpupools.fabric.plan import HOSTNAME, FabricPlan, plan_fabrics
 from gpupools.queues.teams import MANAGED, TeamPlan, admission_binding, cel_string, namespace, requests_gpu_expression, team_admission_policy, team_labels
 
@@ -65,9 +66,8 @@ def device_class_mappings(plans: list[PoolPlan]) -> list[dict]:
     pkg/dra/claims.go, "DeviceClass %s is not mapped in DRA configuration"). The field is Resources.DeviceClassMappings
     (apis/config/v1beta2/configuration_types.go), read while the KueueDRAIntegration gate is on: Beta and on by default
     since 0.18 (pkg/features/kube_features.go), so no gate is set. Empty for other stacks."""
-    if not rack_pools(plans):
-        return []
-    return [{"name": QUEUE_RESOURCE, "deviceClassNames": [CHANNEL_CLASS]}]
+    channel = [{"name": QUEUE_RESOURCE, "deviceClassNames": [CHANNEL_CLASS]}] if rack_pools(plans) else []
+    return channel + dra_gpu_mappings(plans)
 
 
 def manager_configuration(mappings: list[dict] | None = None) -> dict:

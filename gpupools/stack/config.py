@@ -57,7 +57,7 @@ LABEL_KEY = re.compile(QUALIFIED_NAME)
 LABEL_VALUE = re.compile(LABEL_VALUE_FORM)
 RESERVED_LABEL_PREFIXES = ("gpupools.io/", "nvidia.com/")
 
-SharingMode = Literal["none", "time-slicing", "mps", "mig", "vgpu"]
+SharingMode = Literal["none", "time-slicing", "mps", "mig", "vgpu", "dra"]
 # Who adds nodes to GPU pools. `auto`: Karpenter on a new EKS cluster, cluster-autoscaler on an existing one,
 # the managed autoscaler on AKS and GKE (the only choice there).
 Autoscaler = Literal["auto", "karpenter", "cluster-autoscaler", "none"]
@@ -154,6 +154,9 @@ class Sharing(Model):
     # Job from `gpupools workload` (and the landing check) asks for. KAI takes 0 < gpu-fraction < 1 (a whole GPU is
     # nvidia.com/gpu: 1): pkg/binder/plugins/gpusharing/gpu-request/gpu_request_validator.go at v0.17.0, lines 75-91.
     fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
+    # dra only (a preview, gpupools.fabric.dragpu): the DRA driver's Alpha sharing per claim, allowed with `preview: true`.
+    preview: Annotated[bool, Field(strict=True)] | None = None
+    dra_features: Annotated[list[Literal["dynamic-mig", "time-slicing", "mps"]], Field(min_length=1, max_length=3)] | None = None
 
 
 # Where a pool's nodes come from, in the order the pool falls back through (see docs/capacity.md). Words name the
@@ -481,6 +484,8 @@ class GpuSoftware(Model):
     # GPU allocation through NVIDIA's DRA driver (gpupools.fabric.computedomain.gpu_allocation_problems): refused while a
     # device plugin serves every pool's GPUs; the DRA driver serves ComputeDomains only.
     dra_gpu_allocation: Annotated[bool, Field(strict=True)] = False
+    # Who installs NVIDIA's DRA driver for mode dra; `gpu-cluster` is refused (gpupools.fabric.dragpu.dra_driver_problems).
+    dra_driver: Literal["chart", "gpu-cluster"] = "chart"
 
 
 class Smtp(Model):

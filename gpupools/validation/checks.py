@@ -6,6 +6,7 @@ from collections import Counter
 from datetime import date
 
 from gpupools.fabric.computedomain import gpu_allocation_problems
+from gpupools.fabric.dragpu import dra_driver_problems, stack_problems as dra_stack_problems
 from gpupools.core.cloud import Cloud
 from gpupools.autoscaling.choice import autoscaler_problems, resolve_autoscaler
 from gpupools.capacity.sources import capacity_key_problems, has as has_capacity, QUEUED, shared_reservation_problems
@@ -43,6 +44,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
     installer = resolve_installer(module, software.installer)
     problems = installer_problems(module, software.installer, software.version)
     problems += gpu_allocation_problems(software.dra_gpu_allocation)
+    problems += dra_driver_problems(software.dra_driver)
     problems += autoscaler_problems(module, autoscaler)
     problems += module.region_problems(providers or {})
     if cluster is not None:
@@ -59,6 +61,7 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
     counts = Counter(pool.name for _, pool in pools)
     example_zone = module.example_zone(cluster, providers or {})  # a zone of the stack's own region, for messages that ask for one
     vgpu: list[tuple[str, Sharing]] = []
+    dra_on: list[tuple[str, str, bool, bool]] = []  # each pool's sharing path, mode, rack-scale or not, GPU Operator device plugin or not
     queued_on: list[tuple] = []  # what KAI's checks need per pool
     for index, pool in pools:
         path = f"pools[{index}]"
@@ -96,9 +99,12 @@ def semantic_problems(module: Cloud, cluster: Cluster | None, default_sharing: S
         problems += _driver_branch_problems(module, installer, software, pool, hardware)
         if sharing.mode == "vgpu":
             vgpu.append((sharing_path, sharing))
+        dra_on.append((sharing_path, sharing.mode, hardware is not None and hardware.gpu.nvlink_domain is not None,
+                       installer == "gpu-operator" and not module.image_device_plugin(pool.os) and sharing.mode != "vgpu"))
         queued_on.append((index, pool, sharing, sharing_path, BOTTLEROCKET if module.image_device_plugin(pool.os) else installer))
     problems += shared_reservation_problems(pools)
     problems += _hami_setting_problems(vgpu)
+    problems += dra_stack_problems(dra_on, quotas, bool(teams), resolve_autoscaler(module, cluster.create if cluster else True, autoscaler))
     problems += _team_problems(teams, {pool.name for _, pool in pools} | written_pool_names, quotas, module)
     problems += _queued_pool_problems(pools, teams, quotas)
     problems += kai_problems(queued_on, teams, departments or [], quotas)

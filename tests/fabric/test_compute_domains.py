@@ -136,7 +136,7 @@ def test_gpupools_refuses_gpu_allocation_by_the_dra_driver():
     assert [str(p) for p in problems] == [
         "error: gpuSoftware.draGpuAllocation: true: NVIDIA's DRA driver cannot allocate GPUs on nodes whose GPUs a device plugin serves "
         "(dra-driver-nvidia-gpu 0.4.1 templates/validation.yaml, until KEP-5004 is GA), and every gpupools pool's GPUs come from one; "
-        "leave it false: the DRA driver serves ComputeDomains only"]
+        "leave it false: the DRA driver serves ComputeDomains only; a pool takes its GPUs from it with sharing: {mode: dra} (a preview)"]
     assert cd.gpu_allocation_problems(False) == []
 
 

@@ -69,7 +69,7 @@ CASES = [
     ("negative maxNodes", dict(pools=[pool(maxNodes=-3)]), "error: pools[0].maxNodes: input should be greater than or equal to 1 (got -3)"),
     ("minNodes above maxNodes", dict(pools=[pool(minNodes=5, maxNodes=2)]), "error: pools[0].minNodes: 5 is greater than maxNodes (2)"),
     ("unknown sharing mode", dict(pools=[pool(sharing={"mode": "vGPU"})]),
-     "error: pools[0].sharing.mode: input should be 'none', 'time-slicing', 'mps', 'mig' or 'vgpu' (got a string of 4 characters)"),
+     "error: pools[0].sharing.mode: input should be 'none', 'time-slicing', 'mps', 'mig', 'vgpu' or 'dra' (got a string of 4 characters)"),
     ("replicas below 2", dict(pools=[pool(sharing={"mode": "time-slicing", "replicas": 1})]),
      "error: pools[0].sharing.replicas: input should be greater than or equal to 2 (got 1)"),
     ("replicas missing", dict(pools=[pool(sharing={"mode": "mps"})]), "error: pools[0].sharing.replicas: required with mode 'mps'"),

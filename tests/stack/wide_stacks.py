@@ -150,6 +150,18 @@ WIDE = {
                            {"name": "b200", "instanceType": "p6-b200.48xlarge", "maxNodes": 1, "sharing": {"mode": "mig", "migLayout": [
                                {"gpus": 4, "profiles": {"1g.23gb": 7}}, {"gpus": 4, "profiles": {"3g.90gb": 1, "4g.90gb": 1}}]}}],
     },
+    # GPUs from NVIDIA's DRA driver (the preview sharing mode), as the stack's default and one pool's own.
+    "aws-dra": {
+        "aws:region": "us-east-1",
+        "gpupools:cloud": "aws",
+        "gpupools:cluster": {"name": "ml-dra"},
+        "gpupools:gpuSoftware": {"installer": "gpu-operator", "draDriver": "chart"},
+        "gpupools:autoscaler": "cluster-autoscaler",
+        "gpupools:sharing": {"mode": "dra", "preview": True, "draFeatures": ["mps"]},
+        "gpupools:pools": [{"name": "whole", "instanceType": "p4d.24xlarge", "maxNodes": 2},
+                           {"name": "slices", "instanceType": "p4de.24xlarge", "maxNodes": 2,
+                            "sharing": {"mode": "dra", "migProfile": "3g.40gb", "preview": True, "draFeatures": ["time-slicing"]}}],
+    },
     # An existing EKS cluster, for the keys only such a stack takes.
     "aws-existing": {
         "aws:region": "eu-central-1",
