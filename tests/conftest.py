@@ -80,6 +80,57 @@ if _kubernetes_validate is not None and hasattr(_kubernetes_validate, "schema_co
     _kubernetes_validate.schema_contents = functools.lru_cache(maxsize=None)(_kubernetes_validate.schema_contents)
 
 
+# gpupools.cli.planrun.run_program, kept per (stack config, stack name, environment) for the test run. Many tests plan
+# the same stacks (the example stacks through the CLI, `plan --json` then `plan --against` of one file, the charts'
+# stacks at collection), and a plan is the costliest step of most tests. The program is deterministic in these
+# inputs, so each later call gets an unpickled copy of the first plan, its own to change. Not kept: a run of another
+# program, a config that is not plain JSON, a run that raises (it raises every time), and every run inside a test
+# that uses `monkeypatch` (it may have patched what the program reads). Tests that import run_program, and the CLI,
+# which imports it when it plans, get this one; `PLAN_RUNS` counts the programs really run.
+import gpupools.cli.planrun as _planrun
+
+_RUN_PROGRAM = _planrun.run_program
+_PLANS: dict[tuple, bytes] = {}
+PLAN_RUNS = {"run": 0, "kept": 0}
+_UNCACHED = [False]  # set while a test that uses monkeypatch runs
+
+
+@functools.wraps(_RUN_PROGRAM)
+def _run_program(config, stack, program=None):
+    import json
+    import pickle
+
+    key = None
+    if program is None and not _UNCACHED[0]:
+        try:
+            key = (json.dumps(config, sort_keys=True, allow_nan=False), stack, tuple(sorted(os.environ.items())))
+        except (TypeError, ValueError):
+            key = None
+    if key is not None and key in _PLANS:
+        PLAN_RUNS["kept"] += 1
+        return pickle.loads(_PLANS[key])
+    PLAN_RUNS["run"] += 1
+    plan = _RUN_PROGRAM(config, stack, program)
+    if key is not None:
+        try:
+            _PLANS[key] = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a plan holding something pickle cannot copy is simply not kept
+            pass
+    return plan
+
+
+_planrun.run_program = _run_program
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _UNCACHED[0] = "monkeypatch" in getattr(item, "fixturenames", ())
+    try:
+        return (yield)
+    finally:
+        _UNCACHED[0] = False
+
+
 REFERENCE = Path(__file__).resolve().parent / "reference"
 
 
