@@ -131,6 +131,49 @@ def pytest_runtest_protocol(item, nextitem):
         _UNCACHED[0] = False
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# `--dist loadfile` (./dev test) hands each worker a whole file at a time, by default the files with the most tests
+# first (pytest-xdist 3.8, xdist/scheduler/loadscope.py, LoadScopeScheduling.schedule). Some of the costliest files
+# have few tests (a checkov scan, Prometheus servers, the CLI in new processes, the largest plans), and one of them
+# handed out last keeps one core busy while the other idles. The files below go first, costliest first, by their CPU
+# seconds in one process (measured; approximate); every other file counts a tenth of a second per test. A new slow
+# file belongs here; a stale number only moves a file in the queue.
+FILE_SECONDS = {
+    "tests/stack/test_no_echo.py": 40, "tests/idle/test_idle_report.py": 31, "tests/cli/test_exit.py": 26,
+    "tests/cli/test_manifest_scan.py": 24, "tests/cli/test_against_large.py": 16, "tests/components/test_imports.py": 14,
+    "tests/components/test_wire.py": 11, "tests/fabric/test_fabric.py": 11, "tests/cli/test_against_size.py": 10,
+    "tests/charts/test_helm_render.py": 8, "tests/core/test_vgpu.py": 8, "tests/components/test_component_package.py": 8,
+    "tests/cli/test_cloud_extras.py": 8, "tests/cli/test_workflow.py": 7, "tests/idle/test_prometheus_auth.py": 6,
+    "tests/components/test_component_fuzz.py": 6, "tests/cli/test_render_output.py": 6,
+}
+
+
+def _file_seconds(path: str, tests: int) -> float:
+    return FILE_SECONDS.get(path, 0.1 * tests)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class CostliestFileFirst(LoadFileScheduling):
+        """LoadFileScheduling with its queue of files ordered by FILE_SECONDS once every worker has collected."""
+
+        ordered = False
+
+        def _assign_work_unit(self, node):
+            if not self.ordered:
+                self.ordered = True
+                units = sorted(self.workqueue.items(), key=lambda unit: -_file_seconds(unit[0], len(unit[1])))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
+    return CostliestFileFirst(config, log)
+
+
 REFERENCE = Path(__file__).resolve().parent / "reference"
 
 
