@@ -240,8 +240,12 @@ SECRET_FIELDS = ("teams.*.alerts", "health.alerts", "monitoring.smtp", "aws:acce
 
 
 def _secret_field(loc: tuple) -> bool:
-    steps = _steps(loc)
-    return any(_matches(pattern, steps, prefix=True) for pattern in SECRET_FIELDS)
+    return _secret_steps(_steps(loc), SECRET_FIELDS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_steps(steps: tuple[str, ...], fields: tuple[str, ...]) -> bool:
+    return any(_matches(pattern, steps, prefix=True) for pattern in fields)
 
 
 def _safe_form(value: Any) -> bool:
