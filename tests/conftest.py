@@ -131,6 +131,29 @@ def pytest_runtest_protocol(item, nextitem):
         _UNCACHED[0] = False
 
 
+# typer's CliRunner builds the click command of the Typer app again at every invoke (typer 0.28.0, typer/testing.py,
+# CliRunner.invoke: `cli = _get_command(app)`), reading every command function's signature and type hints: that was
+# two fifths of what a refused stack costs through the CLI. A click command is made to be invoked many times (click
+# keeps no state of a run in it), so each app's command is built once, and again when commands or groups are added.
+try:
+    import typer.testing as _typer_testing
+except ImportError:  # the test extra brings typer with gpupools
+    _typer_testing = None
+
+if _typer_testing is not None and hasattr(_typer_testing, "_get_command"):
+    _GET_COMMAND = _typer_testing._get_command
+    _COMMANDS: dict[tuple, tuple] = {}
+
+    def _get_command(app):
+        key = (id(app), id(app.registered_callback), id(app.info.callback), tuple(map(id, app.registered_commands)),
+               tuple(map(id, app.registered_groups)))
+        if key not in _COMMANDS:
+            _COMMANDS[key] = (app, _GET_COMMAND(app))  # the app is kept, so its id is not reused
+        return _COMMANDS[key][1]
+
+    _typer_testing._get_command = _get_command
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # `--dist loadfile` (./dev test) hands each worker a whole file at a time, by default the files with the most tests
 # first (pytest-xdist 3.8, xdist/scheduler/loadscope.py, LoadScopeScheduling.schedule). Some of the costliest files
