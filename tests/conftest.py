@@ -86,13 +86,15 @@ if _kubernetes_validate is not None and hasattr(_kubernetes_validate, "schema_co
 # inputs, so each later call gets an unpickled copy of the first plan, its own to change. Not kept: a run of another
 # program, a config that is not plain JSON, a run that raises (it raises every time), and every run inside a test
 # that uses `monkeypatch` (it may have patched what the program reads). Tests that import run_program, and the CLI,
-# which imports it when it plans, get this one; `PLAN_RUNS` counts the programs really run.
+# which imports it when it plans, get this one; `PLAN_RUNS` counts the programs really run. Some tests import this
+# file again as `tests.conftest`, a second module: it takes over the first one's plans and counters.
 import gpupools.cli.planrun as _planrun
 
-_RUN_PROGRAM = _planrun.run_program
-_PLANS: dict[tuple, bytes] = {}
-PLAN_RUNS = {"run": 0, "kept": 0}
-_UNCACHED = [False]  # set while a test that uses monkeypatch runs
+_KEPT = getattr(_planrun.run_program, "kept_plans", None)
+_RUN_PROGRAM = _KEPT["run_program"] if _KEPT else _planrun.run_program
+_PLANS: dict[tuple, bytes] = _KEPT["plans"] if _KEPT else {}
+PLAN_RUNS = _KEPT["runs"] if _KEPT else {"run": 0, "kept": 0}
+_UNCACHED = _KEPT["uncached"] if _KEPT else [False]  # set while a test that uses monkeypatch runs
 
 
 @functools.wraps(_RUN_PROGRAM)
@@ -119,6 +121,7 @@ def _run_program(config, stack, program=None):
     return plan
 
 
+_run_program.kept_plans = {"run_program": _RUN_PROGRAM, "plans": _PLANS, "runs": PLAN_RUNS, "uncached": _UNCACHED}
 _planrun.run_program = _run_program
 
 
@@ -140,7 +143,7 @@ try:
 except ImportError:  # the test extra brings typer with gpupools
     _typer_testing = None
 
-if _typer_testing is not None and hasattr(_typer_testing, "_get_command"):
+if _typer_testing is not None and hasattr(_typer_testing, "_get_command") and not hasattr(_typer_testing._get_command, "kept"):
     _GET_COMMAND = _typer_testing._get_command
     _COMMANDS: dict[tuple, tuple] = {}
 
@@ -151,6 +154,7 @@ if _typer_testing is not None and hasattr(_typer_testing, "_get_command"):
             _COMMANDS[key] = (app, _GET_COMMAND(app))  # the app is kept, so its id is not reused
         return _COMMANDS[key][1]
 
+    _get_command.kept = True  # once, also when this file is imported again as `tests.conftest`
     _typer_testing._get_command = _get_command
 
 
