@@ -346,9 +346,19 @@ def has_path(upstream: dict, path: tuple) -> bool:
 def cel_value(expression: str, activation: dict):
     """Evaluate one CEL expression (cel-python) with plain JSON-like data bound to the activation's names."""
     celpy = pytest.importorskip("celpy")
+    return _cel_program(expression).evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+
+
+@functools.lru_cache(maxsize=None)
+def _cel_program(expression: str):
+    """An expression parsed once per test run: parsing takes ten times what an evaluation does, and the tests evaluate
+    the same rules on many objects. The interpreted program keeps nothing of an evaluation (cel-python 0.5,
+    celpy/__init__.py, InterpretedRunner.evaluate: a new Evaluator over the parsed tree at each call); an expression
+    that does not parse raises every time (lru_cache keeps no exception)."""
+    import celpy
+
     env = celpy.Environment()
-    program = env.program(env.compile(expression))
-    return program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+    return env.program(env.compile(expression))
 
 
 def admission_denials(policy: dict, obj: dict, kind: str) -> list[str]:
