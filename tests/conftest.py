@@ -166,12 +166,13 @@ if _typer_testing is not None and hasattr(_typer_testing, "_get_command") and no
 # seconds in one process (measured; approximate); every other file counts a tenth of a second per test. A new slow
 # file belongs here; a stale number only moves a file in the queue.
 FILE_SECONDS = {
-    "tests/stack/test_no_echo.py": 40, "tests/idle/test_idle_report.py": 31, "tests/cli/test_exit.py": 26,
-    "tests/cli/test_manifest_scan.py": 24, "tests/cli/test_against_large.py": 16, "tests/components/test_imports.py": 14,
-    "tests/components/test_wire.py": 11, "tests/fabric/test_fabric.py": 11, "tests/cli/test_against_size.py": 10,
-    "tests/charts/test_helm_render.py": 8, "tests/core/test_vgpu.py": 8, "tests/components/test_component_package.py": 8,
-    "tests/cli/test_cloud_extras.py": 8, "tests/cli/test_workflow.py": 7, "tests/idle/test_prometheus_auth.py": 6,
-    "tests/components/test_component_fuzz.py": 6, "tests/cli/test_render_output.py": 6,
+    "tests/idle/test_idle_report.py": 27, "tests/monitoring/test_rules.py": 24, "tests/stack/test_no_echo.py": 22,
+    "tests/cli/test_exit.py": 22, "tests/cli/test_manifest_scan.py": 19, "tests/cli/test_against_large.py": 19,
+    "tests/components/test_imports.py": 16, "tests/fabric/test_fabric.py": 11, "tests/components/test_wire.py": 10,
+    "tests/charts/test_helm_render.py": 10, "tests/policies/test_check.py": 8, "tests/cli/test_against_size.py": 7,
+    "tests/components/test_component_fuzz.py": 6, "tests/components/test_component_package.py": 6,
+    "tests/cli/test_cloud_extras.py": 6, "tests/core/test_vgpu.py": 6, "tests/test_layout.py": 5, "tests/queues/test_teams.py": 5,
+    "tests/cli/test_workflow.py": 5, "tests/policies/test_pack_config_guard.py": 5, "tests/upgrades/test_upgrades.py": 5,
 }
 
 
