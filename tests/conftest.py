@@ -80,6 +80,128 @@ if _kubernetes_validate is not None and hasattr(_kubernetes_validate, "schema_co
     _kubernetes_validate.schema_contents = functools.lru_cache(maxsize=None)(_kubernetes_validate.schema_contents)
 
 
+# gpupools.cli.planrun.run_program, kept per (stack config, stack name, environment) for the test run. Many tests plan
+# the same stacks (the example stacks through the CLI, `plan --json` then `plan --against` of one file, the charts'
+# stacks at collection), and a plan is the costliest step of most tests. The program is deterministic in these
+# inputs, so each later call gets an unpickled copy of the first plan, its own to change. Not kept: a run of another
+# program, a config that is not plain JSON, a run that raises (it raises every time), and every run inside a test
+# that uses `monkeypatch` (it may have patched what the program reads). Tests that import run_program, and the CLI,
+# which imports it when it plans, get this one; `PLAN_RUNS` counts the programs really run. Some tests import this
+# file again as `tests.conftest`, a second module: it takes over the first one's plans and counters.
+import gpupools.cli.planrun as _planrun
+
+_KEPT = getattr(_planrun.run_program, "kept_plans", None)
+_RUN_PROGRAM = _KEPT["run_program"] if _KEPT else _planrun.run_program
+_PLANS: dict[tuple, bytes] = _KEPT["plans"] if _KEPT else {}
+PLAN_RUNS = _KEPT["runs"] if _KEPT else {"run": 0, "kept": 0}
+_UNCACHED = _KEPT["uncached"] if _KEPT else [False]  # set while a test that uses monkeypatch runs
+
+
+@functools.wraps(_RUN_PROGRAM)
+def _run_program(config, stack, program=None):
+    import json
+    import pickle
+
+    key = None
+    if program is None and not _UNCACHED[0]:
+        try:
+            key = (json.dumps(config, sort_keys=True, allow_nan=False), stack, tuple(sorted(os.environ.items())))
+        except (TypeError, ValueError):
+            key = None
+    if key is not None and key in _PLANS:
+        PLAN_RUNS["kept"] += 1
+        return pickle.loads(_PLANS[key])
+    PLAN_RUNS["run"] += 1
+    plan = _RUN_PROGRAM(config, stack, program)
+    if key is not None:
+        try:
+            _PLANS[key] = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # a plan holding something pickle cannot copy is simply not kept
+            pass
+    return plan
+
+
+_run_program.kept_plans = {"run_program": _RUN_PROGRAM, "plans": _PLANS, "runs": PLAN_RUNS, "uncached": _UNCACHED}
+_planrun.run_program = _run_program
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _UNCACHED[0] = "monkeypatch" in getattr(item, "fixturenames", ())
+    try:
+        return (yield)
+    finally:
+        _UNCACHED[0] = False
+
+
+# typer's CliRunner builds the click command of the Typer app again at every invoke (typer 0.28.0, typer/testing.py,
+# CliRunner.invoke: `cli = _get_command(app)`), reading every command function's signature and type hints: that was
+# two fifths of what a refused stack costs through the CLI. A click command is made to be invoked many times (click
+# keeps no state of a run in it), so each app's command is built once, and again when commands or groups are added.
+try:
+    import typer.testing as _typer_testing
+except ImportError:  # the test extra brings typer with gpupools
+    _typer_testing = None
+
+if _typer_testing is not None and hasattr(_typer_testing, "_get_command") and not hasattr(_typer_testing._get_command, "kept"):
+    _GET_COMMAND = _typer_testing._get_command
+    _COMMANDS: dict[tuple, tuple] = {}
+
+    def _get_command(app):
+        key = (id(app), id(app.registered_callback), id(app.info.callback), tuple(map(id, app.registered_commands)),
+               tuple(map(id, app.registered_groups)))
+        if key not in _COMMANDS:
+            _COMMANDS[key] = (app, _GET_COMMAND(app))  # the app is kept, so its id is not reused
+        return _COMMANDS[key][1]
+
+    _get_command.kept = True  # once, also when this file is imported again as `tests.conftest`
+    _typer_testing._get_command = _get_command
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# `--dist loadfile` (./dev test) hands each worker a whole file at a time, by default the files with the most tests
+# first (pytest-xdist 3.8, xdist/scheduler/loadscope.py, LoadScopeScheduling.schedule). Some of the costliest files
+# have few tests (a checkov scan, Prometheus servers, the CLI in new processes, the largest plans), and one of them
+# handed out last keeps one core busy while the other idles. The files below go first, costliest first, by their CPU
+# seconds in one process (measured; approximate); every other file counts a tenth of a second per test. A new slow
+# file belongs here; a stale number only moves a file in the queue.
+FILE_SECONDS = {
+    "tests/idle/test_idle_report.py": 27, "tests/monitoring/test_rules.py": 24, "tests/stack/test_no_echo.py": 22,
+    "tests/cli/test_exit.py": 22, "tests/cli/test_manifest_scan.py": 19, "tests/cli/test_against_large.py": 19,
+    "tests/components/test_imports.py": 16, "tests/fabric/test_fabric.py": 11, "tests/components/test_wire.py": 10,
+    "tests/charts/test_helm_render.py": 10, "tests/policies/test_check.py": 8, "tests/cli/test_against_size.py": 7,
+    "tests/components/test_component_fuzz.py": 6, "tests/components/test_component_package.py": 6,
+    "tests/cli/test_cloud_extras.py": 6, "tests/core/test_vgpu.py": 6, "tests/test_layout.py": 5, "tests/queues/test_teams.py": 5,
+    "tests/cli/test_workflow.py": 5, "tests/policies/test_pack_config_guard.py": 5, "tests/upgrades/test_upgrades.py": 5,
+}
+
+
+def _file_seconds(path: str, tests: int) -> float:
+    return FILE_SECONDS.get(path, 0.1 * tests)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class CostliestFileFirst(LoadFileScheduling):
+        """LoadFileScheduling with its queue of files ordered by FILE_SECONDS once every worker has collected."""
+
+        ordered = False
+
+        def _assign_work_unit(self, node):
+            if not self.ordered:
+                self.ordered = True
+                units = sorted(self.workqueue.items(), key=lambda unit: -_file_seconds(unit[0], len(unit[1])))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
+    return CostliestFileFirst(config, log)
+
+
 REFERENCE = Path(__file__).resolve().parent / "reference"
 
 
@@ -225,9 +347,19 @@ def has_path(upstream: dict, path: tuple) -> bool:
 def cel_value(expression: str, activation: dict):
     """Evaluate one CEL expression (cel-python) with plain JSON-like data bound to the activation's names."""
     celpy = pytest.importorskip("celpy")
+    return _cel_program(expression).evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+
+
+@functools.lru_cache(maxsize=None)
+def _cel_program(expression: str):
+    """An expression parsed once per test run: parsing takes ten times what an evaluation does, and the tests evaluate
+    the same rules on many objects. The interpreted program keeps nothing of an evaluation (cel-python 0.5,
+    celpy/__init__.py, InterpretedRunner.evaluate: a new Evaluator over the parsed tree at each call); an expression
+    that does not parse raises every time (lru_cache keeps no exception)."""
+    import celpy
+
     env = celpy.Environment()
-    program = env.program(env.compile(expression))
-    return program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+    return env.program(env.compile(expression))
 
 
 def admission_denials(policy: dict, obj: dict, kind: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
 import unicodedata
@@ -127,6 +128,13 @@ def name_like(text: str) -> bool:
     count: the problem that names them must still say which key holds them."""
     if len(text) > _LONGEST_NAME:
         return False
+    return _name_like(text)
+
+
+# A refused stack has every one of its values and keys asked about (`_hidden_values`), and the same names come back
+# from stack to stack: the answer depends on the text alone.
+@functools.lru_cache(maxsize=4096)
+def _name_like(text: str) -> bool:
     text = _visible(text)
     return bool(_NAME.fullmatch(text)) and "://" not in text and not any(_token_like(run) for run in _RUN.findall(text))
 
@@ -135,8 +143,13 @@ def _steps(loc: Iterable) -> tuple[str, ...]:
     return tuple("*" if isinstance(part, int) else str(part) for part in loc)
 
 
+@functools.lru_cache(maxsize=1024)
+def _pattern_steps(pattern: str) -> tuple[str, ...]:
+    return tuple(pattern.split("."))  # field names hold no dots; mapping keys (label keys) may, so `steps` is not split
+
+
 def _matches(pattern: str, steps: tuple[str, ...], prefix: bool = False) -> bool:
-    want = pattern.split(".")  # field names hold no dots; mapping keys (label keys) may, so `steps` is not split
+    want = _pattern_steps(pattern)
     if prefix:
         steps = steps[:len(want)]
     return len(want) == len(steps) and all(w == "*" or w == h for w, h in zip(want, steps))
@@ -229,8 +242,12 @@ SECRET_FIELDS = ("teams.*.alerts", "health.alerts", "monitoring.smtp", "aws:acce
 
 
 def _secret_field(loc: tuple) -> bool:
-    steps = _steps(loc)
-    return any(_matches(pattern, steps, prefix=True) for pattern in SECRET_FIELDS)
+    return _secret_steps(_steps(loc), SECRET_FIELDS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_steps(steps: tuple[str, ...], fields: tuple[str, ...]) -> bool:
+    return any(_matches(pattern, steps, prefix=True) for pattern in fields)
 
 
 def _safe_form(value: Any) -> bool:
