@@ -563,8 +563,9 @@ def test_a_resource_or_asset_where_a_plain_value_belongs_is_refused(value, what,
 
 def test_a_reference_to_a_resource_of_no_known_package_is_its_id():
     """What Pulumi's Python SDK makes of a reference it cannot construct: the resource's id (rpc.py
-    `deserialize_resource`), here a name the cluster takes."""
-    name = {**RESOURCE_SIG, "urn": "urn:pulumi:test::p::aws:eks/cluster:Cluster::c", "id": "prod"}
+    `deserialize_resource`), here a name the cluster takes. A package nothing imports: once a test in the same process
+    has imported pulumi_aws, its classes are registered and an aws:eks reference would be constructed instead."""
+    name = {**RESOURCE_SIG, "urn": "urn:pulumi:test::p::unknownpkg:index/cluster:Cluster::c", "id": "prod"}
     plan = construct("GpuPool", {**pool_inputs(), "cluster": {"name": name}}, AWS)
     assert plan.get("aws:eks/nodeGroup:NodeGroup", "infer").inputs["clusterName"] == "prod"
 
