@@ -96,6 +96,19 @@ def test_worker_rules_follow_the_frameworks_dispatched():
     assert rules[0]["verbs"] is not KUEUE_RULES[0]["verbs"]  # copies: a caller's change leaves the module's rules alone
 
 
+def test_the_binding_grants_the_role_to_the_account_whose_token_is_exported():
+    """Protects the manager's access: the ClusterRoleBinding's subject is the ServiceAccount the token Secret belongs to
+    (same name and namespace), and its roleRef the ClusterRole with the rules; a mismatch leaves the token without rights."""
+    from gpupools.fleet.credentials import worker_access_objects
+
+    account, role, binding, secret = worker_access_objects()
+    assert [o["kind"] for o in (account, role, binding, secret)] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": account["metadata"]["namespace"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"] and binding["roleRef"]["kind"] == "ClusterRole"
+    assert secret["metadata"]["namespace"] == account["metadata"]["namespace"] == "kueue-system"
+    assert secret["metadata"]["annotations"]["kubernetes.io/service-account.name"] == account["metadata"]["name"]
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Reaching a worker
 
