@@ -185,3 +185,103 @@ def test_a_fleet_stack_takes_only_its_own_keys_and_a_known_cloud():
     # A worker's own problems come back under its file entry, with the worker file's field paths.
     assert _fleet_problems(FLEET, broken) == ["fleet.workers[0].file: Pulumi.fleet-aws.yaml: pools[0].maxNodes: too many",
                                               "fleet.workers[0].file: Pulumi.fleet-aws.yaml: no cloud"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The manager's objects and checks, on a fleet without worker stacks (nothing to plan)
+
+
+def _bare_fleet(**fleet):
+    from gpupools.fleet.config import Fleet, FleetStack
+    from gpupools.stack.config import Cluster
+
+    raw = {**FLEET["gpupools:fleet"], **fleet}
+    return FleetStack("fleet", "aws", Cluster.model_validate({"name": "ml-fleet-manager", "create": False}), Fleet.model_validate(raw), {}, ())
+
+
+@pytest.fixture(scope="module")
+def bare_plan():
+    from gpupools.fleet.plan import plan_fleet
+
+    workers = [{"name": "aws-eu", "stack": "acme/gpupools/fleet-aws", "file": "Pulumi.fleet-aws.yaml"},
+               {"name": "gcp-us", "stack": "acme/gpupools/fleet-gcp", "file": "Pulumi.fleet-gcp.yaml"},
+               {"name": "again", "stack": "acme/gpupools/fleet-aws", "file": "Pulumi.fleet-aws2.yaml"}]
+    return plan_fleet(_bare_fleet(workers=workers, teams=[{"name": "research"}, {"name": "search", "namespace": "search-prod"}],
+                                  stepSize=2))
+
+
+def test_one_worker_stack_named_twice_is_refused(bare_plan):
+    """Protects dispatch: two MultiKueueClusters on one worker would dispatch to one cluster under two names."""
+    dup = [f"{p.path}: {p.message}" for p in bare_plan.problems if p.path.startswith("fleet.workers")]
+    assert dup == ["fleet.workers[2].stack: acme/gpupools/fleet-aws is worker aws-eu already"]
+
+
+def test_the_manager_objects_connect_workers_queues_and_the_check(bare_plan):
+    """What the manager's Kueue needs to dispatch: one MultiKueueCluster per worker (its kubeconfig Secret), the config
+    listing them in order, per team a ClusterQueue with the MultiKueue check and a LocalQueue pointing at it."""
+    objects = bare_plan.objects
+    clusters = [o for o in objects if o["kind"] == "MultiKueueCluster"]
+    assert [(c["metadata"]["name"], c["spec"]["clusterSource"]["kubeConfig"]["location"]) for c in clusters] == [
+        ("aws-eu", "aws-eu-kubeconfig"), ("gcp-us", "gcp-us-kubeconfig"), ("again", "again-kubeconfig")]
+    (config,) = [o for o in objects if o["kind"] == "MultiKueueConfig"]
+    assert config["spec"]["clusters"] == ["aws-eu", "gcp-us", "again"]
+    queues = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterQueue"}
+    assert queues["search"]["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "search-prod"}}
+    assert queues["search"]["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": "multikueue"}]}
+    local = {o["metadata"]["name"]: o for o in objects if o["kind"] == "LocalQueue"}
+    assert local["search"]["metadata"]["namespace"] == "search-prod" and local["search"]["spec"] == {"clusterQueue": "search"}
+    assert bare_plan.problems and not [p for p in bare_plan.problems if p.path == "fleet"]  # the checks pass on our own objects
+
+
+def test_the_manager_configuration_carries_the_fleets_dispatch_settings():
+    from gpupools.fleet.plan import manager_configuration
+
+    multi = manager_configuration(_bare_fleet(stepSize=2, workerLostTimeout="30m"))["multiKueue"]
+    assert multi == {"gcInterval": "1m", "origin": "gpupools-fleet-eu", "workerLostTimeout": "30m",
+                     "dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental", "incrementalDispatcherConfig": {"stepSize": 2}}
+
+
+def test_the_default_origin_is_refused_and_an_own_one_is_not():
+    from gpupools.fleet.plan import plan_fleet
+
+    assert [p.path for p in plan_fleet(_bare_fleet(origin="multikueue")).problems if p.path == "fleet.origin"] == ["fleet.origin"]
+    assert [p.path for p in plan_fleet(_bare_fleet()).problems if p.path == "fleet.origin"] == []
+
+
+def _queue(checks: list[dict]) -> list[dict]:
+    return [{"kind": "AdmissionCheck", "metadata": {"name": "multikueue"}, "spec": {"controllerName": "kueue.x-k8s.io/multikueue"}},
+            {"kind": "AdmissionCheck", "metadata": {"name": "mk2"}, "spec": {"controllerName": "kueue.x-k8s.io/multikueue"}},
+            {"kind": "AdmissionCheck", "metadata": {"name": "other"}, "spec": {"controllerName": "example.com/check"}},
+            {"kind": "ClusterQueue", "metadata": {"name": "research"}, "spec": {"admissionChecksStrategy": {"admissionChecks": checks}}}]
+
+
+def test_a_manager_queue_kueue_would_leave_inactive_is_refused():
+    """kueue v0.19.2 pkg/cache/scheduler/clusterqueue.go: one MultiKueue check per queue, never per flavor."""
+    from gpupools.fleet.plan import queue_check_problems
+
+    assert queue_check_problems(_queue([{"name": "multikueue"}, {"name": "other"}])) == []
+    assert queue_check_problems(_queue([{"name": "multikueue"}, {"name": "mk2"}])) == [
+        "ClusterQueue research: more than one MultiKueue admission check; Kueue leaves the queue inactive"]
+    assert queue_check_problems(_queue([{"name": "multikueue", "onFlavors": ["fleet"]}])) == [
+        "ClusterQueue research: a MultiKueue admission check may not be given per flavor (onFlavors)"]
+    assert queue_check_problems(_queue([{"name": "other", "onFlavors": ["fleet"]}])) == []
+
+
+def test_a_teams_fleet_job_goes_to_its_own_queue_with_a_resource_its_manager_queue_covers():
+    """What `gpupools workload --fleet --team` prints: the team's namespace and LocalQueue, the first GPU resource the
+    team's manager queue has quota for (another team's does not count), suspended, managed by MultiKueue, a valid Job."""
+    from gpupools.fleet.plan import TeamQuota, fleet_job
+
+    stack = _bare_fleet(teams=[{"name": "research"}, {"name": "search", "namespace": "search-prod"}])
+    quotas = [TeamQuota("research", "nvidia.com/mig-1g.10gb", 4, 4, (), False),
+              TeamQuota("search", "nvidia.com/gpu", 0, 0, (), False), TeamQuota("search", "nvidia.com/mig-3g.40gb", 2, 2, (), False)]
+    job = fleet_job(stack, "search", None, 1, "img", quotas)
+    assert job["metadata"]["namespace"] == "search-prod" and job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "search"}
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/mig-3g.40gb": 1}}
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"  # the Job API takes only Never or OnFailure
+    assert (job["spec"]["suspend"], job["spec"]["backoffLimit"], job["spec"]["managedBy"]) == (True, 0, "kueue.x-k8s.io/multikueue")
+    research = fleet_job(stack, "research", None, 2, "img", quotas)
+    assert research["metadata"]["namespace"] == "research"
+    assert research["spec"]["template"]["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/mig-1g.10gb": 2}}
+    assert fleet_job(stack, "research", "nvidia.com/gpu", 1, "img", [])["spec"]["template"]["spec"]["containers"][0]["resources"] == \
+        {"limits": {"nvidia.com/gpu": 1}}
