@@ -46,6 +46,15 @@ def test_each_type_takes_its_own_values_only(api, field, good, bad):
     assert line.startswith(f"pools[0].node.{field}: expected ")
 
 
+@pytest.mark.parametrize("field, bad, words", [
+    ("count", "x", "an integer"), ("ratio", "x", "a number"), ("name", 1, "a string"), ("spot", "yes", "true or false"),
+    ("size", 1.5, "a number or a string"), ("zones", "1", "a list"), ("tags", "x", "a mapping"), ("kubelet", "x", "a mapping"),
+])
+def test_a_wrong_type_says_what_the_field_takes(api, field, bad, words):
+    (line,) = lines(api, {field: bad})
+    assert line.startswith(f"pools[0].node.{field}: expected {words}, got ")
+
+
 def test_enum_values_and_nested_items_are_checked(api):
     assert lines(api, {"mode": "User"}) == []
     assert lines(api, {"mode": "Spot"}) == ["pools[0].node.mode: not a value AKS takes here; allowed: User, System"]
@@ -70,6 +79,23 @@ def test_owned_fields_say_where_to_set_them_and_unknown_ones_the_closest(api):
     assert nested.startswith("pools[0].node.kubelet.maxPod: not a field of AKS's kubelet; ") and "maxPods" not in nested.split(";")[1]
     (case,) = lines(api, {"COUNT": 1})
     assert case.endswith("closest: count")
+
+
+def test_an_unknown_field_without_a_close_name_lists_the_fields_cut_at_twelve(api, tmp_path):
+    """A key that is not name-like (it may be a secret pasted in the wrong place) is described, not spelled, and gets the
+    list of fields rather than a guess; a long list is cut at twelve names."""
+    from gpupools.clouds.node_settings import NodeApi
+
+    (short,) = lines(api, {"zzzzzzzz": 1})
+    assert short == ("pools[0].node.zzzzzzzz: not a field of AKS's AgentPool; fields: count, kubelet, mode, name, osDisk, ratio, "
+                     "size, spot, tags, zones")
+    path = tmp_path / "node_api.json"
+    path.write_text(json.dumps({"model": {"type": "object", "fields": {f"f{i:02}": {"type": "string"} for i in range(13)}}}))
+    (long,) = lines(NodeApi("GKE", "NodePool", path, owned={}), {"zzzzzzzz": 1})
+    assert long.endswith("fields: f00, f01, f02, f03, f04, f05, f06, f07, f08, f09, f10, f11, ...")
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    (hidden,) = lines(api, {secret: 1})
+    assert secret not in hidden and hidden.startswith("pools[0].node.<")
 
 
 def test_paths_replacements_and_plan_lines(api):
