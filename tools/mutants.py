@@ -29,6 +29,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,10 @@ from pathlib import Path
 FLIP = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt,
         ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
 KEY = re.compile(r"^[A-Za-z_][\w.\-/]*$")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     backup = Path(tempfile.mkdtemp(prefix="mutants-")) / path.name
     shutil.copy2(path, backup)
     killed, survivors = 0, []
+    # A SIGTERM (a timeout, a CI job cancelled) unwinds like Ctrl-C, so `finally` puts the module back.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         path.write_text(ast.unparse(ast.parse(original)))
         status, secs = run_tests(args.tests, args.timeout)
