@@ -33,7 +33,7 @@ class Sharing(TypedDict):
     """How a pool's GPUs are shared: whole GPUs, time-slicing, MPS, MIG slices or HAMi vGPUs."""
 
     mode: NotRequired[str]
-    """none (default), time-slicing, mps, mig or vgpu."""
+    """none (default), time-slicing, mps, mig, vgpu, or dra (a preview: GPUs from NVIDIA's DRA driver)."""
     replicas: NotRequired[int]
     """Workloads per GPU, 2-48; required for time-slicing, mps and vgpu."""
     mig_profile: NotRequired[str]
@@ -46,6 +46,10 @@ class Sharing(TypedDict):
     """vgpu: the memory of each vGPU, a share such as 25% or an amount such as 8Gi."""
     fraction: NotRequired[float]
     """KAI Scheduler (quotas kai, mode none): pods may ask for part of one GPU; the share, above 0 and below 1, Jobs from gpupools workload ask for."""
+    preview: NotRequired[bool]
+    """mode dra: allow the DRA driver's Alpha sharing per claim (draFeatures); the plan marks the pool's lines "preview"."""
+    dra_features: NotRequired[list[str]]
+    """mode dra with preview: dynamic-mig, time-slicing and/or mps per claim (the DRA driver's Alpha feature gates)."""
 
 
 class SystemPool(TypedDict):
@@ -189,6 +193,8 @@ class GpuSoftware(TypedDict):
     """The GPU driver the GPU Operator installs, e.g. 580.95.05 (AKS; GKE with installer gpu-operator)."""
     dra_gpu_allocation: NotRequired[bool]
     """GPU allocation through NVIDIA's DRA driver: refused (a device plugin serves every pool's GPUs); default false."""
+    dra_driver: NotRequired[str]
+    """Who installs NVIDIA's DRA driver for pools of sharing mode dra: chart (default); gpu-cluster (the GPU Operator's GPUCluster) is refused beside the ClusterPolicy gpupools installs."""
 
 
 class Idle(TypedDict):

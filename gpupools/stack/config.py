@@ -140,7 +140,7 @@ class MigGroup(Model):
 
 
 class Sharing(Model):
-    """How one pool's GPUs are shared: whole GPUs, time-slicing, MPS, MIG partitions, or HAMi vGPUs."""
+    """How one pool's GPUs are shared: whole GPUs, time-slicing, MPS, MIG partitions, HAMi vGPUs, or (a preview) GPUs allocated by NVIDIA's DRA driver."""
 
     mode: SharingMode = "none"
     replicas: Annotated[int, Field(ge=2, le=MAX_REPLICAS, strict=True)] | None = None
