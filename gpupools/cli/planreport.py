@@ -26,7 +26,8 @@ from gpupools.capacity.sources import reserved_nodes
 from gpupools.pools.planning import capacity_report, plan_pools
 from gpupools.pools.software import driver_plan
 from gpupools.fabric.computedomain import compute_domain_line, rack_scale
-from gpupools.fabric.dragpu import dra_lines, preview_mark
+from gpupools.fabric.computedomain import CHART as DRA_CHART
+from gpupools.fabric.dragpu import PREVIEW, dra_lines, dra_pools, preview_mark
 from gpupools.autoscaling.scaleup import scale_ups
 from gpupools.queues.kueue import topology_aware, topology_enforced, topology_guarantee, topology_level_warnings
 from gpupools.autoscaling.templates import eviction_guard
@@ -275,10 +276,13 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     # By name: the engine registers releases in whatever order their inputs resolve, and two plans of one stack
     # should read alike.
     releases = sorted(result.of_type("kubernetes:helm.sh/v3:Release"), key=lambda r: str(r.inputs.get("name")))
+    # Pools of sharing mode dra (a preview): "preview" on the lines outside their tables that they change too.
+    preview = [p.name for p in dra_pools(plans)]
     for r in releases:
         source = f" from {r.inputs['repositoryOpts']['repo']}" if r.inputs.get("repositoryOpts") else ""
+        allocates = f" ({PREVIEW}: allocates the GPUs of {', '.join(preview)})" if preview and r.inputs.get("chart") == DRA_CHART.chart else ""
         console.print(f"helm release {r.inputs.get('name')}: chart {r.inputs.get('chart')} {r.inputs.get('version')}{source} "
-                      f"in namespace {r.inputs.get('namespace')}")
+                      f"in namespace {r.inputs.get('namespace')}{allocates}")
     # Reserved nodes are billed whether they run or not: they count at minNodes, and beyond maxNodes too.
     priced = [p for p in plans if p.price_per_unit is not None]
     low = sum(p.hourly_cost(max(p.pool.min_nodes, reserved_nodes(p.pool))) or 0 for p in priced)
@@ -296,7 +300,10 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
         for line in queue_tree_lines(stack, plans) + toleration_lines(stack, plans):
             console.print(line, markup=False)
         console.print(cohort_line(stack, plans))
-    for line in landing_lines(result.outputs.get("landing") or []):
+        if preview:
+            console.print(f"{PREVIEW}: the quotas of {', '.join(preview)} count devices NVIDIA's DRA driver allocates "
+                          f"(sharing mode dra), as Kueue's deviceClassMappings name them", markup=False)
+    for line in landing_lines(result.outputs.get("landing") or [], set(preview)):
         console.print(line, markup=False)
     # Last, beside the count, where a terminal still shows them after the pools scrolled by; one line each, for grep.
     for warning in plan_warnings(stack, plans):
@@ -304,8 +311,9 @@ def print_plan(stack: StackConfig, result: Plan, console: Console | None = None,
     console.print(f"{len(result.resources)} resources.")
 
 
-def landing_lines(verdicts: list[dict]) -> list[str]:
-    """One line per team (or per pool without teams): which of its jobs land, and why each one that does not."""
+def landing_lines(verdicts: list[dict], preview: set[str] = frozenset()) -> list[str]:
+    """One line per team (or per pool without teams): which of its jobs land, and why each one that does not; a pool
+    of the preview sharing mode dra (`preview`) is marked so."""
     if not verdicts:
         return []
     lines = ["landing: each team's Job (one unit, a whole node, a two-node gang on fabric pools), from its queue to a GPU on a "
@@ -318,11 +326,12 @@ def landing_lines(verdicts: list[dict]) -> list[str]:
         pools: dict[str, list[str]] = {}
         for r in rows:
             pools.setdefault(r["pool"], []).append(r["shape"] if r["lands"] else f"{r['shape']} NOT")
-        where = "; ".join(f"{pool} {' '.join(shapes)}" for pool, shapes in pools.items())
+        mark = {pool: f" ({PREVIEW})" if pool in preview else "" for pool in pools}
+        where = "; ".join(f"{pool}{mark[pool]} {' '.join(shapes)}" for pool, shapes in pools.items())
         lines.append(f"  {team}: {len(landed)} of {len(rows)} land ({where})")
         for r in rows:
             if not r["lands"]:
-                lines.append(f"    {r['pool']} {r['shape']} stops at {r['step']}: {r['reason']}")
+                lines.append(f"    {r['pool']}{mark[r['pool']]} {r['shape']} stops at {r['step']}: {r['reason']}")
     # Pools that never sit at zero: whether a GPU request beyond the nodes they keep grows them (the unit Job's answer).
     floors = {v["pool"]: v["node"] for v in verdicts if v.get("shape") == "unit" and str(v.get("node", "")).startswith("the pool keeps")}
     lines += [f"  {pool}: {detail}" for pool, detail in floors.items()]

@@ -350,3 +350,35 @@ def test_the_policy_pack_reads_dra_pools_back_and_passes(tmp_path):
     result = CliRunner().invoke(app, ["check", "--config", str(write_stack(tmp_path, CONFIG, "dra-test"))])
     assert result.exit_code == 0, result.output
     assert "0 mandatory" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def plan_text():
+    """The whole plan of the DRA stack and of the same stack without the mode, wide enough that no line wraps."""
+    import io
+
+    from rich.console import Console
+
+    from conftest import plan_of
+    from gpupools.cli.planreport import print_plan
+
+    def text(config, name):
+        out = io.StringIO()
+        print_plan(validate_stack(config), plan_of(config, name), Console(file=out, width=4000, highlight=False, emoji=False))
+        return out.getvalue().splitlines()
+
+    return text(CONFIG, "dra-test"), text(PLAIN, "plain-test")
+
+
+def test_lines_outside_the_pool_tables_say_preview_where_the_mode_changes_them(plan_text):
+    lines, plain_lines = plan_text
+    release = next(line for line in lines if line.startswith("helm release dra-driver-nvidia-gpu:"))
+    assert release.endswith("(preview: allocates the GPUs of whole, slices)"), release
+    assert ("preview: the quotas of whole, slices count devices NVIDIA's DRA driver allocates (sharing mode dra), as Kueue's "
+            "deviceClassMappings name them") in lines
+    team = next(line for line in lines if line.startswith("  ml: "))
+    assert "slices (preview) " in team and "whole (preview) " in team, team
+    # Every landing line that names a DRA pool marks it; nothing else in the plan outside the pool tables says preview.
+    outside = [line for line in lines if not line.startswith(" ") or line.startswith("  ")]
+    assert all("preview" in line for line in outside if line.startswith("    whole ") or line.startswith("    slices ")), outside
+    assert not any("preview" in line for line in plain_lines)
