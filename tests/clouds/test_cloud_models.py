@@ -98,16 +98,29 @@ def test_eks_access_pod_identity_and_addon(karpenter_plan, asg_plan):
     check("eks", "CreateAddon", {"clusterName": addon["clusterName"], "addonName": addon["addonName"]})
 
 
-def test_node_groups_and_launch_templates(karpenter_plan, asg_plan, newer_gpus_asg_plan):
+@pytest.fixture(scope="module")
+def gb200_plan():
+    """The GB200 example: an UltraServer's Capacity Block in a managed node group of the AL2023 ARM NVIDIA AMI."""
+    from gpupools.stack.reading import read_document
+
+    from conftest import ROOT
+    return plan_of(read_document(ROOT / "stacks" / "Pulumi.dev-aws-gb200.yaml")["config"])
+
+
+def test_node_groups_and_launch_templates(karpenter_plan, asg_plan, newer_gpus_asg_plan, gb200_plan):
     types = {t for g in newer_gpus_asg_plan.of_type("aws:eks/nodeGroup:NodeGroup") for t in g.inputs["instanceTypes"]}
     assert {"p5en.48xlarge", "p6-b200.48xlarge"} <= types
-    for plan in (karpenter_plan, asg_plan, newer_gpus_asg_plan):
+    gb200 = {g.inputs["amiType"]: g.inputs.get("capacityType") for g in gb200_plan.of_type("aws:eks/nodeGroup:NodeGroup")}
+    assert gb200.get("AL2023_ARM_64_NVIDIA") == "CAPACITY_BLOCK", gb200
+    for plan in (karpenter_plan, asg_plan, newer_gpus_asg_plan, gb200_plan):
         for group in plan.of_type("aws:eks/nodeGroup:NodeGroup"):
             i = group.inputs
             params = {"clusterName": i["clusterName"], "nodegroupName": i["nodeGroupName"], "nodeRole": i["nodeRoleArn"], "subnets": i["subnetIds"],
-                      "scalingConfig": i["scalingConfig"], "instanceTypes": i["instanceTypes"], "amiType": i["amiType"],
+                      "scalingConfig": i["scalingConfig"], "amiType": i["amiType"],
                       "capacityType": i["capacityType"], "labels": i["labels"], "launchTemplate": {"id": i["launchTemplate"]["id"],
                                                                                                    "version": str(i["launchTemplate"]["version"])}}
+            if "instanceTypes" in i:  # a Capacity Block's type is the launch template's, not the node group's
+                params["instanceTypes"] = i["instanceTypes"]
             if "taints" in i:
                 params["taints"] = i["taints"]
             check("eks", "CreateNodegroup", params)
@@ -117,6 +130,14 @@ def test_node_groups_and_launch_templates(karpenter_plan, asg_plan, newer_gpus_a
                                         "HttpPutResponseHopLimit": i["metadataOptions"]["httpPutResponseHopLimit"]},
                     "TagSpecifications": [{"ResourceType": t["resourceType"], "Tags": [{"Key": k, "Value": v} for k, v in t["tags"].items()]}
                                           for t in i["tagSpecifications"]]}
+            if "instanceMarketOptions" in i:
+                data["InstanceType"] = i["instanceType"]
+                data["InstanceMarketOptions"] = {"MarketType": i["instanceMarketOptions"]["marketType"]}
+            if "capacityReservationSpecification" in i:
+                spec = i["capacityReservationSpecification"]
+                data["CapacityReservationSpecification"] = (
+                    {"CapacityReservationTarget": {"CapacityReservationId": spec["capacityReservationTarget"]["capacityReservationId"]}}
+                    if "capacityReservationTarget" in spec else {"CapacityReservationPreference": spec["capacityReservationPreference"]})
             for mapping in i.get("blockDeviceMappings", []):
                 ebs = mapping["ebs"]
                 data.setdefault("BlockDeviceMappings", []).append({"DeviceName": mapping["deviceName"], "Ebs": {

@@ -47,7 +47,9 @@ RENAMES = {
               ("enableAutopilot",): ("autopilot", "enabled"),
               ("monitoringConfig", "enableComponents"): ("monitoringConfig", "componentConfig", "enableComponents"),
               ("monitoringConfig", "managedPrometheus"): ("monitoringConfig", "managedPrometheusConfig")},
-    NODE_POOL: {("nodeLocations",): ("locations",),
+    # The provider's node_count is the API's initialNodeCount at creation, then a resize (terraform-provider-google
+    # resource_container_node_pool.go expandNodePool: InitialNodeCount from node_count).
+    NODE_POOL: {("nodeLocations",): ("locations",), ("nodeCount",): ("initialNodeCount",),
                 ("nodeConfig", "guestAccelerators"): ("config", "accelerators"),
                 ("nodeConfig", "guestAccelerators", "count"): ("config", "accelerators", "acceleratorCount"),
                 ("nodeConfig", "guestAccelerators", "type"): ("config", "accelerators", "acceleratorType"),
@@ -136,6 +138,12 @@ GKE_STACKS = {
     ]),
     # A3 Ultra (H200) and A4 (B200) on GPUDirect RDMA, A4 in GKE's B200 partitions (tests/cli/test_new_gpu_stacks.py)
     "newer-gpus": NEW_GPU_STACKS["gcp-h200-b200"][0],
+    # GB200 and GB300 racks: a reservation, compact placement 1x72, GKE's managed DRA networking
+    "dev-gcp-a4x": None,
+    # G4 (RTX PRO 6000), in GKE's partitions and whole; a pool with a taint of its own
+    "g4-and-taints": {**NEW_GPU_STACKS["gcp-rtx-pro-6000"][0], "gpupools:pools": [
+        *NEW_GPU_STACKS["gcp-rtx-pro-6000"][0]["gpupools:pools"],
+        {"name": "tainted", "instanceType": "g2-standard-8", "maxNodes": 2, "taints": [{"key": "dedicated", "value": "research", "effect": "NoSchedule"}]}]},
     "hardened-options": stack_config("gcp", cluster={"name": "prod", "location": "us-central1", "production": True,
                                                      "binaryAuthorization": True, "authorizedCidrs": ["198.51.100.0/24"]}),
 }
