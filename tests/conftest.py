@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import os
+import pickle
 from pathlib import Path
 
 import pytest
@@ -16,24 +18,38 @@ ROOT = Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------------------------------------------------------------
 # yaml.safe_load, kept per text for the test run. PyYAML's SafeLoader parses in Python: a pinned CRD takes most of a
 # second, a chart's values.yaml tens of milliseconds, and the tests read the same upstream files again and again (a
-# fifth of the CPU time of the capability tests went there). The same text parses to the same data, so each call gets
-# a deep copy of the first parse, its own to change. Short texts (what gpupools parses while it runs) and streams go to
-# PyYAML as before, and a text that does not parse raises every time (lru_cache keeps no exception).
+# fifth of the CPU time of the capability tests went there). Long texts (the upstream files; what gpupools parses while
+# it runs is short) are parsed by LibYAML's CSafeLoader where PyYAML has it: the same SafeConstructor and Resolver on
+# LibYAML's parser, about ten times faster, and the same data for every YAML file of this checkout
+# (tests/test_yaml_loaders.py compares them). The same text parses to the same data, so each call gets an unpickled copy
+# of the first parse, its own to change (pickle keeps anchors' shared objects shared, as deepcopy does, at a third of
+# deepcopy's cost). Short texts and streams go to PyYAML's safe_load as before, and a text that does not parse raises
+# every time (lru_cache keeps no exception).
 _SAFE_LOAD = yaml.safe_load
+_SAFE_LOAD_ALL = yaml.safe_load_all
 _KEPT_FROM = 4096  # characters
+LONG_TEXT_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @functools.lru_cache(maxsize=64)
-def _parsed_once(text: str):
-    return _SAFE_LOAD(text)
+def _parsed_once(text: str) -> bytes:
+    return pickle.dumps(yaml.load(text, Loader=LONG_TEXT_LOADER), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _safe_load(stream):
     if isinstance(stream, str) and len(stream) >= _KEPT_FROM:
-        return copy.deepcopy(_parsed_once(stream))
+        return pickle.loads(_parsed_once(stream))
     return _SAFE_LOAD(stream)
 
 
+def _safe_load_all(stream):
+    if isinstance(stream, str) and len(stream) >= _KEPT_FROM:
+        return yaml.load_all(stream, Loader=LONG_TEXT_LOADER)
+    return _SAFE_LOAD_ALL(stream)
+
+
+_safe_load_all.__doc__ = _SAFE_LOAD_ALL.__doc__
+yaml.safe_load_all = _safe_load_all
 _safe_load.__doc__ = _SAFE_LOAD.__doc__
 yaml.safe_load = _safe_load
 
@@ -123,6 +139,15 @@ def _run_program(config, stack, program=None):
 
 _run_program.kept_plans = {"run_program": _RUN_PROGRAM, "plans": _PLANS, "runs": PLAN_RUNS, "uncached": _UNCACHED}
 _planrun.run_program = _run_program
+
+
+# What a test process holds after collection (imported modules, the parametrize tables, the kept parses above) lives to
+# its end; the cyclic collector's full passes walked it all again and again. Frozen once collected, it is left out of them
+# (gc.freeze, CPython 3.7+); what the tests make is collected as before.
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.hookimpl(wrapper=True)

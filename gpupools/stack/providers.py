@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 from collections.abc import Mapping
@@ -43,10 +44,24 @@ def _kind(value: Any) -> str:
 
 def sdk_installed(cloud: str) -> bool:
     """Whether this environment can import the cloud's Pulumi provider SDK; looked up, not imported (it is large)."""
+    package = provider_of(cloud).sdk_package
+    if package in sys.modules:  # imported, or marked as not importable (None): asked of sys.modules, as import does
+        return _findable(package)
+    return _on_path(package)
+
+
+def _findable(package: str) -> bool:
     try:
-        return importlib.util.find_spec(provider_of(cloud).sdk_package) is not None
+        return importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):
         return False
+
+
+@lru_cache(maxsize=None)
+def _on_path(package: str) -> bool:
+    """A package not yet imported, looked up on sys.path once per process: what is installed does not change while a
+    command runs, and every validation asks (the lookup stats each entry of sys.path)."""
+    return _findable(package)
 
 
 def missing_sdk_problem(cloud: str) -> Problem | None:
