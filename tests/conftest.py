@@ -7,6 +7,7 @@ import functools
 import gc
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,57 @@ def _run_program(config, stack, program=None):
 
 _run_program.kept_plans = {"run_program": _RUN_PROGRAM, "plans": _PLANS, "runs": PLAN_RUNS, "uncached": _UNCACHED}
 _planrun.run_program = _run_program
+
+
+# Under xdist every worker collects every test file, and pytest rewrites each file's asserts as it imports it unless a
+# rewritten copy is cached beside it (`__pycache__/*-pytest-*.pyc`, written where bytecode may be written; ./dev test
+# lets it). On a fresh checkout the workers would each rewrite all of them, at the same time: a tenth of a second of CPU
+# per file, per worker. The controller rewrites them into that cache first, once, on every core, before the workers
+# start (pytest_sessionstart below runs before xdist's own, which is trylast), with pytest's own functions (pytest 9.2,
+# _pytest/assertion/rewrite.py, AssertionRewritingHook.exec_module); the workers then read the cache as a second run
+# would. Only a cache is written: if pytest's internals differ, nothing is done and each worker rewrites as before.
+def _rewrite_test_files_once(config) -> None:
+    if hasattr(config, "workerinput") or getattr(config.option, "dist", "no") == "no" or sys.dont_write_bytecode:
+        return
+    if config.getoption("assertmode", "rewrite") != "rewrite":
+        return
+    import fnmatch
+    import multiprocessing
+
+    patterns = config.getini("python_files")
+    files = sorted((str(p) for p in (ROOT / "tests").rglob("*.py") if "__pycache__" not in p.parts
+                    and (p.name == "conftest.py" or any(fnmatch.fnmatch(p.name, pat) for pat in patterns))),
+                   key=lambda f: -os.path.getsize(f))
+    try:
+        from _pytest.assertion import rewrite
+
+        missing = [f for f in files if rewrite._read_pyc(Path(f), _rewritten_pyc(rewrite, Path(f))) is None]
+        if not missing:
+            return
+        _REWRITE_CONFIG[0] = config
+        with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
+            pool.map(_rewrite_into_cache, missing, chunksize=1)
+    except Exception:  # noqa: BLE001 - an optimization only: the workers rewrite what is not cached
+        return
+    finally:
+        _REWRITE_CONFIG[0] = None
+
+
+_REWRITE_CONFIG: list = [None]
+
+
+def _rewritten_pyc(rewrite, path: Path) -> Path:
+    return rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
+
+
+def _rewrite_into_cache(file: str) -> None:
+    from _pytest.assertion import rewrite
+
+    config, path = _REWRITE_CONFIG[0], Path(file)
+    pyc = _rewritten_pyc(rewrite, path)
+    if rewrite.try_makedirs(pyc.parent):
+        source_hash, code = rewrite._rewrite_test(path, config)
+        rewrite._write_pyc(config.stash[rewrite.assertstate_key], code, source_hash, pyc)
 
 
 # What a test process holds after collection (imported modules, the parametrize tables, the kept parses above) lives to
@@ -320,11 +372,13 @@ POOL_RESOURCE = {"aws": "aws:eks/nodeGroup:NodeGroup", "azure": "azure-native:co
 
 
 def pytest_sessionstart(session):
-    """CI sets GPUPOOLS_REQUIRE_PROMETHEUS so that the promtool and Prometheus tests can never be skipped there."""
+    """CI sets GPUPOOLS_REQUIRE_PROMETHEUS so that the promtool and Prometheus tests can never be skipped there; under
+    xdist, the test files' asserts are rewritten once, before the workers start."""
     import shutil
 
     if os.environ.get("GPUPOOLS_REQUIRE_PROMETHEUS") and not (shutil.which("promtool") and shutil.which("prometheus")):
         raise pytest.UsageError("GPUPOOLS_REQUIRE_PROMETHEUS is set, but promtool and prometheus are not installed")
+    _rewrite_test_files_once(session.config)
 
 
 def pytest_terminal_summary(terminalreporter):
