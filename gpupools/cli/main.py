@@ -272,14 +272,24 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
         fail(Problem("--pool", f"--explain follows the Job to one pool; name it with --pool (one of {', '.join(p.name for p in typed.pools)})"))
 
     def explained(job: dict, docs: list[dict] = ()) -> str:
-        if not explain:
-            return ""
+        """--explain's comment lines. Whatever the flag, a Job that would not land is said on stderr, one line naming the
+        step it stops at: printed without a word, it would be applied and wait in its queue or stay Pending."""
+        from gpupools.core.pools import POOL_LABEL
         from gpupools.landing.check import cluster_of, land
 
+        target_name = pool or (job["spec"]["template"]["spec"].get("nodeSelector") or {}).get(POOL_LABEL) if job.get("kind") == "Job" else pool
         cluster = cluster_of(typed)
+        target = next((p for p in cluster.plans if p.name == target_name), None)
+        if target is None:  # a team's Job on Kueue without --pool: its queue's flavors pick the pool
+            return ""
         team_plan = next((t for t in cluster.teams if t.team.name == team), None)
-        target = next(p for p in cluster.plans if p.name == pool)
         verdict = land(cluster, team_plan, target, "gang" if nodes or nccl_test else "job", job, docs)
+        failing = verdict.failing
+        if failing is not None:
+            typer.echo(f"warning: this Job does not land on pool {target.name}: it stops at {failing.name}: {failing.detail}"
+                       + ("" if explain else " (--explain shows every step)"), err=True)
+        if not explain:
+            return ""
         head = [f"# landing: {'lands' if verdict.lands else 'DOES NOT LAND'}" + (f" on flavor {verdict.flavor}" if verdict.flavor else "")
                 + f" ({verdict.job})"]
         head += [f"#   {'ok  ' if s.ok else 'FAIL'} {s.name}: {s.detail}" for s in verdict.steps]
