@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpupools.core.pools import POOL_LABEL, PoolPlan, toleration
+from gpupools.core.pools import PoolPlan
 from gpupools.pools.software import Chart, Release, namespace as software_namespace
 from gpupools.queues.teams import (MANAGED, TeamPlan, admission_binding, cel_string, plan_teams, requests_gpu_expression, team_admission_policy,
                                    team_labels)
@@ -295,17 +295,14 @@ def team_objects(stack: StackConfig, plans: list[PoolPlan], teams: list[TeamPlan
 
 
 def job_metadata(team: Team, plan: PoolPlan, fraction: float | None) -> tuple[dict, dict, dict]:
-    """(Job labels, pod annotations, pod spec fields) of a team's Job from its KAI queue on `plan`'s pool: the
-    queue label, KAI's scheduler, the pool's node selector and tolerations, and a fraction annotation or nothing.
-
-    KAI places a pod by its own tolerations (its PodToleratesNodeTaints predicate is the kube-scheduler's TaintToleration
-    filter: kai-scheduler/KAI-Scheduler@30fd2db pkg/scheduler/k8s_internal/predicates/predicates.go, NewSessionPredicates), so the pool's own
-    taints (`pools[].taints`) are tolerated only as the team declares (`teams[].tolerations`)."""
+    """(Job labels, pod annotations, pod spec fields) of a team's Job from its KAI queue on `plan`'s pool: the queue
+    label, KAI's scheduler, and a fraction annotation or nothing. The pool's node selector and tolerations are the
+    Job's own, as on every scheduler (gpupools.landing.jobs team_job); KAI places a pod by them (its
+    PodToleratesNodeTaints predicate is the kube-scheduler's TaintToleration filter: kai-scheduler/KAI-Scheduler@30fd2db
+    pkg/scheduler/k8s_internal/predicates/predicates.go, NewSessionPredicates), so the pool's own taints
+    (`pools[].taints`) are tolerated only as the team declares (`teams[].tolerations`)."""
     annotations = {FRACTION_ANNOTATION: fraction_text(fraction)} if fraction is not None else {}
-    own = plan.pool_taints
-    spec = {"schedulerName": SCHEDULER_NAME, "nodeSelector": {POOL_LABEL: plan.name},
-            "tolerations": [toleration(t) for t in plan.taints if t not in own] + [t.as_kubernetes() for t in team.tolerations]}
-    return {QUEUE_LABEL: team.name}, annotations, spec
+    return {QUEUE_LABEL: team.name}, annotations, {"schedulerName": SCHEDULER_NAME}
 
 
 def fraction_text(fraction: float) -> str:

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import plan_of, stack_config
 from gpupools.pools.planning import plan_pools
+from gpupools.landing.jobs import team_job
 from gpupools.queues import kai
 from gpupools.queues.teams import plan_teams
 from gpupools.stack.errors import ConfigError
@@ -181,8 +182,11 @@ def test_a_jobs_labels_annotations_and_pod_fields(stack, plans):
     team = stack.teams[0]
     labels, annotations, spec = kai.job_metadata(team, share, 0.25)
     assert labels == {"kai.scheduler/queue": "vision"} and annotations == {"gpu-fraction": "0.25"}
-    assert spec == {"schedulerName": "kai-scheduler", "nodeSelector": {"gpupools.io/pool": "share"},
-                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]}
+    assert spec == {"schedulerName": "kai-scheduler"}
+    # The pool's node selector and tolerations are the Job's own, as on every scheduler.
+    pod = team_job(stack, plans, team.name, "share", None, "img")["spec"]["template"]["spec"]
+    assert pod["schedulerName"] == "kai-scheduler" and pod["nodeSelector"] == {"gpupools.io/pool": "share"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
     assert kai.job_metadata(team, share, None)[1] == {}
 
 
