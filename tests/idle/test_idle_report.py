@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -30,6 +31,14 @@ from conftest import ROOT
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
+
+
+def go_env() -> dict[str, str]:
+    """The environment for prometheus and promtool: Go's garbage collector run at 400 % heap growth rather than
+    100 % (these servers hold a few MB), and one P, so that no second core runs idle-time marking beside a query (Go
+    runtime, src/runtime/proc.go, findRunnable: "run idle-time marking rather than give up the P"). Less CPU, the
+    same answers."""
+    return {**os.environ, "GOGC": "400", "GOMAXPROCS": "1"}
 
 
 def needs_prometheus() -> None:
@@ -164,7 +173,7 @@ def serving(data: Path, log: Path):
         url = f"http://127.0.0.1:{port}"
         proc = subprocess.Popen([PROMETHEUS, f"--config.file={data.parent / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
                                  f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"],
-                                stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+                                stdout=subprocess.DEVNULL, stderr=open(log, "w"), env=go_env())
         try:
             if _started(proc, url, data, log):
                 yield url
@@ -207,25 +216,37 @@ def _tsdb_path(url: str) -> str | None:
 
 
 def history_blocks(work: Path, end: int) -> Path:
+    """The history as TSDB blocks. Blocks of up to 54 h (the hidden --max-block-duration, rounded down by promtool to
+    its 2h/6h/18h/54h ranges: prometheus v2.42.0, cmd/promtool/backfill.go, getCompatibleBlockDuration) hold the 26
+    hours in one or two blocks: promtool reads the whole file once per block it writes, so 2 h blocks read it 14 times.
+    The samples, and so every answer, are the same."""
     write_openmetrics(work / "history.om", end)
     data = work / "data"
-    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(work / "history.om"), str(data)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=54h", str(work / "history.om"), str(data)],
+                   check=True, capture_output=True, timeout=300, env=go_env())
     return data
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory, end):
+def history_data(tmp_path_factory, end) -> Path:
+    """The blocks, built once; each server gets a copy of its own to serve."""
     needs_prometheus()
+    return history_blocks(tmp_path_factory.mktemp("history"), end)
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory, history_data):
     work = tmp_path_factory.mktemp("prometheus")
-    with serving(history_blocks(work, end), work / "prometheus.log") as url:
+    data = shutil.copytree(history_data, work / "data")
+    with serving(data, work / "prometheus.log") as url:
         yield url
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory, end):
+def recorded(tmp_path_factory, end, history_data, prometheus):
     """The same history plus the stack's idle-step rules, as if they had run all along, evaluated over the history by
-    `promtool tsdb create-blocks-from rules` through a running server's API.
+    `promtool tsdb create-blocks-from rules` through a running server's API (the module's server over the same
+    history: it holds nothing else).
 
     promtool evaluates each rule on its own, so a rule cannot read another's output; the second rule is given the
     first's expression in place of the series it records, which is what a rule group computes when its rules run
@@ -235,19 +256,17 @@ def recorded(tmp_path_factory, end):
     from gpupools.monitoring.promql import IDLE_BELOW, STEP_UTIL
     from gpupools.monitoring.rules import idle_step_rules
 
-    needs_prometheus()
     work = tmp_path_factory.mktemp("recorded")
-    data = history_blocks(work, end)
+    data = shutil.copytree(history_data, work / "data")
     group = idle_step_rules(Idle())
     step, idle, ran = group["rules"]
     series = f'{STEP_UTIL}{{{IDLE_BELOW}="5"}}'
     assert series in idle["expr"]
     inlined = {**idle, "expr": idle["expr"].replace(series, f"({step['expr']})"), "labels": step["labels"]}
     (work / "rules.yml").write_text(yaml.safe_dump({"groups": [{**group, "rules": [step, inlined, ran]}]}))
-    with serving(data, work / "backfill.log") as url:
-        subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "rules", f"--url={url}", f"--start={end - (HOURS - 1) * 3600}",
-                        f"--end={end + 30}", f"--output-dir={work / 'blocks'}", "--quiet", str(work / "rules.yml")],
-                       check=True, capture_output=True, timeout=600)
+    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "rules", f"--url={prometheus}", f"--start={end - (HOURS - 1) * 3600}",
+                    f"--end={end + 30}", f"--output-dir={work / 'blocks'}", "--quiet", str(work / "rules.yml")],
+                   check=True, capture_output=True, timeout=600, env=go_env())
     for block in (work / "blocks").iterdir():
         shutil.move(str(block), data / block.name)
     with serving(data, work / "prometheus.log") as url:
@@ -302,9 +321,16 @@ def exact_report(url: str, end: int, **options):
     return idle_report(url, 24 * 3600, 5.0, now=end + 30, **options)
 
 
+@functools.cache
+def shared_report(url: str, end: int, **options):
+    """exact_report for the tests that read it with nothing patched: the same server and arguments give the same
+    report, so it is asked once and shared (tests that patch the report's code call exact_report themselves)."""
+    return exact_report(url, end, **options)
+
+
 @pytest.mark.parametrize("whole_window", [False, True])
 def test_rows_physical_totals_and_dollars_exact(prometheus, end, whole_window):
-    report = exact_report(prometheus, end, min_idle=3600, whole_window=whole_window)
+    report = shared_report(prometheus, end, min_idle=3600, whole_window=whole_window)
     expect = {h: e for h, e in EXPECT.items() if not whole_window or h in WHOLE_WINDOW}
     rows = {(g.namespace, g.pod): g for g in report.idle}
     assert set(rows) == set(expect)  # busy, bursting, partly busy (whole window) and absent holders are not listed
@@ -335,7 +361,7 @@ def test_pieces_add_up_to_the_whole_window(prometheus, end, monkeypatch):
     """A window cut into pieces (as long windows are, to stay within Prometheus' limits) gives the same report."""
     import gpupools.idle.questions as idle
 
-    whole = rows_of(exact_report(prometheus, end, min_idle=0))
+    whole = rows_of(shared_report(prometheus, end, min_idle=0))
     monkeypatch.setattr(idle, "CHUNK_STEPS", 97)  # 1,440 steps in 15 pieces, the last one short
     assert len(idle.Steps(end + 30, 60, 1440).chunks()) == 15
     assert rows_of(exact_report(prometheus, end, min_idle=0)) == whole
@@ -358,7 +384,7 @@ def test_gpu_lists_too_long_for_a_request_ask_for_every_gpu(prometheus, end, mon
     import gpupools.idle.counting as idle
     from gpupools.idle import questions
 
-    listed = rows_of(exact_report(prometheus, end, min_idle=0))
+    listed = rows_of(shared_report(prometheus, end, min_idle=0))
     asked: list[str] = []
     ask = idle.Prometheus.query
     monkeypatch.setattr(idle.Prometheus, "query", lambda self, expr, at: asked.append(expr) or ask(self, expr, at))
@@ -376,7 +402,7 @@ def test_gap_filling_only_changes_gpus_scraped_slower_than_the_step(prometheus, 
     one minute) and costs time, so it is used only then; without it every other holder counts the same."""
     import gpupools.idle.report as idle
 
-    filled = rows_of(exact_report(prometheus, end, min_idle=0))
+    filled = rows_of(shared_report(prometheus, end, min_idle=0))
     choose = idle.grid_for
     monkeypatch.setattr(idle, "grid_for", lambda *args: dataclasses.replace(choose(*args), fill=False))
     unfilled = rows_of(exact_report(prometheus, end, min_idle=0))
@@ -444,7 +470,7 @@ def test_peaks_and_lows_asked_ahead_or_with_the_grid_give_the_same_rows(promethe
     assert idle.whole_steps(24 * 3600) and idle.whole_steps(7 * 86400) and idle.whole_steps(8 * 3600)
     assert not idle.whole_steps(100 * 60)  # 6,000 s is no whole number of 180 s or 240 s steps
     assert not idle.whole_steps(86400 + 60)  # nor of 120 s ones
-    ahead = rows_of(exact_report(prometheus, end, min_idle=0))
+    ahead = rows_of(shared_report(prometheus, end, min_idle=0))
     asked: list[str] = []
     ask = idle.Prometheus.query
     monkeypatch.setattr(idle.Prometheus, "query", lambda self, expr, at: asked.append(expr) or ask(self, expr, at))
@@ -569,7 +595,7 @@ def test_bursts_between_evaluation_instants_count(prometheus, end):
     start, stop = end + 30 - 24 * 3600 + 60, end + 30
     subquery = Prometheus(prometheus).query_range('max_over_time((max by (pod) (DCGM_FI_DEV_GPU_UTIL{pod="bursty"}))[60s:])', start, stop, 60)
     assert subquery and max(v for _, v in subquery[0]["values"]) == 0  # what a subquery would have called idle
-    report = exact_report(prometheus, end, min_idle=0)
+    report = shared_report(prometheus, end, min_idle=0)
     assert "bursty" not in {g.pod for g in report.idle}
     steps = Prometheus(prometheus).query_range('max by (pod) (max_over_time(DCGM_FI_DEV_GPU_UTIL{pod="bursty"}[60s]))', start, stop, 60)
     assert len(steps[0]["values"]) == 1440 and {v for _, v in steps[0]["values"]} == {70}
@@ -623,7 +649,8 @@ def test_min_idle_and_whole_window_change_the_answer(prometheus, end):
         assert result.exit_code == 0, result.output
         return {(r["namespace"], r["pod"]) for r in json.loads(result.stdout)["idle"]}
 
-    assert ("team-h", "partial") in holders("--min-idle", "20h") and ("team-c", "eval") not in holders("--min-idle", "20h")
+    twenty = holders("--min-idle", "20h")
+    assert ("team-h", "partial") in twenty and ("team-c", "eval") not in twenty
     assert ("team-h", "partial") not in holders("--min-idle", "21h")
     assert holders("--whole-window") == WHOLE_WINDOW
     # Below 2%: notebook-1 (0-2%) is idle only two minutes in three, eval (3%) never.
@@ -662,7 +689,7 @@ def team_stack(tmp_path):
 def test_by_team_totals_exact(prometheus, end):
     from gpupools.idle.teams import by_team
 
-    report = exact_report(prometheus, end, min_idle=3600)
+    report = shared_report(prometheus, end, min_idle=3600, whole_window=False)
     teams = {t["name"]: t["namespace"] for t in TEAMS}
     totals = {t.team: t for t in by_team(report, teams, list(teams))}
     assert set(totals) == {"alpha", "slicers", "empty", "(no team)", "(unallocated)"}

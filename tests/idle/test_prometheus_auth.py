@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from gpupools.cli.main import app
 from gpupools.idle.promauth import AuthOptions, aws_region, resolve_kind
 
-from test_idle_report import GPUS_SEEN, end, prometheus  # noqa: F401 - the real Prometheus fixture and its history
+from test_idle_report import GPUS_SEEN, end, history_data, prometheus  # noqa: F401 - the real Prometheus fixture and its history
 
 runner = CliRunner()
 
