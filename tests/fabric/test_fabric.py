@@ -8,6 +8,7 @@ groups and security-group rules against botocore's EC2 model, the EFA device plu
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from pathlib import Path
 
@@ -250,11 +251,18 @@ def test_node_pool_pins_the_zone_and_the_floor_group_has_efa(karpenter_plan):
     assert template["placement"] == {"groupName": "ml-test-train"} and len(template["networkInterfaces"]) == 32
 
 
-def ec2_check(operation: str, params: dict) -> None:
+@functools.cache
+def ec2_model():
+    """botocore's EC2 service model, read once: a new session reads and decodes its JSON (megabytes) again."""
     botocore_session = pytest.importorskip("botocore.session")
+    return botocore_session.get_session().get_service_model("ec2")
+
+
+def ec2_check(operation: str, params: dict) -> None:
+    model = ec2_model()  # skips without botocore
     from botocore.validate import ParamValidator
 
-    shape = botocore_session.get_session().get_service_model("ec2").operation_model(operation).input_shape
+    shape = model.operation_model(operation).input_shape
     report = ParamValidator().validate(params, shape)
     assert not report.has_errors(), f"ec2.{operation}: {report.generate_report()}"
     assert enum_errors(shape, params) == [], operation
