@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import json
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable
@@ -159,8 +160,33 @@ def test_sources_name_every_vendored_chart():
 # Every stack's charts render with its values
 
 
+# The charts each stack installs and the workloads it places name the tests below, and only a plan says which they are.
+# Planning every stack while the tests are collected made each pytest-xdist worker pay for all the plans, the workers
+# that never run this file too; so the names are read from PLANNED_IDS, and the plans are made when a test first needs
+# them. test_the_listed_ids_are_those_of_the_plans keeps the list true: a chart or workload a stack gains or loses
+# fails it, with the list to write.
+PLANNED_IDS_FILE = CHARTS / "planned_ids.json"
+PLANNED_IDS: dict[str, dict[str, list[str]]] = json.loads(PLANNED_IDS_FILE.read_text())
+
+
+def planned_ids() -> dict[str, dict[str, list[str]]]:
+    """What PLANNED_IDS must hold: per stack, the charts of its releases in the plan's order, and the NEEDS it applies."""
+    return {"releases": {stack: [r.chart for r in releases_of(stack)] for stack in STACKS},
+            "placements": {stack: [need.name for need in NEEDS if applies(stack, need)] for stack in STACKS}}
+
+
+def planned_ids_text(ids: dict[str, dict[str, list[str]]]) -> str:
+    """PLANNED_IDS_FILE's text: one line per stack."""
+    parts = [f'  {json.dumps(stack)}: {json.dumps(names)}' for _, by_stack in ids.items() for stack, names in by_stack.items()]
+    sections, at = [], 0
+    for section, by_stack in ids.items():
+        sections.append(f' {json.dumps(section)}: {{\n' + ",\n".join(parts[at:at + len(by_stack)]) + "\n }")
+        at += len(by_stack)
+    return "{\n" + ",\n".join(sections) + "\n}\n"
+
+
 def stack_chart_params():
-    return [pytest.param(stack, r.chart, id=f"{stack}/{r.chart}") for stack in STACKS for r in releases_of(stack)]
+    return [pytest.param(stack, chart, id=f"{stack}/{chart}") for stack in STACKS for chart in PLANNED_IDS["releases"].get(stack, [])]
 
 
 @pytest.mark.parametrize("stack, chart", stack_chart_params())
@@ -339,9 +365,16 @@ KNOWN_DEFECTS: dict[tuple[str, str], str] = {}
 
 
 def placement_params():
-    return [pytest.param(stack, need, id=f"{stack}/{need.name}",
-                         marks=[pytest.mark.xfail(strict=True, reason=KNOWN_DEFECTS[stack, need.name])] if (stack, need.name) in KNOWN_DEFECTS else [])
-            for stack in STACKS for need in NEEDS if applies(stack, need)]
+    needs = {need.name: need for need in NEEDS}
+    return [pytest.param(stack, needs[name], id=f"{stack}/{name}",
+                         marks=[pytest.mark.xfail(strict=True, reason=KNOWN_DEFECTS[stack, name])] if (stack, name) in KNOWN_DEFECTS else [])
+            for stack in STACKS for name in PLANNED_IDS["placements"].get(stack, []) if name in needs]
+
+
+def test_the_listed_ids_are_those_of_the_plans():
+    planned = planned_ids()
+    assert PLANNED_IDS == planned, (f"the stacks' plans install other charts or place other workloads than {PLANNED_IDS_FILE.name} "
+                                    f"lists; write this to {PLANNED_IDS_FILE}:\n{planned_ids_text(planned)}")
 
 
 @pytest.mark.parametrize("stack, need", placement_params())

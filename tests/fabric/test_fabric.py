@@ -8,6 +8,7 @@ groups and security-group rules against botocore's EC2 model, the EFA device plu
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from pathlib import Path
 
@@ -202,6 +203,17 @@ def node_group_plan():
                                 pools=[fabric_pool(instanceType="p4d.24xlarge", os="bottlerocket"), fabric_pool(name="p5", zones=["us-east-1b"])]))
 
 
+@functools.cache
+def _rule_failures(obj_json: str, schema_json: str, path: str) -> tuple[str, ...]:
+    return tuple(crd_rule_failures(json.loads(obj_json), json.loads(schema_json), path))
+
+
+def rule_failures(obj, schema: dict, path: str) -> list[str]:
+    """crd_rule_failures, once per (object, schema, path) in this file: cel-python takes seconds on the node class's
+    rule that compares every pair of its 33 network interfaces, and two tests check the same interfaces."""
+    return list(_rule_failures(json.dumps(obj), json.dumps(schema), path))
+
+
 def karpenter_schema(ref) -> dict:
     crd = yaml.safe_load((ref / "karpenter" / "karpenter.k8s.aws_ec2nodeclasses.yaml").read_text())
     return next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1")
@@ -227,7 +239,7 @@ def test_ec2_node_class_has_efa_on_every_card_placement_and_raid0_valid_against_
         spec_schema = schema["properties"]["spec"]["properties"]
         for field in ("networkInterfaces", "placementGroupSelector", "securityGroupSelectorTerms", "instanceStorePolicy"):
             if field in obj["spec"]:
-                assert crd_rule_failures(obj["spec"][field], spec_schema[field], field) == []
+                assert rule_failures(obj["spec"][field], spec_schema[field], field) == []
     assert "networkInterfaces" not in classes["gpupools-al2023"]["spec"]  # the inference pool's class is untouched
 
 
@@ -236,7 +248,7 @@ def test_the_node_class_rules_catch_two_efa_devices_on_one_card(karpenter_plan):
     spec = dict(next(r.inputs for r in karpenter_plan.of_type(NODE_CLASS) if "fabric" in r.inputs["metadata"]["name"])["spec"])
     spec["networkInterfaces"] = spec["networkInterfaces"] + [{"networkCardIndex": 3, "deviceIndex": 0, "interfaceType": "efa-only"}]
     rules = schema["properties"]["spec"]["properties"]["networkInterfaces"]
-    assert crd_rule_failures(spec["networkInterfaces"][:-1], rules) == []
+    assert rule_failures(spec["networkInterfaces"][:-1], rules, "networkInterfaces") == []
     assert any("at most one efa device per network card" in f for f in crd_rule_failures(spec["networkInterfaces"], rules))
     without_primary = spec["networkInterfaces"][1:]
     assert any("must include a primary interface" in f for f in crd_rule_failures(without_primary, rules))
@@ -250,11 +262,18 @@ def test_node_pool_pins_the_zone_and_the_floor_group_has_efa(karpenter_plan):
     assert template["placement"] == {"groupName": "ml-test-train"} and len(template["networkInterfaces"]) == 32
 
 
-def ec2_check(operation: str, params: dict) -> None:
+@functools.cache
+def ec2_model():
+    """botocore's EC2 service model, read once: a new session reads and decodes its JSON (megabytes) again."""
     botocore_session = pytest.importorskip("botocore.session")
+    return botocore_session.get_session().get_service_model("ec2")
+
+
+def ec2_check(operation: str, params: dict) -> None:
+    model = ec2_model()  # skips without botocore
     from botocore.validate import ParamValidator
 
-    shape = botocore_session.get_session().get_service_model("ec2").operation_model(operation).input_shape
+    shape = model.operation_model(operation).input_shape
     report = ParamValidator().validate(params, shape)
     assert not report.has_errors(), f"ec2.{operation}: {report.generate_report()}"
     assert enum_errors(shape, params) == [], operation

@@ -72,8 +72,13 @@ def _at(config, path):
 
 
 def planted(base: dict, path: tuple, shape: str) -> dict:
-    config = copy.deepcopy(base)
-    _at(config, path[:-1])[path[-1]] = copy.deepcopy(SHAPES[shape])
+    """`base` with the marker of `shape` at `path`: the mappings and lists on the path are copies, the rest is shared
+    with `base` (nothing that reads a stack changes it; the planting tests check `base` is unchanged after them)."""
+    config = node = copy.copy(base)
+    for step in path[:-1]:
+        node[step] = copy.copy(node[step])
+        node = node[step]
+    node[path[-1]] = copy.deepcopy(SHAPES[shape])
     return config
 
 
@@ -116,6 +121,7 @@ def test_the_bases_are_valid_stacks(name):
 def test_no_error_quotes_a_value_planted_anywhere(name):
     """Tier 1: every position, every shape, through the one validation every command runs first."""
     base, refused, accepted = BASES[name], 0, []
+    unchanged = copy.deepcopy(base)
     for path, shape in variants(base):
         try:
             validate_stack(planted(base, path, shape), {})
@@ -127,13 +133,34 @@ def test_no_error_quotes_a_value_planted_anywhere(name):
             continue
         if shape in ("string", "number", "list", "mapping"):
             accepted.append((path, shape))
-    assert refused
+    assert refused and base == unchanged
     unexpected = [(p, s) for p, s in accepted if not _accepted(p)]
     assert not unexpected, f"these positions accept the marker as a valid value: {unexpected}"
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # Tier 2: every command, on the positions that hold or sit next to credentials
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _each_stack_text_parsed_once():
+    """Six commands read each planted stack file (`outputs`), and the stack reader parses YAML in Python: in this file
+    they get a deep copy of the first parse of the same text. The file is still read and decoded at every command,
+    with its limits (`read_bytes`, `decode`), and a text that does not parse raises every time (lru_cache keeps no
+    exception)."""
+    import functools
+
+    from gpupools.stack import project, reading
+
+    parsed = functools.lru_cache(maxsize=8)(reading.load_yaml)
+
+    def read_document(path, parse=reading.load_yaml):
+        text = reading.decode(reading.read_bytes(path))
+        return copy.deepcopy(parsed(text)) if parse is reading.load_yaml else parse(text)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(project, "read_document", read_document)
+        yield
 
 
 def outputs(tmp_path: Path, config: dict, pool: str) -> list[tuple[str, object]]:
@@ -276,7 +303,8 @@ def _wide_paths() -> set[str]:
 
 def test_the_wide_stacks_set_every_field_of_the_models():
     fields = {f for f in _model_fields(StackConfig) if not f.endswith(".secure")}
-    missing = sorted(f for f in fields if f not in _wide_paths())
+    wide = _wide_paths()
+    missing = sorted(f for f in fields if f not in wide)
     assert not missing, f"wide_stacks.py sets no value for {missing}: add one, so the planting tests reach the field"
 
 
