@@ -114,6 +114,12 @@ PLAN_RUNS = _KEPT["runs"] if _KEPT else {"run": 0, "kept": 0}
 _UNCACHED = _KEPT["uncached"] if _KEPT else [False]  # set while a test that uses monkeypatch runs
 
 
+def _environment() -> tuple:
+    """The environment a plan may read, without PYTEST_CURRENT_TEST, which pytest sets to each test's name and phase
+    (and the program never reads): with it in the key, no plan was ever kept from one test for the next."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"))
+
+
 @functools.wraps(_RUN_PROGRAM)
 def _run_program(config, stack, program=None):
     import json
@@ -122,7 +128,7 @@ def _run_program(config, stack, program=None):
     key = None
     if program is None and not _UNCACHED[0]:
         try:
-            key = (json.dumps(config, sort_keys=True, allow_nan=False), stack, tuple(sorted(os.environ.items())))
+            key = (json.dumps(config, sort_keys=True, allow_nan=False), stack, _environment())
         except (TypeError, ValueError):
             key = None
     if key is not None and key in _PLANS:
@@ -424,9 +430,23 @@ def has_path(upstream: dict, path: tuple) -> bool:
 
 
 def cel_value(expression: str, activation: dict):
-    """Evaluate one CEL expression (cel-python) with plain JSON-like data bound to the activation's names."""
+    """Evaluate one CEL expression (cel-python) with plain JSON-like data bound to the activation's names. An evaluation
+    depends on nothing else, so each (expression, activation) is evaluated once per test run and later calls get a
+    copy of its value (cel-python takes seconds on Karpenter's pairwise rules over a node class's interfaces); an
+    activation that is not plain JSON is evaluated every time."""
+    import json
+
     celpy = pytest.importorskip("celpy")
-    return _cel_program(expression).evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+    try:
+        key = (expression, json.dumps(activation, sort_keys=True, allow_nan=False))
+    except (TypeError, ValueError):
+        return _cel_program(expression).evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+    if key not in _CEL_VALUES:
+        _CEL_VALUES[key] = _cel_program(expression).evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+    return copy.deepcopy(_CEL_VALUES[key])
+
+
+_CEL_VALUES: dict = {}
 
 
 @functools.lru_cache(maxsize=None)
