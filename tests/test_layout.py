@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -17,31 +18,67 @@ from conftest import ROOT
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
-def lint_imports(package_parent: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(package_parent)}
-    return subprocess.run([str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"], capture_output=True, text=True,
-                          env=env, cwd=package_parent, timeout=300)
+# lint-imports once per tree, all in one process: its console script calls lint_imports_command with the arguments
+# (import-linter 2.17, importlinter/cli.py), which reads the tree's package from the path afresh at each call (the
+# graph is built again, --no-cache), so each result is that of `PYTHONPATH=TREE lint-imports` run in TREE; one start of
+# the interpreter and import-linter instead of one per tree.
+LINT_EACH = """
+import contextlib, importlib, io, json, os, sys
+from importlinter.cli import lint_imports_command
 
+config, results = sys.argv[1], {}
+for tree in sys.argv[2:]:
+    os.chdir(tree)
+    sys.path.insert(0, tree)
+    importlib.invalidate_caches()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = lint_imports_command(["--config", config, "--no-cache"])
+        except SystemExit as exc:
+            status = exc.code
+    sys.path.remove(tree)
+    assert "gpupools" not in sys.modules  # read from the files, never imported, so no tree leaves its modules behind
+    results[tree] = [status, out.getvalue(), err.getvalue()]
+print(json.dumps(results))
+"""
 
-def test_the_import_contracts_hold():
-    result = lint_imports(ROOT)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "broken" in result.stdout and " 0 broken" in result.stdout
-
-
-@pytest.mark.parametrize("module, wrong", [
+WRONG_WAY = [
     ("core/catalog.py", "from gpupools.cli import main"),  # core reaching up to the CLI
     ("clouds/aws/pools.py", "from gpupools.autoscaling import karpenter"),  # the cloud asking the autoscaler
     ("clouds/aws/fabric.py", "from gpupools.clouds.gcp import fabric"),  # one cloud's package reaching into another's
     ("fabric/plan.py", "from gpupools.fabric import gpudirect"),  # an import cycle inside a capability
     ("clouds/gcp/capacity.py", "from gpupools.clouds.gcp import pools"),  # an import cycle inside a cloud's package
     ("idle/report.py", "from gpupools.deploy import base"),  # the idle report knowing the components
-])
-def test_a_wrong_way_import_breaks_a_contract(tmp_path, module, wrong):
-    shutil.copytree(ROOT / "gpupools", tmp_path / "gpupools", ignore=shutil.ignore_patterns("__pycache__"))
-    path = tmp_path / "gpupools" / module
-    path.write_text(path.read_text() + f"\n{wrong}\n")
-    result = lint_imports(tmp_path)
+]
+
+
+@pytest.fixture(scope="module")
+def lint_imports(tmp_path_factory):
+    """lint-imports' verdict (a CompletedProcess) on this tree and on copies of it with one wrong-way import added."""
+    trees = {None: ROOT}
+    for module, wrong in WRONG_WAY:
+        tree = tmp_path_factory.mktemp("wrong-way")
+        shutil.copytree(ROOT / "gpupools", tree / "gpupools", ignore=shutil.ignore_patterns("__pycache__"))
+        path = tree / "gpupools" / module
+        path.write_text(path.read_text() + f"\n{wrong}\n")
+        trees[(module, wrong)] = tree
+    done = subprocess.run([sys.executable, "-c", LINT_EACH, str(ROOT / "pyproject.toml"), *map(str, trees.values())], capture_output=True,
+                          text=True, env=os.environ, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    return {key: subprocess.CompletedProcess(LINT_IMPORTS, *results[str(tree)]) for key, tree in trees.items()}
+
+
+def test_the_import_contracts_hold(lint_imports):
+    result = lint_imports[None]
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "broken" in result.stdout and " 0 broken" in result.stdout
+
+
+@pytest.mark.parametrize("module, wrong", WRONG_WAY)
+def test_a_wrong_way_import_breaks_a_contract(lint_imports, module, wrong):
+    result = lint_imports[(module, wrong)]
     assert result.returncode != 0, result.stdout
     assert "BROKEN" in result.stdout
 

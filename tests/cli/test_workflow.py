@@ -327,8 +327,11 @@ OPEN_STACK = {"aws:region": "eu-central-1", "gpupools:cloud": "aws",
 
 
 def _tree(to: Path) -> Path:
-    """A checkout of this repository's gpupools project (what `pip install` and the pack need of it)."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    """A checkout of this repository's gpupools project (what `pip install` and the pack need of it), with the bytecode
+    this tree has compiled: the gate's gpupools runs would otherwise compile every module again, and Python takes a
+    module's .pyc only while it names the source's size and time, which the copy keeps (a file the test changes is
+    compiled from its new source)."""
+    ignore = shutil.ignore_patterns("*.pyc.*")  # only half-written bytecode is left out
     for name in ("gpupools", "policies"):
         shutil.copytree(ROOT / name, to / name, ignore=ignore)
     for name in ("pyproject.toml", "Pulumi.yaml", "__main__.py", "README.md"):

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import types
 import typing
 from pathlib import Path
 
@@ -600,10 +601,10 @@ def test_the_provider_settings_come_from_the_calling_programs_config():
 # The plugin process
 
 
-def test_the_plugin_starts_and_serves_the_schema():
+def test_the_plugin_starts_and_serves_the_schema(plugin):
     """`python components/ <engine>` as Pulumi's Python language host runs a plugin: it prints its port and answers
     GetSchema with the committed schema."""
-    with plugin_and_engine({}) as (stub, _, _):
+    with plugin_and_engine(plugin, {}) as (stub, _, _):
         answer = stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
         info = stub.GetPluginInfo(empty_pb2.Empty(), timeout=60)
     assert json.loads(answer.schema) == json.loads(SCHEMA.read_text())
@@ -613,7 +614,7 @@ def test_the_plugin_starts_and_serves_the_schema():
 class MonitorService(resource_pb2_grpc.ResourceMonitorServicer):
     """Pulumi's mock monitor (as `gpupools plan` records with it) served over gRPC, where a plugin process reaches it."""
 
-    def __init__(self, monitor):
+    def __init__(self, monitor=None):
         self.monitor = monitor
 
     def SupportsFeature(self, request, context):
@@ -634,19 +635,14 @@ class EngineService(engine_pb2_grpc.EngineServicer):
         return empty_pb2.Empty()
 
 
-@contextlib.contextmanager
-def plugin_and_engine(config: dict):
-    """The plugin process, as Pulumi's language host starts it, and a mock engine and monitor it talks to; yields the
-    plugin's stub, a Construct call that records into a plan, and the engine's log."""
-    from gpupools.cli.planrun import Plan, _make_monitor
-
-    plan = Plan(stack="test", cloud=None)
-    monitor = _make_monitor(plan, config.get("aws:region", "eu-central-1"))
-    monitor.make_urn = lambda parent, typ, name: "urn:pulumi:test::gpupools::" + (
-        f"{parent.split('::')[2].split('$')[-1]}${typ}" if parent else typ) + f"::{name}"
-    engine = EngineService()
+@pytest.fixture(scope="module")
+def plugin():
+    """The plugin process, as Pulumi's language host starts it, and the mock engine and monitor server it talks to; one
+    for the tests of this file, as one plugin process serves every Construct of a deployment (the provider server sets
+    the stack's options and config again at each Construct: pulumi/provider/server.py, ProviderServicer._construct)."""
+    engine, monitor = EngineService(), MonitorService()
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
-    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(MonitorService(monitor), server)
+    resource_pb2_grpc.add_ResourceMonitorServicer_to_server(monitor, server)
     engine_pb2_grpc.add_EngineServicer_to_server(engine, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -656,23 +652,40 @@ def plugin_and_engine(config: dict):
         plugin_port = process.stdout.readline().decode().strip()
         assert plugin_port.isdigit(), process.stderr.read().decode() if process.poll() is not None else plugin_port
         with grpc.insecure_channel(f"127.0.0.1:{plugin_port}") as channel:
-            stub = provider_pb2_grpc.ResourceProviderStub(channel)
-
-            def call(component: str, inputs: dict | struct_pb2.Struct, name: str = "gpu"):
-                struct = inputs if isinstance(inputs, struct_pb2.Struct) else json_format.ParseDict(inputs, struct_pb2.Struct())
-                request = provider_pb2.ConstructRequest(
-                    project="gpupools", stack="test", organization="organization", config=to_pulumi_values(config), dryRun=True,
-                    monitorEndpoint=f"127.0.0.1:{port}", type=f"gpupools:index:{component}", name=name, inputs=struct)
-                return stub.Construct(request, timeout=120), plan
-
-            yield stub, call, engine.logs
+            yield types.SimpleNamespace(stub=provider_pb2_grpc.ResourceProviderStub(channel), port=port, engine=engine, monitor=monitor)
     finally:
         process.kill()
         process.wait(timeout=30)
         server.stop(None)
 
 
-def test_the_plugin_answers_construct_for_a_gpu_pool_as_the_python_program_builds_it():
+@contextlib.contextmanager
+def plugin_and_engine(plugin, config: dict):
+    """The plugin process and the mock engine, whose log starts empty, and a monitor of a new plan; yields the
+    plugin's stub, a Construct call that records into that plan, and the engine's log."""
+    from gpupools.cli.planrun import Plan, _make_monitor
+
+    plan = Plan(stack="test", cloud=None)
+    monitor = _make_monitor(plan, config.get("aws:region", "eu-central-1"))
+    monitor.make_urn = lambda parent, typ, name: "urn:pulumi:test::gpupools::" + (
+        f"{parent.split('::')[2].split('$')[-1]}${typ}" if parent else typ) + f"::{name}"
+    plugin.monitor.monitor = monitor
+    plugin.engine.logs.clear()
+
+    def call(component: str, inputs: dict | struct_pb2.Struct, name: str = "gpu"):
+        struct = inputs if isinstance(inputs, struct_pb2.Struct) else json_format.ParseDict(inputs, struct_pb2.Struct())
+        request = provider_pb2.ConstructRequest(
+            project="gpupools", stack="test", organization="organization", config=to_pulumi_values(config), dryRun=True,
+            monitorEndpoint=f"127.0.0.1:{plugin.port}", type=f"gpupools:index:{component}", name=name, inputs=struct)
+        return plugin.stub.Construct(request, timeout=120), plan
+
+    try:
+        yield plugin.stub, call, plugin.engine.logs
+    finally:
+        plugin.monitor.monitor = None
+
+
+def test_the_plugin_answers_construct_for_a_gpu_pool_as_the_python_program_builds_it(plugin):
     """A Construct call over gRPC to the plugin process, which registers with a mock monitor: the pool and the cluster's
     handle the Python program registers for the same stack."""
     pool = {"name": "infer", "instanceType": "g5.12xlarge", "maxNodes": 4, "sharing": {"mode": "time-slicing", "replicas": 4}}
@@ -680,7 +693,7 @@ def test_the_plugin_answers_construct_for_a_gpu_pool_as_the_python_program_build
     config["gpupools:cluster"] = {"name": "ml-test", "create": False}
     program = run_program(config, "test")
     inputs, providers = split(config)
-    with plugin_and_engine(providers) as (_, construct_call, logs):
+    with plugin_and_engine(plugin, providers) as (_, construct_call, logs):
         answer, plan = construct_call("GpuPool", {"pool": pool, **{k: v for k, v in inputs.items() if k not in ("pools", "monitoring")}})
     assert answer.urn == "urn:pulumi:test::gpupools::gpupools:index:GpuPool::gpu"
     assert json_format.MessageToDict(answer.state)["clusterName"] == "ml-test"
@@ -690,9 +703,9 @@ def test_the_plugin_answers_construct_for_a_gpu_pool_as_the_python_program_build
     assert any("ml-test" in line for line in logs)  # the existing cluster's findings reach the engine's log
 
 
-def test_the_plugin_answers_a_bad_input_with_one_line_per_problem():
+def test_the_plugin_answers_a_bad_input_with_one_line_per_problem(plugin):
     inputs = {"cloud": "aws", "cluster": {"name": "prod"}, "pool": {"name": "infer", "instanceType": "g5.2xlarg", "maxNodes": 2}}
-    with plugin_and_engine({"aws:region": "eu-central-1"}) as (_, construct_call, _logs):
+    with plugin_and_engine(plugin, {"aws:region": "eu-central-1"}) as (_, construct_call, _logs):
         with pytest.raises(grpc.RpcError) as caught:
             construct_call("GpuPool", inputs)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
