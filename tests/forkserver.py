@@ -6,9 +6,7 @@ fork server runs the program's head (its imports) once, then forks a child per r
 and runs the program's tail at the top level of the same `-c` program, so it is a process of its own, with its own
 exit status, its output through its own descriptors (files: block-buffered, as a pipe is), its exit handlers and, when
 it ends normally, the interpreter's teardown, and it starts the tail in the state a fresh interpreter is in after the
-head: the loop imports nothing (the server checks), so the modules loaded are the head's alone. What the head wrote
-is each run's too: what reached the server's stdout and stderr (a warning while importing, say) begins each child's,
-and what it left in a buffer each child writes out with its own.
+head: the loop imports nothing (the server checks), so the modules loaded are the head's alone.
 
 What needs a process's very start (a closed stdout, globals defined before the imports) still runs as a new
 interpreter in the tests.
@@ -23,12 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The serving loop, between the head and the tail. A request is one line on stdin: stdout's file, stderr's file and
-# the arguments, NUL-separated; the answer, on a descriptor of its own (REPLY), is the child's exit status (negative:
-# the signal that ended it). Names start with an underscore so as not to shadow the program's.
+# The serving loop, between the head and the tail. A request is one line: stdout's file, stderr's file and the
+# arguments, NUL-separated; the answer is the child's exit status (negative: the signal that ended it). Names start
+# with an underscore so as not to shadow the program's.
 LOOP = r"""
 import os as _os
-_reply = REPLY
 _before = set(sys.modules)
 while True:
     _line = b""
@@ -42,7 +39,6 @@ while True:
         _os._exit(3)
     _pid = _os.fork()
     if _pid == 0:
-        _os.close(_reply)
         for _fd, _path, _flags in ((0, _os.devnull, _os.O_RDONLY), (1, _out, _os.O_WRONLY | _os.O_TRUNC),
                                    (2, _err, _os.O_WRONLY | _os.O_TRUNC)):
             _new = _os.open(_path, _flags)
@@ -50,7 +46,7 @@ while True:
             _os.close(_new)
         sys.argv[1:] = _args
         break
-    _os.write(_reply, b"%d\n" % _os.waitstatus_to_exitcode(_os.waitpid(_pid, 0)[1]))
+    _os.write(1, b"%d\n" % _os.waitstatus_to_exitcode(_os.waitpid(_pid, 0)[1]))
 """
 
 
@@ -61,15 +57,9 @@ class ForkServer:
     def __init__(self, head: str, tail: str, cwd: Path, env: dict | None = None, argv: tuple[str, ...] = ()):
         assert "import sys" in head, "the loop uses sys, which the head imports"
         self.tmp = tempfile.TemporaryDirectory(prefix="forkserver-")
-        self.logs = [open(Path(self.tmp.name) / f"server.{name}", "w+b") for name in ("out", "err")]
-        replies, reply = os.pipe()
-        loop = LOOP.replace("REPLY", str(reply))
-        try:
-            self.server = subprocess.Popen([sys.executable, "-c", head.rstrip("\n") + "\n" + loop + tail, *argv], cwd=cwd, env=env,
-                                           stdin=subprocess.PIPE, stdout=self.logs[0], stderr=self.logs[1], pass_fds=(reply,))
-        finally:
-            os.close(reply)
-        self.replies = os.fdopen(replies, "rb")
+        self.log = open(Path(self.tmp.name) / "server.err", "w+b")
+        self.server = subprocess.Popen([sys.executable, "-c", head.rstrip("\n") + "\n" + LOOP + tail, *argv], cwd=cwd, env=env,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
         self.runs = 0
 
     def run(self, *args: str, timeout: float = 300, text: bool = False) -> subprocess.CompletedProcess:
@@ -80,24 +70,19 @@ class ForkServer:
         err.write_bytes(b"")
         self.server.stdin.write("\0".join([str(out), str(err), *args]).encode() + b"\n")
         self.server.stdin.flush()
-        ready, _, _ = select.select([self.replies], [], [], timeout)
-        answer = self.replies.readline() if ready else b""
-        head = [self.head(log) for log in self.logs]
+        ready, _, _ = select.select([self.server.stdout], [], [], timeout)
+        answer = self.server.stdout.readline() if ready else b""
         if not answer.strip().lstrip(b"-").isdigit():
             self.close()
-            raise RuntimeError(f"the fork server gave no status for {args} ({answer!r}, ended with {self.server.returncode}): "
-                               f"{head[1].decode(errors='replace')[-2000:]}")
-        stdout, stderr = head[0] + out.read_bytes(), head[1] + err.read_bytes()
+            self.log.seek(0)
+            raise RuntimeError(f"the fork server gave no status for {args} (ended with {self.server.returncode}): "
+                               f"{self.log.read().decode(errors='replace')[-2000:]}")
+        stdout, stderr = out.read_bytes(), err.read_bytes()
         out.unlink()
         err.unlink()
         if text:
             stdout, stderr = stdout.decode(), stderr.decode()
         return subprocess.CompletedProcess(list(args), int(answer), stdout, stderr)
-
-    @staticmethod
-    def head(log) -> bytes:
-        log.seek(0)
-        return log.read()
 
     def close(self) -> None:
         if self.server.poll() is None:
@@ -107,7 +92,6 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self.server.kill()
                 self.server.wait()
-        self.replies.close()
-        for log in self.logs:
-            log.close()
+        self.server.stdout.close()
+        self.log.close()
         self.tmp.cleanup()
