@@ -51,14 +51,13 @@ while True:
 
 
 class ForkServer:
-    """`run(*args)` is `subprocess.run([python, "-c", head + tail, *argv, *args], cwd=cwd, env=env, capture_output=True)`
-    where the head has read its arguments, ARGV, and left sys.argv[1:] to the tail."""
+    """`run(*args)` is `subprocess.run([python, "-c", head + tail, *args], cwd=cwd, env=env, capture_output=True)`."""
 
-    def __init__(self, head: str, tail: str, cwd: Path, env: dict | None = None, argv: tuple[str, ...] = ()):
+    def __init__(self, head: str, tail: str, cwd: Path, env: dict | None = None):
         assert "import sys" in head, "the loop uses sys, which the head imports"
         self.tmp = tempfile.TemporaryDirectory(prefix="forkserver-")
         self.log = open(Path(self.tmp.name) / "server.err", "w+b")
-        self.server = subprocess.Popen([sys.executable, "-c", head.rstrip("\n") + "\n" + LOOP + tail, *argv], cwd=cwd, env=env,
+        self.server = subprocess.Popen([sys.executable, "-c", head.rstrip("\n") + "\n" + LOOP + tail], cwd=cwd, env=env,
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
         self.runs = 0
 

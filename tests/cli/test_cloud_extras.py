@@ -15,12 +15,10 @@ from gpupools.clouds.registry import MODULES
 from gpupools.validation.stack import validate_stack
 
 from conftest import ROOT, stack_config
-from forkserver import ForkServer
 
 # Runs the CLI as if pip had never installed the packages named in argv[1]: the finder first on sys.meta_path
-# answers for them (and their submodules) the way a missing package does. ABSENT_IMPORTS is the script up to the
-# command: the fork server (tests/forkserver.py) runs it once.
-ABSENT_IMPORTS = """
+# answers for them (and their submodules) the way a missing package does.
+ABSENT = """
 import sys
 
 absent = set(sys.argv[1].split(","))
@@ -37,26 +35,17 @@ class Absent:
 sys.meta_path.insert(0, Absent())
 sys.argv = ["gpupools", *sys.argv[2:]]
 from gpupools.cli.main import main
+
+main()
 """
-ABSENT = ABSENT_IMPORTS + "\nmain()\n"
 
 AWS_ONLY = "pulumi_azure_native,pulumi_gcp"
 GCP_LINE = "error: cloud: gcp needs the Google Cloud provider (pulumi-gcp), which this installation leaves out: pip install 'gpupools[gcp]'"
 
 
-ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": tempfile.gettempdir()}
-
-
 def run_without(absent: str, *args: str, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", ABSENT, absent, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=ENV)
-
-
-@pytest.fixture(scope="module")
-def aws_only():
-    """`run_without(AWS_ONLY, *args)`, each a new process forked after the script's imports (tests/forkserver.py)."""
-    server = ForkServer(ABSENT_IMPORTS, "main()\n", ROOT, ENV, argv=(AWS_ONLY,))
-    yield lambda *args: server.run(*args, text=True)
-    server.close()
+    return subprocess.run([sys.executable, "-c", ABSENT, absent, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": tempfile.gettempdir()})
 
 
 def pyproject() -> dict:
@@ -104,15 +93,15 @@ def test_a_stack_whose_provider_is_missing_gets_one_line(monkeypatch):
     ("workload", "--stack", "dev-gcp", "--pool", "infer"),
     ("idle", "--prometheus", "http://127.0.0.1:9", "--stack", "dev-gcp", "--by", "team"),
 ], ids=lambda a: a[0] + ("-json" if "--json" in a else ""))
-def test_every_command_names_the_extra_in_an_aws_only_install(aws_only, args):
-    result = aws_only(*args)
+def test_every_command_names_the_extra_in_an_aws_only_install(args):
+    result = run_without(AWS_ONLY, *args)
     assert (result.returncode, result.stderr, result.stdout) == (2, GCP_LINE + "\n", "")
 
 
-def test_an_aws_only_install_plans_and_checks_aws_stacks(aws_only, tmp_path):
+def test_an_aws_only_install_plans_and_checks_aws_stacks(tmp_path):
     for args in (("plan", "--stack", "dev-aws"), ("check", "--stack", "dev-aws-existing"),
                  ("render", "--stack", "dev-aws", "--out", str(tmp_path / "out"))):
-        result = aws_only(*args)
+        result = run_without(AWS_ONLY, *args)
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     azure = run_without("pulumi_aws,pulumi_gcp", "plan", "--stack", "dev-azure")
     assert azure.returncode == 0, azure.stderr
