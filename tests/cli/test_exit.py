@@ -12,31 +12,20 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ROOT
-from forkserver import ForkServer
 from gpupools.cli.main import app, exit_status
 
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.dev-*.yaml"))
 
 
 # What the console script runs, with this checkout's package first on the path (the script's own may be another's).
-CONSOLE_IMPORTS = "import sys; sys.argv[0] = 'gpupools'; from gpupools.cli.main import main\n"
-CONSOLE_SCRIPT = CONSOLE_IMPORTS + "main()\n"
-ENV = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # block-buffered, as in a user's shell
+CONSOLE_SCRIPT = "import sys; sys.argv[0] = 'gpupools'; from gpupools.cli.main import main; main()"
 
 
 def process(*args: str, stdout=subprocess.PIPE, code: str = CONSOLE_SCRIPT) -> subprocess.CompletedProcess:
     """`gpupools ARGS` as its console script runs it (or CODE, which calls main itself), output as bytes."""
     command = [sys.executable, "-c", code, *args]
-    return subprocess.run(command, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, env=ENV, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def console():
-    """`process(*args)` with the console script, each a new process forked after the script's imports
-    (tests/forkserver.py) instead of an interpreter started again."""
-    server = ForkServer(CONSOLE_IMPORTS, "main()\n", ROOT, ENV)
-    yield server.run
-    server.close()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # block-buffered, as in a user's shell
+    return subprocess.run(command, cwd=ROOT, stdout=stdout, stderr=subprocess.PIPE, env=env, timeout=300)
 
 
 def in_process(*args: str):
@@ -44,8 +33,8 @@ def in_process(*args: str):
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_plan_json_of_every_example_stack_is_what_the_command_computes(console, stack):
-    proc, same = console("plan", "--stack", stack, "--json"), in_process("plan", "--stack", stack, "--json")
+def test_plan_json_of_every_example_stack_is_what_the_command_computes(stack):
+    proc, same = process("plan", "--stack", stack, "--json"), in_process("plan", "--stack", stack, "--json")
     assert proc.stdout == same.stdout_bytes and len(proc.stdout) > 10_000
     # stderr holds the plan's warnings and nothing else (dev-gcore: its region is not checked offline).
     warnings = "".join(f"warning: {w}\n" for w in json.loads(proc.stdout).get("warnings", []))
@@ -63,19 +52,19 @@ def test_plan_json_of_every_example_stack_is_what_the_command_computes(console, 
     (("catalog", "--cloud", "nope"), 2),
     ((), 2),  # no command: the help, and usage status
 ])
-def test_status_and_output_are_kept(console, args, status, tmp_path):
+def test_status_and_output_are_kept(args, status, tmp_path):
     budget = tmp_path / "budget.json"
     budget.write_text('{"fleet-budget": {"maxGpus": 1}}')
     args = tuple(str(budget) if a == "BUDGET" else a for a in args)
-    proc, same = console(*args), in_process(*args)
+    proc, same = process(*args), in_process(*args)
     assert proc.returncode == same.exit_code == status
     assert proc.stdout == same.stdout_bytes
     assert proc.stderr.decode() == same.stderr
     assert proc.stdout if status != 2 or not args else proc.stderr.startswith(b"error: ")
 
 
-def test_render_writes_every_file(console, tmp_path):
-    proc, same = console("render", "--stack", "dev-aws", "--out", str(tmp_path / "a")), in_process("render", "--stack", "dev-aws", "--out", str(tmp_path / "b"))
+def test_render_writes_every_file(tmp_path):
+    proc, same = process("render", "--stack", "dev-aws", "--out", str(tmp_path / "a")), in_process("render", "--stack", "dev-aws", "--out", str(tmp_path / "b"))
     assert proc.returncode == same.exit_code == 0
     assert proc.stdout.decode() == same.stdout.replace(str(tmp_path / "b"), str(tmp_path / "a"))
     written = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
