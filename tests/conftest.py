@@ -100,7 +100,8 @@ if _kubernetes_validate is not None and hasattr(_kubernetes_validate, "schema_co
 # gpupools.cli.planrun.run_program, kept per (stack config, stack name, environment) for the test run. Many tests plan
 # the same stacks (the example stacks through the CLI, `plan --json` then `plan --against` of one file, the charts'
 # stacks at collection), and a plan is the costliest step of most tests. The program is deterministic in these
-# inputs, so each later call gets an unpickled copy of the first plan, its own to change. Not kept: a run of another
+# inputs, so each later call gets an unpickled copy of the first plan, its own to change. The config is keyed in its own
+# order: the program follows the order of its mappings (a team's quotas order its landing rows). Not kept: a run of another
 # program, a config that is not plain JSON, a run that raises (it raises every time), and every run inside a test
 # that uses `monkeypatch` (it may have patched what the program reads). Tests that import run_program, and the CLI,
 # which imports it when it plans, get this one; `PLAN_RUNS` counts the programs really run. Some tests import this
@@ -128,7 +129,7 @@ def _run_program(config, stack, program=None):
     key = None
     if program is None and not _UNCACHED[0]:
         try:
-            key = (json.dumps(config, sort_keys=True, allow_nan=False), stack, _environment())
+            key = (json.dumps(config, allow_nan=False), stack, _environment())
         except (TypeError, ValueError):
             key = None
     if key is not None and key in _PLANS:

@@ -1,5 +1,5 @@
 """What tests/conftest.py keeps for the test run hands out what it would have computed: a plan kept per stack config,
-stack name and environment is each caller's own copy, and a test that monkeypatches plans anew."""
+stack name and environment (in its own key order) is each caller's own copy, and a test that monkeypatches plans anew."""
 
 from __future__ import annotations
 
@@ -56,3 +56,27 @@ def test_the_cli_plans_through_the_kept_plans(tmp_path):
     outputs = [CliRunner().invoke(app, ["plan", "--config", str(path), "--json"]) for _ in range(2)]
     assert [r.exit_code for r in outputs] == [0, 0] and outputs[0].stdout == outputs[1].stdout
     assert conftest.PLAN_RUNS["run"] == runs + 1
+
+
+def test_a_plan_is_kept_from_one_test_to_the_next():
+    """pytest names the running test in PYTEST_CURRENT_TEST, which the program never reads: it is not part of the key."""
+    config = stack_config("aws", pools=[{"name": "kept", "instanceType": "g6.xlarge", "maxNodes": 4}])
+    plan_of(config)
+    runs, name = conftest.PLAN_RUNS["run"], os.environ["PYTEST_CURRENT_TEST"]
+    os.environ["PYTEST_CURRENT_TEST"] = "tests/another.py::test_next (call)"
+    try:
+        plan_of(config)
+    finally:
+        os.environ["PYTEST_CURRENT_TEST"] = name
+    assert conftest.PLAN_RUNS["run"] == runs
+
+
+def test_a_config_in_another_key_order_is_planned_for_itself():
+    """The program follows the order of its mappings (a team's quotas order its landing rows): two configs that differ
+    only in that order are two plans."""
+    pools = [{"name": "infer", "instanceType": "g5.2xlarge", "maxNodes": 3}, {"name": "train", "instanceType": "g5.12xlarge", "maxNodes": 2}]
+    config = stack_config("aws", teams=[{"name": "research", "gpus": {"infer": 2, "train": 2}}], pools=pools)
+    reordered = {**config, "gpupools:teams": [{"name": "research", "gpus": {"train": 2, "infer": 2}}]}
+    first = [row["pool"] for row in plan_of(config).outputs["landing"]]
+    second = [row["pool"] for row in plan_of(reordered).outputs["landing"]]
+    assert first[0] == "infer" and second[0] == "train"

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpupools.stack.errors import Problem, field_path, name_like
-from test_component_package import OUTPUT_SIG, POOL, RESOURCE_SIG, SCHEMA, SECRET_SIG, UNKNOWN, plugin_and_engine
+from test_component_package import OUTPUT_SIG, POOL, RESOURCE_SIG, SCHEMA, SECRET_SIG, UNKNOWN, plugin, plugin_and_engine  # noqa: F401 - plugin is the fixture
 
 AWS = {"aws:region": "eu-central-1"}
 ASSET_SIG = {"4dabf18193072939515e22adb298388d": "c44067f5952c0a294b673a41bacd8c17"}  # rpc.py _special_asset_sig
@@ -218,9 +218,9 @@ def check_refusal(caught: grpc.RpcError, component: str, name: str, path: tuple,
     assert [t for t in hidden if t in answer] == []
 
 
-def test_wrong_inputs_over_grpc_are_refused_in_one_line_each_where_they_are():
+def test_wrong_inputs_over_grpc_are_refused_in_one_line_each_where_they_are(plugin):
     count, seen = [0], collections.Counter()
-    with plugin_and_engine(AWS) as (_, construct_call, logs):
+    with plugin_and_engine(plugin, AWS) as (_, construct_call, logs):
         started = time.monotonic()
 
         @settings(max_examples=150, derandomize=True, database=None, deadline=None,
@@ -267,10 +267,10 @@ def wrapped_cases(draw):
     return inputs, seen
 
 
-def test_right_inputs_sent_as_secrets_or_output_values_are_taken_as_themselves():
+def test_right_inputs_sent_as_secrets_or_output_values_are_taken_as_themselves(plugin):
     """Wrapped anywhere, the inputs build the same pool: the engine makes the whole mapping around a secret one
     secret Output, which Pulumi's mapping took for no mapping at all."""
-    with plugin_and_engine(AWS) as (_, construct_call, _logs):
+    with plugin_and_engine(plugin, AWS) as (_, construct_call, _logs):
         inputs = BASES["GpuPool"] | {"pool": {**POOL, "labels": {"team": "search"}, "zones": ["eu-central-1a"]}}
         answer, _plan = construct_call("GpuPool", struct(inputs), "plain")
         expected = json_format.MessageToDict(answer.state)["poolDetails"]
