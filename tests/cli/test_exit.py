@@ -3,6 +3,7 @@ status, stdout, stderr and files are those of the same command run in-process, w
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -32,13 +33,42 @@ def in_process(*args: str):
     return CliRunner().invoke(app, list(args), catch_exceptions=False, prog_name="gpupools")
 
 
+# The provider SDK modules a process imported, listed on stderr by an exit handler registered before the console script
+# runs: the console script runs the exit handlers as it ends (gpupools.cli.main.exit_now), so the listing is stderr's
+# last line and everything before it is the command's own.
+SDKS = ("pulumi_aws", "pulumi_gcp", "pulumi_azure_native", "pulumi_random")
+LISTING = ("import atexit, sys\n"
+           "def listing(sdks=%r):\n"
+           "    print('imported:', ' '.join(sorted(m for m in sys.modules if m.partition('.')[0] in sdks and m.count('.') < 2 "
+           "and not m.endswith('._utilities'))), file=sys.stderr)\n"
+           "atexit.register(listing)\n" % (SDKS,))
+
+
+@functools.cache
+def example_plan(stack: str) -> tuple[subprocess.CompletedProcess, str, str]:
+    """`gpupools plan --stack STACK --json` as the console script runs it, once per stack for the two tests below:
+    (the process, its stderr without the listing, the listing)."""
+    proc = process("plan", "--stack", stack, "--json", code=LISTING + CONSOLE_SCRIPT)
+    *own, listing = proc.stderr.decode().splitlines(keepends=True) or [""]
+    return proc, "".join(own), listing
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_plan_json_of_every_example_stack_is_what_the_command_computes(stack):
-    proc, same = process("plan", "--stack", stack, "--json"), in_process("plan", "--stack", stack, "--json")
+    (proc, stderr, _), same = example_plan(stack), in_process("plan", "--stack", stack, "--json")
     assert proc.stdout == same.stdout_bytes and len(proc.stdout) > 10_000
     # stderr holds the plan's warnings and nothing else (dev-gcore: its region is not checked offline).
     warnings = "".join(f"warning: {w}\n" for w in json.loads(proc.stdout).get("warnings", []))
-    assert (proc.returncode, proc.stderr.decode()) == (same.exit_code, same.stderr) == (0, warnings)
+    assert (proc.returncode, stderr) == (same.exit_code, same.stderr) == (0, warnings)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_plan_imports_no_generated_provider_module(stack):
+    """What a plan imports: no generated provider module (resources and invokes go by type token, components/wire.py);
+    tests/components/test_imports.py checks the same of a plan that reads an existing cluster."""
+    proc, stderr, listing = example_plan(stack)
+    assert proc.returncode == 0, stderr
+    assert listing.split() == ["imported:"], stderr + listing
 
 
 @pytest.mark.parametrize("args, status", [
