@@ -264,9 +264,14 @@ def recorded(tmp_path_factory, end, history_data, prometheus):
     assert series in idle["expr"]
     inlined = {**idle, "expr": idle["expr"].replace(series, f"({step['expr']})"), "labels": step["labels"]}
     (work / "rules.yml").write_text(yaml.safe_dump({"groups": [{**group, "rules": [step, inlined, ran]}]}))
+    # The rules file is named relative to promtool's working directory, so the group's evaluation offset is the same at
+    # every run: Prometheus derives it from a hash of the group's name and file as given (v2.42.0 rules/manager.go,
+    # Group.hash and EvalTimestamp), and promtool's backfill writes no step that falls in the last second before a
+    # block boundary (cmd/promtool/rules.go, importRule: one range query per 2 h block, ending a second early). With
+    # the file's full path in the hash, a temporary directory's name decided whether a step went missing.
     subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "rules", f"--url={prometheus}", f"--start={end - (HOURS - 1) * 3600}",
-                    f"--end={end + 30}", f"--output-dir={work / 'blocks'}", "--quiet", str(work / "rules.yml")],
-                   check=True, capture_output=True, timeout=600, env=go_env())
+                    f"--end={end + 30}", f"--output-dir={work / 'blocks'}", "--quiet", "rules.yml"],
+                   check=True, capture_output=True, timeout=600, env=go_env(), cwd=work)
     for block in (work / "blocks").iterdir():
         shutil.move(str(block), data / block.name)
     with serving(data, work / "prometheus.log") as url:
