@@ -250,13 +250,19 @@ if _typer_testing is not None and hasattr(_typer_testing, "_get_command") and no
 # seconds in one process (measured; approximate); every other file counts a tenth of a second per test. A new slow
 # file belongs here; a stale number only moves a file in the queue.
 FILE_SECONDS = {
-    "tests/idle/test_idle_report.py": 27, "tests/monitoring/test_rules.py": 24, "tests/stack/test_no_echo.py": 22,
-    "tests/cli/test_exit.py": 22, "tests/cli/test_manifest_scan.py": 19, "tests/cli/test_against_large.py": 19,
-    "tests/components/test_imports.py": 16, "tests/fabric/test_fabric.py": 11, "tests/components/test_wire.py": 10,
-    "tests/charts/test_helm_render.py": 10, "tests/policies/test_check.py": 8, "tests/cli/test_against_size.py": 7,
-    "tests/components/test_component_fuzz.py": 6, "tests/components/test_component_package.py": 6,
-    "tests/cli/test_cloud_extras.py": 6, "tests/core/test_vgpu.py": 6, "tests/test_layout.py": 5, "tests/queues/test_teams.py": 5,
-    "tests/cli/test_workflow.py": 5, "tests/policies/test_pack_config_guard.py": 5, "tests/upgrades/test_upgrades.py": 5,
+    "tests/cli/test_exit.py": 23, "tests/idle/test_idle_report.py": 22, "tests/monitoring/test_rules.py": 21,
+    "tests/cli/test_manifest_scan.py": 16, "tests/cli/test_against_large.py": 15, "tests/stack/test_no_echo.py": 14,
+    "tests/charts/test_helm_render.py": 14, "tests/cli/test_against_size.py": 9, "tests/fabric/test_fabric.py": 8,
+    "tests/cli/test_cloud_extras.py": 7, "tests/components/test_wire.py": 7, "tests/upgrades/test_upgrades.py": 6,
+    "tests/cli/test_workflow.py": 5, "tests/policies/test_pack_config_guard.py": 5,
+    "tests/components/test_component_fuzz.py": 5, "tests/fleet/test_fleet.py": 5,
+    "tests/components/test_component_package.py": 5, "tests/core/test_vgpu.py": 4,
+    "tests/autoscaling/test_autoscaling.py": 4, "tests/policies/test_check.py": 4,
+    "tests/clouds/test_cluster_controls.py": 4, "tests/components/test_components.py": 4, "tests/test_layout.py": 4,
+    "tests/clouds/test_gcore_api.py": 4, "tests/cli/test_render_output.py": 3, "tests/idle/test_prometheus_auth.py": 3,
+    "tests/cli/test_plan_runner.py": 3, "tests/cli/test_previous_plan_shapes.py": 3,
+    "tests/monitoring/test_monitoring.py": 3, "tests/cli/test_boundaries.py": 3,
+    "tests/clouds/test_managed_autopilot.py": 3, "tests/policies/test_policies_capacity_mistakes.py": 3,
 }
 
 
