@@ -126,6 +126,17 @@ def read_previous_plan(path: Path, stack: str) -> dict:
     return doc
 
 
+
+def _fleet_run(loaded: tuple):
+    """A fleet stack's plan, run with every worker's; a ConfigError ends the command as one line per problem."""
+    from gpupools.cli.fleet import run_fleet
+
+    raw, fleet_stack, fleet_plan, name = loaded
+    try:
+        return run_fleet(raw, name, fleet_stack, fleet_plan)
+    except ConfigError as exc:
+        fail(exc.problems)
+
 @app.command()
 def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as_json: bool = JsonOpt,
          against: Optional[Path] = typer.Option(None, "--against", dir_okay=False,
@@ -133,13 +144,10 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
     """Show what `pulumi up` would create, offline, by running the program under Pulumi's mock engine."""
     loaded = load(stack, config, fleet=True)
     if len(loaded) == 4:
-        from gpupools.cli.fleet import plan_json, plan_lines, run_fleet
+        from gpupools.cli.fleet import plan_json, plan_lines
 
         raw, fleet_stack, fleet_plan, name = loaded
-        try:
-            result = run_fleet(raw, name, fleet_stack, fleet_plan)
-        except ConfigError as exc:
-            fail(exc.problems)
+        result = _fleet_run(loaded)
         typer.echo(json.dumps(plan_json(fleet_plan, result), indent=2, sort_keys=True) if as_json
                    else "\n".join(plan_lines(fleet_stack, fleet_plan, len(result.resources), stack_path(stack, config)[0])))
         return
@@ -274,10 +282,9 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     def explained(job: dict, docs: list[dict] = ()) -> str:
         """--explain's comment lines. Whatever the flag, a Job that would not land is said on stderr, one line naming the
         step it stops at: printed without a word, it would be applied and wait in its queue or stay Pending."""
-        from gpupools.core.pools import POOL_LABEL
         from gpupools.landing.check import cluster_of, land
 
-        target_name = pool or (job["spec"]["template"]["spec"].get("nodeSelector") or {}).get(POOL_LABEL) if job.get("kind") == "Job" else pool
+        target_name = _job_pool(job, pool) if job.get("kind") == "Job" else pool
         cluster = cluster_of(typed)
         target = next((p for p in cluster.plans if p.name == target_name), None)
         if target is None:  # a team's Job on Kueue without --pool: its queue's flavors pick the pool
@@ -394,14 +401,20 @@ def workload(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt
     _print_job(typed, pool, job, explained)
 
 
+def _job_pool(job: dict, pool: str | None) -> str | None:
+    """The pool a Job runs on: the one its nodeSelector names, else --pool (a team's Job on Kueue without --pool names
+    none: its queue's flavors pick the pool)."""
+    from gpupools.core.pools import POOL_LABEL
+
+    return (job["spec"]["template"]["spec"].get("nodeSelector") or {}).get(POOL_LABEL, pool)
+
+
 def _print_job(typed, pool: str | None, job: dict, explained) -> None:
     """The Job, led on a DRA pool (a preview) by the ResourceClaimTemplate its pods claim the GPUs from."""
     from gpupools.fabric.dragpu import dra_docs
     from gpupools.pools.planning import plan_pool
 
-    from gpupools.core.pools import POOL_LABEL
-
-    label = (job["spec"]["template"]["spec"].get("nodeSelector") or {}).get(POOL_LABEL, pool)
+    label = _job_pool(job, pool)
     target = next((p for p in typed.pools if p.name == label), None)
     docs = dra_docs(plan_pool(typed, target), [job]) if target is not None and typed.sharing_of(target).mode == "dra" else [job]
     if len(docs) == 1:
@@ -523,13 +536,8 @@ def check(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt,
         fail(exc.problems)
     loaded = load(stack, config, fleet=True)
     if len(loaded) == 4:
-        from gpupools.cli.fleet import run_fleet
-
         raw, fleet_stack, fleet_plan, name = loaded
-        try:
-            planned = run_fleet(raw, name, fleet_stack, fleet_plan)
-        except ConfigError as exc:
-            fail(exc.problems)
+        planned = _fleet_run(loaded)
     else:
         raw, _typed, name = loaded
         planned = run_plan(raw, name)
