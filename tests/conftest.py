@@ -246,7 +246,10 @@ def _rewrite_into_cache(file: str) -> None:
 
 # What a test process holds after collection (imported modules, the parametrize tables, the kept parses above) lives to
 # its end; the cyclic collector's full passes walked it all again and again. Frozen once collected, it is left out of them
-# (gc.freeze, CPython 3.7+); what the tests make is collected as before.
+# (gc.freeze, CPython 3.7+). The same holds for what each test file leaves alive when it ends (the kept plans and
+# parses, session fixtures, compiled CEL and schemas): once the file's own fixtures are torn down, what it left as
+# garbage is collected and what survives is frozen in turn, so the full passes (and pytest's own at the end of the run,
+# _pytest/unraisableexception.py) walk only what the current file made.
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
     gc.collect()
@@ -260,6 +263,9 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
     finally:
         _UNCACHED[0] = False
+        if nextitem is None or nextitem.path != item.path:
+            gc.collect()
+            gc.freeze()
 
 
 # typer's CliRunner builds the click command of the Typer app again at every invoke (typer 0.28.0, typer/testing.py,
