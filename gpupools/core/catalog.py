@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from gpupools.core import packaged
 from gpupools.stack.errors import close_matches
@@ -128,9 +128,14 @@ class Catalog:
 
     def gcp_zones_in(self, accelerator: str, region: str) -> list[str] | None:
         """Zones of `region` that offer the accelerator; None when the catalog knows nothing of that region."""
-        if not any(zone_region(z) == region for zones in self.gcp_zones.values() for z in zones):
+        if region not in self._gcp_regions:
             return None
         return [z for z in self.gcp_zones.get(accelerator, ()) if zone_region(z) == region]
+
+    @cached_property
+    def _gcp_regions(self) -> frozenset[str]:
+        """The regions of every zone `gcp_zones` lists: the same for every call, and a plan asks once per pool."""
+        return frozenset(zone_region(z) for zones in self.gcp_zones.values() for z in zones)
 
     def instance(self, cloud: str, name: str) -> InstanceType | None:
         return self.instances.get(cloud, {}).get(name)

@@ -258,28 +258,43 @@ def _safe_form(value: Any) -> bool:
     return isinstance(value, str) and name_like(value)
 
 
-def _hidden(loc: tuple, value: Any) -> bool:
-    return _secret_field(loc) or not _safe_form(value)
+# How many steps the longest SECRET_FIELDS pattern has: a path is in a secret field when its first steps match a
+# pattern (`_secret_field`), so below that depth a value's field is as secret as its parent's.
+_SECRET_DEPTH = max(len(_pattern_steps(pattern)) for pattern in SECRET_FIELDS)
+
+
+def _child_field(steps: tuple[str, ...] | None, secret: bool, step: Any) -> tuple[tuple[str, ...] | None, bool]:
+    """The `_steps` of a child at `step` and whether it lies in a secret field, from its parent's. A path is matched
+    against SECRET_FIELDS only while it is no longer than the longest pattern; deeper, the answer is the parent's and
+    the path is no longer needed (None), so the walk below spends nothing per value on its field."""
+    if secret or steps is None:
+        return None, secret
+    child = (*steps, "*" if isinstance(step, int) else str(step))
+    if len(child) > _SECRET_DEPTH:
+        return None, False
+    return child, _secret_steps(child, SECRET_FIELDS)
 
 
 def _hidden_values(config: Any) -> list[tuple[str, str]]:
     """Every value and key of a stack file's config that no message may quote: (text as found, description)."""
     out: list[tuple[str, str]] = []
-    stack: list[tuple[Any, tuple]] = [(config, ())]
+    # Every refused stack is walked whole, so each node carries what `_secret_field` would answer for its path,
+    # worked out once per field from its parent's (`_child_field`) rather than from the whole path at every value.
+    stack: list[tuple[Any, tuple[str, ...] | None, bool]] = [(config, (), False)]
     while stack:
-        node, loc = stack.pop()
+        node, steps, secret = stack.pop()
         if isinstance(node, dict):
             for key, child in node.items():
                 # Top-level keys are namespaced (gpupools:pools); the models' paths start after the namespace.
-                step = str(key).partition(":")[2] if not loc and str(key).startswith("gpupools:") else key
-                if isinstance(key, str) and not name_like(key) and len(key) >= _MIN_HIDDEN:
+                step = str(key).partition(":")[2] if steps == () and str(key).startswith("gpupools:") else key
+                if isinstance(key, str) and len(key) >= _MIN_HIDDEN and not name_like(key):
                     out.append((key, f"<{kind(key)}>"))
-                stack.append((child, (*loc, step)))
+                stack.append((child, *_child_field(steps, secret, step)))
         elif isinstance(node, list):
-            stack.extend((child, (*loc, i)) for i, child in enumerate(node))
-        elif isinstance(node, str) and len(node) >= _MIN_HIDDEN and _hidden(loc, node):
+            stack.extend((child, *_child_field(steps, secret, i)) for i, child in enumerate(node))
+        elif isinstance(node, str) and len(node) >= _MIN_HIDDEN and (secret or not _safe_form(node)):
             out.append((node, f"<{kind(node)}, not shown>"))
-        elif isinstance(node, (int, float)) and not isinstance(node, bool) and _hidden(loc, node):
+        elif isinstance(node, (int, float)) and not isinstance(node, bool) and (secret or not _safe_form(node)):
             text = f"{node!r}" if isinstance(node, float) else describe(node)
             if len(text) >= _MIN_HIDDEN:
                 out.append((text, f"<{kind(node)}, not shown>"))

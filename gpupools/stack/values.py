@@ -47,12 +47,13 @@ def read_stack_file(path: str | Path) -> dict[str, Any]:
 def _decode_secure(value: Any) -> Any:
     """Encrypted values (`{secure: ...}`) cannot be read offline; keep a placeholder that says so, also inside
     structured values (`pulumi config set --secret --path` puts them there)."""
-    if isinstance(value, dict) and set(value) == {"secure"}:
-        return SecretPlaceholder()
+    # Every command decodes every value of the stack: a scalar is kept as it is without a call of its own.
     if isinstance(value, dict):
-        return {k: _decode_secure(v) for k, v in value.items()}
+        if len(value) == 1 and "secure" in value:
+            return SecretPlaceholder()
+        return {k: _decode_secure(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode_secure(v) for v in value]
+        return [_decode_secure(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 

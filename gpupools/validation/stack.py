@@ -46,7 +46,7 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
     leaves out, such as AWS_REGION. Every problem leaves through `redact`: whichever check wrote it, it quotes no
     value of the stack that `gpupools.stack.errors.quotable` does not allow.
     """
-    disputes = list(_disputes(config, ()))
+    disputes = list(_disputes(config, ())) if _holds_disputed(config) else []
     if disputes:
         raise ConfigError(redact(_dispute_problems(config, disputes, environ), _settle(config, lambda d: d.pulumi_reads))) from None
     try:
@@ -71,6 +71,21 @@ def _disputes(value: Any, loc: tuple):
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from _disputes(item, (*loc, i))
+
+
+def _holds_disputed(value: Any) -> bool:
+    """Whether any value is disputed: what `_disputes` finds, without spelling a location for every value on the way.
+    Every command validates first, and nearly no stack holds one."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Disputed):
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _settle(value: Any, choose) -> Any:
@@ -206,6 +221,8 @@ def invisible_problems(values: Any, top: bool = False) -> list[Problem]:
     not shown (it may be a credential), only the character's code point and position."""
     import unicodedata
 
+    if _all_printable(values):
+        return []
     problems: list[Problem] = []
     stack: list[tuple[Any, tuple]] = [(values, ())]
     while stack and len(problems) < 20:
@@ -227,6 +244,24 @@ def invisible_problems(values: Any, top: bool = False) -> list[Problem]:
             problems.append(Problem(path, f"holds the invisible character U+{ord(found[1]):04X} ({unicodedata.name(found[1], 'unnamed')}) "
                                           f"at position {found[0] + 1}; retype the value without it"))
     return problems
+
+
+def _all_printable(values: Any) -> bool:
+    """Whether every string and mapping key is printable, so that `invisible_problems` has nothing to report: each
+    character it looks for makes `str.isprintable` false. Nearly every stack passes, and this walk, which builds no
+    path, is what they cost."""
+    stack = [values]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if not all(key.isprintable() for key in node if isinstance(key, str)):
+                return False
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and not node.isprintable():
+            return False
+    return True
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
