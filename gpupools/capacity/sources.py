@@ -87,6 +87,8 @@ def sources(pool: Pool) -> tuple[Source, ...]:
 
 def kinds(pool: Pool) -> tuple[str, ...]:
     """Distinct kinds in order (several reservations are one kind)."""
+    if pool.capacity is None:  # every check of every pool asks: the one kind, without building its Source
+        return (SPOT if pool.spot else ON_DEMAND,)
     return tuple(dict.fromkeys(s.kind for s in sources(pool)))
 
 

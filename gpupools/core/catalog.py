@@ -128,14 +128,21 @@ class Catalog:
 
     def gcp_zones_in(self, accelerator: str, region: str) -> list[str] | None:
         """Zones of `region` that offer the accelerator; None when the catalog knows nothing of that region."""
-        if region not in self._gcp_regions:
+        by_region = self._gcp_zones_by_region
+        if region not in by_region:
             return None
-        return [z for z in self.gcp_zones.get(accelerator, ()) if zone_region(z) == region]
+        return list(by_region[region].get(accelerator, ()))
 
     @cached_property
-    def _gcp_regions(self) -> frozenset[str]:
-        """The regions of every zone `gcp_zones` lists: the same for every call, and a plan asks once per pool."""
-        return frozenset(zone_region(z) for zones in self.gcp_zones.values() for z in zones)
+    def _gcp_zones_by_region(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """Region -> accelerator -> its zones there, in `gcp_zones`' order; every region of a zone the catalog lists is
+        a key. Built once: every check of a GKE pool asks, and the catalog does not change."""
+        out: dict[str, dict[str, tuple[str, ...]]] = {}
+        for accelerator, zones in self.gcp_zones.items():
+            for zone in zones:
+                at = out.setdefault(zone_region(zone), {})
+                at[accelerator] = (*at.get(accelerator, ()), zone)
+        return out
 
     def instance(self, cloud: str, name: str) -> InstanceType | None:
         return self.instances.get(cloud, {}).get(name)

@@ -263,42 +263,60 @@ def _safe_form(value: Any) -> bool:
 _SECRET_DEPTH = max(len(_pattern_steps(pattern)) for pattern in SECRET_FIELDS)
 
 
-def _child_field(steps: tuple[str, ...] | None, secret: bool, step: Any) -> tuple[tuple[str, ...] | None, bool]:
-    """The `_steps` of a child at `step` and whether it lies in a secret field, from its parent's. A path is matched
-    against SECRET_FIELDS only while it is no longer than the longest pattern; deeper, the answer is the parent's and
-    the path is no longer needed (None), so the walk below spends nothing per value on its field."""
-    if secret or steps is None:
-        return None, secret
+def _child_field(steps: tuple[str, ...], step: Any) -> tuple[tuple[str, ...] | None, bool]:
+    """The `_steps` of the child at `step` of a field whose path is `steps` and not secret, and whether the child's
+    is. A path is matched against SECRET_FIELDS only while it is no longer than the longest pattern; below a secret
+    field and below that depth the answer is the parent's, and the path is no longer needed (None)."""
     child = (*steps, "*" if isinstance(step, int) else str(step))
     if len(child) > _SECRET_DEPTH:
         return None, False
-    return child, _secret_steps(child, SECRET_FIELDS)
+    secret = _secret_steps(child, SECRET_FIELDS)
+    return (None if secret else child), secret
 
 
 def _hidden_values(config: Any) -> list[tuple[str, str]]:
     """Every value and key of a stack file's config that no message may quote: (text as found, description)."""
     out: list[tuple[str, str]] = []
-    # Every refused stack is walked whole, so each node carries what `_secret_field` would answer for its path,
-    # worked out once per field from its parent's (`_child_field`) rather than from the whole path at every value.
-    stack: list[tuple[Any, tuple[str, ...] | None, bool]] = [(config, (), False)]
-    while stack:
-        node, steps, secret = stack.pop()
-        if isinstance(node, dict):
-            for key, child in node.items():
-                # Top-level keys are namespaced (gpupools:pools); the models' paths start after the namespace.
-                step = str(key).partition(":")[2] if steps == () and str(key).startswith("gpupools:") else key
-                if isinstance(key, str) and len(key) >= _MIN_HIDDEN and not name_like(key):
-                    out.append((key, f"<{kind(key)}>"))
-                stack.append((child, *_child_field(steps, secret, step)))
-        elif isinstance(node, list):
-            stack.extend((child, *_child_field(steps, secret, i)) for i, child in enumerate(node))
-        elif isinstance(node, str) and len(node) >= _MIN_HIDDEN and (secret or not _safe_form(node)):
-            out.append((node, f"<{kind(node)}, not shown>"))
-        elif isinstance(node, (int, float)) and not isinstance(node, bool) and (secret or not _safe_form(node)):
-            text = f"{node!r}" if isinstance(node, float) else describe(node)
-            if len(text) >= _MIN_HIDDEN:
-                out.append((text, f"<{kind(node)}, not shown>"))
+    _hidden_below(config, (), False, out)
     return out
+
+
+def _hidden_below(node: Any, steps: tuple[str, ...] | None, secret: bool, out: list[tuple[str, str]]) -> None:
+    """`_hidden_values` of `node`, whose path is `steps` (None once no field below can turn secret) and lies in a
+    secret field or not. The order is that of a depth-first walk: a mapping's keys, then its values and a list's
+    items last first; which description a text found twice gets depends on it (`_Hider`). Strings, the most common
+    node, are looked at in their parent's loop, and each node's field is worked out from its parent's (`_child_field`),
+    not from its whole path: every refused stack is walked whole. The depth is the stack's, which the reader bounds."""
+    if isinstance(node, str):
+        if len(node) >= _MIN_HIDDEN and (secret or not name_like(node)):  # a string's `_safe_form` is `name_like`
+            out.append((node, f"<{kind(node)}, not shown>"))
+    elif isinstance(node, dict):
+        for key in node:
+            if isinstance(key, str) and len(key) >= _MIN_HIDDEN and not name_like(key):
+                out.append((key, f"<{kind(key)}>"))
+        for key, child in reversed(node.items()):
+            if steps is None:
+                below = None, secret
+            else:
+                # Top-level keys are namespaced (gpupools:pools); the models' paths start after the namespace.
+                below = _child_field(steps, str(key).partition(":")[2] if not steps and str(key).startswith("gpupools:") else key)
+            if isinstance(child, str):
+                if len(child) >= _MIN_HIDDEN and (below[1] or not name_like(child)):
+                    out.append((child, f"<{kind(child)}, not shown>"))
+            else:
+                _hidden_below(child, *below, out)
+    elif isinstance(node, list):
+        below = (None, secret) if steps is None else _child_field(steps, 0)  # every item is at the same field (`*`)
+        for child in reversed(node):
+            if isinstance(child, str):
+                if len(child) >= _MIN_HIDDEN and (below[1] or not name_like(child)):
+                    out.append((child, f"<{kind(child)}, not shown>"))
+            else:
+                _hidden_below(child, *below, out)
+    elif isinstance(node, (int, float)) and not isinstance(node, bool) and (secret or not _safe_form(node)):
+        text = f"{node!r}" if isinstance(node, float) else describe(node)
+        if len(text) >= _MIN_HIDDEN:
+            out.append((text, f"<{kind(node)}, not shown>"))
 
 
 def _spellings(text: str) -> set[str]:

@@ -8,6 +8,7 @@ that could be a credential. The models are config.py's; this module reads them a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import types
@@ -160,7 +161,7 @@ def field_words(model: type[BaseModel], loc: tuple) -> frozenset[str]:
         for annotation in _branches(current):
             origin, args = typing.get_origin(annotation), typing.get_args(annotation)
             if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(part, str):
-                field = next((f for n, f in annotation.model_fields.items() if (f.alias or n) == part or n == part), None)
+                field = _fields_by_name(annotation).get(part)
                 found += [field.annotation] if field is not None else []
             elif origin in (list, tuple) and args and isinstance(part, int):
                 found.append(args[0])
@@ -169,6 +170,17 @@ def field_words(model: type[BaseModel], loc: tuple) -> frozenset[str]:
         current = found
     return frozenset(word for annotation in _branches(current) if typing.get_origin(annotation) is Literal
                      for word in typing.get_args(annotation) if isinstance(word, str))
+
+
+@functools.lru_cache(maxsize=256)
+def _fields_by_name(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's fields by alias and by name, the first field in order to hold either: a lookup per step of every refused
+    value's location (`field_words`), where scanning the fields each time cost more than the rest. Keyed by model class."""
+    out: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        out.setdefault(field.alias or name, field)
+        out.setdefault(name, field)
+    return out
 
 
 def _branches(annotations: list) -> list:

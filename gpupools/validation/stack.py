@@ -253,14 +253,14 @@ def _all_printable(values: Any) -> bool:
     stack = [values]
     while stack:
         node = stack.pop()
-        if isinstance(node, dict):
-            if not all(key.isprintable() for key in node if isinstance(key, str)):
+        if isinstance(node, str):  # the most common node first
+            if not node.isprintable():
                 return False
+        elif isinstance(node, dict):
+            stack.extend(node)  # the keys: a mapping key is a string or a scalar, never a mapping or a list
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-        elif isinstance(node, str) and not node.isprintable():
-            return False
     return True
 
 
