@@ -124,7 +124,7 @@ class Catalog:
 
     def fabric_of(self, cloud: str, name: str) -> "Fabric":
         """An instance type's fabric; one the catalog says nothing of has none and no local NVMe."""
-        return self.fabric.get(cloud, {}).get(name) or Fabric()
+        return self.fabric.get(cloud, {}).get(name) or _NO_FABRIC
 
     def gcp_zones_in(self, accelerator: str, region: str) -> list[str] | None:
         """Zones of `region` that offer the accelerator; None when the catalog knows nothing of that region."""
@@ -301,6 +301,11 @@ class Fabric:
         if self.infiniband:
             return "infiniband"
         return f"gpudirect-{self.gpudirect}" if self.gpudirect else None
+
+
+# What `fabric_of` answers for an instance type the catalog says nothing of: one frozen value, asked for by every
+# check of every pool.
+_NO_FABRIC = Fabric()
 
 
 def _fabric(raw: dict) -> Fabric:

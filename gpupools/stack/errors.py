@@ -157,7 +157,13 @@ def _matches(pattern: str, steps: tuple[str, ...], prefix: bool = False) -> bool
 
 def quoted_field(loc: Iterable) -> bool:
     """Whether the field at `loc` (a pydantic location, indices as ints) holds values a message may quote."""
-    steps = _steps(loc)
+    return _quoted_steps(_steps(loc))
+
+
+# Each refused value's field is matched against every pattern of QUOTED_FIELDS, and the same fields come back from
+# stack to stack: the answer depends on the steps alone (as `_secret_steps`).
+@functools.lru_cache(maxsize=4096)
+def _quoted_steps(steps: tuple[str, ...]) -> bool:
     return any(_matches(pattern, steps) for pattern in QUOTED_FIELDS)
 
 
@@ -258,20 +264,25 @@ def _safe_form(value: Any) -> bool:
     return isinstance(value, str) and name_like(value)
 
 
-# How many steps the longest SECRET_FIELDS pattern has: a path is in a secret field when its first steps match a
-# pattern (`_secret_field`), so below that depth a value's field is as secret as its parent's.
-_SECRET_DEPTH = max(len(_pattern_steps(pattern)) for pattern in SECRET_FIELDS)
-
-
 def _child_field(steps: tuple[str, ...], step: Any) -> tuple[tuple[str, ...] | None, bool]:
     """The `_steps` of the child at `step` of a field whose path is `steps` and not secret, and whether the child's
-    is. A path is matched against SECRET_FIELDS only while it is no longer than the longest pattern; below a secret
-    field and below that depth the answer is the parent's, and the path is no longer needed (None)."""
+    is. A path is followed only while some SECRET_FIELDS pattern may still match it; below a secret field, and below
+    a field no pattern goes through (`pools`, the bulk of a stack), the answer is the parent's and the path is no
+    longer needed (None)."""
     child = (*steps, "*" if isinstance(step, int) else str(step))
-    if len(child) > _SECRET_DEPTH:
-        return None, False
-    secret = _secret_steps(child, SECRET_FIELDS)
-    return (None if secret else child), secret
+    secret, going_on = _secret_prefix(child)
+    return (child if going_on and not secret else None), secret
+
+
+# Keyed by a path of at most a few steps, as `_secret_steps` is: the walk asks once per field near the top.
+@functools.lru_cache(maxsize=4096)
+def _secret_prefix(steps: tuple[str, ...]) -> tuple[bool, bool]:
+    """Whether `steps` is in a secret field, and whether a longer SECRET_FIELDS pattern starts with them (so a field
+    below may be one)."""
+    def starts(want: tuple[str, ...]) -> bool:
+        return len(want) > len(steps) and all(w == "*" or w == h for w, h in zip(want, steps))
+
+    return _secret_steps(steps, SECRET_FIELDS), any(starts(_pattern_steps(pattern)) for pattern in SECRET_FIELDS)
 
 
 def _hidden_values(config: Any) -> list[tuple[str, str]]:
@@ -354,6 +365,9 @@ class _Hider:
         self.long = {head: sorted(forms.items()) for head, forms in long.items()}
         self.short_heads = {form[:_MIN_HIDDEN] for form in self.short}
         self.short_lengths = sorted({len(form) for form in self.short}, reverse=True)
+        # Every spelling starts with one of these; a message holding none (nearly every one: messages describe the
+        # values they may not quote) is left as it is after a few searches at C speed, not read position by position.
+        self.heads = self.short_heads | {head[:_MIN_HIDDEN] for head in self.long}
 
     def _spans(self, message: str) -> list[tuple[int, int, str]]:
         spans: list[tuple[int, int, str]] = []
@@ -379,7 +393,7 @@ class _Hider:
         return spans
 
     def __call__(self, message: str) -> str:
-        if not self.short and not self.long:
+        if not any(head in message for head in self.heads):
             return message
         out, done = [], 0
         for start, end, description in self._spans(message):
