@@ -355,22 +355,16 @@ class Pool(Model):
         return {**data, "instanceType": first}
 
 
+@functools.lru_cache(maxsize=1024)
 def _cidr(value: str) -> str:
-    """An IPv4 or IPv6 network in CIDR notation with no host bits set, as every cloud's authorized-range API takes it."""
+    """An IPv4 or IPv6 network in CIDR notation with no host bits set, as cloud APIs take it (cached, ipaddress is slow; a refusal raises, never kept)."""
     try:
-        network = _network(value)
+        network = ipaddress.ip_network(value, strict=True)
     except ValueError:
         raise PydanticCustomError("cidr", "not a CIDR block such as 203.0.113.0/24 (with no host bits set)") from None
     if "/" not in value:
         raise PydanticCustomError("cidr", "not a CIDR block such as 203.0.113.0/24: the prefix length is missing")
-    return network
-
-
-# Every validation of a stack parses its authorized ranges again, and ipaddress is slow at it. Only a network that
-# parsed is kept (lru_cache keeps no exception), so the cache holds CIDR blocks and nothing else a stack may hold.
-@functools.lru_cache(maxsize=1024)
-def _network(text: str) -> str:
-    return str(ipaddress.ip_network(text, strict=True))
+    return str(network)
 
 
 Cidr = Annotated[str, AfterValidator(_cidr)]
