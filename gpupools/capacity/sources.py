@@ -71,7 +71,7 @@ def run_text(seconds: int) -> str:
 def sources(pool: Pool) -> tuple[Source, ...]:
     """The pool's sources in order; a pool without `capacity` is spot or on-demand, as `spot` says."""
     if pool.capacity is None:
-        return (Source(SPOT if pool.spot else ON_DEMAND, None),)
+        return _SPOT_OR_ON_DEMAND[bool(pool.spot)]
     out = []
     for i, entry in enumerate(pool.capacity):
         if isinstance(entry, str):
@@ -83,6 +83,10 @@ def sources(pool: Pool) -> tuple[Source, ...]:
             seconds = run_seconds(options.max_run_duration) if options and options.max_run_duration else None
             out.append(Source(kind, i, max_run_seconds=seconds))
     return tuple(out)
+
+
+# The sources of a pool without `capacity`: every check of every pool asks, so the two answers (frozen) are built once.
+_SPOT_OR_ON_DEMAND = {True: (Source(SPOT, None),), False: (Source(ON_DEMAND, None),)}
 
 
 def kinds(pool: Pool) -> tuple[str, ...]:
