@@ -94,8 +94,10 @@ def scale_up_problems(stack: StackConfig) -> list[Problem]:
     if resolve_autoscaler(stack.target, stack.cluster.create, stack.autoscaler) == NONE:
         return []
     problems = []
-    plans = plan_pools(stack)
-    for index, (plan, verdict) in enumerate(zip(plans, scale_ups(stack, plans))):
-        if plan.pool.min_nodes == 0 and not verdict.from_zero:
+    for index, plan in enumerate(plan_pools(stack)):
+        if plan.pool.min_nodes != 0:  # a pool that keeps a node needs no waking: its verdict is not worked out here
+            continue
+        verdict = pool_scale_up(stack, plan)
+        if not verdict.from_zero:
             problems.append(Problem(f"pools[{index}].minNodes", f"0 would leave pool {plan.name!r} stuck at zero nodes: {verdict.detail}; {_hint(plan)}"))
     return problems

@@ -71,7 +71,7 @@ def run_text(seconds: int) -> str:
 def sources(pool: Pool) -> tuple[Source, ...]:
     """The pool's sources in order; a pool without `capacity` is spot or on-demand, as `spot` says."""
     if pool.capacity is None:
-        return (Source(SPOT if pool.spot else ON_DEMAND, None),)
+        return _SPOT_OR_ON_DEMAND[bool(pool.spot)]
     out = []
     for i, entry in enumerate(pool.capacity):
         if isinstance(entry, str):
@@ -85,8 +85,14 @@ def sources(pool: Pool) -> tuple[Source, ...]:
     return tuple(out)
 
 
+# The sources of a pool without `capacity`: every check of every pool asks, so the two answers (frozen) are built once.
+_SPOT_OR_ON_DEMAND = {True: (Source(SPOT, None),), False: (Source(ON_DEMAND, None),)}
+
+
 def kinds(pool: Pool) -> tuple[str, ...]:
     """Distinct kinds in order (several reservations are one kind)."""
+    if pool.capacity is None:  # every check of every pool asks: the one kind, without building its Source
+        return (SPOT if pool.spot else ON_DEMAND,)
     return tuple(dict.fromkeys(s.kind for s in sources(pool)))
 
 

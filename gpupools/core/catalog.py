@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from gpupools.core import packaged
 from gpupools.stack.errors import close_matches
@@ -124,13 +124,25 @@ class Catalog:
 
     def fabric_of(self, cloud: str, name: str) -> "Fabric":
         """An instance type's fabric; one the catalog says nothing of has none and no local NVMe."""
-        return self.fabric.get(cloud, {}).get(name) or Fabric()
+        return self.fabric.get(cloud, {}).get(name) or _NO_FABRIC
 
     def gcp_zones_in(self, accelerator: str, region: str) -> list[str] | None:
         """Zones of `region` that offer the accelerator; None when the catalog knows nothing of that region."""
-        if not any(zone_region(z) == region for zones in self.gcp_zones.values() for z in zones):
+        by_region = self._gcp_zones_by_region
+        if region not in by_region:
             return None
-        return [z for z in self.gcp_zones.get(accelerator, ()) if zone_region(z) == region]
+        return list(by_region[region].get(accelerator, ()))
+
+    @cached_property
+    def _gcp_zones_by_region(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """Region -> accelerator -> its zones there, in `gcp_zones`' order; every region of a zone the catalog lists is
+        a key. Built once: every check of a GKE pool asks, and the catalog does not change."""
+        out: dict[str, dict[str, tuple[str, ...]]] = {}
+        for accelerator, zones in self.gcp_zones.items():
+            for zone in zones:
+                at = out.setdefault(zone_region(zone), {})
+                at[accelerator] = (*at.get(accelerator, ()), zone)
+        return out
 
     def instance(self, cloud: str, name: str) -> InstanceType | None:
         return self.instances.get(cloud, {}).get(name)
@@ -289,6 +301,11 @@ class Fabric:
         if self.infiniband:
             return "infiniband"
         return f"gpudirect-{self.gpudirect}" if self.gpudirect else None
+
+
+# What `fabric_of` answers for an instance type the catalog says nothing of: one frozen value, asked for by every
+# check of every pool.
+_NO_FABRIC = Fabric()
 
 
 def _fabric(raw: dict) -> Fabric:

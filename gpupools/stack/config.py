@@ -355,8 +355,9 @@ class Pool(Model):
         return {**data, "instanceType": first}
 
 
+@functools.lru_cache(maxsize=1024)
 def _cidr(value: str) -> str:
-    """An IPv4 or IPv6 network in CIDR notation with no host bits set, as every cloud's authorized-range API takes it."""
+    """An IPv4 or IPv6 network in CIDR notation with no host bits set, as cloud APIs take it (cached, ipaddress is slow; a refusal raises, never kept)."""
     try:
         network = ipaddress.ip_network(value, strict=True)
     except ValueError:

@@ -157,7 +157,13 @@ def _matches(pattern: str, steps: tuple[str, ...], prefix: bool = False) -> bool
 
 def quoted_field(loc: Iterable) -> bool:
     """Whether the field at `loc` (a pydantic location, indices as ints) holds values a message may quote."""
-    steps = _steps(loc)
+    return _quoted_steps(_steps(loc))
+
+
+# Each refused value's field is matched against every pattern of QUOTED_FIELDS, and the same fields come back from
+# stack to stack: the answer depends on the steps alone (as `_secret_steps`).
+@functools.lru_cache(maxsize=4096)
+def _quoted_steps(steps: tuple[str, ...]) -> bool:
     return any(_matches(pattern, steps) for pattern in QUOTED_FIELDS)
 
 
@@ -258,32 +264,70 @@ def _safe_form(value: Any) -> bool:
     return isinstance(value, str) and name_like(value)
 
 
-def _hidden(loc: tuple, value: Any) -> bool:
-    return _secret_field(loc) or not _safe_form(value)
+def _child_field(steps: tuple[str, ...], step: Any) -> tuple[tuple[str, ...] | None, bool]:
+    """The `_steps` of the child at `step` of a field whose path is `steps` and not secret, and whether the child's
+    is. A path is followed only while some SECRET_FIELDS pattern may still match it; below a secret field, and below
+    a field no pattern goes through (`pools`, the bulk of a stack), the answer is the parent's and the path is no
+    longer needed (None)."""
+    child = (*steps, "*" if isinstance(step, int) else str(step))
+    secret, going_on = _secret_prefix(child)
+    return (child if going_on and not secret else None), secret
+
+
+# Keyed by a path of at most a few steps, as `_secret_steps` is: the walk asks once per field near the top.
+@functools.lru_cache(maxsize=4096)
+def _secret_prefix(steps: tuple[str, ...]) -> tuple[bool, bool]:
+    """Whether `steps` is in a secret field, and whether a longer SECRET_FIELDS pattern starts with them (so a field
+    below may be one)."""
+    def starts(want: tuple[str, ...]) -> bool:
+        return len(want) > len(steps) and all(w == "*" or w == h for w, h in zip(want, steps))
+
+    return _secret_steps(steps, SECRET_FIELDS), any(starts(_pattern_steps(pattern)) for pattern in SECRET_FIELDS)
 
 
 def _hidden_values(config: Any) -> list[tuple[str, str]]:
     """Every value and key of a stack file's config that no message may quote: (text as found, description)."""
     out: list[tuple[str, str]] = []
-    stack: list[tuple[Any, tuple]] = [(config, ())]
-    while stack:
-        node, loc = stack.pop()
-        if isinstance(node, dict):
-            for key, child in node.items():
-                # Top-level keys are namespaced (gpupools:pools); the models' paths start after the namespace.
-                step = str(key).partition(":")[2] if not loc and str(key).startswith("gpupools:") else key
-                if isinstance(key, str) and not name_like(key) and len(key) >= _MIN_HIDDEN:
-                    out.append((key, f"<{kind(key)}>"))
-                stack.append((child, (*loc, step)))
-        elif isinstance(node, list):
-            stack.extend((child, (*loc, i)) for i, child in enumerate(node))
-        elif isinstance(node, str) and len(node) >= _MIN_HIDDEN and _hidden(loc, node):
-            out.append((node, f"<{kind(node)}, not shown>"))
-        elif isinstance(node, (int, float)) and not isinstance(node, bool) and _hidden(loc, node):
-            text = f"{node!r}" if isinstance(node, float) else describe(node)
-            if len(text) >= _MIN_HIDDEN:
-                out.append((text, f"<{kind(node)}, not shown>"))
+    _hidden_below(config, (), False, out)
     return out
+
+
+def _hidden_below(node: Any, steps: tuple[str, ...] | None, secret: bool, out: list[tuple[str, str]]) -> None:
+    """`_hidden_values` of `node`, whose path is `steps` (None once no field below can turn secret) and lies in a
+    secret field or not. The order is that of a depth-first walk: a mapping's keys, then its values and a list's
+    items last first; which description a text found twice gets depends on it (`_Hider`). Strings, the most common
+    node, are looked at in their parent's loop, and each node's field is worked out from its parent's (`_child_field`),
+    not from its whole path: every refused stack is walked whole. The depth is the stack's, which the reader bounds."""
+    if isinstance(node, str):
+        if len(node) >= _MIN_HIDDEN and (secret or not name_like(node)):  # a string's `_safe_form` is `name_like`
+            out.append((node, f"<{kind(node)}, not shown>"))
+    elif isinstance(node, dict):
+        for key in node:
+            if isinstance(key, str) and len(key) >= _MIN_HIDDEN and not name_like(key):
+                out.append((key, f"<{kind(key)}>"))
+        for key, child in reversed(node.items()):
+            if steps is None:
+                below = None, secret
+            else:
+                # Top-level keys are namespaced (gpupools:pools); the models' paths start after the namespace.
+                below = _child_field(steps, str(key).partition(":")[2] if not steps and str(key).startswith("gpupools:") else key)
+            if isinstance(child, str):
+                if len(child) >= _MIN_HIDDEN and (below[1] or not name_like(child)):
+                    out.append((child, f"<{kind(child)}, not shown>"))
+            else:
+                _hidden_below(child, *below, out)
+    elif isinstance(node, list):
+        below = (None, secret) if steps is None else _child_field(steps, 0)  # every item is at the same field (`*`)
+        for child in reversed(node):
+            if isinstance(child, str):
+                if len(child) >= _MIN_HIDDEN and (below[1] or not name_like(child)):
+                    out.append((child, f"<{kind(child)}, not shown>"))
+            else:
+                _hidden_below(child, *below, out)
+    elif isinstance(node, (int, float)) and not isinstance(node, bool) and (secret or not _safe_form(node)):
+        text = f"{node!r}" if isinstance(node, float) else describe(node)
+        if len(text) >= _MIN_HIDDEN:
+            out.append((text, f"<{kind(node)}, not shown>"))
 
 
 def _spellings(text: str) -> set[str]:
@@ -321,6 +365,9 @@ class _Hider:
         self.long = {head: sorted(forms.items()) for head, forms in long.items()}
         self.short_heads = {form[:_MIN_HIDDEN] for form in self.short}
         self.short_lengths = sorted({len(form) for form in self.short}, reverse=True)
+        # Every spelling starts with one of these; a message holding none (nearly every one: messages describe the
+        # values they may not quote) is left as it is after a few searches at C speed, not read position by position.
+        self.heads = self.short_heads | {head[:_MIN_HIDDEN] for head in self.long}
 
     def _spans(self, message: str) -> list[tuple[int, int, str]]:
         spans: list[tuple[int, int, str]] = []
@@ -346,7 +393,7 @@ class _Hider:
         return spans
 
     def __call__(self, message: str) -> str:
-        if not self.short and not self.long:
+        if not any(head in message for head in self.heads):
             return message
         out, done = [], 0
         for start, end, description in self._spans(message):

@@ -8,6 +8,7 @@ that could be a credential. The models are config.py's; this module reads them a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import types
@@ -47,12 +48,13 @@ def read_stack_file(path: str | Path) -> dict[str, Any]:
 def _decode_secure(value: Any) -> Any:
     """Encrypted values (`{secure: ...}`) cannot be read offline; keep a placeholder that says so, also inside
     structured values (`pulumi config set --secret --path` puts them there)."""
-    if isinstance(value, dict) and set(value) == {"secure"}:
-        return SecretPlaceholder()
+    # Every command decodes every value of the stack: a scalar is kept as it is without a call of its own.
     if isinstance(value, dict):
-        return {k: _decode_secure(v) for k, v in value.items()}
+        if len(value) == 1 and "secure" in value:
+            return SecretPlaceholder()
+        return {k: _decode_secure(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode_secure(v) for v in value]
+        return [_decode_secure(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 
@@ -159,7 +161,7 @@ def field_words(model: type[BaseModel], loc: tuple) -> frozenset[str]:
         for annotation in _branches(current):
             origin, args = typing.get_origin(annotation), typing.get_args(annotation)
             if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(part, str):
-                field = next((f for n, f in annotation.model_fields.items() if (f.alias or n) == part or n == part), None)
+                field = _fields_by_name(annotation).get(part)
                 found += [field.annotation] if field is not None else []
             elif origin in (list, tuple) and args and isinstance(part, int):
                 found.append(args[0])
@@ -168,6 +170,17 @@ def field_words(model: type[BaseModel], loc: tuple) -> frozenset[str]:
         current = found
     return frozenset(word for annotation in _branches(current) if typing.get_origin(annotation) is Literal
                      for word in typing.get_args(annotation) if isinstance(word, str))
+
+
+@functools.lru_cache(maxsize=256)
+def _fields_by_name(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's fields by alias and by name, the first field in order to hold either: a lookup per step of every refused
+    value's location (`field_words`), where scanning the fields each time cost more than the rest. Keyed by model class."""
+    out: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        out.setdefault(field.alias or name, field)
+        out.setdefault(name, field)
+    return out
 
 
 def _branches(annotations: list) -> list:

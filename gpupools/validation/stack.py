@@ -46,11 +46,12 @@ def validate_stack(config: dict[str, Any], environ: Mapping[str, str] | None = N
     leaves out, such as AWS_REGION. Every problem leaves through `redact`: whichever check wrote it, it quotes no
     value of the stack that `gpupools.stack.errors.quotable` does not allow.
     """
-    disputes = list(_disputes(config, ()))
+    disputed, printable = _survey(config)
+    disputes = list(_disputes(config, ())) if disputed else []
     if disputes:
         raise ConfigError(redact(_dispute_problems(config, disputes, environ), _settle(config, lambda d: d.pulumi_reads))) from None
     try:
-        return _validate(config, environ)
+        return _validate(config, environ, printable)
     except ConfigError as exc:
         raise ConfigError(redact(exc.problems, config)) from None
 
@@ -71,6 +72,27 @@ def _disputes(value: Any, loc: tuple):
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from _disputes(item, (*loc, i))
+
+
+def _survey(config: Any) -> tuple[bool, bool]:
+    """Whether any value is disputed (what `_disputes` finds, without spelling a location for every value on the way),
+    and whether every string and mapping key is printable, so that `invisible_problems` has nothing to report in the
+    stack's own values or in any part of them. One walk for both: every command validates first, and nearly no
+    stack holds either. A disputed stack is not looked at further (printable: False)."""
+    stack, keys = [config], []
+    printable = True
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):  # the most common node first
+            printable = printable and node.isprintable()
+        elif isinstance(node, dict):
+            keys.extend(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, Disputed):
+            return True, False
+    return False, printable and all(key.isprintable() for key in keys if isinstance(key, str))
 
 
 def _settle(value: Any, choose) -> Any:
@@ -126,7 +148,18 @@ def _dispute_problems(config: dict[str, Any], disputes: list, environ: Mapping[s
     return _dedupe(problems)
 
 
-def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> StackConfig:
+class _Unredacted(ConfigError):
+    """The problems `_validate` found, for `validate_stack` to redact (or `_refused` to compare): never shown itself,
+    so its message, one line per problem, is not written."""
+
+    def __init__(self, problems: list[Problem]):
+        Exception.__init__(self)
+        self.problems = problems
+
+
+def _validate(config: dict[str, Any], environ: Mapping[str, str] | None, printable: bool = False) -> StackConfig:
+    """`printable`: the caller found every string and key of `config` printable (`_survey`), so no invisible character
+    is looked for again in the parts of it."""
     ours, providers, problems = split_namespaces(config)
     if "providers" in ours:
         # Provider settings are top-level keys (aws:region); `gpupools:providers` would be silently replaced.
@@ -139,8 +172,9 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
     missing_sdk = missing_sdk_problem(cloud) if cloud is not None else None
     if missing_sdk is not None:
         raise ConfigError([missing_sdk])
-    problems.extend(invisible_problems(ours))
-    problems.extend(invisible_problems(providers, top=True))
+    if not printable:
+        problems.extend(invisible_problems(ours))
+        problems.extend(invisible_problems(providers, top=True))
     problems.extend(provider_problems(cloud, providers, environ))
     raw = {**ours, "providers": providers}
     stack = None
@@ -177,7 +211,7 @@ def _validate(config: dict[str, Any], environ: Mapping[str, str] | None) -> Stac
             problems.extend(semantic_problems(target, cluster, sharing, pools, software, teams, autoscaler, providers, quotas=quotas,
                                               written_pool_names=written, departments=departments))
     if problems:
-        raise ConfigError(_dedupe(problems))
+        raise _Unredacted(_dedupe(problems))
     assert stack is not None
     return stack
 
@@ -206,6 +240,8 @@ def invisible_problems(values: Any, top: bool = False) -> list[Problem]:
     not shown (it may be a credential), only the character's code point and position."""
     import unicodedata
 
+    if _all_printable(values):
+        return []
     problems: list[Problem] = []
     stack: list[tuple[Any, tuple]] = [(values, ())]
     while stack and len(problems) < 20:
@@ -227,6 +263,24 @@ def invisible_problems(values: Any, top: bool = False) -> list[Problem]:
             problems.append(Problem(path, f"holds the invisible character U+{ord(found[1]):04X} ({unicodedata.name(found[1], 'unnamed')}) "
                                           f"at position {found[0] + 1}; retype the value without it"))
     return problems
+
+
+def _all_printable(values: Any) -> bool:
+    """Whether every string and mapping key is printable, so that `invisible_problems` has nothing to report: each
+    character it looks for makes `str.isprintable` false. Nearly every stack passes, and this walk, which builds no
+    path, is what they cost."""
+    stack = [values]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):  # the most common node first
+            if not node.isprintable():
+                return False
+        elif isinstance(node, dict):
+            stack.extend(node)  # the keys: a mapping key is a string or a scalar, never a mapping or a list
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
