@@ -168,3 +168,70 @@ def test_a_struct_is_made_as_the_sdk_serializes_plain_values():
     values = {"left-out": None, "kept": {"null": None, "list": [1, "x", None, {"deep": None}]}, "n": 2, "t": True, "s": "v"}
     sdk = asyncio.run(rpc.serialize_properties(values, {}))
     assert planrun._struct(values) == sdk and "left-out" not in sdk and "null" in sdk["kept"]
+
+
+def _items(value) -> object:
+    """A JSON value with every mapping as its list of items, so that two values compare equal only in the same order."""
+    if isinstance(value, dict):
+        return [(k, _items(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [_items(v) for v in value]
+    return (type(value).__name__, value)
+
+
+def _same_as_message_to_dict(struct) -> None:
+    from google.protobuf import json_format
+
+    mine, theirs = planrun._struct_dict(struct), json_format.MessageToDict(struct)
+    assert _items(mine) == _items(theirs)
+
+
+def test_a_struct_reads_as_message_to_dict_reads_it():
+    """The monitor reads a Struct as `json_format.MessageToDict` does: whole and signed-zero floats stay floats, null
+    and an unset Value are None, order and nesting kept; each kind on its own, so a dropped branch fails here."""
+    from google.protobuf import struct_pb2
+
+    values = {"one": 1.0, "big": 1e20, "negzero": -0.0, "beyond": float(2**53 + 1), "half": 0.5, "neg": -3.0,
+              "t": True, "f": False, "s": "text", "empty-s": "", "null": None, "empty-struct": {}, "empty-list": [],
+              "nested": {"list": [1.0, "x", None, [True, {"deep": [[]]}]], "struct": {"a": {"b": {"c": 2.5}}}}}
+    struct = struct_pb2.Struct()
+    struct.update(values)
+    struct.fields["unset"].Clear()  # a Value with no kind: MessageToDict reads it as null
+    _same_as_message_to_dict(struct)
+    got = planrun._struct_dict(struct)
+    assert list(got) == list(struct.fields) and got["unset"] is None and got["null"] is None
+    assert [type(got[k]).__name__ for k in ("one", "beyond", "t", "s", "empty-struct", "empty-list")] == [
+        "float", "float", "bool", "str", "dict", "list"]
+    assert got["nested"] == values["nested"] and got["beyond"] == 2**53  # a double holds 2**53 + 1 as 2**53
+    assert planrun._struct_dict(struct_pb2.Struct()) == {}
+
+
+@pytest.mark.parametrize("number, word", [(float("inf"), "Infinity"), (float("-inf"), "Infinity"), (float("nan"), "NaN")])
+def test_a_struct_holding_infinity_or_nan_is_refused_as_message_to_dict_refuses_it(number, word):
+    from google.protobuf import json_format, struct_pb2
+
+    struct = struct_pb2.Struct()
+    struct.update({"ok": 1.0, "nested": {"list": [number]}})
+    with pytest.raises(ValueError) as theirs:
+        json_format.MessageToDict(struct)
+    with pytest.raises(ValueError) as mine:
+        planrun._struct_dict(struct)
+    assert str(mine.value) == str(theirs.value) and word in str(mine.value)
+
+
+def test_any_struct_reads_as_message_to_dict_reads_it():
+    from hypothesis import given, settings, strategies as st
+    from google.protobuf import struct_pb2
+
+    leaves = st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8) | st.integers(-2**60, 2**60)
+    json_values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+                               max_leaves=20)
+
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(st.dictionaries(st.text(max_size=6), json_values, max_size=5))
+    def check(values):
+        struct = struct_pb2.Struct()
+        struct.update(values)
+        _same_as_message_to_dict(struct)
+
+    check()
