@@ -235,3 +235,93 @@ def test_any_struct_reads_as_message_to_dict_reads_it():
         _same_as_message_to_dict(struct)
 
     check()
+
+
+class _DoneFutures(planrun.ThreadPoolExecutor):
+    """An executor answering in place with a done concurrent future: what `run_in_executor` chains to the loop through
+    `call_soon_threadsafe`, as with a worker thread that had already finished."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        from concurrent.futures import Future
+
+        done = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+
+def _steps_of_tasks(executor) -> tuple[list, int]:
+    """The order in which three tasks, each awaiting the executor several times (one call fails), take their steps;
+    and how often the loop's self-pipe was written to."""
+    import asyncio
+
+    steps: list = []
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(executor)
+    writes = [0]
+    write = loop._write_to_self
+
+    def counted():
+        writes[0] += 1
+        write()
+
+    loop._write_to_self = counted
+
+    def call(task: str, n: int) -> str:
+        steps.append(("call", task, n))
+        if (task, n) == ("b", 1):
+            raise KeyError(task)
+        return f"{task}{n}"
+
+    async def worker(task: str, calls: int):
+        for n in range(calls):
+            try:
+                steps.append(("got", await asyncio.get_running_loop().run_in_executor(None, call, task, n)))
+            except KeyError:
+                steps.append(("failed", task, n))
+            await asyncio.sleep(0)
+
+    async def main():
+        await asyncio.gather(worker("a", 3), worker("b", 2), worker("c", 4))
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return steps, writes[0]
+
+
+def test_monitor_calls_are_answered_in_the_order_a_done_concurrent_future_gives_without_waking_the_loop():
+    """The executor's answers reach the awaiting tasks in the same order as a done concurrent future's (one pass of
+    the loop later, failures too), and without a write to the loop's self-pipe per call."""
+    theirs, their_writes = _steps_of_tasks(_DoneFutures())
+    mine, my_writes = _steps_of_tasks(planrun._InPlace())
+    assert mine == theirs and ("failed", "b", 1) in mine and len(mine) == 18
+    assert their_writes >= 9 and my_writes == 0
+
+
+def test_an_answer_is_queued_for_the_loop_and_dropped_where_its_task_was_cancelled():
+    import asyncio
+
+    errors: list = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context["exception"]))
+        executor = planrun._InPlace()
+        answer = executor.submit(lambda: 5)
+        assert isinstance(answer, asyncio.Future) and not answer.done()  # settled by the loop's next pass
+        await asyncio.sleep(0)
+        assert answer.result() == 5
+        cancelled = executor.submit(lambda: 6)
+        cancelled_failure = executor.submit(lambda: {}["missing"])
+        failed = executor.submit(lambda: {}["missing"])
+        cancelled.cancel(), cancelled_failure.cancel()
+        await asyncio.sleep(0)  # the queued answers find two futures cancelled, and no error is raised
+        assert cancelled.cancelled() and cancelled_failure.cancelled() and isinstance(failed.exception(), KeyError)
+
+    asyncio.run(main())
+    assert errors == []
+    off_loop = planrun._InPlace().submit(lambda: 7)  # outside a running loop: done when returned
+    assert off_loop.done() and off_loop.result() == 7
