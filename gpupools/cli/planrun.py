@@ -462,6 +462,30 @@ def _no_stack_trace():
     return source_pb2.StackTrace()
 
 
+def _urns_of_strings(sdk_create_urn):
+    """Pulumi's `create_urn` (pulumi/runtime/resource.py, pulumi 3.272.0, lines 527-560), without its chain of outputs
+    where everything is already a string. The SDK's `register_resource` computes a URN this way at every registration,
+    for the answer it makes up when there is no monitor (`mock_urn`, line 1327), and awaits it even where a monitor
+    answers, as ours does: three applied outputs and their tasks per resource. Here a name, type and parent URN that
+    are strings give the same URN, as an output known, not secret and of no resource, as the SDK's would be; anything
+    else (an output, a resource, the project or stack an alias names) goes to the SDK's own."""
+
+    def create_urn(name, type_, parent=None, project=None, stack=None):
+        from pulumi import Output
+        from pulumi.runtime import settings
+
+        if not (isinstance(name, str) and isinstance(type_, str) and (parent is None or isinstance(parent, str))
+                and project is None and stack is None):
+            return sdk_create_urn(name, type_, parent, project, stack)
+        if parent is None:
+            prefix = "urn:pulumi:" + settings.get_stack() + "::" + settings.get_project() + "::"
+        else:
+            prefix = parent[0:parent.rfind("::")] + "$"
+        return Output.from_input(prefix + type_ + "::" + name)
+
+    return create_urn
+
+
 def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] | None = None) -> Plan:
     """Run `program` (default: the project's `__main__.py`) with the given stack config under mocks."""
     from pulumi.runtime import mocks, settings
@@ -504,9 +528,10 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
 
     from pulumi.runtime import resource as engine_resource, stack as engine_stack
 
-    sdk_wait, sdk_trace = engine_stack.wait_for_rpcs, engine_resource._get_stack_trace
+    sdk_wait, sdk_trace, sdk_urn = engine_stack.wait_for_rpcs, engine_resource._get_stack_trace, engine_resource.create_urn
     engine_stack.wait_for_rpcs = _wait_for_quiescence
     engine_resource._get_stack_trace = _no_stack_trace
+    engine_resource.create_urn = _urns_of_strings(sdk_urn)
     loop = asyncio.new_event_loop()
     # The SDK calls the monitor from the loop's default executor: ours answers in place. Where the SDK's MockMonitor
     # answers (SDK_ANSWERS), it runs on worker threads, and in each the mocks make an event loop of their own
@@ -535,6 +560,7 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
             gc.enable()
         engine_stack.wait_for_rpcs = sdk_wait
         engine_resource._get_stack_trace = sdk_trace
+        engine_resource.create_urn = sdk_urn
         asyncio.set_event_loop(None)
         executor.shutdown(wait=True)
         loop.close()

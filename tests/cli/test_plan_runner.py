@@ -325,3 +325,42 @@ def test_an_answer_is_queued_for_the_loop_and_dropped_where_its_task_was_cancell
     assert errors == []
     off_loop = planrun._InPlace().submit(lambda: 7)  # outside a running loop: done when returned
     assert off_loop.done() and off_loop.result() == 7
+
+
+def test_a_urn_of_strings_is_the_sdks_urn_without_its_outputs(monkeypatch):
+    """Registrations get their URN from strings without the SDK's chain of outputs (its `create_urn` is not called for
+    them), the same URN as the SDK's for a top-level resource and for a child (whose parent URN may itself hold `$`);
+    an output among the parts goes to the SDK's; the SDK's function is back after the plan."""
+    import pulumi
+
+    sdk = resource.create_urn
+    calls: list = []
+
+    def counted(*args):
+        calls.append(args)
+        return sdk(*args)
+
+    monkeypatch.setattr(resource, "create_urn", counted)
+    parent = "urn:pulumi:s::gpupools::t:a:Parent$t:b:Mid::mid"
+    cases = [("n", "t:x:Y", None), ("n", "t:x:Y", parent), ("n", "t:x:Y", "urn:pulumi:s::gpupools::t:a:Parent::p"), ("", "t:x:Y", ""),
+             ("n", "t:x:Y", None, None, "other"), ("n", "t:x:Y", None, "proj")]  # an alias's own stack or project
+
+    def program():
+        pulumi.CustomResource("aws:s3/bucket:Bucket", "b", {"bucket": "mine"})
+        ours = resource.create_urn  # what registrations call while the plan runs
+        for n, args in enumerate(cases):
+            made = ours(*args)
+            assert isinstance(made, pulumi.Output)
+            pulumi.export(f"ours{n}", made)
+            pulumi.export(f"sdk{n}", sdk(*args))
+        pulumi.export("output-name", ours(pulumi.Output.from_input("n"), "t:x:Y", parent))
+        pulumi.export("output-name-sdk", sdk(pulumi.Output.from_input("n"), "t:x:Y", parent))
+
+    plan = planrun.run_program({"aws:region": "eu-central-1"}, "urns", program=program)
+    assert resource.create_urn is counted
+    assert [plan.outputs[f"ours{n}"] for n in range(len(cases))] == [plan.outputs[f"sdk{n}"] for n in range(len(cases))] == [
+        "urn:pulumi:urns::gpupools::t:x:Y::n", "urn:pulumi:s::gpupools::t:a:Parent$t:b:Mid$t:x:Y::n",
+        "urn:pulumi:s::gpupools::t:a:Parent$t:x:Y::n", "$t:x:Y::", "urn:pulumi:other::gpupools::t:x:Y::n", "urn:pulumi:urns::proj::t:x:Y::n"]
+    assert plan.outputs["output-name"] == plan.outputs["output-name-sdk"] == "urn:pulumi:s::gpupools::t:a:Parent$t:b:Mid$t:x:Y::n"
+    # The bucket's and the stack's registrations made no call; the alias-like ones and the output name did.
+    assert [type(args[0]).__name__ for args in calls] == ["str", "str", "Output"]
