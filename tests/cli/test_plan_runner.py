@@ -227,7 +227,7 @@ def test_any_struct_reads_as_message_to_dict_reads_it():
     json_values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
                                max_leaves=20)
 
-    @settings(max_examples=150, deadline=None, database=None)
+    @settings(max_examples=40, deadline=None, database=None)
     @given(st.dictionaries(st.text(max_size=6), json_values, max_size=5))
     def check(values):
         struct = struct_pb2.Struct()
