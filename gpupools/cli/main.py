@@ -193,7 +193,7 @@ def plan(stack: Optional[str] = StackOpt, config: Optional[Path] = ConfigOpt, as
 def catalog(cloud: Optional[str] = typer.Option(None, "--cloud", help="aws | azure | gcp | gcore"), as_json: bool = JsonOpt) -> None:
     """List the GPU instance types gpupools knows, with GPUs, MIG profiles and list prices."""
     from gpupools.core.catalog import CLOUDS
-    from gpupools.cli.planreport import catalog_rows, print_catalog
+    from gpupools.cli.catalogview import catalog_rows, print_catalog
 
     if cloud is not None and cloud not in CLOUDS:
         fail(Problem("--cloud", f"{cloud!r} is not a cloud gpupools supports; allowed: {', '.join(CLOUDS)}"))

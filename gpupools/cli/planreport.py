@@ -1,13 +1,9 @@
-"""Human output: the plan per pool, and the catalog."""
+"""Human output: the plan per pool, and the warnings `plan` prints (`plan --json` lists them too)."""
 
 from __future__ import annotations
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from datetime import date
+from typing import TYPE_CHECKING
 
 from gpupools.autoscaling.choice import CLOUD, CLUSTER_AUTOSCALER, KARPENTER, NONE, ScaleUp, resolve_autoscaler
 from gpupools.core.catalog import load_catalog
@@ -38,6 +34,10 @@ from gpupools.health.readiness import readiness_summary
 from gpupools.health.repair import pool_repair
 from gpupools.upgrades.policy import driver_upgrade_line, operator_installs_driver, upgrade_lines
 from gpupools.monitoring.plan import DCGM_EXPORTER, MANAGED_EXPORTER, OPERATOR_EXPORTER, exporter_per_pool, operands_off
+
+if TYPE_CHECKING:  # rich draws the human report only: `plan --json` leaves it unimported (a twentieth of its run)
+    from rich.console import Console
+    from rich.table import Table
 
 AUTOSCALER_NAMES = {KARPENTER: "Karpenter (installed)", CLUSTER_AUTOSCALER: "cluster-autoscaler (installed)",
                     NONE: "none installed (gpupools:autoscaler: none)", CLOUD: "the service's own cluster autoscaler"}
@@ -156,6 +156,9 @@ def instance_types_text(stack: StackConfig, plan: PoolPlan) -> str:
 def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: ScaleUp, changes: list[PoolChange] | None = None,
                exporters: list[str] | None = None, node_changes: dict[str, list[str]] | None = None) -> Table:
     """`exporters`: the pool's entry of `exporter_per_pool` for the whole stack (worked out here when not given)."""
+    from rich import box
+    from rich.table import Table
+
     pool, hw, m = plan.pool, plan.hardware, plan.mechanism
     mark = preview_mark(m)  # DRA pools: "preview" on every line the mode changes
     table = Table(title=f"pool {pool.name}", title_justify="left", box=box.SIMPLE, show_header=False, pad_edge=False)
@@ -239,6 +242,11 @@ def pool_table(stack: StackConfig, plan: PoolPlan, result: Plan, scale_up: Scale
 def print_plan(stack: StackConfig, result: Plan, console: Console | None = None, changes: list[PoolChange] | None = None,
                source=None, node_changes: dict[str, list[str]] | None = None) -> None:
     """The plan per pool; with `changes` (from a previous plan) each pool says whether it is replaced."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     console = console or Console(highlight=False, emoji=False, width=140)
     module = stack.target
     plans = plan_pools(stack)
@@ -339,6 +347,9 @@ def landing_lines(verdicts: list[dict], preview: set[str] = frozenset()) -> list
 
 
 def team_table(stack: StackConfig, plans: list[PoolPlan]) -> Table:
+    from rich import box
+    from rich.table import Table
+
     rows = team_rows(stack, plans)
     kueue_mode = stack.quotas == "kueue"
     if kueue_mode:
@@ -360,58 +371,3 @@ def team_table(stack: StackConfig, plans: list[PoolPlan]) -> Table:
         cells = [row["team"], row["namespace"]] + ([row["queue"], row["priority"]] if kueue_mode else []) + units
         table.add_row(*(cells + ([row["borrow"], row["lend"]] if kueue_mode else [])))
     return table
-
-
-def catalog_rows(cloud: str | None) -> list[dict]:
-    catalog = load_catalog()
-    rows = []
-    for name_cloud, types in catalog.instances.items():
-        if cloud and name_cloud != cloud:
-            continue
-        for it in types.values():
-            if it.gpu is None:
-                continue
-            rows.append({"cloud": name_cloud, "instanceType": it.name, "gpu": it.gpu.name, "gpus": it.gpus, "gpuMemoryGb": it.gpu.memory_gb,
-                         "mig": list(it.gpu.mig_profiles), "pricePerHour": it.price,
-                         "pricePerGpuHour": round(it.price / it.gpus, 4) if it.price is not None else None,
-                         "priceRead": it.price_read, "accelerator": it.accelerator, **catalog_fabric_row(catalog, name_cloud, it.name),
-                         "source": it.source, "sourceCite": catalog.row_sources[it.source].cite if it.source else None})
-        # Accelerators attached to general-purpose machines (GCP's N1): one row per accelerator, over those machines.
-        n1 = [it.name for it in types.values() if it.gpu is None]
-        n1_source = next((it.source for it in types.values() if it.gpu is None), None)
-        for acc in catalog.attachable(name_cloud).values():
-            rows.append({"cloud": name_cloud, "instanceType": f"n1 ({', '.join(n1)}) + {acc.name}", "gpu": acc.gpu.name,
-                         "gpus": "/".join(map(str, acc.counts)), "gpuMemoryGb": acc.gpu.memory_gb, "mig": [],
-                         "pricePerHour": None, "pricePerGpuHour": acc.price_per_gpu, "priceRead": acc.price_read, "accelerator": acc.name,
-                         "fabric": None, "localNvmeGb": None, "source": n1_source, "sourceCite": catalog.row_sources[n1_source].cite if n1_source else None})
-    return rows
-
-
-def catalog_fabric_row(catalog, cloud: str, name: str) -> dict:
-    """The instance type's fabric in words (`efa x32`, `infiniband`, `gpudirect-tcpx x4`) and its local NVMe."""
-    fabric = catalog.fabric_of(cloud, name)
-    count = fabric.efa or fabric.extra_networks
-    return {"fabric": (fabric.kind + (f" x{count}" if count else "")) if fabric.kind else None, "localNvmeGb": fabric.local_nvme_gb or None}
-
-
-def print_catalog(rows: list[dict], console: Console | None = None, cloud: str | None = None) -> None:
-    console = console or Console(highlight=False, emoji=False, width=200)
-    table = Table(box=box.SIMPLE_HEAD)
-    for col in ("cloud", "instance type", "GPU", "GPUs", "GB/GPU", "MIG profiles", "fabric", "USD/h", "USD/GPU-h", "read", "source"):
-        table.add_column(col, justify="right" if col in ("GPUs", "GB/GPU", "USD/h", "USD/GPU-h") else "left")
-    for r in rows:
-        mig = ", ".join(r["mig"]) if r["mig"] else "-"
-        unpriced = r["pricePerGpuHour"] is None
-        price = f"{r['pricePerHour']:.3f}" if r["pricePerHour"] is not None else "-" if unpriced else "machine + GPUs"
-        table.add_row(r["cloud"], r["instanceType"], r["gpu"], str(r["gpus"]), str(r["gpuMemoryGb"]), mig, r.get("fabric") or "-", price,
-                      "-" if unpriced else f"{r['pricePerGpuHour']:.3f}", r["priceRead"], r.get("source") or "-")
-    console.print(table)
-    catalog = load_catalog()
-    console.print("Approximate on-demand Linux list prices in " + ", ".join(f"{c} {r}" for c, r in catalog.price_region.items()) + ".")
-    for key in dict.fromkeys(r.get("source") for r in rows if r.get("source")):
-        console.print(f"{key}: {catalog.row_sources[key].cite}")
-    refused = [(c, name, why) for c, types in catalog.refused.items() if cloud in (None, c) for name, why in types.items()]
-    if refused:
-        console.print("Known and refused (a pool naming one gets this line as its instanceType error):")
-        for c, name, why in refused:
-            console.print(f"  {c} {name}: {why}", markup=False)

@@ -13,14 +13,13 @@ import base64
 import gc
 import hashlib
 import json
+import math
 import runpy
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-
-from google.protobuf import json_format
 
 from gpupools.stack.values import to_pulumi_values
 from gpupools.clouds.registry import MODULES
@@ -85,6 +84,35 @@ class Plan:
 
     def to_json(self) -> str:
         return json.dumps(self.as_json(), indent=2, sort_keys=True)
+
+
+def _struct_dict(struct) -> dict[str, Any]:
+    """A google.protobuf.Struct as `json_format.MessageToDict` makes it (protobuf 5.29, json_format.py,
+    `_StructMessageToJsonObject` and `_ValueMessageToJsonObject`): keys in the Struct's order, a number a float as
+    stored, null or an unset value None, and ValueError for infinity or NaN. Theirs goes through the generic printer
+    (a descriptor lookup and type dispatch per value) and was most of our monitor's time at every registration; this
+    reads each Value's one field directly. tests/cli/test_plan_runner.py compares the two on many Structs."""
+    return {key: _value(value) for key, value in struct.fields.items()}
+
+
+def _value(value) -> Any:
+    kind = value.WhichOneof("kind")  # the most frequent kinds in a plan's inputs first
+    if kind == "string_value":
+        return value.string_value
+    if kind == "struct_value":
+        return _struct_dict(value.struct_value)
+    if kind == "list_value":
+        return [_value(item) for item in value.list_value.values]
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "number_value":
+        number = value.number_value
+        if math.isinf(number):
+            raise ValueError("Fail to serialize Infinity for Value.number_value, which would parse as string_value")
+        if math.isnan(number):
+            raise ValueError("Fail to serialize NaN for Value.number_value, which would parse as string_value")
+        return number
+    return None  # null_value, or no kind set
 
 
 def _plain(value: Any) -> Any:
@@ -262,7 +290,7 @@ def _make_monitor(plan: Plan, region: str, cluster_facts: dict | None = None):
         def RegisterResource(self, request):
             if request.type == "pulumi:pulumi:Stack":
                 return super().RegisterResource(request)
-            raw = json_format.MessageToDict(request.object)
+            raw = _struct_dict(request.object)
             parent_type = request.parent.split("::")[2].split("$")[-1] if request.parent else None
             # The implicit stack resource is not part of the plan: top-level resources have no parent.
             parent = None if parent_type in (None, "pulumi:pulumi:Stack") else _urn_name(request.parent)
@@ -278,7 +306,7 @@ def _make_monitor(plan: Plan, region: str, cluster_facts: dict | None = None):
 
         def RegisterResourceOutputs(self, request):
             if request.urn.split("::")[2] == "pulumi:pulumi:Stack":
-                plan.outputs = _plain(json_format.MessageToDict(request.outputs))
+                plan.outputs = _plain(_struct_dict(request.outputs))
             return super().RegisterResourceOutputs(request)
 
     return RecordingMonitor(Recorder())
@@ -323,7 +351,7 @@ def _answer_invoke(monitor, request, region: str, cluster_facts: dict | None):
     its registration."""
     from pulumi.runtime.proto import resource_pb2
 
-    args = json_format.MessageToDict(request.args)
+    args = _struct_dict(request.args)
     if request.tok == "pulumi:pulumi:getResource":
         registered = monitor.resources.get(args.get("urn"))
         if registered is None:
@@ -338,15 +366,39 @@ class _InPlace(ThreadPoolExecutor):
     """The loop's default executor, running each call where it is submitted. The SDK hands every monitor call to the
     loop's executor (`run_in_executor`, pulumi/runtime/resource.py and invoke.py) so that a real engine's gRPC call
     does not block the loop; the mock monitor's answers above take microseconds, and sending each to a worker thread
-    and its result back cost a twentieth of a plan in thread switches. The future is done when returned."""
+    and its result back cost a twentieth of a plan in thread switches.
 
-    def submit(self, fn, /, *args, **kwargs) -> Future:
-        done: Future = Future()
+    Submitted from the loop's own thread (as `run_in_executor` does), the answer is an asyncio future of that loop,
+    which `run_in_executor` hands on as it is (asyncio/futures.py, `wrap_future`, CPython 3.11). It gets its result
+    from a callback queued at once, where a done concurrent future would have queued the same callback through
+    `call_soon_threadsafe` (`_chain_future`): the program's tasks run in the same order, without that call's write to
+    the loop's self-pipe and the wake-up read after it at every registration and invoke."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future | asyncio.Future:
         try:
-            done.set_result(fn(*args, **kwargs))
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on a running loop's thread: a done concurrent future, as any executor gives
+            loop = None
+        done = loop.create_future() if loop is not None else Future()
+        try:
+            outcome, settle = fn(*args, **kwargs), _set_result
         except BaseException as exc:  # noqa: BLE001 - the caller awaits the future and sees the exception there
-            done.set_exception(exc)
+            outcome, settle = exc, _set_exception
+        if loop is None:
+            settle(done, outcome)
+        else:
+            loop.call_soon(settle, done, outcome)
         return done
+
+
+def _set_result(future, result) -> None:
+    if not future.cancelled():  # a task cancelled while the callback waited no longer awaits it (asyncio `_set_state`)
+        future.set_result(result)
+
+
+def _set_exception(future, exc: BaseException) -> None:
+    if not future.cancelled():
+        future.set_exception(exc)
 
 
 # How the mock monitor answers: its own answers above on the loop's thread (a plan), or the SDK's MockMonitor on
@@ -410,6 +462,30 @@ def _no_stack_trace():
     return source_pb2.StackTrace()
 
 
+def _urns_of_strings(sdk_create_urn):
+    """Pulumi's `create_urn` (pulumi/runtime/resource.py, pulumi 3.272.0, lines 527-560), without its chain of outputs
+    where everything is already a string. The SDK's `register_resource` computes a URN this way at every registration,
+    for the answer it makes up when there is no monitor (`mock_urn`, line 1327), and awaits it even where a monitor
+    answers, as ours does: three applied outputs and their tasks per resource. Here a name, type and parent URN that
+    are strings give the same URN, as an output known, not secret and of no resource, as the SDK's would be; anything
+    else (an output, a resource, the project or stack an alias names) goes to the SDK's own."""
+
+    def create_urn(name, type_, parent=None, project=None, stack=None):
+        from pulumi import Output
+        from pulumi.runtime import settings
+
+        if not (isinstance(name, str) and isinstance(type_, str) and (parent is None or isinstance(parent, str))
+                and project is None and stack is None):
+            return sdk_create_urn(name, type_, parent, project, stack)
+        if parent is None:
+            prefix = "urn:pulumi:" + settings.get_stack() + "::" + settings.get_project() + "::"
+        else:
+            prefix = parent[0:parent.rfind("::")] + "$"
+        return Output.from_input(prefix + type_ + "::" + name)
+
+    return create_urn
+
+
 def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] | None = None) -> Plan:
     """Run `program` (default: the project's `__main__.py`) with the given stack config under mocks."""
     from pulumi.runtime import mocks, settings
@@ -452,9 +528,10 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
 
     from pulumi.runtime import resource as engine_resource, stack as engine_stack
 
-    sdk_wait, sdk_trace = engine_stack.wait_for_rpcs, engine_resource._get_stack_trace
+    sdk_wait, sdk_trace, sdk_urn = engine_stack.wait_for_rpcs, engine_resource._get_stack_trace, engine_resource.create_urn
     engine_stack.wait_for_rpcs = _wait_for_quiescence
     engine_resource._get_stack_trace = _no_stack_trace
+    engine_resource.create_urn = _urns_of_strings(sdk_urn)
     loop = asyncio.new_event_loop()
     # The SDK calls the monitor from the loop's default executor: ours answers in place. Where the SDK's MockMonitor
     # answers (SDK_ANSWERS), it runs on worker threads, and in each the mocks make an event loop of their own
@@ -483,6 +560,7 @@ def run_program(config: dict[str, Any], stack: str, program: Callable[[], None] 
             gc.enable()
         engine_stack.wait_for_rpcs = sdk_wait
         engine_resource._get_stack_trace = sdk_trace
+        engine_resource.create_urn = sdk_urn
         asyncio.set_event_loop(None)
         executor.shutdown(wait=True)
         loop.close()

@@ -168,3 +168,199 @@ def test_a_struct_is_made_as_the_sdk_serializes_plain_values():
     values = {"left-out": None, "kept": {"null": None, "list": [1, "x", None, {"deep": None}]}, "n": 2, "t": True, "s": "v"}
     sdk = asyncio.run(rpc.serialize_properties(values, {}))
     assert planrun._struct(values) == sdk and "left-out" not in sdk and "null" in sdk["kept"]
+
+
+def _items(value) -> object:
+    """A JSON value with every mapping as its list of items, so that two values compare equal only in the same order."""
+    if isinstance(value, dict):
+        return [(k, _items(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [_items(v) for v in value]
+    return (type(value).__name__, value)
+
+
+def _same_as_message_to_dict(struct) -> None:
+    from google.protobuf import json_format
+
+    mine, theirs = planrun._struct_dict(struct), json_format.MessageToDict(struct)
+    assert _items(mine) == _items(theirs)
+
+
+def test_a_struct_reads_as_message_to_dict_reads_it():
+    """The monitor reads a Struct as `json_format.MessageToDict` does: whole and signed-zero floats stay floats, null
+    and an unset Value are None, order and nesting kept; each kind on its own, so a dropped branch fails here."""
+    from google.protobuf import struct_pb2
+
+    values = {"one": 1.0, "big": 1e20, "negzero": -0.0, "beyond": float(2**53 + 1), "half": 0.5, "neg": -3.0,
+              "t": True, "f": False, "s": "text", "empty-s": "", "null": None, "empty-struct": {}, "empty-list": [],
+              "nested": {"list": [1.0, "x", None, [True, {"deep": [[]]}]], "struct": {"a": {"b": {"c": 2.5}}}}}
+    struct = struct_pb2.Struct()
+    struct.update(values)
+    struct.fields["unset"].Clear()  # a Value with no kind: MessageToDict reads it as null
+    _same_as_message_to_dict(struct)
+    got = planrun._struct_dict(struct)
+    assert list(got) == list(struct.fields) and got["unset"] is None and got["null"] is None
+    assert [type(got[k]).__name__ for k in ("one", "beyond", "t", "s", "empty-struct", "empty-list")] == [
+        "float", "float", "bool", "str", "dict", "list"]
+    assert got["nested"] == values["nested"] and got["beyond"] == 2**53  # a double holds 2**53 + 1 as 2**53
+    assert planrun._struct_dict(struct_pb2.Struct()) == {}
+
+
+@pytest.mark.parametrize("number, word", [(float("inf"), "Infinity"), (float("-inf"), "Infinity"), (float("nan"), "NaN")])
+def test_a_struct_holding_infinity_or_nan_is_refused_as_message_to_dict_refuses_it(number, word):
+    from google.protobuf import json_format, struct_pb2
+
+    struct = struct_pb2.Struct()
+    struct.update({"ok": 1.0, "nested": {"list": [number]}})
+    with pytest.raises(ValueError) as theirs:
+        json_format.MessageToDict(struct)
+    with pytest.raises(ValueError) as mine:
+        planrun._struct_dict(struct)
+    assert str(mine.value) == str(theirs.value) and word in str(mine.value)
+
+
+def test_any_struct_reads_as_message_to_dict_reads_it():
+    from hypothesis import given, settings, strategies as st
+    from google.protobuf import struct_pb2
+
+    leaves = st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8) | st.integers(-2**60, 2**60)
+    json_values = st.recursive(leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+                               max_leaves=20)
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(st.dictionaries(st.text(max_size=6), json_values, max_size=5))
+    def check(values):
+        struct = struct_pb2.Struct()
+        struct.update(values)
+        _same_as_message_to_dict(struct)
+
+    check()
+
+
+class _DoneFutures(planrun.ThreadPoolExecutor):
+    """An executor answering in place with a done concurrent future: what `run_in_executor` chains to the loop through
+    `call_soon_threadsafe`, as with a worker thread that had already finished."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        from concurrent.futures import Future
+
+        done = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+
+def _steps_of_tasks(executor) -> tuple[list, int]:
+    """The order in which three tasks, each awaiting the executor several times (one call fails), take their steps;
+    and how often the loop's self-pipe was written to."""
+    import asyncio
+
+    steps: list = []
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(executor)
+    writes = [0]
+    write = loop._write_to_self
+
+    def counted():
+        writes[0] += 1
+        write()
+
+    loop._write_to_self = counted
+
+    def call(task: str, n: int) -> str:
+        steps.append(("call", task, n))
+        if (task, n) == ("b", 1):
+            raise KeyError(task)
+        return f"{task}{n}"
+
+    async def worker(task: str, calls: int):
+        for n in range(calls):
+            try:
+                steps.append(("got", await asyncio.get_running_loop().run_in_executor(None, call, task, n)))
+            except KeyError:
+                steps.append(("failed", task, n))
+            await asyncio.sleep(0)
+
+    async def main():
+        await asyncio.gather(worker("a", 3), worker("b", 2), worker("c", 4))
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return steps, writes[0]
+
+
+def test_monitor_calls_are_answered_in_the_order_a_done_concurrent_future_gives_without_waking_the_loop():
+    """The executor's answers reach the awaiting tasks in the same order as a done concurrent future's (one pass of
+    the loop later, failures too), and without a write to the loop's self-pipe per call."""
+    theirs, their_writes = _steps_of_tasks(_DoneFutures())
+    mine, my_writes = _steps_of_tasks(planrun._InPlace())
+    assert mine == theirs and ("failed", "b", 1) in mine and len(mine) == 18
+    assert their_writes >= 9 and my_writes == 0
+
+
+def test_an_answer_is_queued_for_the_loop_and_dropped_where_its_task_was_cancelled():
+    import asyncio
+
+    errors: list = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context["exception"]))
+        executor = planrun._InPlace()
+        answer = executor.submit(lambda: 5)
+        assert isinstance(answer, asyncio.Future) and not answer.done()  # settled by the loop's next pass
+        await asyncio.sleep(0)
+        assert answer.result() == 5
+        cancelled = executor.submit(lambda: 6)
+        cancelled_failure = executor.submit(lambda: {}["missing"])
+        failed = executor.submit(lambda: {}["missing"])
+        cancelled.cancel(), cancelled_failure.cancel()
+        await asyncio.sleep(0)  # the queued answers find two futures cancelled, and no error is raised
+        assert cancelled.cancelled() and cancelled_failure.cancelled() and isinstance(failed.exception(), KeyError)
+
+    asyncio.run(main())
+    assert errors == []
+    off_loop = planrun._InPlace().submit(lambda: 7)  # outside a running loop: done when returned
+    assert off_loop.done() and off_loop.result() == 7
+
+
+def test_a_urn_of_strings_is_the_sdks_urn_without_its_outputs(monkeypatch):
+    """Registrations get their URN from strings without the SDK's chain of outputs (its `create_urn` is not called for
+    them), the same URN as the SDK's for a top-level resource and for a child (whose parent URN may itself hold `$`);
+    an output among the parts goes to the SDK's; the SDK's function is back after the plan."""
+    import pulumi
+
+    sdk = resource.create_urn
+    calls: list = []
+
+    def counted(*args):
+        calls.append(args)
+        return sdk(*args)
+
+    monkeypatch.setattr(resource, "create_urn", counted)
+    parent = "urn:pulumi:s::gpupools::t:a:Parent$t:b:Mid::mid"
+    cases = [("n", "t:x:Y", None), ("n", "t:x:Y", parent), ("n", "t:x:Y", "urn:pulumi:s::gpupools::t:a:Parent::p"), ("", "t:x:Y", ""),
+             ("n", "t:x:Y", None, None, "other"), ("n", "t:x:Y", None, "proj")]  # an alias's own stack or project
+
+    def program():
+        pulumi.CustomResource("aws:s3/bucket:Bucket", "b", {"bucket": "mine"})
+        ours = resource.create_urn  # what registrations call while the plan runs
+        for n, args in enumerate(cases):
+            made = ours(*args)
+            assert isinstance(made, pulumi.Output)
+            pulumi.export(f"ours{n}", made)
+            pulumi.export(f"sdk{n}", sdk(*args))
+        pulumi.export("output-name", ours(pulumi.Output.from_input("n"), "t:x:Y", parent))
+        pulumi.export("output-name-sdk", sdk(pulumi.Output.from_input("n"), "t:x:Y", parent))
+
+    plan = planrun.run_program({"aws:region": "eu-central-1"}, "urns", program=program)
+    assert resource.create_urn is counted
+    assert [plan.outputs[f"ours{n}"] for n in range(len(cases))] == [plan.outputs[f"sdk{n}"] for n in range(len(cases))] == [
+        "urn:pulumi:urns::gpupools::t:x:Y::n", "urn:pulumi:s::gpupools::t:a:Parent$t:b:Mid$t:x:Y::n",
+        "urn:pulumi:s::gpupools::t:a:Parent$t:x:Y::n", "$t:x:Y::", "urn:pulumi:other::gpupools::t:x:Y::n", "urn:pulumi:urns::proj::t:x:Y::n"]
+    assert plan.outputs["output-name"] == plan.outputs["output-name-sdk"] == "urn:pulumi:s::gpupools::t:a:Parent$t:b:Mid$t:x:Y::n"
+    # The bucket's and the stack's registrations made no call; the alias-like ones and the output name did.
+    assert [type(args[0]).__name__ for args in calls] == ["str", "str", "Output"]
