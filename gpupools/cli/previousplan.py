@@ -11,6 +11,7 @@ are held to the nesting limit and to JSON's strings and brackets.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import re
 from pathlib import Path
@@ -52,8 +53,36 @@ _SPACE = re.compile(rb"[ \t\r\n]*")
 # megabytes of landing reasons a large plan holds.
 _STRING = re.compile(rb'"[^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*"')
 _SCALAR = re.compile(rb"-?[0-9][0-9eE.+-]*|true|false|null")
-# Inside a container being skipped: a string or a bracket (what lies between them cannot change the nesting).
-_SKIP = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+# Skipping a container is the bulk of the work: a plan's landing verdicts and the inputs of resources the check
+# does not read are megabytes of small strings and objects. It is done by one regex match per container, which takes
+# the whole container when every string in it ends and it nests no deeper than the limit allows: what lies between
+# strings and brackets in runs, a string in one step, and a nested container by the same pattern one level shallower.
+# Every repeat is possessive (`*+`), so the engine never tries another way to split what it took: the match either
+# succeeds or fails in one pass, linear in what it read, however the strings, backslashes and brackets are laid out.
+# Any closing bracket closes any opening one, as in `_skip_by_tokens`, which the match must agree with.
+_PLAIN = rb'[^"\[\]{}]++'
+# The same strings as `_SKIP_STRING` (control characters allowed, a backslash followed by a newline ends nothing).
+_SKIP_STRING_PART = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+
+
+@functools.cache
+def _container(inner: int) -> re.Pattern[bytes]:
+    """A list or object holding lists and objects at most `inner` levels deep, and strings that end."""
+    body = rb"(?:" + _PLAIN + rb"|" + _SKIP_STRING_PART + rb")*+"
+    for _ in range(inner):
+        body = rb"(?:" + _PLAIN + rb"|" + _SKIP_STRING_PART + rb"|[\[{]" + body + rb"[\]}])*+"
+    return re.compile(rb"[\[{]" + body + rb"[\]}]")
+
+
+# When that match fails (a string that does not end, a container too deep or one that does not end), the container
+# is skipped token by token, and that answers what the file holds: the error, or where the container ends.
+_TOKEN = re.compile(rb'["\[\]{}]')
+_BRACKET = re.compile(rb"[\[\]{}]")
+# A string from its opening quote up to its closing one (group 1), or up to where it stops without one: a backslash
+# before a newline or the end of the file. Possessive, so a string that does not end is read once, not once per
+# backslash in it.
+_SKIP_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+("?)')
 
 
 class _Skim:
@@ -86,22 +115,46 @@ class _Skim:
         if head in (b"[", b"{"):
             if depth + 1 > MAX_DEPTH:
                 raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
-            level, start = depth + 1, pos
-            for match in _SKIP.finditer(self.buf, pos + 1):
-                token = match.group()
-                if token in (b"[", b"{"):
-                    level += 1
-                    if level > MAX_DEPTH:
-                        raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
-                elif token in (b"]", b"}"):
-                    level -= 1
-                    if level == depth:
-                        return match.end()
-            raise self.error(start, "a list or object that does not end")
+            match = _container(MAX_DEPTH - depth - 1).match(self.buf, pos)
+            return match.end() if match is not None else self._skip_by_tokens(pos, depth)
         match = _SCALAR.match(self.buf, pos)
         if match is None:
             raise self.error(pos, "expected a value")
         return match.end()
+
+    def _skip_by_tokens(self, start: int, depth: int) -> int:
+        """Where the container at `start` ends, counting its brackets outside strings; the nesting limit holds.
+        A string that does not end is read as far as it goes (see `_SKIP_STRING`) and the brackets in it count, as
+        do those of every quote it escapes: each of those strings would stop at the same place. (No `finditer`
+        here: an iterator left in a frame the error passes through keeps the map exported, and it cannot close.)"""
+        buf, level, pos = self.buf, depth + 1, start + 1
+        unended = 0  # where the string that does not end, whose brackets are being counted, stops
+        while True:
+            if pos < unended:
+                token = _BRACKET.search(buf, pos, unended)
+                if token is None:
+                    pos = unended
+                    continue
+            else:
+                token = _TOKEN.search(buf, pos)
+                if token is None:
+                    raise self.error(start, "a list or object that does not end")
+                if buf[token.start()] == 0x22:  # a quote
+                    string = _SKIP_STRING.match(buf, token.start())
+                    if string.group(1):
+                        pos = string.end()
+                    else:
+                        pos, unended = token.end(), string.end()
+                    continue
+            pos = token.end()
+            if buf[token.start()] in b"[{":
+                level += 1
+                if level > MAX_DEPTH:
+                    raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
+            else:
+                level -= 1
+                if level == depth:
+                    return pos
 
     def members(self, pos: int, depth: int):
         """(key, value start, value end) of the object at `pos`; then the position after it, as the last item."""
@@ -114,7 +167,7 @@ class _Skim:
             key_end = self.value_end(pos, depth + 1)
             if self.buf[pos:pos + 1] != b'"':
                 raise self.error(pos, "expected a key")
-            key = load_json(self.text(pos, key_end))
+            key = self.decode(pos, key_end)
             start = self.space(self.expect(key_end, b":"))
             end = self.value_end(start, depth + 1)
             yield key, start, end
@@ -145,10 +198,18 @@ class _Skim:
         except UnicodeDecodeError as exc:
             raise self.error(start + exc.start, f"byte 0x{self.buf[start + exc.start]:02x} is not UTF-8; save the file as UTF-8") from None
 
+    def decode(self, start: int, end: int) -> Any:
+        """The value from `start` to `end`. A string without escapes is the text between its quotes: `value_end`
+        matched it with `_STRING`, which holds it to what JSON allows, so the parser would return that text; every
+        key of the file is one, and parsing each was most of the time spent outside skipping."""
+        if self.buf[start:start + 1] == b'"' and self.buf.find(b"\\", start, end) < 0:
+            return self.text(start, end)[1:-1]
+        return load_json(self.text(start, end))
+
     def small(self, start: int, end: int) -> Any:
         """A value decoded, or, when it is large, a stand-in of the same type that describes it."""
         if end - start <= _SMALL:
-            return load_json(self.text(start, end))
+            return self.decode(start, end)
         head = self.buf[start:start + 1]
         return {} if head == b"{" else [] if head == b"[" else f"<{kind('x' * (end - start))}>"
 
