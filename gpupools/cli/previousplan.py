@@ -55,34 +55,39 @@ _STRING = re.compile(rb'"[^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*"')
 _SCALAR = re.compile(rb"-?[0-9][0-9eE.+-]*|true|false|null")
 
 # Skipping a container is the bulk of the work: a plan's landing verdicts and the inputs of resources the check
-# does not read are megabytes of small strings and objects. It is done by one regex match per container, which takes
-# the whole container when every string in it ends and it nests no deeper than the limit allows: what lies between
-# strings and brackets in runs, a string in one step, and a nested container by the same pattern one level shallower.
-# Every repeat is possessive (`*+`), so the engine never tries another way to split what it took: the match either
-# succeeds or fails in one pass, linear in what it read, however the strings, backslashes and brackets are laid out.
-# Any closing bracket closes any opening one, as in `_skip_by_tokens`, which the match must agree with.
+# does not read are megabytes of small strings and objects. It is done by regex, not token by token in Python: a
+# container's body is runs of what lies between strings and brackets, strings in one step each, and the containers it
+# holds, matched by the same pattern one level shallower, down to the nesting limit. Every repeat is possessive (`*+`),
+# so the engine never tries another way to split what it took: a match succeeds or stops in one pass, linear in what
+# it read, however the strings, backslashes and brackets are laid out. Any closing bracket closes any opening one.
 _PLAIN = rb'[^"\[\]{}]++'
-# The same strings as `_SKIP_STRING` (control characters allowed, a backslash followed by a newline ends nothing).
-_SKIP_STRING_PART = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+# The strings of `_SKIP_STRING` that end.
+_ENDED_STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+
+
+@functools.cache
+def _body(inner: int) -> re.Pattern[bytes]:
+    """What lies inside a container up to its first string that does not end, container that is not closed or
+    nests more than `inner` levels deep, or closing bracket."""
+    body = rb"(?:" + _PLAIN + rb"|" + _ENDED_STRING + rb")*+"
+    for _ in range(inner):
+        body = rb"(?:" + _PLAIN + rb"|" + _ENDED_STRING + rb"|[\[{]" + body + rb"[\]}])*+"
+    return re.compile(body)
 
 
 @functools.cache
 def _container(inner: int) -> re.Pattern[bytes]:
-    """A list or object holding lists and objects at most `inner` levels deep, and strings that end."""
-    body = rb"(?:" + _PLAIN + rb"|" + _SKIP_STRING_PART + rb")*+"
-    for _ in range(inner):
-        body = rb"(?:" + _PLAIN + rb"|" + _SKIP_STRING_PART + rb"|[\[{]" + body + rb"[\]}])*+"
-    return re.compile(rb"[\[{]" + body + rb"[\]}]")
+    """A whole container whose strings end and whose containers nest at most `inner` levels deep: one match for
+    what every container of a plan `plan --json` wrote is."""
+    return re.compile(rb"[\[{]" + _body(inner).pattern + rb"[\]}]")
 
 
-# When that match fails (a string that does not end, a container too deep or one that does not end), the container
-# is skipped token by token, and that answers what the file holds: the error, or where the container ends.
+# The rest, in `_Skim.skip_rest`: a bracket or quote where the body stopped.
 _TOKEN = re.compile(rb'["\[\]{}]')
 _BRACKET = re.compile(rb"[\[\]{}]")
-# A string from its opening quote up to its closing one (group 1), or up to where it stops without one: a backslash
-# before a newline or the end of the file. Possessive, so a string that does not end is read once, not once per
-# backslash in it.
-_SKIP_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+("?)')
+# A string from its opening quote up to where it stops without a closing one: a backslash before a newline, or the
+# end of the file. Possessive, so such a string is read once, not once per backslash in it.
+_UNENDED_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+')
 
 
 class _Skim:
@@ -116,17 +121,19 @@ class _Skim:
             if depth + 1 > MAX_DEPTH:
                 raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
             match = _container(MAX_DEPTH - depth - 1).match(self.buf, pos)
-            return match.end() if match is not None else self._skip_by_tokens(pos, depth)
+            return match.end() if match is not None else self.skip_rest(pos, depth)
         match = _SCALAR.match(self.buf, pos)
         if match is None:
             raise self.error(pos, "expected a value")
         return match.end()
 
-    def _skip_by_tokens(self, start: int, depth: int) -> int:
-        """Where the container at `start` ends, counting its brackets outside strings; the nesting limit holds.
-        A string that does not end is read as far as it goes (see `_SKIP_STRING`) and the brackets in it count, as
-        do those of every quote it escapes: each of those strings would stop at the same place. (No `finditer`
-        here: an iterator left in a frame the error passes through keeps the map exported, and it cannot close.)"""
+    def skip_rest(self, start: int, depth: int) -> int:
+        """Where the container at `start` ends when it is not one `_container` match: it holds a string that does not
+        end, or it nests too deep, or it does not end. Its brackets outside strings count, one at a time where the
+        body match stops, and the nesting limit holds. A string that does not end counts as where it stops; the
+        brackets in it count, as do those of every quote it escapes: each of those strings stops at the same place.
+        (No `finditer`: an iterator left in a frame the error passes through keeps the map exported, so it cannot
+        close.)"""
         buf, level, pos = self.buf, depth + 1, start + 1
         unended = 0  # where the string that does not end, whose brackets are being counted, stops
         while True:
@@ -136,15 +143,14 @@ class _Skim:
                     pos = unended
                     continue
             else:
-                token = _TOKEN.search(buf, pos)
+                # Every container that closes within the limit and every string that ends, at once; then what
+                # stopped the match: a closing bracket, an opening one, a quote, or the end of the file.
+                pos = _body(MAX_DEPTH - level).match(buf, pos).end()
+                token = _TOKEN.match(buf, pos)
                 if token is None:
                     raise self.error(start, "a list or object that does not end")
-                if buf[token.start()] == 0x22:  # a quote
-                    string = _SKIP_STRING.match(buf, token.start())
-                    if string.group(1):
-                        pos = string.end()
-                    else:
-                        pos, unended = token.end(), string.end()
+                if buf[pos] == 0x22:  # a quote: the string it opens does not end (the body took those that do)
+                    pos, unended = pos + 1, _UNENDED_STRING.match(buf, pos).end()
                     continue
             pos = token.end()
             if buf[token.start()] in b"[{":
