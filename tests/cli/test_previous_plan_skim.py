@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gpupools.cli.previousplan import _container, _Skim, read_previous_plan
+from gpupools.cli import previousplan
+from gpupools.cli.previousplan import _body, _container, _Skim, read_previous_plan
 from gpupools.stack.reading import MAX_DEPTH, ReadError
 
 DEEP = f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}"
@@ -113,6 +114,7 @@ def test_the_one_match_fails_where_a_string_or_container_does_not_end(text):
     (b'["a\\\n]"]', 6),
     (b'[{"a": "\\\\\\\\"}, "}"]', 20),
     (b'["\\"\\"\\"[[]]]', 13),
+    (b'["\\\n\\"]"]', 9),  # after the backslash and newline, a backslash and a quote that opens a string
 ])
 def test_token_by_token_counts_the_brackets_the_reference_counts(text, expected):
     buf = text + b" ] } tail"
@@ -128,6 +130,19 @@ def test_a_container_that_does_not_end_names_where_it_starts(text):
     assert outcome(_Skim(buf).value_end, 9, 1) == expected
 
 
+def test_where_the_one_match_stops_the_body_match_allows_the_levels_left(monkeypatch):
+    allowed = []
+
+    def body(inner):
+        allowed.append(inner)
+        return _body(inner)
+    monkeypatch.setattr(previousplan, "_body", body)
+    buf = b'[[["a\\\n]]]]'  # three levels, the string in the third does not end
+    assert _Skim(buf).skip_rest(0, 5) == len(buf) - 1 == reference_end(buf, 0, 5)
+    # At levels 6, 7 and 8, what is left of MAX_DEPTH; at 8 again after the string, then 7 and 6 as they close.
+    assert allowed == [MAX_DEPTH - 6, MAX_DEPTH - 7, MAX_DEPTH - 8, MAX_DEPTH - 8, MAX_DEPTH - 7, MAX_DEPTH - 6]
+
+
 def test_token_by_token_holds_the_limit_in_strings_that_do_not_end():
     buf = b'["' + b'[' * MAX_DEPTH + b']' * MAX_DEPTH
     assert outcome(_Skim(buf).skip_rest, 0, 0) == DEEP == outcome(reference_end, buf, 0, 0)
@@ -136,7 +151,7 @@ def test_token_by_token_holds_the_limit_in_strings_that_do_not_end():
     assert outcome(_Skim(shallower).skip_rest, 0, 0) == expected == outcome(reference_end, shallower, 0, 0)
 
 
-soup = st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"\\", b"\n", b"a", b",", b'\\"', b"\\\\", b"\x01", b'"x"']),
+soup = st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"\\", b"\n", b"\\\n", b"a", b",", b'\\"', b"\\\\", b"\x01", b'"x"']),
                 max_size=60).map(b"".join)
 
 
