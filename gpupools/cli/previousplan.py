@@ -61,7 +61,8 @@ _SCALAR = re.compile(rb"-?[0-9][0-9eE.+-]*|true|false|null")
 # so the engine never tries another way to split what it took: a match succeeds or stops in one pass, linear in what
 # it read, however the strings, backslashes and brackets are laid out. Any closing bracket closes any opening one.
 _PLAIN = rb'[^"\[\]{}]++'
-# The strings of `_SKIP_STRING` that end.
+# A string that ends. Unlike `_STRING`, control characters pass (what is skipped is held only to JSON's strings and
+# brackets); `.` is not a newline, so a backslash before a newline ends no string, as it ended none before.
 _ENDED_STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
 
 
@@ -77,8 +78,8 @@ def _body(inner: int) -> re.Pattern[bytes]:
 
 @functools.cache
 def _container(inner: int) -> re.Pattern[bytes]:
-    """A whole container whose strings end and whose containers nest at most `inner` levels deep: one match for
-    what every container of a plan `plan --json` wrote is."""
+    """A whole container whose strings end and whose containers nest at most `inner` levels deep, in one match:
+    every container of a plan `plan --json` wrote."""
     return re.compile(rb"[\[{]" + _body(inner).pattern + rb"[\]}]")
 
 
