@@ -11,6 +11,7 @@ are held to the nesting limit and to JSON's strings and brackets.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import re
 from pathlib import Path
@@ -52,8 +53,42 @@ _SPACE = re.compile(rb"[ \t\r\n]*")
 # megabytes of landing reasons a large plan holds.
 _STRING = re.compile(rb'"[^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*"')
 _SCALAR = re.compile(rb"-?[0-9][0-9eE.+-]*|true|false|null")
-# Inside a container being skipped: a string or a bracket (what lies between them cannot change the nesting).
-_SKIP = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+# Skipping a container is the bulk of the work: a plan's landing verdicts and the inputs of resources the check
+# does not read are megabytes of small strings and objects. It is done by regex, not token by token in Python: a
+# container's body is runs of what lies between strings and brackets, strings in one step each, and the containers it
+# holds, matched by the same pattern one level shallower, down to the nesting limit. Every repeat is possessive (`*+`),
+# so the engine never tries another way to split what it took: a match succeeds or stops in one pass, linear in what
+# it read, however the strings, backslashes and brackets are laid out. Any closing bracket closes any opening one.
+_PLAIN = rb'[^"\[\]{}]++'
+# A string that ends. Unlike `_STRING`, control characters pass (what is skipped is held only to JSON's strings and
+# brackets); `.` is not a newline, so a backslash before a newline ends no string, as it ended none before.
+_ENDED_STRING = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+
+
+@functools.cache
+def _body(inner: int) -> re.Pattern[bytes]:
+    """What lies inside a container up to its first string that does not end, container that is not closed or
+    nests more than `inner` levels deep, or closing bracket."""
+    body = rb"(?:" + _PLAIN + rb"|" + _ENDED_STRING + rb")*+"
+    for _ in range(inner):
+        body = rb"(?:" + _PLAIN + rb"|" + _ENDED_STRING + rb"|[\[{]" + body + rb"[\]}])*+"
+    return re.compile(body)
+
+
+@functools.cache
+def _container(inner: int) -> re.Pattern[bytes]:
+    """A whole container whose strings end and whose containers nest at most `inner` levels deep, in one match:
+    every container of a plan `plan --json` wrote."""
+    return re.compile(rb"[\[{]" + _body(inner).pattern + rb"[\]}]")
+
+
+# The rest, in `_Skim.skip_rest`: a bracket or quote where the body stopped.
+_TOKEN = re.compile(rb'["\[\]{}]')
+_BRACKET = re.compile(rb"[\[\]{}]")
+# A string from its opening quote up to where it stops without a closing one: a backslash before a newline, or the
+# end of the file. Possessive, so such a string is read once, not once per backslash in it.
+_UNENDED_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+')
 
 
 class _Skim:
@@ -86,22 +121,47 @@ class _Skim:
         if head in (b"[", b"{"):
             if depth + 1 > MAX_DEPTH:
                 raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
-            level, start = depth + 1, pos
-            for match in _SKIP.finditer(self.buf, pos + 1):
-                token = match.group()
-                if token in (b"[", b"{"):
-                    level += 1
-                    if level > MAX_DEPTH:
-                        raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
-                elif token in (b"]", b"}"):
-                    level -= 1
-                    if level == depth:
-                        return match.end()
-            raise self.error(start, "a list or object that does not end")
+            match = _container(MAX_DEPTH - depth - 1).match(self.buf, pos)
+            return match.end() if match is not None else self.skip_rest(pos, depth)
         match = _SCALAR.match(self.buf, pos)
         if match is None:
             raise self.error(pos, "expected a value")
         return match.end()
+
+    def skip_rest(self, start: int, depth: int) -> int:
+        """Where the container at `start` ends when it is not one `_container` match: it holds a string that does not
+        end, or it nests too deep, or it does not end. Its brackets outside strings count, one at a time where the
+        body match stops, and the nesting limit holds. A string that does not end counts as where it stops; the
+        brackets in it count, as do those of every quote it escapes: each of those strings stops at the same place.
+        (No `finditer`: an iterator left in a frame the error passes through keeps the map exported, so it cannot
+        close.)"""
+        buf, level, pos = self.buf, depth + 1, start + 1
+        unended = 0  # where the string that does not end, whose brackets are being counted, stops
+        while True:
+            if pos < unended:
+                token = _BRACKET.search(buf, pos, unended)
+                if token is None:
+                    pos = unended
+                    continue
+            else:
+                # Every container that closes within the limit and every string that ends, at once; then what
+                # stopped the match: a closing bracket, an opening one, a quote, or the end of the file.
+                pos = _body(MAX_DEPTH - level).match(buf, pos).end()
+                token = _TOKEN.match(buf, pos)
+                if token is None:
+                    raise self.error(start, "a list or object that does not end")
+                if buf[pos] == 0x22:  # a quote: the string it opens does not end (the body took those that do)
+                    pos, unended = pos + 1, _UNENDED_STRING.match(buf, pos).end()
+                    continue
+            pos = token.end()
+            if buf[token.start()] in b"[{":
+                level += 1
+                if level > MAX_DEPTH:
+                    raise ReadError(f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}")
+            else:
+                level -= 1
+                if level == depth:
+                    return pos
 
     def members(self, pos: int, depth: int):
         """(key, value start, value end) of the object at `pos`; then the position after it, as the last item."""
@@ -114,7 +174,7 @@ class _Skim:
             key_end = self.value_end(pos, depth + 1)
             if self.buf[pos:pos + 1] != b'"':
                 raise self.error(pos, "expected a key")
-            key = load_json(self.text(pos, key_end))
+            key = self.decode(pos, key_end)
             start = self.space(self.expect(key_end, b":"))
             end = self.value_end(start, depth + 1)
             yield key, start, end
@@ -145,10 +205,18 @@ class _Skim:
         except UnicodeDecodeError as exc:
             raise self.error(start + exc.start, f"byte 0x{self.buf[start + exc.start]:02x} is not UTF-8; save the file as UTF-8") from None
 
+    def decode(self, start: int, end: int) -> Any:
+        """The value from `start` to `end`. A string without escapes is the text between its quotes: `value_end`
+        matched it with `_STRING`, which holds it to what JSON allows, so the parser would return that text; every
+        key of the file is one, and parsing each was most of the time spent outside skipping."""
+        if self.buf[start:start + 1] == b'"' and self.buf.find(b"\\", start, end) < 0:
+            return self.text(start, end)[1:-1]
+        return load_json(self.text(start, end))
+
     def small(self, start: int, end: int) -> Any:
         """A value decoded, or, when it is large, a stand-in of the same type that describes it."""
         if end - start <= _SMALL:
-            return load_json(self.text(start, end))
+            return self.decode(start, end)
         head = self.buf[start:start + 1]
         return {} if head == b"{" else [] if head == b"[" else f"<{kind('x' * (end - start))}>"
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import tracemalloc
 
-import yaml
-
 from typer.testing import CliRunner
 
 from gpupools.cli.main import app
@@ -16,7 +14,7 @@ from gpupools.cli.previousplan import plan_bytes_bound, read_previous_plan
 from gpupools.stack.config import MAX_POOL_LABELS, MAX_POOLS
 from gpupools.stack.reading import MAX_BYTES
 
-from test_against_size import block_stack, plan_json
+from test_against_size import block_stack, plan_json, stack_yaml
 
 runner = CliRunner()
 
@@ -27,7 +25,7 @@ def test_sixty_capacity_block_pools_read_back(tmp_path):
     path, old, size = plan_json(tmp_path, config)
     assert size > 1024 * 1024
     config["gpupools:pools"][0]["maxNodes"] = 3
-    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    path.write_text(stack_yaml(config))
     result = runner.invoke(app, ["plan", "--config", str(path), "--json", "--against", str(old)])
     assert result.exit_code == 0, result.stderr
     actions = [c["action"] for c in json.loads(result.stdout)["changes"]]
@@ -38,7 +36,7 @@ def largest_stack(teams: int) -> dict:
     """MAX_POOLS of the costliest pools with as many of the longest labels as the stack reader's size limit
     (MAX_BYTES) lets the file hold, and teams on every pool."""
     def size(labels: int) -> int:
-        return len(yaml.safe_dump({"config": block_stack(MAX_POOLS, teams, labels)}, sort_keys=False).encode())
+        return len(stack_yaml(block_stack(MAX_POOLS, teams, labels)).encode())
 
     bare, one = size(0), size(1)  # every label costs the same bytes
     labels = min(MAX_POOL_LABELS, (MAX_BYTES - bare) // (one - bare))

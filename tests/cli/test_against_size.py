@@ -37,9 +37,15 @@ def block_stack(pools: int, teams: int = 0, labels: int = MAX_POOL_LABELS, autos
     return config
 
 
+def stack_yaml(config: dict) -> str:
+    """The stack file of `config`. libyaml's writer: for these stacks (short plain keys and values) the same text as
+    `yaml.safe_dump`, in a tenth of its time, which was seconds per stack of a hundred pools."""
+    return yaml.dump({"config": config}, Dumper=yaml.CSafeDumper, sort_keys=False)
+
+
 def plan_json(tmp_path, config: dict, name: str = "big") -> tuple:
     path = tmp_path / f"Pulumi.{name}.yaml"
-    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    path.write_text(stack_yaml(config))
     result = runner.invoke(app, ["plan", "--config", str(path), "--json"])
     assert result.exit_code == 0, result.stderr
     old = tmp_path / "old.json"
