@@ -407,7 +407,11 @@ SDK_ANSWERS = False
 
 
 def _collector(plan: Plan) -> "logging.Logger":
-    """A logger that keeps the program's warnings in the plan instead of printing them."""
+    """A logger that keeps the program's warnings in the plan instead of printing them. It is a Logger of its own,
+    not one from `logging.getLogger`: the logging module keeps every logger it hands out for the life of the process
+    (its manager's `loggerDict`), so a logger named per plan kept each plan, and its handler, alive after the run, and
+    every later `setLevel` anywhere walked all of them (`Manager._clear_cache`). A process that plans many stacks (a
+    fleet, the tests) grew with each."""
     import logging
 
     class Keep(logging.Handler):
@@ -415,7 +419,7 @@ def _collector(plan: Plan) -> "logging.Logger":
             if record.levelno >= logging.WARNING:
                 plan.warnings.append(record.getMessage())
 
-    logger = logging.getLogger(f"gpupools.cli.planrun.{id(plan)}")
+    logger = logging.Logger("gpupools.cli.planrun")
     logger.handlers[:] = [Keep()]
     logger.propagate = False
     logger.setLevel(logging.WARNING)

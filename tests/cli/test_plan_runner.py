@@ -48,6 +48,32 @@ def test_registrations_carry_no_stack_trace_and_the_sdks_is_back_afterwards(monk
     assert resource._get_stack_trace is sdk
 
 
+def test_a_plan_keeps_the_programs_warnings_and_nothing_keeps_the_plan_after_it():
+    """The program's warnings reach the plan through the mock engine's logger; once the caller lets the plan go and
+    another plan runs, it is freed: no logger the logging module keeps for the process holds it (a fleet plans many
+    stacks in one process)."""
+    import gc
+    import logging
+    import weakref
+
+    import pulumi
+
+    def program() -> None:
+        pulumi.log.warn("first")
+        pulumi.log.info("not a warning")
+        pulumi.log.warn("second")
+
+    loggers = set(logging.Logger.manager.loggerDict)
+    plan = planrun.run_program({}, "warnings", program=program)
+    assert plan.warnings == ["first", "second"]
+    assert set(logging.Logger.manager.loggerDict) == loggers
+    gone = weakref.ref(plan)
+    del plan
+    planrun.run_program({}, "next", program=lambda: None)  # the SDK's settings hold the last run's engine and monitor until the next run
+    gc.collect()
+    assert gone() is None
+
+
 def test_the_collector_rests_while_the_program_runs_and_is_restored_after():
     """The cyclic collector is off while a plan's program runs (what it would walk lives until the plan ends) and as
     it was before afterwards: on, or off where the caller had turned it off; a failing program restores it too."""
