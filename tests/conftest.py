@@ -296,6 +296,40 @@ BASE = {
 }
 
 
+class TooSlow(Exception):
+    """Raised by `too_slow`, the SIGALRM handler of the tests that bound a step's time."""
+
+
+def too_slow(*_):
+    raise TooSlow
+
+
+def least_cpu_seconds(paths: list[Path], run, runs: int = 5, seconds: float = 30.0) -> list[float]:
+    """The least CPU time (not wall time: other processes on the machine do not count) of `runs` calls of `run` on
+    each of `paths`, taken in turn so that each meets the same machine; a call past `seconds` fails the test instead
+    of running on (a quadratic step takes minutes or hours at the sizes the linear-time tests use)."""
+    import signal
+    import time
+
+    best = [float("inf")] * len(paths)
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    try:
+        for _ in range(runs):
+            for i, path in enumerate(paths):
+                signal.setitimer(signal.ITIMER_REAL, seconds)
+                started = time.process_time()
+                try:
+                    run(path)
+                except TooSlow:
+                    pytest.fail(f"{path.name}: more than {seconds:.0f} s")
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                best[i] = min(best[i], time.process_time() - started)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    return best
+
+
 def stack_config(cloud: str = "aws", /, pools: list[dict] | None = None, **gpupools_keys) -> dict:
     """A valid raw `config:` mapping; keyword arguments replace `gpupools:<key>` entries."""
     config = copy.deepcopy(BASE[cloud])

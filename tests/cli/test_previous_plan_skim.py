@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
-import time
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -17,6 +15,8 @@ from hypothesis import strategies as st
 from gpupools.cli import previousplan
 from gpupools.cli.previousplan import _body, _container, _Skim, read_previous_plan
 from gpupools.stack.reading import MAX_DEPTH, ReadError
+
+from conftest import least_cpu_seconds
 
 DEEP = f"nested more than {MAX_DEPTH} levels deep; gpupools allows {MAX_DEPTH}"
 
@@ -172,14 +172,6 @@ def test_any_input_is_skimmed_as_the_reference_reads_it(head, body, depth):
 # Linear time
 
 
-class _TooSlow(Exception):
-    pass
-
-
-def _deadline(*_):
-    raise _TooSlow
-
-
 # Files a reader finding each string from each quote takes quadratic time on: quotes that each open a string that
 # does not end (escaped quotes, minutes at 100 kB), runs of backslashes, brackets inside a string that does not end,
 # and containers at the limit one after another.
@@ -193,26 +185,10 @@ HOSTILE = {
 }
 
 
-def _costs(paths: list, runs: int = 5, seconds: float = 20.0) -> list[float]:
-    """The least CPU time of `runs` reads of each file, taken in turn so that each meets the same machine; a read past
-    `seconds` fails the test instead of running on (quadratic, the escaped quotes took minutes at 200 kB)."""
-    best = [float("inf")] * len(paths)
-    previous = signal.signal(signal.SIGALRM, _deadline)
-    try:
-        for _ in range(runs):
-            for i, path in enumerate(paths):
-                signal.setitimer(signal.ITIMER_REAL, seconds)
-                started = time.process_time()
-                try:
-                    outcome(read_previous_plan, path)
-                except _TooSlow:
-                    pytest.fail(f"{path.name}: more than {seconds:.0f} s")
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                best[i] = min(best[i], time.process_time() - started)
-    finally:
-        signal.signal(signal.SIGALRM, previous)
-    return best
+def _costs(paths: list) -> list[float]:
+    """The least CPU time of reads of each file (conftest.least_cpu_seconds); a read past 20 s fails the test
+    (quadratic, the escaped quotes took minutes at 200 kB)."""
+    return least_cpu_seconds(paths, lambda path: outcome(read_previous_plan, path), seconds=20.0)
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

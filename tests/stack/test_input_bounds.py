@@ -35,7 +35,7 @@ from gpupools.cli.main import app
 from gpupools.stack.errors import ConfigError, Problem, redact
 from gpupools.stack.reading import MAX_BYTES, ReadError, load_yaml
 
-from conftest import ROOT, stack_config, write_stack
+from conftest import ROOT, TooSlow, least_cpu_seconds, stack_config, too_slow, write_stack
 
 runner = CliRunner()
 SECONDS_PER_FILE = 5
@@ -142,37 +142,15 @@ def test_the_end_of_a_file_is_where_the_reader_says():
 # Linear time
 
 
-class _TooSlow(Exception):
-    pass
+def _costs(paths: list[Path]) -> list[float]:
+    """The least CPU time of runs of the reader, the validation and the CLI's error lines on each of `paths`
+    (conftest.least_cpu_seconds); each run must refuse the value and describe it, not print it."""
+    def refused(path: Path) -> None:
+        lines = error_lines(path)
+        assert lines, "the long value must be refused"
+        assert sum(map(len, lines)) < 2000, lines  # described, not printed
 
-
-def _deadline(*_):
-    raise _TooSlow
-
-
-def _costs(paths: list[Path], runs: int = 5, seconds: float = 30.0) -> list[float]:
-    """The least CPU time (not wall time: other processes on the machine do not count) of `runs` runs of the reader,
-    the validation and the CLI's error lines on each of `paths`, taken in turn so that each meets the same machine;
-    a run past `seconds` fails the test instead of running on (a quadratic step takes hours at a megabyte)."""
-    best = [float("inf")] * len(paths)
-    previous = signal.signal(signal.SIGALRM, _deadline)
-    try:
-        for _ in range(runs):
-            for i, path in enumerate(paths):
-                signal.setitimer(signal.ITIMER_REAL, seconds)
-                started = time.process_time()
-                try:
-                    lines = error_lines(path)
-                except _TooSlow:
-                    pytest.fail(f"{path.name}: more than {seconds:.0f} s")
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                best[i] = min(best[i], time.process_time() - started)
-                assert lines, "the long value must be refused"
-                assert sum(map(len, lines)) < 2000, lines  # described, not printed
-    finally:
-        signal.signal(signal.SIGALRM, previous)
-    return best
+    return least_cpu_seconds(paths, refused)
 
 
 # (where the value goes, the text it repeats): each reaches a step that once cost more than linear time.
@@ -372,12 +350,12 @@ def test_fuzzed_stack_files_end_in_error_lines_in_bounded_time(data):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "Pulumi.fuzz.yaml"
         path.write_bytes(data)
-        previous = signal.signal(signal.SIGALRM, _deadline)
+        previous = signal.signal(signal.SIGALRM, too_slow)
         signal.setitimer(signal.ITIMER_REAL, 4 * SECONDS_PER_FILE)  # so a regression fails here rather than hanging the run
         started = time.perf_counter()
         try:
             lines = error_lines(path)
-        except _TooSlow:
+        except TooSlow:
             pytest.fail(f"more than {4 * SECONDS_PER_FILE} s on a file of {len(data):,} bytes")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
